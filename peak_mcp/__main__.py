@@ -1,0 +1,3 @@
+from peak_mcp.cli import main
+
+main()

@@ -1,0 +1,87 @@
+"""What a backend gives the generic validation and timing code in `peak_mcp.evaluation`."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from peak_mcp.launch import LaunchSpec
+
+
+class CompileFailed(Exception):
+    """Compilation failed; `log` is the compiler's output with line numbers."""
+
+    def __init__(self, log: str) -> None:
+        super().__init__(log)
+        self.log = log
+
+
+class KernelFault(Exception):
+    """The kernel crashed the device context (illegal address, device lost). The worker must restart."""
+
+
+@dataclass
+class Compiled:
+    """A compiled kernel: the backend's handle plus what the agent should see about resources."""
+
+    handle: Any
+    spec: LaunchSpec
+    resources: dict[str, Any] = field(default_factory=dict)  # registers, shared_bytes, local_bytes, spills, ...
+    log: str = ""
+
+
+@dataclass
+class DeviceFacts:
+    backend: str
+    index: int
+    name: str
+    properties: dict[str, Any] = field(default_factory=dict)  # sm_count, arch, l2_bytes, shared per block, ...
+
+
+class Executor(ABC):
+    """One device of one backend, owned by one worker process."""
+
+    backend: str
+    facts: DeviceFacts
+
+    @abstractmethod
+    def compile(self, source: str, spec: LaunchSpec) -> Compiled:
+        """Compile or raise CompileFailed."""
+
+    @abstractmethod
+    def alloc(self, nbytes: int) -> Any: ...
+
+    @abstractmethod
+    def free(self, buf: Any) -> None: ...
+
+    @abstractmethod
+    def write(self, buf: Any, data: np.ndarray) -> None:
+        """Copy host bytes to the start of `buf`."""
+
+    @abstractmethod
+    def read(self, buf: Any, nbytes: int) -> np.ndarray:
+        """Copy the first `nbytes` of `buf` to the host, as uint8."""
+
+    @abstractmethod
+    def run(self, kernel: Compiled, buffers: list[Any], scalars: list[int], geometry: dict[str, Any]) -> None:
+        """Launch once and wait. Raise KernelFault if the device context is lost."""
+
+    @abstractmethod
+    def time(self, kernel: Compiled, buffers: list[Any], scalars: list[int], geometry: dict[str, Any],
+             reps: int, cold_cache: bool) -> list[float]:
+        """Time `reps` launches, each in ms by device timers; flush the last-level cache before each if asked."""
+
+    def check_geometry(self, kernel: Compiled, geometry: dict[str, Any]) -> str | None:
+        """Return why this launch geometry cannot run on the device, or None."""
+        return None
+
+    def baseline(self, problem: str, dtype: str, sizes: dict[str, int], inputs: dict[str, np.ndarray],
+                 reps_budget_s: float) -> dict[str, Any]:
+        """Time the vendor library on the same problem; {'available': False, 'reason': ...} where there is none."""
+        return {"available": False, "reason": f"{self.backend} has no vendor library"}
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        pass

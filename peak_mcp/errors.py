@@ -1,0 +1,35 @@
+"""Errors the agent sees. Each carries a hint that says what to do next."""
+
+from __future__ import annotations
+
+
+class PeakError(Exception):
+    """An error caused by the request, reported to the agent with an actionable hint."""
+
+    kind = "error"
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message}\nHint: {self.hint}" if self.hint else self.message
+
+
+class NotFound(PeakError):
+    kind = "not_found"
+
+
+class InvalidInput(PeakError):
+    kind = "invalid_input"
+
+
+class AnnotationError(InvalidInput):
+    kind = "annotation"
+
+
+class Unavailable(PeakError):
+    """The request is fine but this machine cannot serve it (no GPU, no compiler, ...)."""
+
+    kind = "unavailable"

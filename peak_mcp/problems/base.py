@@ -1,0 +1,112 @@
+"""The problem plug-in interface: ABI, inputs, reference, work counts, tolerances, naive kernels."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from peak_mcp.errors import InvalidInput
+
+Sizes = Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class BufferArg:
+    """A device buffer argument. `dtype` is a storage dtype name (f32, f16, bf16)."""
+
+    name: str
+    dtype: str
+    count: Callable[[Sizes], int]
+    is_output: bool = False
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    """A 32-bit integer argument (CUDA/HIP kernel parameter, HLSL push constant)."""
+
+    name: str
+    value: Callable[[Sizes], int]
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rel_l2: float  # ||out - ref|| / ||ref||
+    elementwise: float  # |out - ref| <= elementwise * (|ref| + rms(ref))
+
+
+class Problem(ABC):
+    name: str
+    title: str
+    symbols: tuple[str, ...]
+    default_sizes: dict[str, int]
+    dtypes: tuple[str, ...]
+    backends: tuple[str, ...] = ("cuda", "hip", "hlsl")
+    max_elements: int = 1 << 31  # per buffer; protects the device and the host reference
+
+    @abstractmethod
+    def arguments(self, dtype: str) -> list[BufferArg | ScalarArg]:
+        """Kernel arguments in ABI order: buffers first (bindings 0..n-1 in HLSL), then scalars."""
+
+    @abstractmethod
+    def abi(self, backend: str, dtype: str) -> str:
+        """The argument contract, in words and code, for the agent."""
+
+    @abstractmethod
+    def make_inputs(self, sizes: Sizes, dtype: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Fresh random inputs (never zeros), in storage dtype."""
+
+    @abstractmethod
+    def reference(self, inputs: Mapping[str, np.ndarray], sizes: Sizes, dtype: str,
+                  rng: np.random.Generator, max_flops: float) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+        """Outputs in float64 from the exact stored inputs: name -> (values, flat indices or None for all).
+
+        Above `max_flops` a problem may check a random sample of each output (whole rows, say) so that
+        validating huge sizes stays quick; every element is still checked for NaN, Inf and being written."""
+
+    @abstractmethod
+    def flops(self, sizes: Sizes) -> float: ...
+
+    @abstractmethod
+    def min_bytes(self, sizes: Sizes, dtype: str) -> float:
+        """Fewest bytes a kernel must move: each input read once, each output written once."""
+
+    @abstractmethod
+    def tolerance(self, dtype: str) -> Tolerance: ...
+
+    @abstractmethod
+    def peak_path(self, dtype: str) -> str:
+        """Which device peak is the yardstick: fp32 or fp16_tensor / bf16_tensor."""
+
+    @abstractmethod
+    def naive_kernel(self, backend: str, dtype: str) -> str: ...
+
+    def check_sizes(self, sizes: Mapping[str, object] | None) -> dict[str, int]:
+        """Complete and validate a size set; raise InvalidInput with the reason."""
+        merged: dict[str, object] = dict(self.default_sizes)
+        merged.update(sizes or {})
+        unknown = set(merged) - set(self.symbols)
+        if unknown:
+            raise InvalidInput(f"unknown size symbol(s) {sorted(unknown)} for {self.name}",
+                               f"{self.name} takes sizes {list(self.symbols)}.")
+        checked: dict[str, int] = {}
+        for symbol in self.symbols:
+            value = merged[symbol]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInput(f"size {symbol}={value!r} must be a positive integer", None)
+            checked[symbol] = value
+        for arg in self.arguments(self.dtypes[0]):
+            if isinstance(arg, BufferArg) and arg.count(checked) > self.max_elements:
+                raise InvalidInput(
+                    f"sizes {checked} make buffer {arg.name} hold {arg.count(checked):,} elements, "
+                    f"over the limit of {self.max_elements:,}",
+                    "choose smaller sizes.",
+                )
+        return checked
+
+    def check_dtype(self, dtype: str) -> str:
+        if dtype not in self.dtypes:
+            raise InvalidInput(f"dtype {dtype!r} is not offered by {self.name}", f"choose one of {list(self.dtypes)}.")
+        return dtype

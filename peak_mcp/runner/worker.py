@@ -1,0 +1,73 @@
+"""Worker process: owns one device of one backend and runs jobs read as JSON lines from stdin.
+
+Replies go to a dedicated pipe (--result-fd), never to stdout: kernels may printf, and stdout is redirected to
+the log by the parent. A kernel fault that poisons the device context ends the process after replying; the
+parent starts a fresh one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+from peak_mcp.backends.base import KernelFault
+from peak_mcp.errors import PeakError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="peak-mcp-worker")
+    parser.add_argument("--backend", required=True)
+    parser.add_argument("--device", type=int, default=-1, help="device index; -1 = compile only")
+    parser.add_argument("--result-fd", type=int, required=True)
+    args = parser.parse_args(argv)
+    out = os.fdopen(args.result_fd, "w", buffering=1)
+
+    def send(message: dict[str, Any]) -> None:
+        out.write(json.dumps(message, default=str) + "\n")
+        out.flush()
+
+    from peak_mcp.backends.registry import open_executor
+    from peak_mcp.runner.jobs import evaluate
+
+    try:
+        executor = open_executor(args.backend, None if args.device < 0 else args.device)
+    except Exception as exc:
+        send({"event": "fatal", "error": f"cannot open {args.backend} device {args.device}: "
+                                         f"{type(exc).__name__}: {exc}"})
+        return 2
+    send({"event": "ready", "device": executor.facts.__dict__})
+
+    for line in sys.stdin:
+        job = json.loads(line)
+        job_id = job.get("id")
+
+        def progress(message: str, job_id: Any = job_id) -> None:
+            send({"id": job_id, "event": "progress", "message": message})
+
+        try:
+            if job["type"] == "evaluate":
+                result = evaluate(executor, job, progress)
+            elif job["type"] == "ping":
+                result = {"pong": True}
+            else:
+                raise PeakError(f"unknown job type {job['type']!r}")
+            send({"id": job_id, "event": "result", "ok": True, "result": result})
+        except KernelFault as fault:
+            send({"id": job_id, "event": "result", "ok": False, "fatal": True, "kind": "kernel_fault",
+                  "error": str(fault)})
+            return 3  # the device context is unusable now
+        except PeakError as exc:
+            send({"id": job_id, "event": "result", "ok": False, "kind": exc.kind, "error": str(exc)})
+        except Exception as exc:
+            traceback.print_exc(file=sys.stderr)
+            send({"id": job_id, "event": "result", "ok": False, "kind": "internal",
+                  "error": f"{type(exc).__name__}: {exc}"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
