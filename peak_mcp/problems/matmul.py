@@ -54,7 +54,7 @@ class Matmul(Problem):
     name = "matmul"
     title = "Matrix multiplication C = A·B (row-major, f32 accumulation and output)"
     symbols = ("M", "N", "K")
-    default_sizes = {"M": 4096, "N": 4096, "K": 4096}
+    default_sizes = {"M": 4096, "N": 4096, "K": 4096}  # noqa: RUF012 - read-only class data
     dtypes = ("f32", "f16", "bf16")
 
     def arguments(self, dtype: str) -> list[BufferArg | ScalarArg]:

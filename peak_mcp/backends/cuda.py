@@ -1,0 +1,304 @@
+"""CUDA backend on cuda-python: NVRTC compile (cuda.core.Program), cuda.core launches, CUDA-event timing.
+
+Compilation needs no GPU, so a compile-only executor (index=None) serves CPU-only machines.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor, KernelFault
+from peak_mcp.launch import LaunchSpec
+
+DEFAULT_ARCH = os.environ.get("PEAK_CUDA_ARCH", "sm_90a")  # compile-only target when no GPU is present
+_STICKY_ERRORS = ("ILLEGAL_ADDRESS", "LAUNCH_FAILED", "MISALIGNED_ADDRESS", "ILLEGAL_INSTRUCTION",
+                  "HARDWARE_STACK_ERROR", "ASSERT", "INVALID_PC", "LAUNCH_TIMEOUT", "ECC_UNCORRECTABLE",
+                  "CONTEXT_IS_DESTROYED", "EXCEPTION", "TRAP")
+_PTXAS = {
+    "registers": re.compile(r"Used (\d+) registers"),
+    "stack_frame_bytes": re.compile(r"(\d+) bytes stack frame"),
+    "spill_store_bytes": re.compile(r"(\d+) bytes spill stores"),
+    "spill_load_bytes": re.compile(r"(\d+) bytes spill loads"),
+    "static_shared_bytes": re.compile(r"(\d+) bytes smem"),
+}
+
+
+def cuda_include_dirs() -> list[str]:
+    """CUDA headers for NVRTC (cuda_fp16.h, mma.h, ...): the pip wheels first, then a local toolkit."""
+    dirs: list[str] = []
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+
+        found = find_nvidia_header_directory("cudart")
+        if found:
+            dirs.append(str(found))
+    except Exception:
+        pass
+    if not dirs:  # mixing a toolkit's headers with the wheel's NVRTC could mismatch versions
+        for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+            if home and (Path(home) / "include" / "cuda_runtime.h").exists():
+                dirs.append(str(Path(home) / "include"))
+                break
+    return dirs
+
+
+def _parse_ptxas(log: str) -> dict[str, int]:
+    found = {}
+    for key, pattern in _PTXAS.items():
+        match = pattern.search(log)
+        if match:
+            found[key] = int(match.group(1))
+    return found
+
+
+def _check(result: Any) -> Any:
+    """Unwrap a cuda.bindings (err, *values) tuple, raising on error."""
+    from cuda.bindings import driver
+
+    err, *values = result if isinstance(result, tuple) else (result,)
+    if err != driver.CUresult.CUDA_SUCCESS:
+        _, name = driver.cuGetErrorName(err)
+        raise _as_fault(RuntimeError(name.decode() if name else str(err)))
+    return values[0] if len(values) == 1 else values
+
+
+def _as_fault(exc: Exception) -> Exception:
+    text = str(exc)
+    if any(code in text for code in _STICKY_ERRORS):
+        return KernelFault(f"the kernel faulted: {text.strip()}. The device context is lost; the worker restarts. "
+                           "Look for out-of-bounds indexing (check the guards on every load and store against "
+                           "M, N, K) or misaligned vector accesses.")
+    return exc
+
+
+class CudaExecutor(Executor):
+    backend = "cuda"
+
+    def __init__(self, index: int | None, arch: str | None = None) -> None:
+        self.include_dirs = cuda_include_dirs()
+        self.device = None
+        if index is None:
+            self.arch = arch or DEFAULT_ARCH
+            self.facts = DeviceFacts("cuda", -1, "compile-only (no GPU)", {"arch": self.arch})
+            return
+        from cuda.core import Device
+
+        self.device = Device(index)
+        self.device.set_current()
+        self.stream = self.device.create_stream()
+        props = self.device.properties
+        major, minor = props.compute_capability_major, props.compute_capability_minor
+        # sm_90a unlocks wgmma/setmaxnreg; kernels built for it run only on 9.0, which is this device.
+        self.arch = arch or (f"sm_{major}{minor}a" if major >= 9 else f"sm_{major}{minor}")
+        self.facts = DeviceFacts("cuda", index, self.device.name, {
+            "arch": self.arch,
+            "compute_capability": f"{major}.{minor}",
+            "sm_count": props.multiprocessor_count,
+            "l2_bytes": props.l2_cache_size,
+            "shared_per_block_bytes": props.max_shared_memory_per_block,
+            "shared_per_block_optin_bytes": props.max_shared_memory_per_block_optin,
+            "shared_per_sm_bytes": props.max_shared_memory_per_multiprocessor,
+            "registers_per_sm": props.max_registers_per_multiprocessor,
+            "max_threads_per_block": props.max_threads_per_block,
+            "warp_size": props.warp_size,
+            "clock_khz": props.clock_rate,
+            "memory_clock_khz": props.memory_clock_rate,
+            "memory_bus_bits": props.global_memory_bus_width,
+        })
+        self.max_grid = (props.max_grid_dim_x, props.max_grid_dim_y, props.max_grid_dim_z)
+        self.max_block = (props.max_block_dim_x, props.max_block_dim_y, props.max_block_dim_z)
+        flush_bytes = max(2 * props.l2_cache_size, 64 << 20)
+        self.flush = self.device.allocate(flush_bytes, stream=self.stream)
+        self.flush_words = flush_bytes // 4
+
+    # --- compile ---------------------------------------------------------------------------------------------
+    def compile(self, source: str, spec: LaunchSpec) -> Compiled:
+        from cuda.core import Program, ProgramOptions
+
+        options = ProgramOptions(arch=self.arch, std="c++17", include_path=self.include_dirs, name="kernel.cu",
+                                 ptxas_options=["-v"], lineinfo=True)
+        log = io.StringIO()
+        try:
+            module = Program(source, code_type="c++", options=options).compile("cubin", logs=log)
+        except Exception as exc:
+            text = str(exc)
+            text = text.split("compilation log:", 1)[-1].strip() if "compilation log:" in text else text
+            raise CompileFailed(text.replace("\x00", "").strip()) from None
+        if self.device is None:
+            kernel = None
+            if not re.search(rf"\b{re.escape(spec.entry)}\s*\(", source):
+                raise CompileFailed(f"entry '{spec.entry}' (from the peak: line {spec.line}) is not defined")
+        else:
+            try:
+                kernel = module.get_kernel(spec.entry)
+            except Exception:
+                raise CompileFailed(
+                    f"kernel.cu: entry '{spec.entry}' named on the peak: line (line {spec.line}) was not found in the "
+                    "compiled module; declare it extern \"C\" __global__ with exactly that name") from None
+        ptxas = log.getvalue()
+        resources: dict[str, Any] = {"arch": self.arch, **_parse_ptxas(ptxas)}
+        if kernel is not None:
+            attrs = kernel.attributes
+            resources.update(registers=attrs.num_regs, static_shared_bytes=attrs.shared_size_bytes,
+                             local_bytes=attrs.local_size_bytes, max_threads_per_block=attrs.max_threads_per_block)
+        return Compiled(handle=kernel, spec=spec, resources=resources, log=ptxas.strip())
+
+    # --- memory ----------------------------------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> Any:
+        self._need_device()
+        return self.device.allocate(nbytes, stream=self.stream)
+
+    def free(self, buf: Any) -> None:
+        buf.close(self.stream)
+
+    def write(self, buf: Any, data: np.ndarray) -> None:
+        from cuda.bindings import driver
+
+        data = np.ascontiguousarray(data)
+        self.stream.sync()
+        _check(driver.cuMemcpyHtoD(int(buf.handle), data.ctypes.data, data.nbytes))
+
+    def read(self, buf: Any, nbytes: int) -> np.ndarray:
+        from cuda.bindings import driver
+
+        out = np.empty(nbytes, np.uint8)
+        self.stream.sync()
+        _check(driver.cuMemcpyDtoH(out.ctypes.data, int(buf.handle), nbytes))
+        return out
+
+    # --- launch ----------------------------------------------------------------------------------------------
+    def check_geometry(self, kernel: Compiled, geometry: dict[str, Any]) -> str | None:
+        grid, block, shared = geometry["grid"], geometry["block"], geometry["shared"]
+        for axis, (g, limit) in enumerate(zip(grid, self.max_grid, strict=True)):
+            if g > limit:
+                return f"grid dimension {'xyz'[axis]}={g} exceeds the device limit {limit}"
+        threads = block[0] * block[1] * block[2]
+        limit = kernel.resources.get("max_threads_per_block", 1024)
+        if threads > limit or any(b > m for b, m in zip(block, self.max_block, strict=True)):
+            return (f"block={block} ({threads} threads) exceeds what this kernel can launch with ({limit} threads: "
+                    f"{kernel.resources.get('registers', '?')} registers per thread); lower the block size or add "
+                    "__launch_bounds__")
+        static = kernel.resources.get("static_shared_bytes", 0)
+        optin = self.facts.properties["shared_per_block_optin_bytes"]
+        if static + shared > optin:
+            return (f"static ({static} B) + dynamic ({shared} B) shared memory exceeds the per-block limit of "
+                    f"{optin} B on {self.facts.name}")
+        return None
+
+    def _config(self, kernel: Compiled, geometry: dict[str, Any]) -> Any:
+        from cuda.core import LaunchConfig
+
+        shared = geometry["shared"]
+        if shared > 48 * 1024 and not getattr(kernel, "_optin", False):
+            from cuda.bindings import driver
+
+            attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            _check(driver.cuKernelSetAttribute(attr, shared, kernel.handle.handle, self.device.device_id))
+            kernel._optin = True  # type: ignore[attr-defined]
+        return LaunchConfig(grid=geometry["grid"], block=geometry["block"], shmem_size=shared)
+
+    def _launch(self, kernel: Compiled, config: Any, buffers: list[Any], scalars: list[int]) -> None:
+        from cuda.core import launch
+
+        args = [*buffers, *(np.int32(s) for s in scalars)]
+        launch(self.stream, config, kernel.handle, *args)
+
+    def run(self, kernel: Compiled, buffers: list[Any], scalars: list[int], geometry: dict[str, Any]) -> None:
+        try:
+            self._launch(kernel, self._config(kernel, geometry), buffers, scalars)
+            self.stream.sync()
+        except KernelFault:
+            raise
+        except Exception as exc:
+            raise _as_fault(exc) from None
+
+    def time(self, kernel: Compiled, buffers: list[Any], scalars: list[int], geometry: dict[str, Any],
+             reps: int, cold_cache: bool) -> list[float]:
+        from cuda.bindings import driver
+        from cuda.core import EventOptions
+
+        timing = EventOptions(enable_timing=True)
+        config = self._config(kernel, geometry)
+        try:
+            pairs = []
+            for rep in range(reps):
+                if cold_cache:
+                    _check(driver.cuMemsetD32Async(int(self.flush.handle), rep, self.flush_words,
+                                                   self.stream.handle))
+                start = self.stream.record(options=timing)
+                self._launch(kernel, config, buffers, scalars)
+                pairs.append((start, self.stream.record(options=timing)))
+            self.stream.sync()
+            return [end - start for start, end in pairs]
+        except KernelFault:
+            raise
+        except Exception as exc:
+            raise _as_fault(exc) from None
+
+    # --- vendor baseline -------------------------------------------------------------------------------------
+    def baseline(self, problem: str, dtype: str, sizes: dict[str, int], inputs: dict[str, np.ndarray],
+                 reps_budget_s: float) -> dict[str, Any]:
+        if problem != "matmul":
+            return {"available": False, "reason": f"no vendor baseline is wired for {problem}"}
+        try:
+            from peak_mcp.backends.cublas_baseline import time_cublas_matmul
+        except ImportError as exc:
+            return {"available": False, "reason": f"no maintained cuBLAS binding is installed ({exc}); "
+                                                  "pip install cupy-cuda13x (or nvmath-python)"}
+        self.stream.sync()
+        return time_cublas_matmul(dtype, sizes, inputs, reps_budget_s, self.flush_words * 4)
+
+    def _need_device(self) -> None:
+        if self.device is None:
+            raise RuntimeError("this CUDA executor is compile-only (no GPU)")
+
+
+def open_executor(index: int | None, **options: Any) -> CudaExecutor:
+    return CudaExecutor(index, **options)
+
+
+def probe() -> dict[str, Any]:
+    """Devices and compiler, with reasons and fixes for whatever is missing. Never raises."""
+    report: dict[str, Any] = {"backend": "cuda", "devices": [], "compiler": {"available": False}, "missing": []}
+    try:
+        from cuda.bindings import nvrtc
+
+        err, major, minor = nvrtc.nvrtcVersion()
+        report["compiler"] = {"available": True, "name": "NVRTC", "version": f"{major}.{minor}",
+                              "include_dirs": cuda_include_dirs()}
+    except Exception as exc:
+        report["missing"].append({"what": "NVRTC", "why": f"{type(exc).__name__}: {exc}",
+                                  "fix": "pip install 'nvidia-cuda-nvrtc>=13,<14' 'nvidia-cuda-crt>=13,<14'"})
+    try:
+        from cuda.bindings import driver
+
+        err = driver.cuInit(0)[0]
+        if err != driver.CUresult.CUDA_SUCCESS:
+            name = driver.cuGetErrorName(err)[1].decode()
+            why = "no NVIDIA driver or GPU" if "NO_DEVICE" in name or "INSUFFICIENT" in name else name
+            report["missing"].append({"what": "CUDA GPU", "why": f"cuInit failed: {name} ({why})",
+                                      "fix": "run on a machine with an NVIDIA GPU and driver >= 580; kernels "
+                                             "still compile here (compile-only)"})
+            return report
+        count = _check(driver.cuDeviceGetCount())
+        for index in range(count):
+            name = _check(driver.cuDeviceGetName(256, index)).split(b"\0")[0].decode()
+            attr = driver.CUdevice_attribute
+            major = _check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, index))
+            minor = _check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, index))
+            sms = _check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, index))
+            report["devices"].append({"backend": "cuda", "index": index, "name": name,
+                                      "properties": {"compute_capability": f"{major}.{minor}", "sm_count": sms}})
+        if not count:
+            report["missing"].append({"what": "CUDA GPU", "why": "the driver reports no devices",
+                                      "fix": "check nvidia-smi and CUDA_VISIBLE_DEVICES"})
+    except Exception as exc:
+        report["missing"].append({"what": "CUDA driver", "why": f"{type(exc).__name__}: {exc}",
+                                  "fix": "install the NVIDIA driver (libcuda.so); kernels still compile here"})
+    return report

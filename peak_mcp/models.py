@@ -1,0 +1,138 @@
+"""Typed results of the domain layer; the MCP tools return them as structured content."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Missing(BaseModel):
+    what: str
+    why: str
+    fix: str
+
+
+class BackendStatus(BaseModel):
+    backend: str
+    usable: bool
+    can_run: bool
+    devices: list[dict[str, Any]]
+    compiler: dict[str, Any]
+    missing: list[Missing]
+
+
+class DoctorReport(BaseModel):
+    version: str
+    data_dir: str
+    backends: list[BackendStatus]
+    catalog: dict[str, Any]
+    workers: dict[str, Any]
+
+
+class ProblemInfo(BaseModel):
+    name: str
+    title: str
+    sizes: list[str]
+    default_sizes: dict[str, int]
+    dtypes: list[str]
+    backends: list[str]
+    abi: dict[str, str]
+
+
+class CompileInfo(BaseModel):
+    ok: bool
+    log: str = ""
+    resources: dict[str, Any] = Field(default_factory=dict)
+    seconds: float | None = None
+
+
+class VersionReport(BaseModel):
+    session_id: str
+    version: int
+    parent: int | None
+    origin: str
+    transformation: str | None
+    status: str = Field(description="invalid_annotation | compile_error | failed | error | compiled | benchmarked")
+    failure: str | None = Field(None, description="the first failing check or error kind")
+    message: str
+    compile: CompileInfo | None = None
+    validation: dict[str, Any] | None = None
+    performance: dict[str, Any] | None = None
+    head: int | None
+    seconds: float | None = Field(None, description="wall time of this submission on the server")
+
+
+class SessionInfo(BaseModel):
+    session_id: str
+    problem: str
+    backend: str
+    dtype: str
+    sizes: dict[str, int]
+    device: dict[str, Any]
+    head: int | None
+    versions: int
+    baseline: dict[str, Any] | None
+    label: str | None = None
+    version_0: VersionReport | None = None
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionInfo]
+
+
+class ProblemList(BaseModel):
+    problems: list[ProblemInfo]
+
+
+class CheckReport(BaseModel):
+    session_id: str
+    version: int
+    sizes: dict[str, int]
+    passed: bool
+    validation: dict[str, Any]
+    performance: dict[str, Any] | None = None
+    baseline: dict[str, Any] | None = None
+
+
+class HistoryReport(BaseModel):
+    session_id: str
+    problem: str
+    backend: str
+    dtype: str
+    sizes: dict[str, int]
+    device: str
+    head: int | None
+    baseline: dict[str, Any] | None
+    rows: list[dict[str, Any]]
+    table: str
+
+
+class VersionDetail(BaseModel):
+    report: VersionReport
+    source: str
+
+
+class DiffReport(BaseModel):
+    session_id: str
+    a: int
+    b: int
+    diff: str
+
+
+class ApplyStep(BaseModel):
+    """One step of apply_transformation: either done (with the final report) or a brief for the LLM."""
+
+    run_id: str
+    session_id: str
+    transformation: str
+    resolved_transformation: str
+    attempt: int
+    max_attempts: int
+    done: bool
+    succeeded: bool = False
+    brief: str | None = Field(None, description="the prompt to send to an LLM when not done")
+    system_prompt: str | None = None
+    attempts: list[VersionReport] = Field(default_factory=list)
+    result: VersionReport | None = None
+    message: str = ""

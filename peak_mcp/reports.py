@@ -1,0 +1,78 @@
+"""Turn stored records into what the agent reads: speedups, % of peak, % of the vendor library, tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_LOG_LIMIT = 4000
+
+
+def trim_log(text: str | None, limit: int = _LOG_LIMIT) -> str:
+    text = (text or "").strip()
+    return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"
+
+
+def median_ms(version: dict[str, Any] | None) -> float | None:
+    timing = (version or {}).get("timing") or {}
+    return timing.get("median_ms")
+
+
+def performance(version: dict[str, Any], versions: dict[int, dict[str, Any]], session: dict[str, Any],
+                device: dict[str, Any], peak_path: str) -> dict[str, Any] | None:
+    """Timing plus the ratios that give it meaning."""
+    timing = version.get("timing")
+    if not timing:
+        return None
+    mine = timing["median_ms"]
+    out = {k: timing[k] for k in ("median_ms", "min_ms", "max_ms", "cv", "reps", "tflops", "gbps") if k in timing}
+    parent = versions.get(version["parent"]) if version.get("parent") is not None else None
+    if median_ms(parent):
+        out["speedup_vs_parent"] = median_ms(parent) / mine
+    if median_ms(versions.get(0)):
+        out["speedup_vs_v0"] = median_ms(versions.get(0)) / mine
+    baseline = session.get("baseline") or {}
+    if baseline.get("available"):
+        out["vendor_median_ms"] = baseline["median_ms"]
+        out["pct_of_vendor"] = 100.0 * baseline["median_ms"] / mine
+    peak = (device.get("peak_tflops") or {}).get(peak_path)
+    if peak:
+        out["pct_of_peak"] = 100.0 * timing["tflops"] / peak
+        out["peak_path"] = peak_path
+        out["peak_tflops"] = peak
+    return out
+
+
+def history_rows(session: dict[str, Any], versions: list[dict[str, Any]], device: dict[str, Any],
+                 peak_path: str) -> list[dict[str, Any]]:
+    by_number = {v["number"]: v for v in versions}
+    rows = []
+    for v in versions:
+        perf = performance(v, by_number, session, device, peak_path) or {}
+        rows.append({
+            "version": v["number"], "parent": v["parent"], "origin": v["origin"],
+            "transformation": v["transformation"], "attempt": v["attempt"], "status": v["status"],
+            "failure": v["failure"], "median_ms": perf.get("median_ms"), "tflops": perf.get("tflops"),
+            "speedup_vs_parent": perf.get("speedup_vs_parent"), "speedup_vs_v0": perf.get("speedup_vs_v0"),
+            "pct_of_vendor": perf.get("pct_of_vendor"), "pct_of_peak": perf.get("pct_of_peak"),
+            "head": v["number"] == session.get("head"),
+        })
+    return rows
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    def fmt(value: Any, spec: str) -> str:
+        return "" if value is None else format(value, spec)
+
+    lines = ["| v | parent | transformation | status | ms | TFLOP/s | ×parent | ×v0 | % vendor | % peak |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        mark = " (head)" if r["head"] else ""
+        name = r["transformation"] or r["origin"]
+        if r["attempt"]:
+            name += f" #{r['attempt']}"
+        status = r["status"] + (f": {r['failure']}" if r["failure"] and r["status"] not in ("benchmarked",) else "")
+        lines.append(f"| {r['version']}{mark} | {fmt(r['parent'], 'd')} | {name} | {status} | "
+                     f"{fmt(r['median_ms'], '.3f')} | {fmt(r['tflops'], '.2f')} | {fmt(r['speedup_vs_parent'], '.2f')}"
+                     f" | {fmt(r['speedup_vs_v0'], '.2f')} | {fmt(r['pct_of_vendor'], '.1f')} | "
+                     f"{fmt(r['pct_of_peak'], '.1f')} |")
+    return "\n".join(lines)

@@ -1,0 +1,204 @@
+"""One long-lived worker process per device, a FIFO queue per device, and a deadline on every job.
+
+The MCP process never touches a GPU: it talks to workers over pipes. A worker that stays silent past the
+inactivity deadline (a hung kernel) is killed; one that dies (a faulting kernel) is reaped; either way the job
+gets a clear error and the next job starts a fresh worker.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from peak_mcp.errors import PeakError
+
+log = structlog.get_logger("peak_mcp.pool")
+Progress = Callable[[str], None]
+
+
+class JobFailed(PeakError):
+    """The worker could not finish the job (hang, crash, internal error)."""
+
+    def __init__(self, kind: str, message: str, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.kind = kind
+
+
+@dataclass
+class _Worker:
+    backend: str
+    index: int  # -1 = compile only
+    process: subprocess.Popen[bytes] | None = None
+    results: Any = None
+    buffer: bytes = b""
+    stderr_tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=40))
+    next_id: int = 0
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+class DevicePool:
+    """Runs jobs on workers keyed by (backend, device index). Thread-safe; one job at a time per device."""
+
+    def __init__(self, *, start_timeout_s: float = 120.0, python: str = sys.executable,
+                 env: dict[str, str] | None = None) -> None:
+        self.start_timeout_s = start_timeout_s
+        self.python = python
+        self.env = env
+        self._workers: dict[tuple[str, int], _Worker] = {}
+        self._locks: dict[tuple[str, int], threading.Lock] = collections.defaultdict(threading.Lock)
+        self._guard = threading.Lock()
+        self.restarts = 0
+
+    def run(self, backend: str, index: int, job: dict[str, Any], *, inactivity_s: float, total_s: float,
+            progress: Progress | None = None) -> dict[str, Any]:
+        key = (backend, index)
+        with self._guard:
+            lock = self._locks[key]
+        with lock:  # the per-device queue: waiting threads are served in arrival order by the OS lock
+            worker = self._workers.get(key)
+            if worker is None or not worker.alive():
+                worker = self._start(backend, index)
+                self._workers[key] = worker
+            return self._exchange(worker, job, inactivity_s, total_s, progress)
+
+    def close(self) -> None:
+        for worker in list(self._workers.values()):
+            self._kill(worker)
+        self._workers.clear()
+
+    # --- internals -------------------------------------------------------------------------------------------
+    def _start(self, backend: str, index: int) -> _Worker:
+        read_fd, write_fd = os.pipe()
+        env = dict(os.environ if self.env is None else self.env)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        process = subprocess.Popen(
+            [self.python, "-m", "peak_mcp.runner.worker", "--backend", backend, "--device", str(index),
+             "--result-fd", str(write_fd)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,  # kernel printf lands here
+            pass_fds=(write_fd,), env=env, start_new_session=True,
+        )
+        os.close(write_fd)
+        worker = _Worker(backend, index, process, os.fdopen(read_fd, "rb", buffering=0))
+        threading.Thread(target=self._drain_output, args=(worker,), daemon=True).start()
+        log.info("worker started", backend=backend, device=index, pid=process.pid)
+        ready = self._read_message(worker, self.start_timeout_s)
+        if ready is None or ready.get("event") != "ready":
+            reason = (ready or {}).get("error") or self._death_note(worker)
+            self._kill(worker)
+            raise JobFailed("worker_start", f"the {backend} worker for device {index} did not start: {reason}",
+                            "run the doctor tool to see what is missing on this machine.")
+        worker.facts = ready.get("device", {})
+        return worker
+
+    def _drain_output(self, worker: _Worker) -> None:
+        assert worker.process is not None and worker.process.stdout is not None
+        for raw in worker.process.stdout:
+            line = raw.decode(errors="replace").rstrip()
+            worker.stderr_tail.append(line)
+            log.debug("worker output", backend=worker.backend, device=worker.index, line=line[:500])
+
+    def _read_message(self, worker: _Worker, timeout_s: float) -> dict[str, Any] | None:
+        """Next JSON message, or None on timeout or EOF (check worker.alive() to tell which)."""
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in worker.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            ready, _, _ = select.select([worker.results], [], [], remaining)
+            if not ready:
+                return None
+            chunk = os.read(worker.results.fileno(), 1 << 16)
+            if not chunk:
+                return None
+            worker.buffer += chunk
+        line, _, worker.buffer = worker.buffer.partition(b"\n")
+        return json.loads(line)
+
+    def _exchange(self, worker: _Worker, job: dict[str, Any], inactivity_s: float, total_s: float,
+                  progress: Progress | None) -> dict[str, Any]:
+        worker.next_id += 1
+        job = {**job, "id": worker.next_id}
+        assert worker.process is not None and worker.process.stdin is not None
+        try:
+            worker.process.stdin.write((json.dumps(job) + "\n").encode())
+            worker.process.stdin.flush()
+        except BrokenPipeError:
+            self._kill(worker)
+            raise JobFailed("worker_died", f"the worker died before the job started: {self._death_note(worker)}",
+                            "submit again; a fresh worker starts automatically.") from None
+        started = time.monotonic()
+        last_stage = "start"
+        while True:
+            budget = min(inactivity_s, total_s - (time.monotonic() - started))
+            message = self._read_message(worker, max(budget, 0.0))
+            if message is None:
+                if worker.alive():
+                    self._kill(worker)
+                    self.restarts += 1
+                    raise JobFailed(
+                        "timeout",
+                        f"the job made no progress for {inactivity_s:.0f} s during '{last_stage}' and was stopped "
+                        f"(the kernel probably never finishes: a loop whose exit condition is never met, or a "
+                        f"barrier not reached by every thread). The worker was restarted.",
+                        "check loop bounds and that every thread reaches every __syncthreads().")
+                self._kill(worker)
+                self.restarts += 1
+                raise JobFailed("worker_died", f"the worker died during '{last_stage}': {self._death_note(worker)}. "
+                                "The worker was restarted.",
+                                "the kernel probably crashed the device context: check bounds on every access.")
+            if message.get("id") != job["id"]:
+                continue
+            if message.get("event") == "progress":
+                last_stage = message.get("message", last_stage)
+                if progress:
+                    progress(last_stage)
+                continue
+            if message.get("ok"):
+                return message["result"]
+            if message.get("fatal"):
+                self._kill(worker)
+                self.restarts += 1
+                raise JobFailed(message.get("kind", "kernel_fault"), message["error"],
+                                "the worker was restarted; fix the kernel and submit again.")
+            raise JobFailed(message.get("kind", "internal"), message["error"])
+
+    def _death_note(self, worker: _Worker) -> str:
+        code = worker.process.poll() if worker.process else None
+        if code is not None and code < 0:
+            note = f"killed by signal {signal.Signals(-code).name}"
+        else:
+            note = f"exit code {code}"
+        tail = [line for line in worker.stderr_tail if line.strip()][-6:]
+        return note + (": " + " | ".join(tail) if tail else "")
+
+    def _kill(self, worker: _Worker) -> None:
+        if worker.process is None:
+            return
+        if worker.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(worker.process.pid, signal.SIGKILL)
+        try:
+            worker.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            log.warning("worker did not exit after SIGKILL", pid=worker.process.pid)
+        if worker.results is not None:
+            worker.results.close()
+            worker.results = None
+        if worker.process.stdin:
+            worker.process.stdin.close()

@@ -1,0 +1,34 @@
+"""Device discovery in a child process, so the MCP process itself never initializes a GPU driver."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from peak_mcp.backends.registry import BACKEND_MODULES, probe
+
+
+def probe_all_in_subprocess(timeout_s: float = 120.0) -> dict[str, Any]:
+    try:
+        done = subprocess.run([sys.executable, "-m", "peak_mcp.runner.probe"], capture_output=True,
+                              timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return {name: {"backend": name, "devices": [], "compiler": {"available": False},
+                       "missing": [{"what": "device probe", "why": f"timed out after {timeout_s:.0f} s",
+                                    "fix": "check the GPU driver (nvidia-smi / vulkaninfo)"}]}
+                for name in BACKEND_MODULES}
+    try:
+        return json.loads(done.stdout.decode().strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        tail = done.stderr.decode(errors="replace")[-500:]
+        return {name: {"backend": name, "devices": [], "compiler": {"available": False},
+                       "missing": [{"what": "device probe", "why": f"probe crashed: {tail}",
+                                    "fix": "reinstall peak-mcp: pip install -e ."}]}
+                for name in BACKEND_MODULES}
+
+
+if __name__ == "__main__":
+    print(json.dumps({name: probe(name) for name in BACKEND_MODULES}, default=str))
+    sys.exit(0)

@@ -1,0 +1,356 @@
+"""The optimization loop, free of MCP: sessions, submissions, validation, timing, history, apply runs.
+
+Synchronous on purpose: each call may block on a worker; the MCP layer runs it in a thread.
+"""
+
+from __future__ import annotations
+
+import difflib
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from peak_mcp import __version__
+from peak_mcp.backends.registry import ANNOTATION_KEYS, BACKEND_MODULES
+from peak_mcp.config import Settings
+from peak_mcp.devices import describe, load_profiles
+from peak_mcp.errors import InvalidInput, NotFound, PeakError, Unavailable
+from peak_mcp.launch import parse_annotation
+from peak_mcp.models import (
+    BackendStatus,
+    CheckReport,
+    CompileInfo,
+    DiffReport,
+    DoctorReport,
+    HistoryReport,
+    Missing,
+    ProblemInfo,
+    SessionInfo,
+    VersionDetail,
+    VersionReport,
+)
+from peak_mcp.problems import PROBLEMS, get_problem
+from peak_mcp.reports import history_rows, markdown_table, performance, trim_log
+from peak_mcp.runner.pool import DevicePool, JobFailed
+from peak_mcp.runner.probe import probe_all_in_subprocess
+from peak_mcp.store import Store
+
+log = structlog.get_logger("peak_mcp.service")
+Progress = Callable[[str], None]
+MAX_SOURCE_BYTES = 256 * 1024
+PASSED = ("benchmarked", "validated")
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+class PeakService:
+    def __init__(self, settings: Settings, *, pool: DevicePool | None = None,
+                 probe: Callable[[], dict[str, Any]] | None = None) -> None:
+        self.settings = settings
+        self.store = Store(settings.database)
+        self.pool = pool or DevicePool()
+        self._probe_fn = probe or probe_all_in_subprocess
+        self._probe: dict[str, Any] | None = None
+        self.profiles = load_profiles()
+
+    def close(self) -> None:
+        self.pool.close()
+        self.store.close()
+
+    # --- devices ---------------------------------------------------------------------------------------------
+    def probe(self, refresh: bool = False) -> dict[str, Any]:
+        if self._probe is None or refresh:
+            self._probe = self._probe_fn()
+        return self._probe
+
+    def doctor(self, catalog_info: dict[str, Any] | None = None) -> DoctorReport:
+        statuses = []
+        for name, report in self.probe(refresh=True).items():
+            devices = [describe(d, self.profiles) for d in report.get("devices", [])]
+            compiler_ok = bool(report.get("compiler", {}).get("available"))
+            statuses.append(BackendStatus(
+                backend=name, usable=compiler_ok, can_run=compiler_ok and bool(devices), devices=devices,
+                compiler=report.get("compiler", {}), missing=[Missing(**m) for m in report.get("missing", [])]))
+        statuses.append(BackendStatus(
+            backend="hip", usable=False, can_run=False, devices=[], compiler={"available": False},
+            missing=[Missing(what="HIP backend", why="not implemented in this release",
+                             fix="use the cuda backend on NVIDIA GPUs or hlsl on any Vulkan device")]))
+        return DoctorReport(version=__version__, data_dir=str(self.settings.data_dir), backends=statuses,
+                            catalog=catalog_info or {}, workers={"restarts": self.pool.restarts})
+
+    def _device_for(self, backend: str) -> tuple[dict[str, Any], int]:
+        """The first device of `backend`, or a compile-only target where a backend can compile without one."""
+        if backend not in BACKEND_MODULES:
+            known = sorted(BACKEND_MODULES)
+            hint = "HIP is not implemented yet." if backend == "hip" else ""
+            raise InvalidInput(f"unknown or unavailable backend {backend!r}", f"choose one of {known}. {hint}".strip())
+        report = self.probe().get(backend, {})
+        if report.get("devices"):
+            return describe(report["devices"][0], self.profiles), int(report["devices"][0]["index"])
+        if not report.get("compiler", {}).get("available"):
+            why = "; ".join(f"{m['what']}: {m['why']} (fix: {m['fix']})" for m in report.get("missing", []))
+            raise Unavailable(f"the {backend} backend cannot compile on this machine: {why}",
+                              "run the doctor tool for details.")
+        if backend == "cuda":
+            return {"name": "compile-only (no GPU)", "backend": "cuda", "index": -1, "arch": "sm_90a",
+                    "family": "hopper"}, -1
+        why = "; ".join(f"{m['what']}: {m['why']} (fix: {m['fix']})" for m in report.get("missing", []))
+        raise Unavailable(f"no {backend} device on this machine: {why}", "run the doctor tool for details.")
+
+    # --- problems and sessions -------------------------------------------------------------------------------
+    def list_problems(self) -> list[ProblemInfo]:
+        return [ProblemInfo(name=p.name, title=p.title, sizes=list(p.symbols), default_sizes=p.default_sizes,
+                            dtypes=list(p.dtypes), backends=[b for b in p.backends if b in BACKEND_MODULES],
+                            abi={b: p.abi(b, p.dtypes[0]) for b in p.backends if b in BACKEND_MODULES})
+                for p in PROBLEMS.values()]
+
+    def start_session(self, problem: str, backend: str, dtype: str, sizes: dict[str, Any] | None,
+                      label: str | None = None, progress: Progress = _quiet) -> SessionInfo:
+        spec = get_problem(problem)
+        spec.check_dtype(dtype)
+        checked = spec.check_sizes(sizes)
+        naive = spec.naive_kernel(backend, dtype) if backend in BACKEND_MODULES else None
+        device, index = self._device_for(backend)
+        session_id = self.store.create_session(problem=problem, backend=backend, dtype=dtype, sizes=checked,
+                                               device=device["name"], device_index=index, label=label)
+        self._devices[session_id] = device
+        report = self._submit(session_id, naive or "", parent=None, origin="naive", transformation=None,
+                              progress=progress)
+        if index >= 0:
+            self._measure_baseline(session_id, progress)
+        info = self.session_info(session_id)
+        info.version_0 = self.version_report(session_id, report.version)
+        return info
+
+    @property
+    def _devices(self) -> dict[str, dict[str, Any]]:
+        if not hasattr(self, "_device_cache"):
+            self._device_cache: dict[str, dict[str, Any]] = {}
+        return self._device_cache
+
+    def device_of(self, session: dict[str, Any]) -> dict[str, Any]:
+        cached = self._devices.get(session["id"])
+        if cached is None:
+            report = self.probe().get(session["backend"], {})
+            found = [d for d in report.get("devices", []) if d.get("name") == session["device"]]
+            cached = describe(found[0], self.profiles) if found else describe({"name": session["device"]},
+                                                                              self.profiles)
+            self._devices[session["id"]] = cached
+        return cached
+
+    def _measure_baseline(self, session_id: str, progress: Progress) -> None:
+        session = self.store.session(session_id)
+        job = {"type": "evaluate", "problem": session["problem"], "dtype": session["dtype"],
+               "sizes": session["sizes"], "steps": ["baseline"], "time_budget_s": self.settings.benchmark_budget_s}
+        try:
+            result = self._run_job(session, job, progress)
+            baseline = result.get("baseline") or {"available": False, "reason": "no result"}
+        except PeakError as exc:
+            baseline = {"available": False, "reason": str(exc)}
+        self.store.set_baseline(session_id, baseline)
+
+    def session_info(self, session_id: str) -> SessionInfo:
+        s = self.store.session(session_id)
+        return SessionInfo(session_id=s["id"], problem=s["problem"], backend=s["backend"], dtype=s["dtype"],
+                           sizes=s["sizes"], device=self.device_of(s), head=s["head"],
+                           versions=len(self.store.versions(session_id)), baseline=s["baseline"], label=s["label"])
+
+    def list_sessions(self) -> list[SessionInfo]:
+        return [self.session_info(s["id"]) for s in self.store.sessions()]
+
+    # --- submissions -----------------------------------------------------------------------------------------
+    def submit_kernel(self, session_id: str, source: str, parent: int | None = None,
+                      transformation: str | None = None, progress: Progress = _quiet, *,
+                      apply_id: str | None = None, attempt: int | None = None) -> VersionReport:
+        session = self.store.session(session_id)
+        if parent is None:
+            parent = session["head"]
+        elif parent != -1:
+            self.store.version(session_id, parent)  # raises NotFound with a hint
+        origin = "apply" if apply_id else "submit"
+        return self._submit(session_id, source, parent=parent, origin=origin, transformation=transformation,
+                            progress=progress, apply_id=apply_id, attempt=attempt)
+
+    def _submit(self, session_id: str, source: str, *, parent: int | None, origin: str,
+                transformation: str | None, progress: Progress, apply_id: str | None = None,
+                attempt: int | None = None) -> VersionReport:
+        started = time.perf_counter()
+        session = self.store.session(session_id)
+        if not isinstance(source, str) or not source.strip():
+            raise InvalidInput("the kernel source is empty", "pass the whole kernel file, annotation line included.")
+        if len(source.encode()) > MAX_SOURCE_BYTES:
+            raise InvalidInput(f"the kernel source is {len(source.encode())} bytes, over the {MAX_SOURCE_BYTES} "
+                               "limit", "submit one kernel file, without generated tables.")
+        number = self.store.add_version(session_id, parent=parent, origin=origin, transformation=transformation,
+                                        apply_id=apply_id, attempt=attempt, source=source, status="pending")
+        fields = self._evaluate(session, source, progress)
+        if fields["status"] in PASSED or (fields["status"] == "compiled" and session["head"] is None):
+            self.store.set_head(session_id, number)
+        self.store.update_version(session_id, number, **fields)
+        report = self.version_report(session_id, number)
+        report.seconds = time.perf_counter() - started
+        log.info("version recorded", session=session_id, version=number, status=report.status,
+                 seconds=round(report.seconds, 3))
+        return report
+
+    def _evaluate(self, session: dict[str, Any], source: str, progress: Progress,
+                  sizes: dict[str, int] | None = None, steps: tuple[str, ...] = ("compile", "validate", "benchmark"),
+                  trials: int | None = None, time_budget_s: float | None = None) -> dict[str, Any]:
+        """Parse, compile, validate and time one source; return the version fields to record."""
+        problem = get_problem(session["problem"])
+        try:
+            spec = parse_annotation(source, needs=ANNOTATION_KEYS[session["backend"]], symbols=problem.symbols)
+            spec.evaluate(sizes or session["sizes"])
+        except PeakError as exc:
+            return {"status": "invalid_annotation", "failure": "annotation", "message": str(exc)}
+        runs = session["device_index"] >= 0
+        job = {"type": "evaluate", "problem": session["problem"], "dtype": session["dtype"],
+               "sizes": sizes or session["sizes"], "source": source, "spec": spec.model_dump(),
+               "steps": list(steps) if runs else ["compile"],
+               "trials": trials or self.settings.validation_trials,
+               "time_budget_s": time_budget_s or self.settings.benchmark_budget_s}
+        try:
+            result = self._run_job(session, job, progress)
+        except JobFailed as exc:
+            return {"status": "error", "failure": exc.kind, "message": str(exc)}
+        compiled = result.get("compile") or {}
+        if not compiled.get("ok"):
+            return {"status": "compile_error", "failure": "compile", "compile": compiled,
+                    "message": "compilation failed:\n" + trim_log(compiled.get("log"))}
+        if not runs:
+            return {"status": "compiled", "failure": None, "compile": compiled,
+                    "message": f"compiled for {compiled.get('resources', {}).get('arch')}; no {session['backend']} "
+                               "device on this machine, so it was not validated or timed"}
+        verdict = result.get("validation") or {}
+        if not verdict.get("passed"):
+            return {"status": "failed", "failure": verdict.get("check"), "compile": compiled,
+                    "validation": verdict, "message": f"validation failed ({verdict.get('check')}): "
+                                                      f"{verdict.get('message')}"}
+        timing = result.get("timing")
+        if timing and timing.get("recheck", {}).get("passed") is False:
+            recheck = timing["recheck"]
+            return {"status": "failed", "failure": "recheck_" + str(recheck.get("check")), "compile": compiled,
+                    "validation": verdict, "timing": None,
+                    "message": f"the output was wrong after the timed launches ({recheck.get('check')}): "
+                               f"{recheck.get('message')}"}
+        status = "benchmarked" if timing else "validated"
+        message = verdict.get("message", "passed")
+        if timing:
+            message += f"; median {timing['median_ms']:.4f} ms ({timing['tflops']:.2f} TFLOP/s)"
+        return {"status": status, "failure": None, "compile": compiled, "validation": verdict, "timing": timing,
+                "message": message}
+
+    def _run_job(self, session: dict[str, Any], job: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        return self.pool.run(session["backend"], session["device_index"], job,
+                             inactivity_s=self.settings.inactivity_timeout_s,
+                             total_s=self.settings.job_total_timeout_s, progress=progress)
+
+    # --- reports ---------------------------------------------------------------------------------------------
+    def version_report(self, session_id: str, number: int) -> VersionReport:
+        session = self.store.session(session_id)
+        versions = {v["number"]: v for v in self.store.versions(session_id)}
+        if number not in versions:
+            self.store.version(session_id, number)  # raises NotFound with the hint
+        v = versions[number]
+        compiled = v["compile"]
+        problem = get_problem(session["problem"])
+        return VersionReport(
+            session_id=session_id, version=number, parent=v["parent"], origin=v["origin"],
+            transformation=v["transformation"], status=v["status"], failure=v["failure"], message=v["message"] or "",
+            compile=CompileInfo(ok=compiled["ok"], log=trim_log(compiled.get("log")),
+                                resources=compiled.get("resources", {}), seconds=compiled.get("seconds"))
+            if compiled else None,
+            validation=v["validation"],
+            performance=performance(v, versions, session, self.device_of(session), problem.peak_path(session["dtype"])),
+            head=session["head"])
+
+    def resolve_version(self, session_id: str, version: int | None) -> dict[str, Any]:
+        session = self.store.session(session_id)
+        if version is None:
+            if session["head"] is None:
+                raise NotFound(f"session {session_id} has no passing version yet",
+                               "submit a kernel that compiles and validates first.")
+            version = session["head"]
+        return self.store.version(session_id, version)
+
+    def get_version(self, session_id: str, version: int | None) -> VersionDetail:
+        v = self.resolve_version(session_id, version)
+        return VersionDetail(report=self.version_report(session_id, v["number"]), source=v["source"])
+
+    def diff(self, session_id: str, a: int, b: int | None) -> DiffReport:
+        first = self.store.version(session_id, a)
+        second = self.resolve_version(session_id, b)
+        text = "".join(difflib.unified_diff(first["source"].splitlines(keepends=True),
+                                            second["source"].splitlines(keepends=True),
+                                            fromfile=f"v{a}", tofile=f"v{second['number']}"))
+        return DiffReport(session_id=session_id, a=a, b=second["number"], diff=text or "(identical)")
+
+    def revert(self, session_id: str, version: int) -> VersionReport:
+        v = self.store.version(session_id, version)
+        if v["status"] not in PASSED and v["status"] != "compiled":
+            raise InvalidInput(f"version {version} has status {v['status']}; only passing versions can become head",
+                               "pick a version whose status is benchmarked (see history).")
+        self.store.set_head(session_id, version)
+        return self.version_report(session_id, version)
+
+    def history(self, session_id: str) -> HistoryReport:
+        session = self.store.session(session_id)
+        device = self.device_of(session)
+        problem = get_problem(session["problem"])
+        rows = history_rows(session, self.store.versions(session_id), device, problem.peak_path(session["dtype"]))
+        return HistoryReport(session_id=session_id, problem=session["problem"], backend=session["backend"],
+                             dtype=session["dtype"], sizes=session["sizes"], device=session["device"],
+                             head=session["head"], baseline=session["baseline"], rows=rows,
+                             table=markdown_table(rows))
+
+    def history_chart(self, session_id: str) -> bytes:
+        from peak_mcp.charts import history_chart
+
+        report = self.history(session_id)
+        session = self.store.session(session_id)
+        device = self.device_of(session)
+        peak_path = get_problem(session["problem"]).peak_path(session["dtype"])
+        baseline = session["baseline"] or {}
+        sizes = "×".join(str(v) for v in session["sizes"].values())
+        return history_chart(report.rows, title=f"{session['problem']} {session['dtype']} {sizes} on "
+                                                f"{session['device']} ({session['backend']})",
+                             vendor_tflops=baseline.get("tflops") if baseline.get("available") else None,
+                             peak_tflops=(device.get("peak_tflops") or {}).get(peak_path))
+
+    # --- re-checks at other sizes ----------------------------------------------------------------------------
+    def check(self, session_id: str, version: int | None, sizes: dict[str, Any] | None, *, benchmark: bool,
+              trials: int | None = None, time_budget_s: float | None = None,
+              progress: Progress = _quiet) -> CheckReport:
+        session = self.store.session(session_id)
+        v = self.resolve_version(session_id, version)
+        problem = get_problem(session["problem"])
+        checked = problem.check_sizes({**session["sizes"], **(sizes or {})})
+        if session["device_index"] < 0:
+            raise Unavailable(f"no {session['backend']} device on this machine: versions can be compiled, not run",
+                              "run the server on a machine with a GPU (see doctor).")
+        if trials is not None and not 1 <= trials <= 20:
+            raise InvalidInput(f"trials={trials} is out of range", "use 1 to 20.")
+        if time_budget_s is not None and not 0.05 <= time_budget_s <= 60:
+            raise InvalidInput(f"time_budget_s={time_budget_s} is out of range", "use 0.05 to 60 seconds.")
+        steps = ("compile", "validate", "benchmark") if benchmark else ("compile", "validate")
+        fields = self._evaluate(session, v["source"], progress, sizes=checked, steps=steps, trials=trials,
+                                time_budget_s=time_budget_s)
+        baseline = None
+        if benchmark and fields["status"] == "benchmarked":
+            job = {"type": "evaluate", "problem": session["problem"], "dtype": session["dtype"], "sizes": checked,
+                   "steps": ["baseline"], "time_budget_s": time_budget_s or self.settings.benchmark_budget_s}
+            baseline = self._run_job(session, job, progress).get("baseline")
+        perf = None
+        if fields.get("timing"):
+            device = self.device_of(session)
+            scratch = {**v, "timing": fields["timing"], "parent": None}
+            perf = performance(scratch, {}, {"baseline": baseline}, device, problem.peak_path(session["dtype"]))
+        validation = fields.get("validation") or {"passed": False, "check": fields.get("failure"),
+                                                  "message": fields.get("message")}
+        return CheckReport(session_id=session_id, version=v["number"], sizes=checked,
+                           passed=fields["status"] in PASSED, validation=validation, performance=perf,
+                           baseline=baseline)

@@ -1,0 +1,180 @@
+"""Sessions, versions and apply runs in SQLite (WAL). Every record is committed before a tool returns."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from peak_mcp.errors import NotFound
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY,
+    problem TEXT NOT NULL, backend TEXT NOT NULL, dtype TEXT NOT NULL, sizes TEXT NOT NULL,
+    device TEXT NOT NULL, device_index INTEGER NOT NULL,
+    head INTEGER, baseline TEXT, created_at REAL NOT NULL, label TEXT
+);
+CREATE TABLE IF NOT EXISTS versions (
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    number INTEGER NOT NULL,
+    parent INTEGER,
+    origin TEXT NOT NULL,              -- naive | submit | apply
+    transformation TEXT,
+    apply_id TEXT, attempt INTEGER,
+    source TEXT NOT NULL,
+    status TEXT NOT NULL,              -- see VersionReport.status
+    failure TEXT,                      -- short failure kind for statistics
+    message TEXT,
+    compile TEXT, validation TEXT, timing TEXT,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (session_id, number)
+);
+CREATE TABLE IF NOT EXISTS apply_runs (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL REFERENCES sessions(id),
+    transformation TEXT NOT NULL, base_version INTEGER NOT NULL, instructions TEXT,
+    max_attempts INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0,
+    state TEXT NOT NULL,               -- open | succeeded | exhausted
+    result_version INTEGER, created_at REAL NOT NULL
+);
+"""
+_JSON_FIELDS = {"sizes", "baseline", "compile", "validation", "timing"}
+
+
+def _decode(row: sqlite3.Row | None) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    out = dict(row)
+    for key in _JSON_FIELDS & out.keys():
+        if out[key] is not None:
+            out[key] = json.loads(out[key])
+    return out
+
+
+class Store:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute(sql, params)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    # --- sessions --------------------------------------------------------------------------------------------
+    def create_session(self, *, problem: str, backend: str, dtype: str, sizes: dict[str, int], device: str,
+                       device_index: int, label: str | None) -> str:
+        session_id = uuid.uuid4().hex[:12]
+        self._write("INSERT INTO sessions (id, problem, backend, dtype, sizes, device, device_index, created_at, label)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (session_id, problem, backend, dtype, json.dumps(sizes), device, device_index, time.time(), label))
+        return session_id
+
+    def session(self, session_id: str) -> dict[str, Any]:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"unknown session {session_id!r}", "call list_sessions to see the sessions, or "
+                                                              "start_session to begin one.")
+        return _decode(row)  # type: ignore[return-value]
+
+    def sessions(self) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM sessions ORDER BY created_at").fetchall()
+        return [_decode(r) for r in rows]  # type: ignore[misc]
+
+    def set_head(self, session_id: str, number: int) -> None:
+        self._write("UPDATE sessions SET head = ? WHERE id = ?", (number, session_id))
+
+    def set_baseline(self, session_id: str, baseline: dict[str, Any]) -> None:
+        self._write("UPDATE sessions SET baseline = ? WHERE id = ?", (json.dumps(baseline), session_id))
+
+    # --- versions --------------------------------------------------------------------------------------------
+    def add_version(self, session_id: str, **fields: Any) -> int:
+        """Insert with the next version number (allocated inside the write lock)."""
+        for key in _JSON_FIELDS & fields.keys():
+            if fields[key] is not None:
+                fields[key] = json.dumps(fields[key])
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                number = self._db.execute("SELECT COALESCE(MAX(number) + 1, 0) FROM versions WHERE session_id = ?",
+                                          (session_id,)).fetchone()[0]
+                columns = ["session_id", "number", "created_at", *fields]
+                marks = ", ".join("?" * len(columns))
+                self._db.execute(f"INSERT INTO versions ({', '.join(columns)}) VALUES ({marks})",
+                                 (session_id, number, time.time(), *fields.values()))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return number
+
+    def update_version(self, session_id: str, number: int, **fields: Any) -> None:
+        for key in _JSON_FIELDS & fields.keys():
+            if fields[key] is not None:
+                fields[key] = json.dumps(fields[key])
+        assignments = ", ".join(f"{k} = ?" for k in fields)
+        self._write(f"UPDATE versions SET {assignments} WHERE session_id = ? AND number = ?",
+                    (*fields.values(), session_id, number))
+
+    def version(self, session_id: str, number: int) -> dict[str, Any]:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM versions WHERE session_id = ? AND number = ?",
+                                   (session_id, number)).fetchone()
+        if row is None:
+            count = len(self.versions(session_id))
+            raise NotFound(f"session {session_id} has no version {number}",
+                           f"versions are numbered 0..{count - 1}; call history to see them.")
+        return _decode(row)  # type: ignore[return-value]
+
+    def versions(self, session_id: str) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM versions WHERE session_id = ? ORDER BY number",
+                                    (session_id,)).fetchall()
+        return [_decode(r) for r in rows]  # type: ignore[misc]
+
+    def all_versions(self) -> list[dict[str, Any]]:
+        with self._lock:
+            rows = self._db.execute("SELECT * FROM versions ORDER BY session_id, number").fetchall()
+        return [_decode(r) for r in rows]  # type: ignore[misc]
+
+    # --- apply runs ------------------------------------------------------------------------------------------
+    def create_apply_run(self, *, session_id: str, transformation: str, base_version: int,
+                         instructions: str | None, max_attempts: int) -> str:
+        run_id = uuid.uuid4().hex[:12]
+        self._write("INSERT INTO apply_runs (id, session_id, transformation, base_version, instructions, "
+                    "max_attempts, state, created_at) VALUES (?, ?, ?, ?, ?, ?, 'open', ?)",
+                    (run_id, session_id, transformation, base_version, instructions, max_attempts, time.time()))
+        return run_id
+
+    def apply_run(self, run_id: str) -> dict[str, Any]:
+        with self._lock:
+            row = self._db.execute("SELECT * FROM apply_runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"unknown apply run {run_id!r}", "start a new one with apply_transformation.")
+        return dict(row)
+
+    def update_apply_run(self, run_id: str, **fields: Any) -> None:
+        assignments = ", ".join(f"{k} = ?" for k in fields)
+        self._write(f"UPDATE apply_runs SET {assignments} WHERE id = ?", (*fields.values(), run_id))
