@@ -1,0 +1,193 @@
+"""apply_transformation as a small state machine, so any transport can drive it.
+
+A run starts with a brief; each LLM reply becomes one recorded attempt (a version with apply_id and attempt);
+a failed attempt yields the next brief with the compiler or validation feedback, until success or the bound.
+The MCP layer drives it either inside one tool call (sampling over a back-channel) or across retried calls
+(input-required rounds); where the client cannot sample, the agent answers through submit_kernel.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from typing import Any
+
+from peak_mcp.catalog import Catalog
+from peak_mcp.errors import InvalidInput, PeakError
+from peak_mcp.models import ApplyStep, VersionReport
+from peak_mcp.problems import get_problem
+from peak_mcp.sampling import SYSTEM_PROMPT, build_brief, build_retry, extract_kernel
+from peak_mcp.service import PASSED, PeakService, Progress, _quiet
+
+LANGUAGE = {"cuda": "cuda", "hip": "cpp", "hlsl": "hlsl"}
+MAX_ATTEMPTS_LIMIT = 10
+
+
+class Applier:
+    def __init__(self, service: PeakService, catalog: Catalog) -> None:
+        self.service = service
+        self.catalog = catalog
+
+    def _device_descriptor(self, session: dict[str, Any]) -> dict[str, Any]:
+        device = self.service.device_of(session)
+        return {"name": device.get("name", ""), "arch": device.get("arch", ""), "family": device.get("family", "")}
+
+    def begin(self, session_id: str, transformation: str, version: int | None = None,
+              instructions: str | None = None, max_attempts: int | None = None) -> ApplyStep:
+        session = self.service.store.session(session_id)
+        base = self.service.resolve_version(session_id, version)
+        if base["status"] not in (*PASSED, "compiled"):
+            raise InvalidInput(f"version {base['number']} has status {base['status']}; transformations apply to "
+                               "passing versions", "pick a benchmarked version (see history) or omit version.")
+        self.catalog.get(transformation)  # NotFound with close matches
+        attempts = max_attempts or self.service.settings.default_max_attempts
+        if not 1 <= attempts <= MAX_ATTEMPTS_LIMIT:
+            raise InvalidInput(f"max_attempts={attempts} is out of range", f"use 1 to {MAX_ATTEMPTS_LIMIT}.")
+        run_id = self.service.store.create_apply_run(session_id=session_id, transformation=transformation,
+                                                     base_version=base["number"], instructions=instructions,
+                                                     max_attempts=attempts)
+        return self.step(run_id)
+
+    def _brief(self, run: dict[str, Any]) -> tuple[str, str]:
+        session = self.service.store.session(run["session_id"])
+        problem = get_problem(session["problem"])
+        base = self.service.store.version(session["id"], run["base_version"])
+        resolved = self.catalog.resolve(run["transformation"], session["backend"], self._device_descriptor(session))
+        brief = build_brief(
+            problem=problem.name, problem_title=problem.title, abi=problem.abi(session["backend"], session["dtype"]),
+            backend=session["backend"], dtype=session["dtype"], sizes=session["sizes"],
+            device=self.service.device_of(session), source=base["source"], transformation_id=resolved.id,
+            transformation_title=resolved.title, transformation_body=resolved.body,
+            instructions=run["instructions"], language=LANGUAGE.get(session["backend"], "cpp"))
+        return brief, resolved.id
+
+    def attempts(self, run_id: str) -> list[VersionReport]:
+        run = self.service.store.apply_run(run_id)
+        return [self.service.version_report(run["session_id"], v["number"])
+                for v in self.service.store.versions(run["session_id"]) if v["apply_id"] == run_id]
+
+    def step(self, run_id: str) -> ApplyStep:
+        """Where the run stands: the next brief, or the outcome."""
+        run = self.service.store.apply_run(run_id)
+        brief, resolved = self._brief(run)
+        attempts = self.attempts(run_id)
+        step = ApplyStep(run_id=run_id, session_id=run["session_id"], transformation=run["transformation"],
+                         resolved_transformation=resolved, attempt=run["attempts"] + 1,
+                         max_attempts=run["max_attempts"], done=run["state"] != "open", attempts=attempts)
+        if run["state"] == "succeeded":
+            step.succeeded, step.result = True, attempts[-1]
+            step.attempt = run["attempts"]
+            step.message = f"applied in {run['attempts']} attempt(s): version {attempts[-1].version}"
+            return step
+        if run["state"] == "exhausted":
+            step.attempt = run["attempts"]
+            step.result = attempts[-1] if attempts else None
+            step.message = (f"all {run['max_attempts']} attempts failed; the last: "
+                            f"{attempts[-1].failure if attempts else 'none'}")
+            return step
+        if attempts:
+            last = attempts[-1]
+            brief += "\n\n" + build_retry(attempt=run["attempts"] + 1, max_attempts=run["max_attempts"],
+                                          failure=f"{last.status} ({last.failure})", details=_feedback(last))
+        step.brief, step.system_prompt = brief, SYSTEM_PROMPT
+        step.message = f"attempt {run['attempts'] + 1} of {run['max_attempts']}: waiting for a kernel"
+        return step
+
+    def answer(self, run_id: str, reply: str, progress: Progress = _quiet) -> ApplyStep:
+        """Record one LLM reply as an attempt and advance the run."""
+        run = self.service.store.apply_run(run_id)
+        if run["state"] != "open":
+            raise InvalidInput(f"apply run {run_id} is already {run['state']}",
+                               "start a new run with apply_transformation.")
+        try:
+            source = extract_kernel(reply)
+        except PeakError as exc:
+            source = reply if reply.strip() else "(empty reply)"
+            report = self._record_unparsable(run, source, str(exc))
+        else:
+            report = self.service.submit_kernel(run["session_id"], source, parent=run["base_version"],
+                                                transformation=run["transformation"], progress=progress,
+                                                apply_id=run_id, attempt=run["attempts"] + 1)
+        return self._advance(run, report)
+
+    def attach_submission(self, session_id: str, transformation: str, source: str, parent: int | None,
+                          progress: Progress) -> VersionReport | None:
+        """A submit_kernel naming a transformation with an open run answers that run (the no-sampling path)."""
+        open_runs = [r for r in self._open_runs(session_id) if r["transformation"] == transformation]
+        if not open_runs:
+            return None
+        run = open_runs[-1]
+        report = self.service.submit_kernel(session_id, source, parent=parent if parent is not None
+                                            else run["base_version"], transformation=transformation,
+                                            progress=progress, apply_id=run["id"], attempt=run["attempts"] + 1)
+        self._advance(run, report)
+        return report
+
+    def _open_runs(self, session_id: str) -> list[dict[str, Any]]:
+        store = self.service.store
+        with store._lock:
+            rows = store._db.execute("SELECT * FROM apply_runs WHERE session_id = ? AND state = 'open' "
+                                     "ORDER BY created_at", (session_id,)).fetchall()
+        return [dict(r) for r in rows]
+
+    def _record_unparsable(self, run: dict[str, Any], source: str, why: str) -> VersionReport:
+        store = self.service.store
+        number = store.add_version(run["session_id"], parent=run["base_version"], origin="apply",
+                                   transformation=run["transformation"], apply_id=run["id"],
+                                   attempt=run["attempts"] + 1, source=source, status="invalid_reply",
+                                   failure="reply_format", message=f"the reply could not be used: {why}")
+        return self.service.version_report(run["session_id"], number)
+
+    def _advance(self, run: dict[str, Any], report: VersionReport) -> ApplyStep:
+        attempts = run["attempts"] + 1
+        if report.status in PASSED or report.status == "compiled":
+            state = "succeeded"
+        elif attempts >= run["max_attempts"]:
+            state = "exhausted"
+        else:
+            state = "open"
+        self.service.store.update_apply_run(run["id"], attempts=attempts, state=state,
+                                            result_version=report.version if state == "succeeded" else None)
+        return self.step(run["id"])
+
+    # --- statistics ------------------------------------------------------------------------------------------
+    def statistics(self) -> list[dict[str, Any]]:
+        """Per transformation: attempts, first-try success, failure kinds, speedups (PEAK's research data)."""
+        store = self.service.store
+        with store._lock:
+            runs = [dict(r) for r in store._db.execute("SELECT * FROM apply_runs").fetchall()]
+        versions = store.all_versions()
+        by_key = {(v["session_id"], v["number"]): v for v in versions}
+        grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for v in versions:
+            if v["transformation"]:
+                grouped[v["transformation"]].append(v)
+        out = []
+        for name, attempts in sorted(grouped.items()):
+            runs_for = [r for r in runs if r["transformation"] == name and r["attempts"] > 0]
+            first_try = [r for r in runs_for if r["state"] == "succeeded" and r["attempts"] == 1]
+            successes = [v for v in attempts if v["status"] in PASSED]
+            speedups = []
+            for v in successes:
+                parent = by_key.get((v["session_id"], v["parent"]))
+                if v.get("timing") and parent and parent.get("timing"):
+                    speedups.append(parent["timing"]["median_ms"] / v["timing"]["median_ms"])
+            out.append({
+                "transformation": name, "attempts": len(attempts), "runs": len(runs_for),
+                "successes": len(successes),
+                "success_rate": len(successes) / len(attempts),
+                "first_try_success_rate": (len(first_try) / len(runs_for)) if runs_for else None,
+                "runs_succeeded": sum(r["state"] == "succeeded" for r in runs_for),
+                "failure_kinds": dict(Counter(v["failure"] for v in attempts if v["status"] not in PASSED)),
+                "median_speedup_vs_parent": statistics.median(speedups) if speedups else None,
+                "best_speedup_vs_parent": max(speedups) if speedups else None,
+            })
+        return out
+
+
+def _feedback(report: VersionReport) -> str:
+    if report.status == "compile_error" and report.compile:
+        return "Compiler output:\n" + report.compile.log
+    if report.validation and not report.validation.get("passed", True):
+        return f"Validation verdict: {report.validation.get('check')}: {report.validation.get('message')}"
+    return report.message

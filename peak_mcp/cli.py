@@ -1,0 +1,56 @@
+"""Command line: `peak-mcp serve` (stdio or --http), `peak-mcp doctor`, `peak-mcp demo`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from peak_mcp import __version__
+from peak_mcp.logging import configure
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="peak-mcp", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"peak-mcp {__version__}")
+    parser.add_argument("--data-dir", type=Path, default=None,
+                        help="where sessions are stored (default: $PEAK_MCP_DATA_DIR or $XDG_DATA_HOME/peak-mcp)")
+    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING (logs go to stderr)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the MCP server (stdio by default)")
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000)
+    commands.add_parser("doctor", help="print what this machine can compile and run, and how to fix the rest")
+    demo = commands.add_parser("demo", help="drive the server through a real MCP client over stdio")
+    demo.add_argument("--backend", default=None, help="cuda or hlsl (default: the first that can run)")
+    demo.add_argument("--dtype", default="f32")
+    demo.add_argument("--sizes", default=None, help="e.g. M=1024,N=1024,K=1024")
+    demo.add_argument("--kernels", type=Path, nargs="*", default=None,
+                      help="kernel files to submit after version 0 (default: examples/matmul/<backend>/*)")
+    args = parser.parse_args(argv)
+    configure(args.log_level)
+
+    if args.command == "serve":
+        from peak_mcp.app import build
+
+        server, service = build(data_dir=args.data_dir)
+        try:
+            if args.http:
+                server.run("streamable-http", host=args.host, port=args.port)
+            else:
+                server.run()
+        finally:
+            service.close()
+    elif args.command == "doctor":
+        from peak_mcp.app import build
+
+        _, service = build(data_dir=args.data_dir)
+        print(json.dumps(service.doctor().model_dump(mode="json"), indent=2))
+        service.close()
+    elif args.command == "demo":
+        from peak_mcp.demo import run_demo
+
+        sizes = dict((k, int(v)) for k, v in (p.split("=") for p in args.sizes.split(","))) if args.sizes else None
+        sys.exit(run_demo(args.backend, args.dtype, sizes, args.kernels, args.data_dir))

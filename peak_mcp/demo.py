@@ -1,0 +1,61 @@
+"""`peak-mcp demo`: the loop end to end through a real MCP client talking to `peak-mcp serve` over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "matmul"
+
+
+async def _demo(backend: str | None, dtype: str, sizes: dict[str, int] | None, kernels: list[Path] | None,
+                data_dir: Path | None) -> int:
+    args = ["-m", "peak_mcp"] + (["--data-dir", str(data_dir)] if data_dir else []) + ["serve"]
+    server = StdioServerParameters(command=sys.executable, args=args, env=dict(os.environ))
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        print(f"  … {message}", file=sys.stderr)
+
+    async with Client(server, read_timeout_seconds=1800) as client:
+        doctor = (await client.call_tool("doctor", {})).structured_content or {}
+        runnable = [b["backend"] for b in doctor.get("backends", []) if b.get("can_run")]
+        usable = [b["backend"] for b in doctor.get("backends", []) if b.get("usable")]
+        backend = backend or (runnable or usable or ["cuda"])[0]
+        print(f"backends that can run here: {runnable or 'none'}; using {backend}")
+        started = await client.call_tool("start_session", {"backend": backend, "dtype": dtype, "sizes": sizes},
+                                         progress_callback=progress)
+        if started.is_error:
+            print(started.content[0].text, file=sys.stderr)
+            return 1
+        session = started.structured_content
+        print(f"session {session['session_id']} on {session['device'].get('name')}: v0 "
+              f"{session['version_0']['status']} — {session['version_0']['message']}")
+        files = kernels if kernels is not None else sorted((EXAMPLES / backend).glob("*"))
+        for path in files:
+            if path.stem == "naive":
+                continue
+            t0 = time.perf_counter()
+            result = await client.call_tool("submit_kernel", {"session_id": session["session_id"],
+                                                              "source": path.read_text(), "parent": 0},
+                                            progress_callback=progress)
+            wall = time.perf_counter() - t0
+            report: dict[str, Any] = result.structured_content or {}
+            perf = report.get("performance") or {}
+            print(f"{path.name}: v{report.get('version')} {report.get('status')} in {wall:.2f} s round trip; "
+                  f"{json.dumps({k: round(v, 4) for k, v in perf.items() if isinstance(v, float)})}"
+                  if not result.is_error else f"{path.name}: {result.content[0].text}")
+        history = await client.call_tool("history", {"session_id": session["session_id"]})
+        print(history.content[0].text)
+    return 0
+
+
+def run_demo(backend: str | None, dtype: str, sizes: dict[str, int] | None, kernels: list[Path] | None,
+             data_dir: Path | None) -> int:
+    return anyio.run(_demo, backend, dtype, sizes, kernels, data_dir)

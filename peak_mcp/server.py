@@ -1,0 +1,354 @@
+"""The MCP surface: thin tools over the domain layer (service, applier, catalog). No GPU code here."""
+
+from __future__ import annotations
+
+import base64
+import warnings
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+import mcp.types as types
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, Field
+
+from peak_mcp import __version__
+from peak_mcp.apply import Applier
+from peak_mcp.catalog import Catalog
+from peak_mcp.errors import NotFound, PeakError
+from peak_mcp.models import (
+    ApplyStep,
+    CheckReport,
+    DiffReport,
+    DoctorReport,
+    HistoryReport,
+    ProblemList,
+    SessionInfo,
+    SessionList,
+    VersionDetail,
+    VersionReport,
+)
+from peak_mcp.service import PeakService
+
+T = TypeVar("T")
+SAMPLING_MAX_TOKENS = 16384
+INSTRUCTIONS = """peak-mcp is a lab bench for GPU kernel optimization. Start with start_session (problem, backend,
+dtype, sizes): version 0 is the naive kernel, validated and benchmarked, with the vendor library timed in the same
+run. Then pick transformations (list_transformations / get_transformation) and apply them with
+apply_transformation, or rewrite the kernel yourself and call submit_kernel. Every submission is compiled,
+validated against a float64 reference and timed from a cold cache; history shows the sequence.
+A kernel is one source text with one `// peak:` annotation line giving the entry point and launch geometry."""
+
+
+class TransformationSummary(BaseModel):
+    id: str
+    title: str
+    backends: list[str]
+    devices: list[str]
+    tags: list[str]
+    extends: str | None
+    summary: str
+
+
+class TransformationList(BaseModel):
+    transformations: list[TransformationSummary]
+    errors: list[dict[str, Any]] = Field(default_factory=list, description="catalog files that failed to load")
+
+
+class TransformationText(BaseModel):
+    id: str
+    title: str
+    backends: list[str]
+    devices: list[str]
+    problems: list[str]
+    tags: list[str]
+    after: list[str]
+    extends: str | None
+    resolved_from: str | None = Field(None, description="the id asked for, when a specialization was chosen")
+    body: str
+
+
+class StatsReport(BaseModel):
+    transformations: list[dict[str, Any]]
+
+
+def _summary(t: Any) -> TransformationSummary:
+    return TransformationSummary(id=t.id, title=t.title, backends=list(t.backends), devices=list(t.devices),
+                                 tags=list(t.tags), extends=t.extends, summary=t.summary)
+
+
+def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
+    applier = Applier(service, catalog)
+    mcp = MCPServer("peak-mcp", instructions=INSTRUCTIONS, version=__version__)
+
+    async def call(ctx: Context | None, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a blocking domain call in a thread; relay its progress; turn domain errors into tool errors."""
+        step = 0
+
+        def progress(message: str) -> None:
+            nonlocal step
+            step += 1
+            if ctx is not None:
+                try:
+                    anyio.from_thread.run(ctx.report_progress, float(step), None, message)
+                except Exception:  # progress is best effort: the client may have gone
+                    pass
+
+        if "progress" in kwargs:
+            kwargs["progress"] = progress
+        try:
+            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+        except PeakError as exc:
+            raise ToolError(str(exc)) from None
+
+    @mcp.tool()
+    async def doctor() -> DoctorReport:
+        """Backends and devices found on this machine, and for each one missing, why and how to fix it."""
+        return await call(None, service.doctor, catalog.info())
+
+    @mcp.tool()
+    async def list_problems() -> ProblemList:
+        """Problems the server can check and time, with size symbols, dtypes and the kernel ABI per backend."""
+        return ProblemList(problems=service.list_problems())
+
+    @mcp.tool()
+    async def start_session(
+        ctx: Context,
+        problem: Annotated[str, Field(description="problem name, e.g. matmul")] = "matmul",
+        backend: Annotated[str, Field(description="cuda or hlsl")] = "cuda",
+        dtype: Annotated[str, Field(description="f32, f16 or bf16 (f32 accumulation and output)")] = "f32",
+        sizes: Annotated[dict[str, int] | None, Field(description="e.g. {'M': 4096, 'N': 4096, 'K': 4096}")] = None,
+        label: str | None = None,
+    ) -> SessionInfo:
+        """Start a session: version 0 is the naive kernel, validated and benchmarked; the vendor library is timed
+        in the same run."""
+        return await call(ctx, service.start_session, problem, backend, dtype, sizes, label, progress=None)
+
+    @mcp.tool()
+    async def list_sessions() -> SessionList:
+        """All sessions in the data directory, newest last."""
+        return SessionList(sessions=await call(None, service.list_sessions))
+
+    @mcp.tool()
+    async def submit_kernel(
+        ctx: Context,
+        session_id: str,
+        source: Annotated[str, Field(description="the whole kernel file, with its `// peak:` annotation line")],
+        parent: Annotated[int | None, Field(description="the version this derives from (default: head)")] = None,
+        transformation: Annotated[str | None, Field(description="catalog id of the transformation applied")] = None,
+    ) -> VersionReport:
+        """Compile, validate and benchmark a kernel as a new version of the session."""
+        if transformation:
+            attached = await call(ctx, applier.attach_submission, session_id, transformation, source, parent,
+                                  progress=None)
+            if attached is not None:
+                return attached
+        return await call(ctx, service.submit_kernel, session_id, source, parent, transformation, progress=None)
+
+    @mcp.tool()
+    async def validate(
+        ctx: Context, session_id: str, version: int | None = None,
+        sizes: Annotated[dict[str, int] | None, Field(description="other sizes to check generality")] = None,
+        trials: Annotated[int | None, Field(description="random input sets, 1-20")] = None,
+    ) -> CheckReport:
+        """Re-check a version (default: head) for correctness, optionally at other sizes."""
+        return await call(ctx, service.check, session_id, version, sizes, benchmark=False, trials=trials,
+                          progress=None)
+
+    @mcp.tool()
+    async def benchmark(
+        ctx: Context, session_id: str, version: int | None = None,
+        sizes: dict[str, int] | None = None,
+        time_budget_s: Annotated[float | None, Field(description="seconds of timed launches, 0.05-60")] = None,
+    ) -> CheckReport:
+        """Validate and time a version (default: head), optionally at other sizes; the vendor library is timed
+        in the same run."""
+        return await call(ctx, service.check, session_id, version, sizes, benchmark=True,
+                          time_budget_s=time_budget_s, progress=None)
+
+    @mcp.tool()
+    async def history(session_id: str, chart: bool = False) -> Annotated[types.CallToolResult, HistoryReport]:
+        """The version table (parent, transformation, status, time, TFLOP/s, speedups); with chart=true also a PNG
+        of performance along the sequence."""
+        report = await call(None, service.history, session_id)
+        content: list[Any] = [types.TextContent(type="text", text=report.table)]
+        if chart:
+            png = await call(None, service.history_chart, session_id)
+            content.append(types.ImageContent(type="image", data=base64.b64encode(png).decode(),
+                                              mime_type="image/png"))
+        return types.CallToolResult(content=content, structured_content=report.model_dump(mode="json"))
+
+    @mcp.tool()
+    async def get_version(session_id: str, version: int | None = None) -> VersionDetail:
+        """One version's source and report (default: head)."""
+        return await call(None, service.get_version, session_id, version)
+
+    @mcp.tool()
+    async def diff(session_id: str, a: int, b: int | None = None) -> DiffReport:
+        """Unified diff between two versions' sources (b defaults to head)."""
+        return await call(None, service.diff, session_id, a, b)
+
+    @mcp.tool()
+    async def revert(session_id: str, version: int) -> VersionReport:
+        """Make an earlier passing version the head again; nothing is deleted."""
+        return await call(None, service.revert, session_id, version)
+
+    @mcp.tool()
+    async def get_transformation_stats() -> StatsReport:
+        """Per transformation: attempts, first-try success rate, failure kinds, median speedup over the parent."""
+        return StatsReport(transformations=await call(None, applier.statistics))
+
+    @mcp.tool()
+    async def list_transformations(
+        backend: str | None = None, device: Annotated[str | None, Field(
+            description="device name, arch (sm_90) or family (hopper); portable ones always match")] = None,
+        problem: str | None = None, tag: str | None = None,
+        text: Annotated[str | None, Field(description="case-insensitive search in id, title and text")] = None,
+    ) -> TransformationList:
+        """The natural-transformation catalog, filtered."""
+        descriptor = _device_descriptor(device)
+        found = catalog.list(backend=backend, device=descriptor, problem=problem, tag=tag, text=text)
+        return TransformationList(transformations=[_summary(t) for t in found],
+                                  errors=[e.model_dump() if hasattr(e, "model_dump") else dict(e.__dict__)
+                                          for e in catalog.errors])
+
+    @mcp.tool()
+    async def get_transformation(
+        id: str, backend: str | None = None,
+        device: Annotated[str | None, Field(description="pick the most specific text for this device")] = None,
+    ) -> TransformationText:
+        """The full text of one transformation; with backend (and device) the most specific specialization."""
+        try:
+            t = catalog.resolve(id, backend, _device_descriptor(device)) if backend else catalog.get(id)
+        except PeakError as exc:
+            raise ToolError(str(exc)) from None
+        return TransformationText(id=t.id, title=t.title, backends=list(t.backends), devices=list(t.devices),
+                                  problems=list(t.problems), tags=list(t.tags), after=list(t.after),
+                                  extends=t.extends, resolved_from=id if t.id != id else None, body=t.body)
+
+    @mcp.tool()
+    async def apply_transformation(
+        ctx: Context,
+        session_id: str,
+        transformation: Annotated[str, Field(description="catalog id, see list_transformations")],
+        version: Annotated[int | None, Field(description="version to transform (default: head)")] = None,
+        instructions: Annotated[str | None, Field(description="extra guidance for the LLM")] = None,
+        max_attempts: Annotated[int | None, Field(description="attempts before giving up, 1-10 (default 3)")] = None,
+    ) -> ApplyStep | types.InputRequiredResult:
+        """Have the client's LLM apply a transformation (MCP sampling), then compile, validate and benchmark,
+        retrying with the compiler or validation feedback. Without sampling it returns the brief: rewrite the
+        kernel yourself and call submit_kernel with transformation set."""
+        capabilities = ctx.client_capabilities
+        if capabilities is None or capabilities.sampling is None:
+            step = await call(ctx, applier.begin, session_id, transformation, version, instructions, max_attempts)
+            step.message = ("this client does not offer MCP sampling: rewrite the kernel as the brief says, then "
+                            f"call submit_kernel(session_id={session_id!r}, source=..., "
+                            f"transformation={transformation!r}); that submission is recorded as this run's attempt")
+            return step
+        if ctx.protocol_version is not None and ctx.protocol_version >= "2026-07-28":
+            return await _apply_by_rounds(ctx, session_id, transformation, version, instructions, max_attempts)
+        step = await call(ctx, applier.begin, session_id, transformation, version, instructions, max_attempts)
+        while not step.done:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # sampling is deprecated in the 2026-07-28 spec, live before it
+                    reply = await ctx.session.create_message(
+                        messages=[_user_message(step.brief or "")], system_prompt=step.system_prompt,
+                        max_tokens=SAMPLING_MAX_TOKENS)
+            except Exception as exc:
+                step.message = (f"sampling failed ({exc}); the run stays open: rewrite the kernel yourself from "
+                                "the brief and call submit_kernel with transformation set")
+                return step
+            step = await call(ctx, applier.answer, step.run_id, _reply_text(reply), progress=None)
+        return step
+
+    async def _apply_by_rounds(ctx: Context, session_id: str, transformation: str, version: int | None,
+                               instructions: str | None, max_attempts: int | None) -> ApplyStep | Any:
+        """2026-07-28 clients: each LLM call is an input-required round; the run id rides request_state."""
+        state = ctx.request_state
+        if state is None:
+            step = await call(ctx, applier.begin, session_id, transformation, version, instructions, max_attempts)
+        else:
+            run_id, _, attempt = state.partition(":")
+            run = await call(None, service.store.apply_run, run_id)
+            if run["session_id"] != session_id or run["transformation"] != transformation:
+                raise ToolError("request_state does not belong to this call; start apply_transformation again")
+            response = (ctx.input_responses or {}).get(f"attempt-{attempt}")
+            if response is None:
+                step = await call(None, applier.step, run_id)
+            else:
+                step = await call(ctx, applier.answer, run_id, _reply_text(response), progress=None)
+        if step.done:
+            return step
+        request = types.CreateMessageRequest(params=types.CreateMessageRequestParams(
+            messages=[_user_message(step.brief or "")], system_prompt=step.system_prompt,
+            max_tokens=SAMPLING_MAX_TOKENS))
+        return types.InputRequiredResult(input_requests={f"attempt-{step.attempt}": request},
+                                         request_state=f"{step.run_id}:{step.attempt}")
+
+    # --- resources and prompts -------------------------------------------------------------------------------
+    @mcp.resource("transformation://{transformation_id}", mime_type="text/markdown")
+    def transformation_text(transformation_id: str) -> str:
+        """The Markdown text of one natural transformation."""
+        try:
+            return catalog.get(transformation_id).raw_text()
+        except NotFound as exc:
+            raise ValueError(str(exc)) from None
+
+    for item in catalog.list():
+        mcp.resource(f"transformation://{item.id}", name=item.id, title=item.title, description=item.summary,
+                     mime_type="text/markdown")(lambda item=item: item.raw_text())
+
+    @mcp.prompt()
+    def optimize_kernel(problem: str = "matmul", backend: str = "cuda", dtype: str = "f32",
+                        sizes: str = "M=4096,N=4096,K=4096", goal: str = "reach the vendor library's speed") -> str:
+        """How an agent runs the PEAK loop with this server."""
+        return OPTIMIZE_PROMPT.format(problem=problem, backend=backend, dtype=dtype, sizes=sizes, goal=goal)
+
+    return mcp
+
+
+OPTIMIZE_PROMPT = """Optimize the {problem} kernel on the {backend} backend ({dtype}, sizes {sizes}); goal: {goal}.
+
+1. Call doctor to see which backends and devices this machine has.
+2. Call start_session(problem="{problem}", backend="{backend}", dtype="{dtype}", sizes={{...}}). Read version 0's
+   time, TFLOP/s, % of peak and the vendor baseline: the gap tells you how far there is to go.
+3. Call list_transformations(backend="{backend}", device=<the session's device name>) and read the candidates'
+   summaries; fetch full texts with get_transformation(id, backend, device) when unsure.
+4. Apply one transformation at a time: apply_transformation(session_id, id). If your client cannot sample, the
+   tool returns a brief; rewrite the kernel as it says and call submit_kernel(session_id, source,
+   transformation=id). Before each step, predict what should move (time, TFLOP/s) and why.
+5. Read the report: a failed attempt names the failing check and gives numbers; fix and resubmit. A slower
+   version is legal but usually wrong direction: revert(session_id, version) moves head back.
+6. Check generality with validate(session_id, sizes={{...}}) at sizes that are not tile multiples.
+7. Finish with history(session_id, chart=true) and summarize what worked, with the measured numbers.
+"""
+
+
+def _device_descriptor(device: str | None) -> dict[str, str] | None:
+    if not device:
+        return None
+    text = device.strip()
+    lowered = text.lower()
+    family = {"h100": "hopper", "h200": "hopper", "gh200": "hopper", "a100": "ampere", "mi300": "cdna3",
+              "mi250": "cdna2", "mi200": "cdna2"}
+    found = next((f for key, f in family.items() if key in lowered), "")
+    arch = lowered if lowered.startswith(("sm_", "gfx")) else ""
+    if lowered in ("hopper", "ampere", "ada", "cdna2", "cdna3", "rdna3", "cpu"):
+        found = lowered
+    return {"name": text, "arch": arch, "family": found}
+
+
+def _user_message(text: str) -> types.SamplingMessage:
+    return types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))
+
+
+def _reply_text(result: Any) -> str:
+    content = getattr(result, "content", None)
+    items = content if isinstance(content, list) else [content]
+    return "\n".join(getattr(c, "text", "") for c in items if c is not None)
+

@@ -1,0 +1,61 @@
+"""Shared fixtures: a real server wired to a temporary data directory, and device detection."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from peak_mcp.app import build
+from peak_mcp.config import Settings
+from peak_mcp.runner.probe import probe_all_in_subprocess
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples" / "matmul"
+
+
+@functools.cache
+def probe() -> dict[str, Any]:
+    return probe_all_in_subprocess()
+
+
+def has_device(backend: str) -> bool:
+    return bool(probe().get(backend, {}).get("devices"))
+
+
+def skip_reason(backend: str) -> str:
+    missing = probe().get(backend, {}).get("missing", [])
+    return "; ".join(f"{m['what']}: {m['why']}" for m in missing) or f"no {backend} device"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    s = Settings(data_dir=tmp_path / "data")
+    s.benchmark_budget_s = 0.2
+    return s
+
+
+@pytest.fixture
+def make_client(settings: Settings) -> Callable[..., Any]:
+    """make_client(**client_kwargs) -> async context manager yielding (client, service)."""
+    import contextlib
+
+    @contextlib.asynccontextmanager
+    async def factory(**kwargs: Any) -> AsyncIterator[tuple[Client, Any]]:
+        server, service = build(settings)
+        try:
+            async with Client(server, **kwargs) as client:
+                yield client, service
+        finally:
+            service.close()
+
+    return factory

@@ -1,0 +1,156 @@
+"""The MCP surface through a real in-process client on a machine without a GPU: NVRTC compiles for real."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from peak_mcp.app import build
+from tests.conftest import EXAMPLES
+
+pytestmark = pytest.mark.anyio
+
+TOOLS = {"doctor", "list_problems", "start_session", "list_sessions", "submit_kernel", "validate", "benchmark",
+         "history", "get_version", "diff", "revert", "list_transformations", "get_transformation",
+         "apply_transformation", "get_transformation_stats"}
+SMALL = {"M": 64, "N": 48, "K": 32}
+SYNTAX_ERROR = """// peak: entry=k grid=(cdiv(N, 16), cdiv(M, 16), 1) block=(16, 16, 1) shared=0
+extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {
+    int r = blockIdx.y * 16 + threadIdx.y;
+    C[r] = undeclared_name;
+}
+"""
+
+
+async def _session(client, backend: str = "cuda", **extra) -> dict:
+    result = await client.call_tool("start_session", {"backend": backend, "sizes": SMALL, **extra})
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+async def test_tools_are_listed_with_output_schemas(make_client) -> None:
+    async with make_client() as (client, _):
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert TOOLS <= set(tools)
+        assert tools["submit_kernel"].output_schema["properties"]["status"]
+        assert "rows" in tools["history"].output_schema["properties"]
+
+
+async def test_doctor_explains_what_is_missing(make_client) -> None:
+    async with make_client() as (client, _):
+        report = (await client.call_tool("doctor", {})).structured_content
+        cuda = next(b for b in report["backends"] if b["backend"] == "cuda")
+        assert cuda["compiler"]["available"], cuda
+        if not cuda["can_run"]:
+            assert cuda["missing"] and all(m["fix"] for m in cuda["missing"])
+
+
+async def test_compile_only_session_and_compile_errors(make_client) -> None:
+    async with make_client() as (client, _):
+        session = await _session(client)
+        v0 = session["version_0"]
+        if session["device"].get("index", -1) >= 0:
+            pytest.skip("a CUDA device is present: tests/test_cuda_gpu.py covers the running loop")
+        assert v0["status"] == "compiled" and v0["compile"]["resources"]["registers"] > 0
+        bad = (await client.call_tool("submit_kernel", {"session_id": session["session_id"],
+                                                        "source": SYNTAX_ERROR})).structured_content
+        assert bad["status"] == "compile_error"
+        assert "kernel.cu(4)" in bad["compile"]["log"] and "undeclared_name" in bad["compile"]["log"]
+        good = (await client.call_tool("submit_kernel", {"session_id": session["session_id"], "source":
+                                                         (EXAMPLES / "cuda" / "regblock_2d.cu").read_text()}))
+        body = good.structured_content
+        assert body["status"] == "compiled" and body["compile"]["resources"]["static_shared_bytes"] == 8192
+        assert body["parent"] == 0 and body["head"] == 2
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("extern \"C\" __global__ void k() {}", "no `// peak:` annotation"),
+    ("// peak: entry=k grid=(N/2, 1, 1) block=(1, 1, 1)\n", "not allowed (use // for division)"),
+    ("// peak: entry=k grid=(__import__('os'), 1, 1) block=(1, 1, 1)\n", "not allowed"),
+    ("// peak: entry=k grid=(cdiv(N, 0), 1, 1) block=(1, 1, 1)\n", "cdiv takes two arguments"),
+    ("// peak: entry=k grid=(Q, 1, 1) block=(1, 1, 1)\n", "unknown symbol 'Q'"),
+    ("// peak: entry=k block=(1, 1, 1)\n", "lacks ['grid']"),
+])
+async def test_bad_annotations_are_explained(make_client, source: str, expected: str) -> None:
+    async with make_client() as (client, _):
+        session = await _session(client)
+        report = (await client.call_tool("submit_kernel", {"session_id": session["session_id"],
+                                                           "source": source})).structured_content
+        assert report["status"] == "invalid_annotation"
+        assert expected in report["message"]
+
+
+@pytest.mark.parametrize(("tool", "args", "expected"), [
+    ("submit_kernel", {"session_id": "nope", "source": "x"}, "unknown session 'nope'"),
+    ("get_version", {"session_id": "SESSION", "version": 99}, "has no version 99"),
+    ("start_session", {"problem": "fft"}, "unknown problem 'fft'"),
+    ("start_session", {"backend": "metal"}, "unknown or unavailable backend 'metal'"),
+    ("start_session", {"dtype": "f64"}, "dtype 'f64' is not offered"),
+    ("start_session", {"sizes": {"M": -4}}, "must be a positive integer"),
+    ("start_session", {"sizes": {"M": 1 << 20, "N": 1 << 20, "K": 8}}, "over the limit"),
+    ("start_session", {"sizes": {"Q": 3}}, "unknown size symbol"),
+    ("submit_kernel", {"session_id": "SESSION", "source": ""}, "source is empty"),
+    ("submit_kernel", {"session_id": "SESSION", "source": "// peak: x\n" * 40000}, "over the 262144 limit"),
+    ("revert", {"session_id": "SESSION", "version": 1}, "only passing versions"),
+    ("get_transformation", {"id": "shared-memory-tilng"}, "shared-memory-tiling"),
+    ("apply_transformation", {"session_id": "SESSION", "transformation": "no-such-thing"}, "no-such-thing"),
+])
+async def test_bad_input_gets_clear_errors_and_history_survives(make_client, tool, args, expected) -> None:
+    async with make_client() as (client, _):
+        session = await _session(client)
+        await client.call_tool("submit_kernel", {"session_id": session["session_id"], "source": SYNTAX_ERROR})
+        args = {k: (session["session_id"] if v == "SESSION" else v) for k, v in args.items()}
+        result = await client.call_tool(tool, args)
+        text = result.content[0].text if result.content else ""
+        assert result.is_error, text
+        assert expected in text
+        rows = (await client.call_tool("history", {"session_id": session["session_id"]})).structured_content["rows"]
+        assert len(rows) == 2
+
+
+async def test_history_chart_diff_revert_and_persistence(make_client, settings) -> None:
+    async with make_client() as (client, _):
+        session = await _session(client)
+        sid = session["session_id"]
+        for name in ("smem_tiled.cu", "regblock_2d.cu"):
+            await client.call_tool("submit_kernel", {"session_id": sid, "source": (EXAMPLES / "cuda" / name)
+                                                     .read_text(), "transformation": "shared-memory-tiling"})
+        history = await client.call_tool("history", {"session_id": sid, "chart": True})
+        assert [c.type for c in history.content] == ["text", "image"]
+        assert base64.b64decode(history.content[1].data).startswith(b"\x89PNG")
+        assert "| 2 (head) |" in history.content[0].text
+        diff = (await client.call_tool("diff", {"session_id": sid, "a": 1, "b": 2})).structured_content
+        assert "matmul_rb2d" in diff["diff"] and diff["diff"].startswith("--- v1")
+        reverted = (await client.call_tool("revert", {"session_id": sid, "version": 1})).structured_content
+        assert reverted["head"] == 1
+        source = (await client.call_tool("get_version", {"session_id": sid})).structured_content["source"]
+        assert "matmul_tiled" in source
+    # A new server on the same data directory sees the whole history.
+    server, service = build(settings)
+    try:
+        from mcp import Client
+
+        async with Client(server) as client:
+            sessions = (await client.call_tool("list_sessions", {})).structured_content["sessions"]
+            assert [s["session_id"] for s in sessions] == [sid]
+            rows = (await client.call_tool("history", {"session_id": sid})).structured_content["rows"]
+            assert [r["version"] for r in rows] == [0, 1, 2]
+            assert [r["head"] for r in rows] == [False, True, False]
+            assert rows[1]["transformation"] == "shared-memory-tiling"
+    finally:
+        service.close()
+
+
+async def test_problems_and_progress(make_client) -> None:
+    events: list[str] = []
+
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        events.append(message or "")
+
+    async with make_client() as (client, _):
+        problems = (await client.call_tool("list_problems", {})).structured_content["problems"]
+        matmul = next(p for p in problems if p["name"] == "matmul")
+        assert matmul["dtypes"] == ["f32", "f16", "bf16"] and "const float* A" in matmul["abi"]["cuda"]
+        await client.call_tool("start_session", {"backend": "cuda", "sizes": SMALL}, progress_callback=progress)
+        assert "compile" in events
