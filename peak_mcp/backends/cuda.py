@@ -223,7 +223,7 @@ class CudaExecutor(Executor):
         from cuda.bindings import driver
         from cuda.core import EventOptions
 
-        timing = EventOptions(enable_timing=True)
+        timing = EventOptions(timing_enabled=True)
         config = self._config(kernel, geometry)
         try:
             pairs = []
