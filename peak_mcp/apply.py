@@ -34,7 +34,6 @@ class Applier:
 
     def begin(self, session_id: str, transformation: str, version: int | None = None,
               instructions: str | None = None, max_attempts: int | None = None) -> ApplyStep:
-        session = self.service.store.session(session_id)
         base = self.service.resolve_version(session_id, version)
         if base["status"] not in (*PASSED, "compiled"):
             raise InvalidInput(f"version {base['number']} has status {base['status']}; transformations apply to "

@@ -145,16 +145,27 @@ def check_outputs(problem: Problem, dtype: str, sizes: dict[str, int], inputs: d
     return None
 
 
+@dataclass
+class Validated:
+    """A verdict plus what the benchmark reuses: the loaded workspace, its inputs and their reference."""
+
+    verdict: dict[str, Any]
+    workspace: Workspace | None = None
+    inputs: dict[str, np.ndarray] | None = None
+    reference: dict[str, tuple[np.ndarray, np.ndarray | None]] | None = None
+
+
 def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int], *,
-             trials: int, seed: int, progress: Progress) -> tuple[dict[str, Any], Workspace, dict[str, np.ndarray]]:
-    """Run the checks. Returns the verdict, the workspace (loaded with the last inputs) and those inputs."""
+             trials: int, seed: int, progress: Progress) -> Validated:
+    """Run the checks on `trials` fresh input sets; the workspace stays loaded with the last one."""
     geometry = kernel.spec.evaluate(sizes)
     why = executor.check_geometry(kernel, geometry)
     if why:
-        return {"passed": False, "check": "launch_geometry", "message": why, "trials": 0}, None, {}  # type: ignore
+        return Validated({"passed": False, "check": "launch_geometry", "message": why, "trials": 0})
     ws = Workspace(executor, problem, dtype, sizes)
     stats: dict[str, Any] = {}
     inputs: dict[str, np.ndarray] = {}
+    reference: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
     for trial in range(trials):
         rng = np.random.default_rng(seed + trial)
         inputs = problem.make_inputs(sizes, dtype, rng)
@@ -166,7 +177,7 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
         state = ws.read_all()
         failure = check_outputs(problem, dtype, sizes, inputs, reference, state, ws)
         if failure:
-            return {"passed": False, "trials": trial + 1, **failure}, ws, inputs
+            return Validated({"passed": False, "trials": trial + 1, **failure}, ws, inputs, reference)
         stats = getattr(ws, "last_stats", {})
         if trial == 0:
             progress("validate: repeat launch (race check)")
@@ -180,20 +191,24 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
                     with np.errstate(invalid="ignore"):
                         moved = ~(first == second)
                     drift = float(np.nanmax(np.abs(first - second))) if np.isfinite(second).all() else math.inf
-                    return {"passed": False, "trials": 1, "check": "nondeterministic",
+                    verdict = {"passed": False, "trials": 1, "check": "nondeterministic",
                             "message": f"two launches on the same inputs gave different {buf.arg.name} "
                                        f"({int(moved.sum())} elements differ, max difference {drift:.3e}, first at "
                                        f"{_first_indices(moved)}): a race, a missing barrier or a read of memory "
-                                       "nothing wrote", "indices": _first_indices(moved)}, ws, inputs
+                                       "nothing wrote", "indices": _first_indices(moved)}
+                    return Validated(verdict, ws, inputs, reference)
     tol = problem.tolerance(dtype)
-    return {"passed": True, "check": None, "trials": trials,
-            "message": f"all {trials} trials passed (tolerance rel L2 {tol.rel_l2:.0e})", **stats}, ws, inputs
+    verdict = {"passed": True, "check": None, "trials": trials,
+               "message": f"all {trials} trials passed (tolerance rel L2 {tol.rel_l2:.0e})", **stats}
+    return Validated(verdict, ws, inputs, reference)
 
 
 def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int],
-              ws: Workspace, inputs: dict[str, np.ndarray], *, time_budget_s: float, min_reps: int, max_reps: int,
-              seed: int, progress: Progress) -> dict[str, Any]:
+              validated: Validated, *, time_budget_s: float, min_reps: int, max_reps: int,
+              progress: Progress) -> dict[str, Any]:
     """Time the kernel from a cold cache; re-check the output after the timed loop."""
+    ws, inputs, reference = validated.workspace, validated.inputs, validated.reference
+    assert ws is not None and inputs is not None and reference is not None
     geometry = kernel.spec.evaluate(sizes)
     progress("benchmark: warm-up")
     warm = executor.time(kernel, ws.handles, ws.scalars, geometry, reps=3, cold_cache=True)
@@ -207,7 +222,6 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
         times += executor.time(kernel, ws.handles, ws.scalars, geometry, reps=chunk, cold_cache=True)
         progress(f"benchmark: {len(times)}/{reps} timed launches")
     wall = time.monotonic() - started
-    reference = problem.reference(inputs, sizes, dtype, np.random.default_rng(seed), REFERENCE_MAX_FLOPS)
     failure = check_outputs(problem, dtype, sizes, inputs, reference, ws.read_all(), ws)
     return {**summarize(times, problem.flops(sizes), problem.min_bytes(sizes, dtype)), "wall_s": wall,
             "recheck": failure or {"passed": True}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import warnings
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
@@ -93,10 +94,8 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
             nonlocal step
             step += 1
             if ctx is not None:
-                try:
+                with contextlib.suppress(Exception):  # progress is best effort: the client may have gone
                     anyio.from_thread.run(ctx.report_progress, float(step), None, message)
-                except Exception:  # progress is best effort: the client may have gone
-                    pass
 
         if "progress" in kwargs:
             kwargs["progress"] = progress

@@ -63,12 +63,12 @@ def main() -> None:
     if args.out:
         args.out.write_text(json.dumps(result, indent=1, default=str))
     print(result.get("table") or result.get("error"))
+    nan = float("nan")
     for v in result["versions"]:
         perf = v.get("performance") or {}
         print(f"{v['kernel']:<24} {v.get('status')!s:<12} round trip {v.get('round_trip_s', 0):6.2f} s  "
-              f"median {perf.get('median_ms', float('nan')):9.4f} ms  {perf.get('tflops', float('nan')):7.2f} TFLOP/s"
-              f"  {perf.get('pct_of_vendor', float('nan')):6.1f}% of vendor  {perf.get('pct_of_peak', float('nan')):5.1f}%"
-              " of peak")
+              f"median {perf.get('median_ms', nan):9.4f} ms  {perf.get('tflops', nan):7.2f} TFLOP/s  "
+              f"{perf.get('pct_of_vendor', nan):6.1f}% of vendor  {perf.get('pct_of_peak', nan):5.1f}% of peak")
 
 
 if __name__ == "__main__":

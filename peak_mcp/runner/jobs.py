@@ -33,19 +33,19 @@ def evaluate(executor: Executor, job: dict[str, Any], progress: Progress) -> dic
                              "seconds": time.perf_counter() - started}
         if "validate" in steps or "benchmark" in steps:
             seed = int(job.get("seed", time.time_ns() % 2**31))
-            verdict, ws, inputs = validate(executor, kernel, problem, dtype, sizes, trials=int(job.get("trials", 3)),
-                                           seed=seed, progress=progress)
-            result["validation"] = verdict
+            validated = validate(executor, kernel, problem, dtype, sizes, trials=int(job.get("trials", 3)),
+                                 seed=seed, progress=progress)
+            result["validation"] = validated.verdict
             try:
-                if verdict["passed"] and "benchmark" in steps:
+                if validated.verdict["passed"] and "benchmark" in steps:
                     result["timing"] = benchmark(
-                        executor, kernel, problem, dtype, sizes, ws, inputs,
+                        executor, kernel, problem, dtype, sizes, validated,
                         time_budget_s=float(job.get("time_budget_s", 1.0)), min_reps=int(job.get("min_reps", 10)),
-                        max_reps=int(job.get("max_reps", 1000)), seed=seed, progress=progress)
+                        max_reps=int(job.get("max_reps", 1000)), progress=progress)
                     result["timing"]["device_name"] = executor.facts.name
             finally:
-                if ws is not None:
-                    ws.close()
+                if validated.workspace is not None:
+                    validated.workspace.close()
     if "baseline" in steps:
         progress("vendor baseline")
         import numpy as np
