@@ -12,6 +12,9 @@ if [ -d .gl ]; then for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig; fi
 if [ -d .vk ]; then  # glslang and Mesa's lavapipe, unpacked beside / so they cannot break the image
     mkdir -p /tmp/vk && for f in .vk/*.deb; do dpkg -x "$f" /tmp/vk; done
     export PATH=/tmp/vk/usr/bin:$PATH LD_LIBRARY_PATH=/tmp/vk/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+    # The ICD manifest names an absolute library path; point it into the unpacked tree.
+    sed "s#/usr/lib/x86_64-linux-gnu#/tmp/vk/usr/lib/x86_64-linux-gnu#" \
+        /tmp/vk/usr/share/vulkan/icd.d/lvp_icd.x86_64.json > /tmp/vk/lvp_icd.json
 fi
 export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
 export PEAK_MCP_JOB_TIMEOUT=${PEAK_MCP_JOB_TIMEOUT:-20}
@@ -25,4 +28,9 @@ done
 if [ -n "${HLSL:-}" ]; then
     timeout 300 python3 tools/bench_matmul.py --backend hlsl --size "${SIZE:-4096}" --data-dir /tmp/peak-bench-vk \
         --out "$OUT/bench_hlsl.json" 2> "$OUT/bench_hlsl.log"
+    if [ -f /tmp/vk/lvp_icd.json ] && [ -n "${LAVAPIPE_SIZE:-}" ]; then  # the same shaders on Mesa's CPU Vulkan
+        VK_DRIVER_FILES=/tmp/vk/lvp_icd.json timeout 400 python3 tools/bench_matmul.py --backend hlsl \
+            --size "$LAVAPIPE_SIZE" --data-dir /tmp/peak-bench-lvp --out "$OUT/bench_lavapipe.json" \
+            2> "$OUT/bench_lavapipe.log"
+    fi
 fi
