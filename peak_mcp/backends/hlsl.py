@@ -442,9 +442,8 @@ class HlslExecutor(Executor):
             raise
         except Exception as exc:
             if type(exc).__name__ == "VkErrorDeviceLost":
-                self.device.lost = "VK_ERROR_DEVICE_LOST"
-                raise KernelFault("VK_ERROR_DEVICE_LOST: the Vulkan device was lost (the kernel crashed it); "
-                                  "the worker restarts") from None
+                raise self.device.mark_lost("VK_ERROR_DEVICE_LOST: the Vulkan device was lost (the kernel crashed "
+                                            "it); the worker restarts") from None
             raise
 
     # --- launch ----------------------------------------------------------------------------------------------

@@ -7,6 +7,9 @@ the worker replies once and exits (the parent starts a fresh one). Nothing here 
 
 from __future__ import annotations
 
+import atexit
+import os
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,6 +34,10 @@ V11_FEATURES = ("storageBuffer16BitAccess", "uniformAndStorageBuffer16BitAccess"
 V12_FEATURES = ("shaderFloat16", "shaderInt8", "storageBuffer8BitAccess", "uniformAndStorageBuffer8BitAccess",
                 "storagePushConstant8", "shaderBufferInt64Atomics", "shaderSharedInt64Atomics", "scalarBlockLayout",
                 "vulkanMemoryModel", "vulkanMemoryModelDeviceScope", "bufferDeviceAddress", "hostQueryReset")
+
+EXIT_STATUS_DEVICE_LOST = 3  # the worker's exit status for "device context unusable"
+_unusable_devices = 0  # see _exit_at_once_if_a_device_hung
+
 
 def load_binding() -> Any:
     """Import the binding; it dlopens libvulkan.so.1 at import and raises OSError when the loader is absent."""
@@ -82,15 +89,17 @@ def physical_devices(vk: Any, instance: Any) -> list[PhysicalDevice]:
         if not compute:
             continue
         # A family with timestamps wins; among those the first (on NVIDIA the graphics+compute family 0).
-        family, fprops = max(compute, key=lambda item: (item[1].timestampValidBits > 0, -item[0]))
-        found.append((_PREFERENCE.get(props.deviceType, 9), order, handle, props, family, fprops))
+        # Plain ints are kept: cffi elements of `families` do not keep that array alive.
+        family, timestamp_bits = max(((i, int(f.timestampValidBits)) for i, f in compute),
+                                     key=lambda item: (item[1] > 0, -item[0]))
+        found.append((_PREFERENCE.get(props.deviceType, 9), order, handle, props, family, timestamp_bits))
     found.sort(key=lambda item: (item[0], item[1]))
-    return [_describe(vk, index, handle, props, family, fprops)
-            for index, (_, _, handle, props, family, fprops) in enumerate(found)]
+    return [_describe(vk, index, handle, props, family, bits)
+            for index, (_, _, handle, props, family, bits) in enumerate(found)]
 
 
-def _describe(vk: Any, index: int, handle: Any, props: Any, family: int, fprops: Any) -> PhysicalDevice:
-    limits = props.limits
+def _describe(vk: Any, index: int, handle: Any, props: Any, family: int, timestamp_bits: int) -> PhysicalDevice:
+    limits = props.limits  # read only while `props` is alive: a nested cffi struct does not own its memory
     api = _version(props.apiVersion)
     name = str(props.deviceName)
     features: dict[str, bool] = {}
@@ -102,7 +111,7 @@ def _describe(vk: Any, index: int, handle: Any, props: Any, family: int, fprops:
         "api_version": ".".join(map(str, api)),
         "driver_version_raw": props.driverVersion,
         "timestamp_period_ns": float(limits.timestampPeriod),
-        "timestamp_valid_bits": int(fprops.timestampValidBits),
+        "timestamp_valid_bits": timestamp_bits,
         "timestamp_compute_and_graphics": bool(limits.timestampComputeAndGraphics),
         "queue_family": family,
         "max_compute_workgroup_size": list(limits.maxComputeWorkGroupSize),
@@ -146,8 +155,7 @@ def _describe(vk: Any, index: int, handle: Any, props: Any, family: int, fprops:
             "against endless loops): kernels whose threads loop longer give wrong results here, and endless "
             "loops end instead of hanging"]
     properties["vulkan_features"] = dict(features)
-    return PhysicalDevice(handle, index, name, props.deviceType, api, family, int(fprops.timestampValidBits),
-                          features, properties)
+    return PhysicalDevice(handle, index, name, props.deviceType, api, family, timestamp_bits, features, properties)
 
 
 @dataclass
@@ -193,7 +201,6 @@ class VulkanDevice:
         if not phys.usable:
             raise RuntimeError(f"{phys.name} supports Vulkan {phys.properties['api_version']}; "
                                f"the HLSL backend needs {MIN_API[0]}.{MIN_API[1]} or newer")
-        self.limits = vk.vkGetPhysicalDeviceProperties(phys.handle).limits
         self.device = self._create_device(phys)
         self.queue = vk.vkGetDeviceQueue(self.device, phys.queue_family, 0)
         self.command_pool = vk.vkCreateCommandPool(self.device, vk.VkCommandPoolCreateInfo(
@@ -209,9 +216,10 @@ class VulkanDevice:
         self.query_capacity = 0
         self.memory_props = vk.vkGetPhysicalDeviceMemoryProperties(phys.handle)
         self.staging: Buffer | None = None
-        self.timestamps = phys.timestamp_bits > 0 and float(self.limits.timestampPeriod) > 0
-        self.timestamp_mask = (1 << phys.timestamp_bits) - 1 if phys.timestamp_bits < 64 else (1 << 64) - 1
-        self.timestamp_period_ns = float(self.limits.timestampPeriod)
+        # Python copies, never cffi sub-structs: a nested struct does not keep its parent's memory alive.
+        self.timestamp_period_ns = float(phys.properties["timestamp_period_ns"])
+        self.timestamps = phys.timestamp_bits > 0 and self.timestamp_period_ns > 0
+        self.timestamp_mask = (1 << min(phys.timestamp_bits, 64)) - 1
         # Scratch buffer whose fill evicts the last-level cache before each timed dispatch.
         # L2 is not a Vulkan property: without a profile assume a large one on GPUs, and keep CPU runs quick.
         default_flush = (16 << 20) if phys.properties["is_software"] else (128 << 20)
@@ -283,7 +291,10 @@ class VulkanDevice:
         if self.lost:
             raise KernelFault("the Vulkan device is unusable after an earlier fault or hang; the worker must restart")
 
-    def _mark_lost(self, why: str) -> KernelFault:
+    def mark_lost(self, why: str) -> KernelFault:
+        global _unusable_devices
+        if not self.lost:
+            _unusable_devices += 1
         self.lost = why
         return KernelFault(why)
 
@@ -322,7 +333,7 @@ class VulkanDevice:
             vk.vkQueueSubmit(self.queue, 1, [vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=[self.cmd])],
                              self.fence)
         except vk.VkErrorDeviceLost:
-            raise self._mark_lost("VK_ERROR_DEVICE_LOST on submit: the device was lost") from None
+            raise self.mark_lost("VK_ERROR_DEVICE_LOST on submit: the device was lost") from None
         deadline = time.monotonic() + self.fence_timeout_s
         done = 0
         while True:
@@ -333,7 +344,7 @@ class VulkanDevice:
             except vk.VkTimeout:
                 pass
             except vk.VkErrorDeviceLost:
-                raise self._mark_lost(
+                raise self.mark_lost(
                     "VK_ERROR_DEVICE_LOST: the kernel crashed the device (out-of-bounds access through a bad "
                     "index, or a fault the driver could not contain)") from None
             if progress is not None:
@@ -341,7 +352,7 @@ class VulkanDevice:
                 if now_done > done:
                     done, deadline = now_done, time.monotonic() + self.fence_timeout_s
             if time.monotonic() >= deadline:
-                raise self._mark_lost(
+                raise self.mark_lost(
                     f"the kernel did not finish within {self.fence_timeout_s:g} s (fence timeout): it probably "
                     "never terminates (a loop whose exit condition is never met, or a barrier not every thread "
                     "reaches); if it is just very slow at these sizes, benchmark smaller sizes or raise "
@@ -428,7 +439,7 @@ class VulkanDevice:
             pipeline = vk.vkCreateComputePipelines(self.device, vk.VK_NULL_HANDLE, 1, [
                 vk.VkComputePipelineCreateInfo(stage=stage, layout=layout)], None)[0]
         except vk.VkErrorDeviceLost:
-            raise self._mark_lost("VK_ERROR_DEVICE_LOST while creating the pipeline") from None
+            raise self.mark_lost("VK_ERROR_DEVICE_LOST while creating the pipeline") from None
         except Exception as exc:
             for undo in reversed(made):
                 undo()
@@ -543,8 +554,7 @@ class VulkanDevice:
 
     # --- teardown --------------------------------------------------------------------------------------------
     def close(self) -> None:
-        """Destroy everything, unless the device is lost or hung: waiting on it could block forever, and leaving it
-        is safe (the driver does not wait for running work at process exit; checked with lavapipe)."""
+        """Destroy everything, unless the device is lost or hung: waiting on it could block forever."""
         if self.lost or getattr(self, "device", None) is None:
             return
         vk = self.vk
@@ -569,3 +579,14 @@ class VulkanDevice:
         vk.vkDestroyDevice(self.device, None)
         vk.vkDestroyInstance(self.instance, None)
         self.device = None
+
+
+@atexit.register
+def _exit_at_once_if_a_device_hung() -> None:
+    """With a dispatch still running (a hung kernel), NVIDIA's driver blocks the process's normal exit forever
+    (seen on an H100: the worker replied, returned, and never ended); lavapipe exits. So skip the rest of the
+    interpreter's and the C library's teardown; the kernel driver still reclaims the GPU context."""
+    if _unusable_devices:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_STATUS_DEVICE_LOST)
