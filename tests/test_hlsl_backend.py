@@ -31,6 +31,7 @@ from peak_mcp.runner.jobs import evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "matmul" / "hlsl"
+PYTHONPATH = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)  # keep the caller's path
 PROBE = hlsl.probe()
 HAS_COMPILER = bool(PROBE["compiler"].get("available"))
 HAS_DEVICE = bool(PROBE["devices"]) and HAS_COMPILER
@@ -327,7 +328,7 @@ class Worker:
             [sys.executable, "-m", "peak_mcp.runner.worker", "--backend", "hlsl", "--device", "0",
              "--result-fd", str(write_fd)],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.stderr, pass_fds=(write_fd,), cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}, text=True)
+            env={**os.environ, "PYTHONPATH": PYTHONPATH, **(env or {})}, text=True)
         os.close(write_fd)
         self.lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.reader = os.fdopen(read_fd)
@@ -439,7 +440,7 @@ time.sleep(600)  # stay alive so the test can check that the process can be kill
 def test_hang_with_short_fence_timeout_in_process_that_is_killed() -> None:
     proc = subprocess.Popen([sys.executable, "-c", HANG_SCRIPT], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, cwd=ROOT, text=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+                            env={**os.environ, "PYTHONPATH": PYTHONPATH})
     try:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(HANG)
