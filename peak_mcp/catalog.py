@@ -1,0 +1,328 @@
+"""The natural-transformation catalog: Markdown files with YAML front matter (transformations/*.md).
+
+A file is one transformation: front matter (id, title, backends, problems, devices, tags, after, extends,
+summary) and a body, the instruction an LLM follows to rewrite the current kernel. Shipped files come first;
+files from extra directories are the user's and override a shipped file with the same id. A malformed file is
+reported (file, field, message) and skipped; it never stops the rest from loading.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from peak_mcp.errors import NotFound
+from peak_mcp.resources import data_dir
+
+ENV_VAR = "PEAK_MCP_TRANSFORMATIONS"
+BACKENDS = ("cuda", "hip", "hlsl")
+SECTIONS = ("When it applies", "What to do", "Keep unchanged", "Pitfalls", "Expected effect")
+FRONT_MATTER_FIELDS = frozenset({"id", "title", "backends", "problems", "devices", "tags", "after", "extends",
+                                 "summary"})
+_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_FRONT = re.compile(r"\A---[ \t]*\r?\n(?P<yaml>.*?)^---[ \t]*(?:\r?\n|\Z)(?P<body>.*)\Z", re.DOTALL | re.MULTILINE)
+
+
+class CatalogError(BaseModel):
+    """One finding about one file: `error` (the file was skipped), `warning` (loaded) or `note`."""
+
+    file: str
+    field: str | None = None
+    message: str
+    level: Literal["error", "warning", "note"] = "error"
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.field}" if self.field else self.file
+        return f"{self.level}: {where}: {self.message}"
+
+
+class Transformation(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    title: str = Field(min_length=1)
+    backends: list[Literal["cuda", "hip", "hlsl"]] = Field(min_length=1)
+    problems: list[str] = Field(default_factory=lambda: ["any"])
+    devices: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    after: list[str] = Field(default_factory=list)
+    extends: str | None = None
+    summary: str = Field(min_length=1)
+    body: str = Field(min_length=1)
+    source: Path
+    builtin: bool
+    raw: str = Field(repr=False)
+
+    @field_validator("id")
+    @classmethod
+    def _kebab(cls, value: str) -> str:
+        if not _ID.match(value):
+            raise ValueError(f"{value!r} is not kebab-case (lowercase letters, digits and single hyphens)")
+        return value
+
+    @field_validator("problems", "devices", "tags", "after", mode="before")
+    @classmethod
+    def _listify(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        return [value] if isinstance(value, str) else value
+
+    def raw_text(self) -> str:
+        """The whole Markdown file, front matter included."""
+        return self.raw
+
+    def for_problem(self, problem: str) -> bool:
+        return "any" in self.problems or problem in self.problems
+
+    def for_device(self, device: DeviceDescriptor | None) -> bool:
+        """Portable texts (no devices) match every device; device texts need a known device that matches."""
+        if not self.devices:
+            return True
+        return device is not None and any(device.matches(p) for p in self.devices)
+
+
+@dataclass(frozen=True)
+class DeviceDescriptor:
+    """What a device is called: full name ("NVIDIA H100 80GB HBM3"), arch ("sm_90a", "gfx942"), family ("hopper")."""
+
+    name: str = ""
+    arch: str = ""
+    family: str = ""
+
+    @classmethod
+    def of(cls, device: DeviceDescriptor | Mapping[str, Any] | str | None) -> DeviceDescriptor | None:
+        if device is None or isinstance(device, DeviceDescriptor):
+            return device
+        if isinstance(device, str):
+            return cls(name=device)
+        return cls(name=str(device.get("name") or ""), arch=str(device.get("arch") or ""),
+                   family=str(device.get("family") or device.get("arch_family") or ""))
+
+    def matches(self, pattern: str) -> bool:
+        """Case-insensitive: the family or arch equals the pattern (globs allowed), or the name contains it.
+        An NVIDIA arch with a feature suffix (sm_90a) also matches its base (sm_90)."""
+        pat = pattern.strip().lower()
+        if not pat:
+            return False
+        arch = self.arch.lower()
+        base = re.sub(r"^(sm_\d+)[a-z]$", r"\1", arch)
+        names = [n for n in (self.family.lower(), arch, base) if n]
+        return any(fnmatch.fnmatchcase(n, pat) for n in names) or (bool(self.name) and pat in self.name.lower())
+
+
+def builtin_transformations_dir() -> Path:
+    """The shipped catalog: peak_mcp/_data/transformations in a wheel, else the checkout's transformations/."""
+    return data_dir("transformations")
+
+
+def catalog_dirs_from_env(environ: Mapping[str, str] | None = None) -> list[Path]:
+    """Extra catalog directories from $PEAK_MCP_TRANSFORMATIONS (os.pathsep-separated)."""
+    value = (os.environ if environ is None else environ).get(ENV_VAR, "")
+    return [Path(p).expanduser() for p in value.split(os.pathsep) if p.strip()]
+
+
+def parse_file(path: Path, *, builtin: bool) -> tuple[Transformation | None, list[CatalogError]]:
+    """One Markdown file -> a Transformation, or None and the errors that say why not."""
+    name = str(path)
+
+    def error(field: str | None, message: str, level: str = "error") -> CatalogError:
+        return CatalogError(file=name, field=field, message=message, level=level)  # type: ignore[arg-type]
+
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, [error(None, f"cannot read the file: {exc}")]
+    match = _FRONT.match(raw)
+    if not match:
+        return None, [error("front matter", "the file must start with a YAML front matter block between '---' "
+                                            "lines")]
+    try:
+        meta = yaml.safe_load(match.group("yaml"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 2})" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        return None, [error("front matter", f"invalid YAML{where}: {problem}")]
+    if not isinstance(meta, dict):
+        return None, [error("front matter", "the front matter must be a mapping of fields")]
+    findings: list[CatalogError] = []
+    fields = {str(k): v for k, v in meta.items()}
+    for key in sorted(set(fields) - FRONT_MATTER_FIELDS):
+        findings.append(error(key, "unknown field, ignored", "warning"))
+        del fields[key]
+    body = match.group("body").strip()
+    try:
+        item = Transformation(**fields, body=body, source=path, builtin=builtin, raw=raw)
+    except ValidationError as exc:
+        errors = []
+        for problem in exc.errors():
+            loc = problem["loc"]
+            field = str(loc[0]) if loc else None
+            if field == "body":
+                message = "the body (the instruction text after the front matter) is empty"
+            elif problem["type"] == "missing":
+                message = "required field is missing"
+            elif field == "backends" and problem["type"] == "literal_error":
+                message = f"unknown backend {problem.get('input')!r}; use {', '.join(BACKENDS)}"
+            else:
+                message = problem["msg"]
+            errors.append(error(field, message))
+        return None, findings + errors
+    if item.id != path.stem:
+        return None, [*findings, error("id", f"id {item.id!r} must equal the file name stem {path.stem!r}")]
+    missing = [s for s in SECTIONS if not re.search(rf"^#+\s*{re.escape(s)}\b", body, re.MULTILINE | re.IGNORECASE)]
+    if missing:
+        findings.append(error("body", f"missing section(s): {', '.join(missing)}", "warning"))
+    return item, findings
+
+
+class Catalog:
+    def __init__(self, items: Iterable[Transformation] = (), findings: Iterable[CatalogError] = (),
+                 dirs: Iterable[Path] = ()) -> None:
+        self._items = {t.id: t for t in items}
+        self.findings = list(findings)
+        self.dirs = list(dirs)
+
+    # --- loading -----------------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, builtin_dir: Path | None = None, extra_dirs: Iterable[Path | str] = ()) -> Catalog:
+        """Shipped files from `builtin_dir`, then each extra directory in order (the user's files)."""
+        layers = [(Path(builtin_dir), True)] if builtin_dir is not None else []
+        layers += [(Path(d).expanduser(), False) for d in extra_dirs]
+        items: dict[str, Transformation] = {}
+        findings: list[CatalogError] = []
+        for directory, builtin in layers:
+            if not directory.is_dir():
+                findings.append(CatalogError(file=str(directory), message="catalog directory not found"))
+                continue
+            for path in sorted(directory.glob("*.md")):
+                item, found = parse_file(path, builtin=builtin)
+                findings += found
+                if item is None:
+                    continue
+                previous = items.get(item.id)
+                if previous is not None and not (previous.builtin and not builtin):
+                    findings.append(CatalogError(file=str(path), field="id",
+                                                 message=f"duplicate id {item.id!r}, already defined by "
+                                                         f"{previous.source}; this file is ignored"))
+                    continue
+                if previous is not None:
+                    findings.append(CatalogError(file=str(path), field="id", level="note",
+                                                 message=f"overrides the shipped {item.id!r} ({previous.source})"))
+                items[item.id] = item
+        findings += _drop_bad_links(items)
+        return cls(items.values(), findings, [d for d, _ in layers])
+
+    @property
+    def errors(self) -> list[CatalogError]:
+        return [f for f in self.findings if f.level == "error"]
+
+    @property
+    def warnings(self) -> list[CatalogError]:
+        return [f for f in self.findings if f.level == "warning"]
+
+    @property
+    def notes(self) -> list[CatalogError]:
+        return [f for f in self.findings if f.level == "note"]
+
+    def info(self) -> dict[str, Any]:
+        return {"transformations": len(self._items), "dirs": [str(d) for d in self.dirs],
+                "user": sorted(t.id for t in self._items.values() if not t.builtin),
+                "errors": [str(e) for e in self.errors], "warnings": [str(w) for w in self.warnings],
+                "notes": [str(n) for n in self.notes]}
+
+    # --- queries -------------------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, id: object) -> bool:
+        return id in self._items
+
+    def get(self, id: str) -> Transformation:
+        try:
+            return self._items[id]
+        except KeyError:
+            close = difflib.get_close_matches(id, list(self._items), n=4, cutoff=0.5)
+            hint = (f"did you mean {', '.join(close)}? " if close else "") + "list_transformations shows every id."
+            raise NotFound(f"no transformation with id {id!r}", hint) from None
+
+    def list(self, backend: str | None = None, device: DeviceDescriptor | Mapping[str, Any] | str | None = None,
+             problem: str | None = None, tag: str | None = None, text: str | None = None) -> list[Transformation]:
+        dev = DeviceDescriptor.of(device)
+        needle = text.lower() if text else None
+        found = []
+        for t in sorted(self._items.values(), key=lambda t: t.id):
+            if backend and backend.lower() not in t.backends:
+                continue
+            if dev is not None and not t.for_device(dev):
+                continue
+            if problem and not t.for_problem(problem):
+                continue
+            if tag and tag.lower() not in (x.lower() for x in t.tags):
+                continue
+            if needle and not any(needle in s.lower() for s in (t.id, t.title, t.summary, t.body)):
+                continue
+            found.append(t)
+        return found
+
+    def resolve(self, id: str, backend: str | None,
+                device: DeviceDescriptor | Mapping[str, Any] | str | None = None) -> Transformation:
+        """The most specific text for `id` on (backend, device): a matching transformation that extends it
+        (device-specific over backend-specific over portable, following chains), else `id` itself."""
+        current = self.get(id)
+        dev = DeviceDescriptor.of(device)
+        seen = {current.id}
+        while True:
+            candidates = [t for t in self._items.values() if t.extends == current.id and t.id not in seen
+                          and (backend is None or backend.lower() in t.backends) and t.for_device(dev)]
+            if not candidates:
+                return current
+            current = min(candidates, key=_specificity)
+            seen.add(current.id)
+
+
+def _specificity(t: Transformation) -> tuple[int, int, int, int, str]:
+    # Smaller sorts first: device-specific, then fewer devices, then fewer backends, then the user's, then id.
+    return (0 if t.devices else 1, len(t.devices), len(t.backends), 0 if not t.builtin else 1, t.id)
+
+
+def _drop_bad_links(items: dict[str, Transformation]) -> list[CatalogError]:
+    """`extends` must name a loaded id without a cycle (else the file is dropped); unknown `after` ids warn."""
+    findings: list[CatalogError] = []
+    changed = True
+    while changed:  # dropping one file can orphan another that extends it
+        changed = False
+        for t in list(items.values()):
+            if t.extends is None:
+                continue
+            if t.extends not in items:
+                findings.append(CatalogError(file=str(t.source), field="extends",
+                                             message=f"extends unknown id {t.extends!r}; this file is ignored"))
+                del items[t.id]
+                changed = True
+                continue
+            chain, cursor = [t.id], items[t.extends]
+            while cursor.extends is not None and cursor.id not in chain and cursor.extends in items:
+                chain.append(cursor.id)
+                cursor = items[cursor.extends]
+            if cursor.id in chain:
+                findings.append(CatalogError(file=str(t.source), field="extends",
+                                             message=f"extends forms a cycle ({' -> '.join([*chain, cursor.id])}); "
+                                                     "this file is ignored"))
+                del items[t.id]
+                changed = True
+    for t in items.values():
+        unknown = [a for a in t.after if a not in items]
+        if unknown:
+            findings.append(CatalogError(file=str(t.source), field="after", level="warning",
+                                         message=f"names unknown id(s) {', '.join(unknown)}"))
+    return findings
