@@ -1,0 +1,248 @@
+"""The natural-transformation catalog: the shipped files, filters, resolution, and malformed user files."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from peak_mcp.catalog import (
+    SECTIONS,
+    Catalog,
+    DeviceDescriptor,
+    builtin_transformations_dir,
+    catalog_dirs_from_env,
+)
+from peak_mcp.errors import NotFound
+
+H100 = {"name": "NVIDIA H100 80GB HBM3", "arch": "sm_90a", "family": "hopper"}
+A100 = {"name": "NVIDIA A100-SXM4-80GB", "arch": "sm_80", "family": "ampere"}
+MI300 = {"name": "AMD Instinct MI300X", "arch": "gfx942", "family": "cdna3"}
+UNKNOWN = {"name": "Mystery GPU 9000", "arch": "", "family": ""}
+
+BODY = "\n".join(f"## {s}\n\ntext\n" for s in SECTIONS)
+
+
+@pytest.fixture(scope="module")
+def shipped() -> Catalog:
+    return Catalog.load(builtin_transformations_dir())
+
+
+def write(directory: Path, stem: str, front: str, body: str = BODY) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{stem}.md"
+    path.write_text(f"---\n{front.strip()}\n---\n\n{body}", encoding="utf-8")
+    return path
+
+
+def front(id: str, **fields: str) -> str:
+    values = {"id": id, "title": f"Title of {id}", "backends": "[cuda]", "summary": "one line", **fields}
+    return "\n".join(f"{k}: {v}" for k, v in values.items())
+
+
+# --- the shipped catalog ---------------------------------------------------------------------------------------
+
+
+def test_shipped_catalog_loads_cleanly(shipped: Catalog) -> None:
+    assert shipped.errors == [] and shipped.warnings == [] and shipped.notes == []
+    matmul = shipped.list(problem="matmul")
+    assert len(matmul) >= 16
+    assert len(list(builtin_transformations_dir().glob("*.md"))) == len(shipped)
+    assert all(t.builtin for t in shipped.list())
+
+
+def test_every_shipped_file_is_complete(shipped: Catalog) -> None:
+    for t in shipped.list():
+        headings = re.findall(r"^## (.+)$", t.body, re.MULTILINE)
+        assert [h for h in headings if h in SECTIONS] == list(SECTIONS), (t.id, headings)
+        assert 40 <= len(t.body.splitlines()) <= 120, (t.id, len(t.body.splitlines()))
+        assert t.source.stem == t.id and "\n" not in t.summary and t.title
+        assert t.raw_text().startswith("---") and t.body in t.raw_text()
+        for name in t.after:
+            assert name in shipped, (t.id, name)
+        if t.extends:
+            assert shipped.get(t.extends).extends is None, f"{t.id} should extend a portable text"
+
+
+def test_required_coverage(shipped: Catalog) -> None:
+    portable = ["coalesced-access", "shared-memory-tiling", "register-blocking-1d", "register-blocking-2d",
+                "vectorized-loads", "bank-conflict-padding", "double-buffering", "warp-tiling",
+                "loop-unrolling-and-launch-bounds", "grid-rasterization", "split-k", "tile-size-tuning",
+                "transpose-a-tile-in-shared", "precompute-index-arithmetic"]
+    for id in portable:
+        assert set(shipped.get(id).backends) == {"cuda", "hip", "hlsl"}, id
+        assert shipped.get(id).devices == [], id
+    assert shipped.get("cuda-cp-async").extends == "double-buffering"
+    assert shipped.get("hopper-wgmma").extends == "tensor-cores"
+    assert shipped.get("hlsl-groupshared-tiling").extends == "shared-memory-tiling"
+    assert shipped.get("amd-mfma").backends == ["hip"]
+
+
+def test_f32_sessions_are_warned_off_tf32(shipped: Catalog) -> None:
+    for id in ("tensor-cores", "hopper-wgmma", "mma-sync-ptx"):
+        body = shipped.get(id).body
+        assert "f32" in body and ("TF32" in body or "tensor-cores" in body), id
+
+
+# --- filters ---------------------------------------------------------------------------------------------------
+
+
+def test_filter_by_backend(shipped: Catalog) -> None:
+    hlsl = {t.id for t in shipped.list(backend="hlsl")}
+    assert "hlsl-groupshared-tiling" in hlsl and "shared-memory-tiling" in hlsl
+    assert "tensor-cores" not in hlsl and "amd-mfma" not in hlsl
+    assert all("hip" in t.backends for t in shipped.list(backend="HIP"))
+
+
+def test_filter_by_device(shipped: Catalog) -> None:
+    on_h100 = {t.id for t in shipped.list(device=H100)}
+    on_mi300 = {t.id for t in shipped.list(device=MI300)}
+    on_unknown = {t.id for t in shipped.list(device=UNKNOWN)}
+    assert {"hopper-wgmma", "thread-block-clusters", "cuda-cp-async"} <= on_h100
+    assert "amd-mfma" not in on_h100
+    assert "amd-mfma" in on_mi300 and "hopper-wgmma" not in on_mi300
+    assert "hopper-wgmma" not in on_unknown and "coalesced-access" in on_unknown
+    assert {t.id for t in shipped.list(device=A100)} >= {"cuda-cp-async", "mma-sync-ptx"}
+    assert "hopper-wgmma" not in {t.id for t in shipped.list(device=A100)}
+    assert len(shipped.list()) == len(shipped)  # no device: no device filtering
+
+
+def test_filter_by_problem_tag_and_text(shipped: Catalog) -> None:
+    assert shipped.list(problem="conv2d") == []
+    tensor = {t.id for t in shipped.list(tag="Tensor-Cores")}
+    assert {"tensor-cores", "mma-sync-ptx", "hopper-wgmma", "amd-mfma"} <= tensor
+    assert "split-k" not in tensor
+    assert [t.id for t in shipped.list(text="WGMMA.MMA_ASYNC")] == ["hopper-wgmma"]  # body text, any case
+    assert "grid-rasterization" in {t.id for t in shipped.list(text="rasterization")}  # title
+    combined = shipped.list(backend="cuda", device=H100, tag="tensor-cores")
+    assert "amd-mfma" not in {t.id for t in combined} and "hopper-wgmma" in {t.id for t in combined}
+
+
+def test_device_matching() -> None:
+    h100 = DeviceDescriptor.of(H100)
+    assert h100 is not None
+    assert h100.matches("hopper") and h100.matches("SM_90") and h100.matches("sm_90a") and h100.matches("h100")
+    assert h100.matches("sm_9*") and not h100.matches("sm_9") and not h100.matches("ampere")
+    assert not DeviceDescriptor(arch="gfx90a").matches("gfx90")  # only NVIDIA feature suffixes are stripped
+    assert DeviceDescriptor.of("NVIDIA H200").matches("h200")
+    assert DeviceDescriptor.of(None) is None
+
+
+# --- resolution ------------------------------------------------------------------------------------------------
+
+
+def test_resolution_picks_the_most_specific_text(shipped: Catalog) -> None:
+    assert shipped.resolve("tensor-cores", "cuda", H100).id == "hopper-wgmma"
+    assert shipped.resolve("tensor-cores", "cuda", DeviceDescriptor(**H100)).id == "hopper-wgmma"
+    assert shipped.resolve("tensor-cores", "cuda", UNKNOWN).id == "tensor-cores"
+    assert shipped.resolve("tensor-cores", "cuda", None).id == "tensor-cores"
+    assert shipped.resolve("tensor-cores", "cuda", A100).id == "tensor-cores"
+    assert shipped.resolve("tensor-cores", "hip", MI300).id == "amd-mfma"
+    assert shipped.resolve("double-buffering", "cuda", A100).id == "cuda-cp-async"
+    assert shipped.resolve("double-buffering", "hip", MI300).id == "double-buffering"
+    assert shipped.resolve("double-buffering", "cuda", UNKNOWN).id == "double-buffering"
+    assert shipped.resolve("shared-memory-tiling", "hlsl", None).id == "hlsl-groupshared-tiling"
+    assert shipped.resolve("shared-memory-tiling", "cuda", H100).id == "shared-memory-tiling"
+    assert shipped.resolve("warp-tiling", "hip", MI300).id == "amd-lds-wave64-tiling"
+    assert shipped.resolve("warp-tiling", "hip", H100).id == "warp-tiling"
+
+
+def test_unknown_id_has_a_hint(shipped: Catalog) -> None:
+    with pytest.raises(NotFound) as raised:
+        shipped.get("shared-memory-tilng")
+    assert "shared-memory-tilng" in raised.value.message
+    assert raised.value.hint and "shared-memory-tiling" in raised.value.hint
+    with pytest.raises(NotFound):
+        shipped.resolve("no-such-thing", "cuda", H100)
+
+
+# --- user directories ------------------------------------------------------------------------------------------
+
+
+def test_malformed_user_files_are_reported_and_skipped(tmp_path: Path) -> None:
+    user = tmp_path / "user"
+    bad_yaml = write(user, "bad-yaml", "id: bad-yaml\ntitle: [unclosed\nbackends: [cuda]")
+    no_id = write(user, "no-id", "title: T\nbackends: [cuda]\nsummary: s")
+    metal = write(user, "metal", front("metal", backends="[cuda, metal]"))
+    orphan = write(user, "orphan", front("orphan", extends="no-such-base"))
+    renamed = write(user, "renamed", front("other-name"))
+    no_front = user / "no-front.md"
+    no_front.write_text("# just markdown\n", encoding="utf-8")
+    empty = write(user, "empty-body", front("empty-body"), body="")
+    good = write(user, "my-trick", front("my-trick", after="[shared-memory-tiling, not-there]"))
+    catalog = Catalog.load(builtin_transformations_dir(), [user])
+    builtin_count = len(Catalog.load(builtin_transformations_dir()))
+
+    errors = {(Path(e.file).name, e.field) for e in catalog.errors}
+    assert errors == {(bad_yaml.name, "front matter"), (no_id.name, "id"), (metal.name, "backends"),
+                      (orphan.name, "extends"), (renamed.name, "id"), (no_front.name, "front matter"),
+                      (empty.name, "body")}
+    messages = {Path(e.file).name: e.message for e in catalog.errors}
+    assert "metal" in messages[metal.name] and "no-such-base" in messages[orphan.name]
+    assert "line" in messages[bad_yaml.name]
+    assert [(Path(w.file).name, w.field) for w in catalog.warnings] == [(good.name, "after")]
+    assert "not-there" in catalog.warnings[0].message
+    assert len(catalog) == builtin_count + 1
+    assert not catalog.get("my-trick").builtin and "metal" not in catalog and "orphan" not in catalog
+    info = catalog.info()
+    assert info["user"] == ["my-trick"] and len(info["errors"]) == 7 and info["transformations"] == len(catalog)
+
+
+def test_missing_sections_and_unknown_fields_only_warn(tmp_path: Path) -> None:
+    write(tmp_path, "terse", front("terse", difficulty="hard"), body="Just do it.\n")
+    catalog = Catalog.load(None, [tmp_path])
+    assert catalog.errors == [] and "terse" in catalog
+    fields = sorted(w.field or "" for w in catalog.warnings)
+    assert fields == ["body", "difficulty"]
+
+
+def test_user_file_overrides_a_builtin(tmp_path: Path) -> None:
+    write(tmp_path, "shared-memory-tiling", front("shared-memory-tiling", backends="[cuda, hip, hlsl]",
+                                                  title="'My own tiling'"))
+    catalog = Catalog.load(builtin_transformations_dir(), [tmp_path])
+    t = catalog.get("shared-memory-tiling")
+    assert t.title == "My own tiling" and not t.builtin
+    assert len(catalog) == len(Catalog.load(builtin_transformations_dir()))
+    assert [(n.field, n.level) for n in catalog.notes] == [("id", "note")] and catalog.errors == []
+    # Its shipped specialization still extends it.
+    assert catalog.resolve("shared-memory-tiling", "hlsl", None).id == "hlsl-groupshared-tiling"
+
+
+def test_user_specialization_and_duplicates(tmp_path: Path) -> None:
+    first, second = tmp_path / "a", tmp_path / "b"
+    write(first, "my-h100-tiling", front("my-h100-tiling", extends="shared-memory-tiling", devices="[h100]"))
+    write(second, "my-h100-tiling", front("my-h100-tiling", title="Second copy"))
+    catalog = Catalog.load(builtin_transformations_dir(), [first, second])
+    assert catalog.resolve("shared-memory-tiling", "cuda", H100).id == "my-h100-tiling"
+    assert catalog.resolve("shared-memory-tiling", "cuda", A100).id == "shared-memory-tiling"
+    assert catalog.get("my-h100-tiling").title == "Title of my-h100-tiling"
+    assert [(Path(e.file).parent.name, e.field) for e in catalog.errors] == [("b", "id")]
+
+
+def test_extends_cycle_is_an_error(tmp_path: Path) -> None:
+    write(tmp_path, "ping", front("ping", extends="pong"))
+    write(tmp_path, "pong", front("pong", extends="ping"))
+    write(tmp_path, "base", front("base"))
+    catalog = Catalog.load(None, [tmp_path])
+    assert "ping" not in catalog and "pong" not in catalog and "base" in catalog
+    assert {e.field for e in catalog.errors} == {"extends"}
+    assert any("cycle" in e.message for e in catalog.errors)
+
+
+def test_missing_directory_is_reported(tmp_path: Path) -> None:
+    catalog = Catalog.load(builtin_transformations_dir(), [tmp_path / "nowhere"])
+    assert [Path(e.file).name for e in catalog.errors] == ["nowhere"]
+    assert len(catalog) >= 16
+
+
+def test_directories_from_environment(tmp_path: Path) -> None:
+    value = os.pathsep.join([str(tmp_path / "one"), "", str(tmp_path / "two")])
+    assert catalog_dirs_from_env({"PEAK_MCP_TRANSFORMATIONS": value}) == [tmp_path / "one", tmp_path / "two"]
+    assert catalog_dirs_from_env({}) == []
+
+
+def test_builtin_directory_is_found() -> None:
+    directory = builtin_transformations_dir()
+    assert directory.is_dir() and (directory / "shared-memory-tiling.md").is_file()
