@@ -177,7 +177,7 @@ class Applier:
                 "success_rate": len(successes) / len(attempts),
                 "first_try_success_rate": (len(first_try) / len(runs_for)) if runs_for else None,
                 "runs_succeeded": sum(r["state"] == "succeeded" for r in runs_for),
-                "failure_kinds": dict(Counter(v["failure"] for v in attempts if v["status"] not in PASSED)),
+                "failure_kinds": dict(Counter(v["failure"] for v in attempts if v["failure"])),
                 "median_speedup_vs_parent": statistics.median(speedups) if speedups else None,
                 "best_speedup_vs_parent": max(speedups) if speedups else None,
             })

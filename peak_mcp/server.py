@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from peak_mcp import __version__
 from peak_mcp.apply import Applier
-from peak_mcp.catalog import Catalog
+from peak_mcp.catalog import Catalog, Transformation
 from peak_mcp.errors import NotFound, PeakError
 from peak_mcp.models import (
     ApplyStep,
@@ -298,9 +298,10 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
         except NotFound as exc:
             raise ValueError(str(exc)) from None
 
+    # Listed one by one too, so clients that browse resources (not templates) see the whole catalog.
     for item in catalog.list():
         mcp.resource(f"transformation://{item.id}", name=item.id, title=item.title, description=item.summary,
-                     mime_type="text/markdown")(lambda item=item: item.raw_text())
+                     mime_type="text/markdown")(_text_reader(item))
 
     @mcp.prompt()
     def optimize_kernel(problem: str = "matmul", backend: str = "cuda", dtype: str = "f32",
@@ -309,6 +310,12 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
         return OPTIMIZE_PROMPT.format(problem=problem, backend=backend, dtype=dtype, sizes=sizes, goal=goal)
 
     return mcp
+
+
+def _text_reader(item: Transformation) -> Callable[[], str]:
+    def read() -> str:
+        return item.raw_text()
+    return read
 
 
 OPTIMIZE_PROMPT = """Optimize the {problem} kernel on the {backend} backend ({dtype}, sizes {sizes}); goal: {goal}.

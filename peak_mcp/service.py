@@ -188,7 +188,9 @@ class PeakService:
         number = self.store.add_version(session_id, parent=parent, origin=origin, transformation=transformation,
                                         apply_id=apply_id, attempt=attempt, source=source, status="pending")
         fields = self._evaluate(session, source, progress)
-        if fields["status"] in PASSED or (fields["status"] == "compiled" and session["head"] is None):
+        # Without a device, "compiled" is as far as any version gets, so it is what moves head.
+        best_possible = PASSED if session["device_index"] >= 0 else ("compiled",)
+        if fields["status"] in best_possible or (fields["status"] == "compiled" and session["head"] is None):
             self.store.set_head(session_id, number)
         self.store.update_version(session_id, number, **fields)
         report = self.version_report(session_id, number)

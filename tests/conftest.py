@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from peak_mcp.app import build
 from peak_mcp.config import Settings
 from peak_mcp.runner.probe import probe_all_in_subprocess
 
@@ -51,6 +50,8 @@ def make_client(settings: Settings) -> Callable[..., Any]:
 
     @contextlib.asynccontextmanager
     async def factory(**kwargs: Any) -> AsyncIterator[tuple[Client, Any]]:
+        from peak_mcp.app import build
+
         server, service = build(settings)
         try:
             async with Client(server, **kwargs) as client:

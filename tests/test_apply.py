@@ -1,0 +1,106 @@
+"""apply_transformation through a real MCP client whose sampling callback plays the LLM."""
+
+from __future__ import annotations
+
+import mcp.types as types
+import pytest
+
+from tests.conftest import EXAMPLES, has_device, skip_reason
+
+pytestmark = pytest.mark.anyio
+SMALL = {"M": 64, "N": 48, "K": 32}
+TILED = (EXAMPLES / "cuda" / "smem_tiled.cu").read_text()
+BROKEN = TILED.replace("float acc = 0.0f;", "float acc = 0.0f + missing_symbol;")
+
+
+class ScriptedLLM:
+    """Answers sampling requests from a script and keeps the prompts it saw."""
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = list(replies)
+        self.prompts: list[str] = []
+
+    async def __call__(self, context, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        self.prompts.append(params.messages[-1].content.text)
+        text = self.replies.pop(0)
+        return types.CreateMessageResult(role="assistant", model="scripted",
+                                         content=types.TextContent(type="text", text=text))
+
+
+def fenced(source: str, lang: str = "cuda") -> str:
+    return f"Here is the tiled kernel.\n\n```{lang}\n{source}```\n"
+
+
+async def _start(client, backend: str = "cuda", sizes=SMALL) -> str:
+    result = await client.call_tool("start_session", {"backend": backend, "sizes": sizes})
+    assert not result.is_error, result.content[0].text
+    return result.structured_content["session_id"]
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28 input-required rounds, and the classic back-channel
+async def test_compile_error_then_success_is_retried_and_recorded(make_client, mode: str) -> None:
+    llm = ScriptedLLM([fenced(BROKEN), fenced(TILED)])
+    async with make_client(sampling_callback=llm, mode=mode) as (client, _):
+        sid = await _start(client)
+        result = await client.call_tool("apply_transformation", {"session_id": sid,
+                                                                 "transformation": "shared-memory-tiling"})
+        assert not result.is_error, result.content[0].text
+        step = result.structured_content
+        assert step["done"] and step["succeeded"] and step["attempt"] == 2
+        assert [a["status"] for a in step["attempts"]] == ["compile_error", step["result"]["status"]]
+        # The second prompt carried the compiler's complaint, with its line number.
+        assert "missing_symbol" in llm.prompts[1] and "kernel.cu(" in llm.prompts[1]
+        assert "shared-memory-tiling" in llm.prompts[0] and "const float* A" in llm.prompts[0]
+        rows = (await client.call_tool("history", {"session_id": sid})).structured_content["rows"]
+        assert [(r["transformation"], r["attempt"]) for r in rows[1:]] == [("shared-memory-tiling", 1),
+                                                                            ("shared-memory-tiling", 2)]
+        stats = (await client.call_tool("get_transformation_stats", {})).structured_content["transformations"]
+        tiling = next(s for s in stats if s["transformation"] == "shared-memory-tiling")
+        assert tiling["attempts"] == 2 and tiling["runs"] == 1 and tiling["first_try_success_rate"] == 0.0
+        assert tiling["failure_kinds"] == {"compile": 1}
+
+
+async def test_attempts_are_bounded_and_unusable_replies_recorded(make_client) -> None:
+    llm = ScriptedLLM(["I would tile it.", fenced(BROKEN)])
+    async with make_client(sampling_callback=llm) as (client, _):
+        sid = await _start(client)
+        step = (await client.call_tool("apply_transformation", {
+            "session_id": sid, "transformation": "shared-memory-tiling", "max_attempts": 2})).structured_content
+        assert step["done"] and not step["succeeded"]
+        assert [a["status"] for a in step["attempts"]] == ["invalid_reply", "compile_error"]
+        assert "no fenced code block" in step["attempts"][0]["message"]
+        head = (await client.call_tool("get_version", {"session_id": sid})).structured_content
+        assert head["report"]["version"] == 0  # failures never move head
+
+
+async def test_without_sampling_the_brief_comes_back_and_submit_completes_the_run(make_client) -> None:
+    async with make_client() as (client, _):
+        sid = await _start(client)
+        step = (await client.call_tool("apply_transformation", {
+            "session_id": sid, "transformation": "shared-memory-tiling", "instructions": "use 32x32 tiles"}
+        )).structured_content
+        assert not step["done"] and "submit_kernel" in step["message"]
+        assert "use 32x32 tiles" in step["brief"] and "extern \"C\" __global__ void matmul" in step["brief"]
+        report = (await client.call_tool("submit_kernel", {"session_id": sid, "source": TILED,
+                                                           "transformation": "shared-memory-tiling"})
+                  ).structured_content
+        assert report["origin"] == "apply" and report["transformation"] == "shared-memory-tiling"
+        stats = (await client.call_tool("get_transformation_stats", {})).structured_content["transformations"]
+        assert stats[0]["runs"] == 1 and stats[0]["first_try_success_rate"] == 1.0
+
+
+@pytest.mark.vulkan
+@pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")
+async def test_wrong_results_are_fed_back_on_a_real_device(make_client) -> None:
+    naive = (EXAMPLES / "hlsl" / "naive.hlsl").read_text()
+    wrong = naive.replace("acc += float(A[row * p.K + k]) * float(B[k * p.N + col]);",
+                          "acc += float(A[row * p.K + k]) * float(B[k * p.N + col]) * 1.001;")
+    assert wrong != naive
+    llm = ScriptedLLM([fenced(wrong, "hlsl"), fenced(naive, "hlsl")])
+    async with make_client(sampling_callback=llm) as (client, _):
+        sid = await _start(client, "hlsl", {"M": 33, "N": 17, "K": 9})
+        step = (await client.call_tool("apply_transformation", {"session_id": sid,
+                                                                "transformation": "shared-memory-tiling"})
+                ).structured_content
+        assert step["succeeded"] and [a["failure"] for a in step["attempts"]] == ["wrong_result", None]
+        assert "wrong_result" in llm.prompts[1] and "relative L2 error" in llm.prompts[1]
