@@ -203,6 +203,10 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
     return Validated(verdict, ws, inputs, reference)
 
 
+WARMUP_S = 0.2
+MAX_WARMUP_REPS = 4096
+
+
 def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int],
               validated: Validated, *, time_budget_s: float, min_reps: int, max_reps: int,
               progress: Progress) -> dict[str, Any]:
@@ -211,8 +215,13 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
     assert ws is not None and inputs is not None and reference is not None
     geometry = kernel.spec.evaluate(sizes)
     progress("benchmark: warm-up")
-    warm = executor.time(kernel, ws.handles, ws.scalars, geometry, reps=3, cold_cache=True)
-    per_launch_s = max(float(np.median(warm)) / 1e3, 1e-6)
+    # Warm up for a time, not a count: GPU clocks take tens of milliseconds to ramp, so a few launches of a fast
+    # kernel would leave the first timed ones slow. Doubling chunks keep slow kernels to one or two launches.
+    warm: list[float] = []
+    started = time.monotonic()
+    while time.monotonic() - started < WARMUP_S and len(warm) < MAX_WARMUP_REPS:
+        warm += executor.time(kernel, ws.handles, ws.scalars, geometry, reps=max(1, len(warm)), cold_cache=True)
+    per_launch_s = max(float(np.median(warm[len(warm) // 2:])) / 1e3, 1e-6)
     reps = int(min(max_reps, max(min_reps, time_budget_s / (per_launch_s + 2e-4))))
     ws.poison_outputs()  # the output checked below must come from the timed launches
     times: list[float] = []

@@ -72,7 +72,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
             name += f" #{r['attempt']}"
         status = r["status"] + (f": {r['failure']}" if r["failure"] and r["status"] not in ("benchmarked",) else "")
         lines.append(f"| {r['version']}{mark} | {fmt(r['parent'], 'd')} | {name} | {status} | "
-                     f"{fmt(r['median_ms'], '.3f')} | {fmt(r['tflops'], '.2f')} | {fmt(r['speedup_vs_parent'], '.2f')}"
+                     f"{fmt(r['median_ms'], '.3f')} | {fmt(r['tflops'], '.3g')} | {fmt(r['speedup_vs_parent'], '.2f')}"
                      f" | {fmt(r['speedup_vs_v0'], '.2f')} | {fmt(r['pct_of_vendor'], '.1f')} | "
                      f"{fmt(r['pct_of_peak'], '.1f')} |")
     return "\n".join(lines)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import EXAMPLES, has_device, skip_reason
+from tests.conftest import EXAMPLES, ROOT, has_device, skip_reason
 
 pytestmark = [pytest.mark.gpu, pytest.mark.anyio]
 if not has_device("cuda"):
@@ -27,18 +27,8 @@ OUT_OF_BOUNDS = WRONG.replace("K - 1", "K").replace("C[r * N + c] = acc;", "C[r 
                                                      "if (r == M - 1 && c == N - 1) C[M * N + 3] = 1.f;")
 INPUT_WRITE = WRONG.replace("K - 1", "K").replace("const float* A", "float* A").replace(
     "C[r * N + c] = acc;", "C[r * N + c] = acc; if (r == 0 && c == 0) A[5] = 0.f;")
-HANG = """// peak: entry=k grid=(1, 1, 1) block=(32, 1, 1) shared=0
-extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {
-    volatile int spin = 1;
-    while (spin) { }
-}
-"""
-CRASH = """// peak: entry=k grid=(1, 1, 1) block=(32, 1, 1) shared=0
-extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {
-    float* wild = (float*)0x10;
-    wild[threadIdx.x * 1000000] = A[0];
-}
-"""
+HANG = (ROOT / "examples" / "faults" / "hang.cu").read_text()
+CRASH = (ROOT / "examples" / "faults" / "crash.cu").read_text()
 
 
 async def _submit(client, session_id: str, source: str) -> dict:

@@ -20,17 +20,30 @@ export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/n
 export PEAK_MCP_JOB_TIMEOUT=${PEAK_MCP_JOB_TIMEOUT:-20}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 python3 -m peak_mcp doctor > "$OUT/doctor.json" 2> "$OUT/doctor.log"; echo "doctor rc=$?"
-timeout 420 python3 -m pytest -q -m "gpu or vulkan" -p no:cacheprovider -rs ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/pytest.txt"
-for dtype in ${DTYPES:-f32}; do
-    timeout 300 python3 tools/bench_matmul.py --backend cuda --dtype "$dtype" --size "${SIZE:-4096}" \
-        --data-dir /tmp/peak-bench --out "$OUT/bench_cuda_$dtype.json" 2> "$OUT/bench_cuda_$dtype.log"
+
+# PARTS picks what runs, so the suite can be split over calls that each fit the device's per-call limit.
+bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $OUT
+    local name=$1; shift
+    echo "== bench $name"
+    timeout "${BENCH_TIMEOUT:-300}" python3 tools/bench_matmul.py "$@" --data-dir "/tmp/peak-bench-$name" \
+        --out "$OUT/bench_$name.json" 2> "$OUT/bench_$name.log" | tee "$OUT/bench_$name.txt"
+}
+for part in ${PARTS:-tests cuda hlsl}; do
+    case $part in
+    tests)
+        timeout 420 python3 -m pytest -q -m "gpu or vulkan" -p no:cacheprovider -rs ${PYTEST_ARGS:-} 2>&1 \
+            | tee "$OUT/pytest.txt" ;;
+    cuda)  # f32 with the fault cases and a sampled apply round trip; other dtypes plain
+        bench cuda_f32 --backend cuda --dtype f32 --size "${SIZE:-4096}" --faults \
+            --apply register-blocking-2d=examples/matmul/cuda/regblock_2d.cu ;;
+    cuda16)
+        for dtype in f16 bf16; do bench "cuda_$dtype" --backend cuda --dtype "$dtype" --size "${SIZE:-4096}"; done ;;
+    hlsl)
+        PEAK_MCP_VK_FENCE_TIMEOUT_S=5 bench hlsl --backend hlsl --size "${SIZE:-4096}" --faults \
+            --apply hlsl-groupshared-tiling=examples/matmul/hlsl/tiled_groupshared.hlsl ;;
+    lavapipe)  # the same shaders on Mesa's CPU Vulkan, at a size a CPU finishes in minutes
+        [ -f /tmp/vk/lvp_icd.json ] || { echo "lavapipe needs .vk carried"; continue; }
+        VK_DRIVER_FILES=/tmp/vk/lvp_icd.json BENCH_TIMEOUT=400 bench lavapipe --backend hlsl \
+            --size "${LAVAPIPE_SIZE:-1024}" ;;
+    esac
 done
-if [ -n "${HLSL:-}" ]; then
-    timeout 300 python3 tools/bench_matmul.py --backend hlsl --size "${SIZE:-4096}" --data-dir /tmp/peak-bench-vk \
-        --out "$OUT/bench_hlsl.json" 2> "$OUT/bench_hlsl.log"
-    if [ -f /tmp/vk/lvp_icd.json ] && [ -n "${LAVAPIPE_SIZE:-}" ]; then  # the same shaders on Mesa's CPU Vulkan
-        VK_DRIVER_FILES=/tmp/vk/lvp_icd.json timeout 400 python3 tools/bench_matmul.py --backend hlsl \
-            --size "$LAVAPIPE_SIZE" --data-dir /tmp/peak-bench-lvp --out "$OUT/bench_lavapipe.json" \
-            2> "$OUT/bench_lavapipe.log"
-    fi
-fi

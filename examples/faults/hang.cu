@@ -1,0 +1,6 @@
+// A kernel that never ends: the worker's deadline must catch it and the next submission must work.
+// peak: entry=k grid=(1, 1, 1) block=(32, 1, 1) shared=0
+extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {
+    volatile int spin = 1;
+    while (spin) { }
+}
