@@ -229,9 +229,12 @@ class PeakService:
                                "device on this machine, so it was not validated or timed"}
         verdict = result.get("validation") or {}
         if not verdict.get("passed"):
+            # A kernel written for another dtype is a common cause of NaN or garbage; restate the ABI.
+            abi = problem.abi(session["backend"], session["dtype"]).splitlines()[1]
             return {"status": "failed", "failure": verdict.get("check"), "compile": compiled,
                     "validation": verdict, "message": f"validation failed ({verdict.get('check')}): "
-                                                      f"{verdict.get('message')}"}
+                                                      f"{verdict.get('message')}\nThis session's ABI "
+                                                      f"({session['dtype']}): {abi}"}
         timing = result.get("timing")
         if timing and timing.get("recheck", {}).get("passed") is False:
             recheck = timing["recheck"]

@@ -63,3 +63,15 @@ async def test_a_shader_that_never_ends_does_not_hang_the_server(make_client, se
         assert service.pool.restarts >= 1
         head = (await client.call_tool("get_version", {"session_id": sid})).structured_content["report"]
         assert head["version"] == 2
+
+
+async def test_a_wrong_shader_fails_validation_and_is_told_the_abi(make_client) -> None:
+    source = (EXAMPLES / "hlsl" / "naive.hlsl").read_text().replace("C[row * p.N + col] = acc;",
+                                                                    "C[row * p.N + col] = acc + 0.5;")
+    async with make_client() as (client, _):
+        sid = (await client.call_tool("start_session", {"backend": "hlsl", "sizes": SIZES})
+               ).structured_content["session_id"]
+        report = await _submit(client, sid, source)
+        assert report["status"] == "failed" and report["failure"] == "wrong_result", report["message"]
+        assert "This session's ABI (f32)" in report["message"] and "binding(2)" in report["message"]
+        assert report["head"] == 0
