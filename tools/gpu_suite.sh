@@ -4,7 +4,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/peak-out}
+# The device returns at most 8 files from $OUT: results collect here and travel back as one tarball.
+RESULTS=$(mktemp -d /tmp/peak-results.XXXX)
 mkdir -p "$OUT"
+trap 'tar czf "$OUT/results.tgz" -C "$RESULTS" .' EXIT
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { echo "wheel install failed"; exit 1; }
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
@@ -13,26 +16,26 @@ if [ -d .vk ]; then  # glslang and Mesa's lavapipe, unpacked beside / so they ca
     mkdir -p /tmp/vk && for f in .vk/*.deb; do dpkg -x "$f" /tmp/vk; done
     export PATH=/tmp/vk/usr/bin:$PATH LD_LIBRARY_PATH=/tmp/vk/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
     # The ICD manifest names an absolute library path; point it into the unpacked tree.
-    sed "s#/usr/lib/x86_64-linux-gnu#/tmp/vk/usr/lib/x86_64-linux-gnu#" \
-        /tmp/vk/usr/share/vulkan/icd.d/lvp_icd.x86_64.json > /tmp/vk/lvp_icd.json
+    lvp=/tmp/vk/usr/share/vulkan/icd.d/lvp_icd.x86_64.json
+    [ -f $lvp ] && sed "s#/usr/lib/x86_64-linux-gnu#/tmp/vk/usr/lib/x86_64-linux-gnu#" $lvp > /tmp/vk/lvp_icd.json
 fi
 export VK_DRIVER_FILES=${VK_DRIVER_FILES:-/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json}
 export PEAK_MCP_JOB_TIMEOUT=${PEAK_MCP_JOB_TIMEOUT:-20}
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
-python3 -m peak_mcp doctor > "$OUT/doctor.json" 2> "$OUT/doctor.log"; echo "doctor rc=$?"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv | tee "$RESULTS/gpu.txt"
+python3 -m peak_mcp doctor > "$RESULTS/doctor.json" 2> "$RESULTS/doctor.log"; echo "doctor rc=$?"
 
 # PARTS picks what runs, so the suite can be split over calls that each fit the device's per-call limit.
-bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $OUT
+bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $RESULTS
     local name=$1; shift
     echo "== bench $name"
     timeout "${BENCH_TIMEOUT:-300}" python3 tools/bench_matmul.py "$@" --data-dir "/tmp/peak-bench-$name" \
-        --out "$OUT/bench_$name.json" 2> "$OUT/bench_$name.log" | tee "$OUT/bench_$name.txt"
+        --out "$RESULTS/bench_$name.json" 2> "$RESULTS/bench_$name.log" | tee "$RESULTS/bench_$name.txt"
 }
 for part in ${PARTS:-tests cuda hlsl}; do
     case $part in
     tests)
         timeout 420 python3 -m pytest -q -m "gpu or vulkan" -p no:cacheprovider -rs ${PYTEST_ARGS:-} 2>&1 \
-            | tee "$OUT/pytest.txt" ;;
+            | tee "$RESULTS/pytest.txt" ;;
     cuda)  # f32 with the fault cases and a sampled apply round trip; other dtypes plain
         bench cuda_f32 --backend cuda --dtype f32 --size "${SIZE:-4096}" --faults \
             --apply register-blocking-2d=examples/matmul/cuda/regblock_2d.cu ;;
