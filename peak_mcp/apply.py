@@ -112,7 +112,8 @@ class Applier:
     def attach_submission(self, session_id: str, transformation: str, source: str, parent: int | None,
                           progress: Progress) -> VersionReport | None:
         """A submit_kernel naming a transformation with an open run answers that run (the no-sampling path)."""
-        open_runs = [r for r in self._open_runs(session_id) if r["transformation"] == transformation]
+        open_runs = [r for r in self.service.store.apply_runs(session_id, state="open")
+                     if r["transformation"] == transformation]
         if not open_runs:
             return None
         run = open_runs[-1]
@@ -121,13 +122,6 @@ class Applier:
                                             progress=progress, apply_id=run["id"], attempt=run["attempts"] + 1)
         self._advance(run, report)
         return report
-
-    def _open_runs(self, session_id: str) -> list[dict[str, Any]]:
-        store = self.service.store
-        with store._lock:
-            rows = store._db.execute("SELECT * FROM apply_runs WHERE session_id = ? AND state = 'open' "
-                                     "ORDER BY created_at", (session_id,)).fetchall()
-        return [dict(r) for r in rows]
 
     def _record_unparsable(self, run: dict[str, Any], source: str, why: str) -> VersionReport:
         store = self.service.store
@@ -153,8 +147,7 @@ class Applier:
     def statistics(self) -> list[dict[str, Any]]:
         """Per transformation: attempts, first-try success, failure kinds, speedups (PEAK's research data)."""
         store = self.service.store
-        with store._lock:
-            runs = [dict(r) for r in store._db.execute("SELECT * FROM apply_runs").fetchall()]
+        runs = store.apply_runs()
         versions = store.all_versions()
         by_key = {(v["session_id"], v["number"]): v for v in versions}
         grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)

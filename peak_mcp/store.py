@@ -175,6 +175,18 @@ class Store:
             raise NotFound(f"unknown apply run {run_id!r}", "start a new one with apply_transformation.")
         return dict(row)
 
+    def apply_runs(self, session_id: str | None = None, state: str | None = None) -> list[dict[str, Any]]:
+        """Apply runs, oldest first, optionally of one session and in one state."""
+        where, params = [], []
+        for column, value in (("session_id", session_id), ("state", state)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        sql = "SELECT * FROM apply_runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY created_at"
+        with self._lock:
+            rows = self._db.execute(sql, params).fetchall()
+        return [dict(r) for r in rows]
+
     def update_apply_run(self, run_id: str, **fields: Any) -> None:
         assignments = ", ".join(f"{k} = ?" for k in fields)
         self._write(f"UPDATE apply_runs SET {assignments} WHERE id = ?", (*fields.values(), run_id))
