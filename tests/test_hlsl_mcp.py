@@ -56,7 +56,7 @@ async def test_a_shader_that_never_ends_does_not_hang_the_server(make_client, se
         sid = (await client.call_tool("start_session", {"backend": "hlsl", "sizes": SIZES})
                ).structured_content["session_id"]
         hung = await _submit(client, sid, HANG)
-        assert hung["status"] == "error" and hung["failure"] in ("kernel_fault", "timeout"), hung
+        assert hung["status"] == "error" and hung["failure"] == "timeout", hung
         assert "did not finish" in hung["message"] or "no progress" in hung["message"], hung["message"]
         after = await _submit(client, sid, (EXAMPLES / "hlsl" / "tiled_groupshared.hlsl").read_text())
         assert after["status"] == "benchmarked", after["message"]

@@ -20,7 +20,12 @@ class CompileFailed(Exception):
 
 
 class KernelFault(Exception):
-    """The kernel crashed the device context (illegal address, device lost). The worker must restart."""
+    """The kernel left the device unusable: it crashed the context (illegal address, device lost) or never
+    finished. The worker must restart. `kind` is what the version records: kernel_fault or timeout."""
+
+    def __init__(self, message: str, kind: str = "kernel_fault") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass

@@ -291,12 +291,12 @@ class VulkanDevice:
         if self.lost:
             raise KernelFault("the Vulkan device is unusable after an earlier fault or hang; the worker must restart")
 
-    def mark_lost(self, why: str) -> KernelFault:
+    def mark_lost(self, why: str, kind: str = "kernel_fault") -> KernelFault:
         global _unusable_devices
         if not self.lost:
             _unusable_devices += 1
         self.lost = why
-        return KernelFault(why)
+        return KernelFault(why, kind)
 
     @contextmanager
     def _recording(self) -> Iterator[Any]:
@@ -356,7 +356,7 @@ class VulkanDevice:
                     f"the kernel did not finish within {self.fence_timeout_s:g} s (fence timeout): it probably "
                     "never terminates (a loop whose exit condition is never met, or a barrier not every thread "
                     "reaches); if it is just very slow at these sizes, benchmark smaller sizes or raise "
-                    "PEAK_MCP_VK_FENCE_TIMEOUT_S. The device is left busy; the worker restarts")
+                    "PEAK_MCP_VK_FENCE_TIMEOUT_S. The device is left busy; the worker restarts", kind="timeout")
 
     # --- memory ----------------------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Buffer:

@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise PeakError(f"unknown job type {job['type']!r}")
             send({"id": job_id, "event": "result", "ok": True, "result": result})
         except KernelFault as fault:
-            send({"id": job_id, "event": "result", "ok": False, "fatal": True, "kind": "kernel_fault",
+            send({"id": job_id, "event": "result", "ok": False, "fatal": True, "kind": fault.kind,
                   "error": str(fault)})
             return 3  # the device context is unusable now
         except PeakError as exc:
