@@ -53,7 +53,8 @@ class VersionReport(BaseModel):
     parent: int | None
     origin: str
     transformation: str | None
-    status: str = Field(description="invalid_annotation | compile_error | failed | error | compiled | benchmarked")
+    status: str = Field(description="pending | invalid_annotation | invalid_reply | compile_error | failed | error | "
+                                    "compiled | validated | benchmarked")
     failure: str | None = Field(None, description="the first failing check or error kind")
     message: str
     compile: CompileInfo | None = None
@@ -61,6 +62,8 @@ class VersionReport(BaseModel):
     performance: dict[str, Any] | None = None
     head: int | None
     seconds: float | None = Field(None, description="wall time of this submission on the server")
+    phases: dict[str, float] = Field(default_factory=dict,
+                                     description="seconds spent compiling, validating and benchmarking in the worker")
 
 
 class SessionInfo(BaseModel):

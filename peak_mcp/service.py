@@ -56,6 +56,7 @@ class PeakService:
         self._probe_fn = probe or probe_all_in_subprocess
         self._probe: dict[str, Any] | None = None
         self.profiles = load_profiles()
+        self._devices: dict[str, dict[str, Any]] = {}  # session id -> described device
 
     def close(self) -> None:
         self.pool.close()
@@ -125,12 +126,6 @@ class PeakService:
         info = self.session_info(session_id)
         info.version_0 = self.version_report(session_id, report.version)
         return info
-
-    @property
-    def _devices(self) -> dict[str, dict[str, Any]]:
-        if not hasattr(self, "_device_cache"):
-            self._device_cache: dict[str, dict[str, Any]] = {}
-        return self._device_cache
 
     def device_of(self, session: dict[str, Any]) -> dict[str, Any]:
         cached = self._devices.get(session["id"])
@@ -271,7 +266,10 @@ class PeakService:
             if compiled else None,
             validation=v["validation"],
             performance=performance(v, versions, session, self.device_of(session), problem.peak_path(session["dtype"])),
-            head=session["head"])
+            head=session["head"],
+            phases={phase: record["seconds"] for phase, record in
+                    (("compile", compiled), ("validate", v["validation"]), ("benchmark", v["timing"]))
+                    if record and record.get("seconds") is not None})
 
     def resolve_version(self, session_id: str, version: int | None) -> dict[str, Any]:
         session = self.store.session(session_id)

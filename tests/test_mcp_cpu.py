@@ -62,6 +62,7 @@ async def test_compile_only_session_and_compile_errors(make_client) -> None:
         body = good.structured_content
         assert body["status"] == "compiled" and body["compile"]["resources"]["static_shared_bytes"] == 8192
         assert body["parent"] == 0 and body["head"] == 2
+        assert set(body["phases"]) == {"compile"} and 0 < body["phases"]["compile"] <= body["seconds"]
 
 
 @pytest.mark.parametrize(("source", "expected"), [
