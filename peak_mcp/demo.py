@@ -15,6 +15,13 @@ from mcp import Client, StdioServerParameters
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "matmul"
 
 
+def example_kernels(backend: str, dtype: str) -> list[Path]:
+    """The hand-written examples for a backend and dtype: f32 ones at the top of examples/matmul/<backend>/,
+    others in a folder named after their dtype (a kernel's pointer types fix its dtype). Naive is version 0."""
+    folder = EXAMPLES / backend if dtype == "f32" else EXAMPLES / backend / dtype
+    return sorted(p for p in folder.glob("*") if p.is_file() and p.stem != "naive")
+
+
 async def _demo(backend: str | None, dtype: str, sizes: dict[str, int] | None, kernels: list[Path] | None,
                 data_dir: Path | None) -> int:
     args = ["-m", "peak_mcp"] + (["--data-dir", str(data_dir)] if data_dir else []) + ["serve"]
@@ -37,10 +44,10 @@ async def _demo(backend: str | None, dtype: str, sizes: dict[str, int] | None, k
         session = started.structured_content
         print(f"session {session['session_id']} on {session['device'].get('name')}: v0 "
               f"{session['version_0']['status']} — {session['version_0']['message']}")
-        files = kernels if kernels is not None else sorted((EXAMPLES / backend).glob("*"))
+        files = kernels if kernels is not None else example_kernels(backend, dtype)
+        if not files:
+            print(f"no example kernels for {backend} {dtype}; version 0 is the naive kernel")
         for path in files:
-            if path.stem == "naive":
-                continue
             t0 = time.perf_counter()
             result = await client.call_tool("submit_kernel", {"session_id": session["session_id"],
                                                               "source": path.read_text(), "parent": 0},

@@ -22,6 +22,8 @@ import anyio
 import mcp.types as types
 from mcp import Client, StdioServerParameters
 
+from peak_mcp.demo import example_kernels
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -95,8 +97,7 @@ def main() -> None:
     parser.add_argument("kernels", type=Path, nargs="*")
     args = parser.parse_args()
     ext = {"cuda": "cu", "hlsl": "hlsl"}[args.backend]
-    kernels = args.kernels or [p for p in sorted((ROOT / "examples" / "matmul" / args.backend).glob(f"*.{ext}"))
-                               if p.stem != "naive"]
+    kernels = args.kernels or example_kernels(args.backend, args.dtype)
     faults = sorted((ROOT / "examples" / "faults").glob(f"*.{ext}")) if args.faults else []
     apply = None
     if args.apply:
@@ -108,9 +109,10 @@ def main() -> None:
     print(result.get("table") or result.get("error"))
     nan = float("nan")
     for v in result["versions"]:
-        perf = v.get("performance") or {}
+        perf, phases = v.get("performance") or {}, v.get("phases") or {}
+        split = "/".join(f"{phases.get(p, nan):.2f}" for p in ("compile", "validate", "benchmark"))
         print(f"{v['kernel']:<30} {v.get('status')!s:<12} {v.get('failure') or '':<14} "
-              f"round trip {v.get('round_trip_s', 0):6.2f} s  "
+              f"round trip {v.get('round_trip_s', 0):6.2f} s (compile/validate/benchmark {split} s)  "
               f"median {perf.get('median_ms', nan):9.4f} ms  {perf.get('tflops', nan):7.3g} TFLOP/s  "
               f"{perf.get('pct_of_vendor', nan):6.1f}% of vendor  {perf.get('pct_of_peak', nan):5.1f}% of peak")
 
