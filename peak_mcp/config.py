@@ -28,7 +28,8 @@ class Settings:
     extra_catalog_dirs: list[Path] = field(default_factory=list)
     # A job that sends no progress for this long is a hang: the worker is killed and restarted.
     inactivity_timeout_s: float = field(default_factory=lambda: _env_float("PEAK_MCP_JOB_TIMEOUT", 30.0))
-    job_total_timeout_s: float = 900.0
+    # A job that runs longer than this in all is stopped, progress or not (slow CPU devices at large sizes).
+    job_total_timeout_s: float = field(default_factory=lambda: _env_float("PEAK_MCP_JOB_MAX_SECONDS", 900.0))
     validation_trials: int = 3
     benchmark_budget_s: float = field(default_factory=lambda: _env_float("PEAK_MCP_BENCH_SECONDS", 1.0))
     default_max_attempts: int = 3

@@ -222,7 +222,7 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
     while time.monotonic() - started < WARMUP_S and len(warm) < MAX_WARMUP_REPS:
         warm += executor.time(kernel, ws.handles, ws.scalars, geometry, reps=max(1, len(warm)), cold_cache=True)
     per_launch_s = max(float(np.median(warm[len(warm) // 2:])) / 1e3, 1e-6)
-    reps = int(min(max_reps, max(min_reps, time_budget_s / (per_launch_s + 2e-4))))
+    reps = timed_reps(per_launch_s, time_budget_s, min_reps, max_reps)
     ws.poison_outputs()  # the output checked below must come from the timed launches
     times: list[float] = []
     started = time.monotonic()
@@ -234,6 +234,14 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
     failure = check_outputs(problem, dtype, sizes, inputs, reference, ws.read_all(), ws)
     return {**summarize(times, problem.flops(sizes), problem.min_bytes(sizes, dtype)), "wall_s": wall,
             "recheck": failure or {"passed": True}}
+
+
+def timed_reps(per_launch_s: float, time_budget_s: float, min_reps: int, max_reps: int) -> int:
+    """Launches to time: as many as fit the budget, at least min_reps, at most max_reps. A kernel whose one
+    launch outlasts the whole budget gets 3 (enough for a median and a spread), not min_reps launches of
+    seconds or minutes each."""
+    floor = min_reps if per_launch_s <= time_budget_s else min(3, min_reps)
+    return int(min(max_reps, max(floor, time_budget_s / (per_launch_s + 2e-4))))
 
 
 def summarize(times_ms: list[float], flops: float, min_bytes: float) -> dict[str, Any]:

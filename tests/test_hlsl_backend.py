@@ -453,3 +453,22 @@ def test_hang_with_short_fence_timeout_in_process_that_is_killed() -> None:
     finally:
         proc.kill()
         assert proc.wait(timeout=15) != 0  # SIGKILL works while the driver thread still spins
+
+
+@needs_device
+def test_pool_stops_a_job_at_the_total_limit_and_says_which_limit() -> None:
+    from peak_mcp.runner.pool import DevicePool, JobFailed
+
+    # The fence timeout and the inactivity limit are far away: only the whole-job limit can stop this.
+    pool = DevicePool(env={**os.environ, "PYTHONPATH": PYTHONPATH, hlsl.FENCE_TIMEOUT_ENV: "120"})
+    try:
+        started = time.monotonic()
+        with pytest.raises(JobFailed) as failed:
+            pool.run("hlsl", 0, {"type": "evaluate", **job(HANG, {"M": 8, "N": 8, "K": 8}, ("compile", "validate"))},
+                     inactivity_s=120, total_s=4)
+        assert failed.value.kind == "timeout"
+        assert "still running after" in str(failed.value) and "PEAK_MCP_JOB_MAX_SECONDS" in str(failed.value)
+        assert time.monotonic() - started < 60 and pool.restarts == 1
+        assert pool.run("hlsl", 0, {"type": "ping"}, inactivity_s=60, total_s=60) == {"pong": True}
+    finally:
+        pool.close()

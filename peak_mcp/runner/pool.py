@@ -151,12 +151,21 @@ class DevicePool:
                 if worker.alive():
                     self._kill(worker)
                     self.restarts += 1
+                    elapsed = time.monotonic() - started
+                    if elapsed >= total_s:
+                        raise JobFailed(
+                            "timeout",
+                            f"the job was still running after {elapsed:.0f} s (the limit for one job, during "
+                            f"'{last_stage}') and was stopped. The worker was restarted.",
+                            "check smaller sizes first; on a slow device (a CPU Vulkan driver) raise "
+                            "PEAK_MCP_JOB_MAX_SECONDS.")
                     raise JobFailed(
                         "timeout",
                         f"the job made no progress for {inactivity_s:.0f} s during '{last_stage}' and was stopped "
                         f"(the kernel probably never finishes: a loop whose exit condition is never met, or a "
                         f"barrier not reached by every thread). The worker was restarted.",
-                        "check loop bounds and that every thread reaches every __syncthreads().")
+                        "check loop bounds and that every thread reaches every __syncthreads(); if one launch is "
+                        "legitimately that slow, raise PEAK_MCP_JOB_TIMEOUT.")
                 self._kill(worker)
                 self.restarts += 1
                 raise JobFailed("worker_died", f"the worker died during '{last_stage}': {self._death_note(worker)}. "
