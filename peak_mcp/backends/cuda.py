@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,22 +31,32 @@ _PTXAS = {
 
 
 def cuda_include_dirs() -> list[str]:
-    """CUDA headers for NVRTC (cuda_fp16.h, mma.h, ...): the pip wheels first, then a local toolkit."""
-    dirs: list[str] = []
+    """CUDA headers for NVRTC (cuda_fp16.h, mma.h, ...): the pip wheels first, then a local toolkit.
+
+    The cudart wheel alone lacks crt/ (mma.h includes crt/mma.h; it ships in nvidia-cuda-crt), as on images with
+    the CUDA toolkit but not that wheel. Then a tree that has crt/ comes after the wheel's, so that the wheel's own
+    headers still win and only what it lacks comes from elsewhere."""
+    dirs: list[Path] = []
     try:
         from cuda.pathfinder import find_nvidia_header_directory
 
         found = find_nvidia_header_directory("cudart")
         if found:
-            dirs.append(str(found))
+            dirs.append(Path(found))
     except Exception:
         pass
-    if not dirs:  # mixing a toolkit's headers with the wheel's NVRTC could mismatch versions
-        for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-            if home and (Path(home) / "include" / "cuda_runtime.h").exists():
-                dirs.append(str(Path(home) / "include"))
-                break
-    return dirs
+    toolkits = [Path(h) / "include" for h in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
+                                              "/usr/local/cuda") if h]
+    if not any(_has_crt(d) for d in dirs):
+        wheel_trees = [Path(p) / "nvidia" / "cu13" / "include" for p in sys.path if p]
+        extra = next((d for d in [*wheel_trees, *toolkits] if _has_crt(d) and d not in dirs), None)
+        if extra is not None:
+            dirs.append(extra)
+    return [str(d) for d in dirs]
+
+
+def _has_crt(include_dir: Path) -> bool:
+    return (include_dir / "crt" / "mma.h").is_file() and (include_dir / "cuda_runtime.h").is_file()
 
 
 def _parse_ptxas(log: str) -> dict[str, int]:
