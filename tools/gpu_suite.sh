@@ -31,16 +31,18 @@ bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under 
     timeout "${BENCH_TIMEOUT:-300}" python3 tools/bench_matmul.py "$@" --data-dir "/tmp/peak-bench-$name" \
         --out "$RESULTS/bench_$name.json" 2> "$RESULTS/bench_$name.log" | tee "$RESULTS/bench_$name.txt"
 }
-for part in ${PARTS:-tests cuda hlsl}; do
+for part in ${PARTS:-tests cuda cuda16 hlsl}; do
     case $part in
     tests)
         timeout 420 python3 -m pytest -q -m "gpu or vulkan" -p no:cacheprovider -rs ${PYTEST_ARGS:-} 2>&1 \
             | tee "$RESULTS/pytest.txt" ;;
-    cuda)  # f32 with the fault cases and a sampled apply round trip; other dtypes plain
+    cuda)  # f32 with the fault cases and a sampled apply round trip
         bench cuda_f32 --backend cuda --dtype f32 --size "${SIZE:-4096}" --faults \
             --apply register-blocking-2d=examples/matmul/cuda/regblock_2d.cu ;;
-    cuda16)
-        for dtype in f16 bf16; do bench "cuda_$dtype" --backend cuda --dtype "$dtype" --size "${SIZE:-4096}"; done ;;
+    cuda16)  # the tensor-core examples; f16 also applies tensor-cores with the WMMA kernel as the sampled reply
+        bench cuda_f16 --backend cuda --dtype f16 --size "${SIZE:-4096}" \
+            --apply tensor-cores=examples/matmul/cuda/f16/wmma_tiled.cu
+        bench cuda_bf16 --backend cuda --dtype bf16 --size "${SIZE:-4096}" ;;
     hlsl)
         PEAK_MCP_VK_FENCE_TIMEOUT_S=5 bench hlsl --backend hlsl --size "${SIZE:-4096}" --faults \
             --apply hlsl-groupshared-tiling=examples/matmul/hlsl/tiled_groupshared.hlsl ;;
