@@ -103,3 +103,17 @@ async def test_other_sizes_and_benchmark(make_client) -> None:
                                                      "time_budget_s": 0.2})
         body = timed.structured_content
         assert body["passed"] and body["performance"]["tflops"] > 0 and body["baseline"]["available"]
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("sizes", [{"M": 1000, "N": 1032, "K": 520}, SIZES], ids=["aligned", "unaligned"])
+async def test_tensor_core_examples(make_client, dtype: str, sizes: dict[str, int]) -> None:
+    from peak_mcp.demo import example_kernels
+
+    async with make_client() as (client, _):
+        session = (await client.call_tool("start_session", {"backend": "cuda", "dtype": dtype, "sizes": sizes})
+                   ).structured_content
+        for path in example_kernels("cuda", dtype):
+            report = await _submit(client, session["session_id"], path.read_text())
+            assert report["status"] == "benchmarked", (path.name, report["message"])
+            assert report["validation"]["rel_l2_error"] < 1e-4, report["validation"]
