@@ -13,6 +13,14 @@ import anyio
 from mcp import Client, StdioServerParameters
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "matmul"
+CPU_DEVICE_SIZES = {"M": 1024, "N": 1024, "K": 1024}  # the 4096^3 default takes a CPU Vulkan driver an hour
+
+
+def demo_sizes(device: dict[str, Any] | None, sizes: dict[str, int] | None) -> dict[str, int] | None:
+    """The sizes asked for; else 1024^3 on a CPU device; else None (the problem's default)."""
+    if sizes is None and device is not None and device.get("device_type") == "cpu":
+        return dict(CPU_DEVICE_SIZES)
+    return sizes
 
 
 def example_kernels(backend: str, dtype: str) -> list[Path]:
@@ -36,6 +44,11 @@ async def _demo(backend: str | None, dtype: str, sizes: dict[str, int] | None, k
         usable = [b["backend"] for b in doctor.get("backends", []) if b.get("usable")]
         backend = backend or (runnable or usable or ["cuda"])[0]
         print(f"backends that can run here: {runnable or 'none'}; using {backend}")
+        devices = next((b["devices"] for b in doctor.get("backends", []) if b["backend"] == backend), [])
+        chosen = demo_sizes(devices[0] if devices else None, sizes)
+        if chosen is not sizes:
+            print(f"{devices[0].get('name')} is a CPU device: sizes {chosen} (--sizes overrides)")
+        sizes = chosen
         started = await client.call_tool("start_session", {"backend": backend, "dtype": dtype, "sizes": sizes},
                                          progress_callback=progress)
         if started.is_error:

@@ -8,7 +8,7 @@ import pytest
 
 from peak_mcp.backends import cuda as cuda_backend
 from peak_mcp.backends.registry import ANNOTATION_KEYS
-from peak_mcp.demo import example_kernels
+from peak_mcp.demo import CPU_DEVICE_SIZES, demo_sizes, example_kernels
 from peak_mcp.launch import parse_annotation
 from peak_mcp.problems.matmul import Matmul
 
@@ -57,3 +57,11 @@ def test_include_dirs_add_a_tree_with_crt_when_the_cudart_wheel_lacks_it(tmp_pat
     (wheel / "crt").mkdir()
     (wheel / "crt" / "mma.h").write_text("")
     assert cuda_backend.cuda_include_dirs() == [str(wheel)]  # the wheel is complete: nothing is mixed in
+
+
+def test_demo_sizes_shrink_only_for_a_cpu_device_left_at_the_default() -> None:
+    lavapipe, gpu = {"name": "llvmpipe", "device_type": "cpu"}, {"name": "H100", "device_type": "discrete"}
+    assert demo_sizes(lavapipe, None) == CPU_DEVICE_SIZES
+    assert demo_sizes(gpu, None) is None and demo_sizes(None, None) is None
+    asked = {"M": 64, "N": 64, "K": 64}
+    assert demo_sizes(lavapipe, asked) is asked
