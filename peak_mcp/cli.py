@@ -11,6 +11,17 @@ from peak_mcp import __version__
 from peak_mcp.logging import configure
 
 
+def parse_sizes(text: str) -> dict[str, int]:
+    """`M=1024,N=1024,K=1024` -> {'M': 1024, ...}; argparse turns the ValueError into a usage error."""
+    sizes = {}
+    for part in text.split(","):
+        name, _, value = part.partition("=")
+        if not name.strip() or not value.strip().isdigit():
+            raise argparse.ArgumentTypeError(f"{part!r} is not NAME=INTEGER (e.g. M=1024,N=1024,K=1024)")
+        sizes[name.strip()] = int(value)
+    return sizes
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="peak-mcp", description=__doc__)
     parser.add_argument("--version", action="version", version=f"peak-mcp {__version__}")
@@ -26,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     demo = commands.add_parser("demo", help="drive the server through a real MCP client over stdio")
     demo.add_argument("--backend", default=None, help="cuda or hlsl (default: the first that can run)")
     demo.add_argument("--dtype", default="f32")
-    demo.add_argument("--sizes", default=None, help="e.g. M=1024,N=1024,K=1024")
+    demo.add_argument("--sizes", type=parse_sizes, default=None, help="e.g. M=1024,N=1024,K=1024")
     demo.add_argument("--kernels", type=Path, nargs="*", default=None,
                       help="kernel files to submit after version 0 (default: examples/matmul/<backend>/*)")
     args = parser.parse_args(argv)
@@ -52,5 +63,4 @@ def main(argv: list[str] | None = None) -> None:
     elif args.command == "demo":
         from peak_mcp.demo import run_demo
 
-        sizes = dict((k, int(v)) for k, v in (p.split("=") for p in args.sizes.split(","))) if args.sizes else None
-        sys.exit(run_demo(args.backend, args.dtype, sizes, args.kernels, args.data_dir))
+        sys.exit(run_demo(args.backend, args.dtype, args.sizes, args.kernels, args.data_dir))

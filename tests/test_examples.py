@@ -65,3 +65,14 @@ def test_demo_sizes_shrink_only_for_a_cpu_device_left_at_the_default() -> None:
     assert demo_sizes(gpu, None) is None and demo_sizes(None, None) is None
     asked = {"M": 64, "N": 64, "K": 64}
     assert demo_sizes(lavapipe, asked) is asked
+
+
+def test_cli_sizes_are_parsed_or_refused_clearly() -> None:
+    import argparse
+
+    from peak_mcp.cli import parse_sizes
+
+    assert parse_sizes("M=64, N=32,K=16") == {"M": 64, "N": 32, "K": 16}
+    for bad in ("foo", "M=", "M=1,N=x", "=4", "M=-3"):
+        with pytest.raises(argparse.ArgumentTypeError, match="is not NAME=INTEGER"):
+            parse_sizes(bad)
