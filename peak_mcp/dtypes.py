@@ -16,7 +16,7 @@ def from_float(values: np.ndarray, dtype: str) -> np.ndarray:
     """Round float values to `dtype` storage (round to nearest even for bf16)."""
     if dtype != "bf16":
         return values.astype(STORAGE[dtype])
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    bits = values.astype(np.float32, copy=False).view(np.uint32)  # numpy or cupy
     rounding = ((bits >> 16) & 1) + 0x7FFF
     return ((bits + rounding) >> 16).astype(np.uint16)
 

@@ -1,218 +1,195 @@
 """Validation and timing, the same for every backend: runs inside a worker, over an `Executor`.
 
-Validation: fresh random inputs per trial, output poisoned (NaN bytes) before each launch, guard bytes after every
-buffer, inputs must come back unchanged, two launches on the same inputs must agree, NaN/Inf fail, error against a
-float64 host reference. Timing: warm-up, then repetitions each from a cold last-level cache, device timers, median /
-min / spread; the output is re-checked after the timed loop.
+Validation: fresh random inputs per trial, alternating between two workspaces; outputs poisoned before each
+launch; NaN guards before and after every buffer; inputs must come back unchanged; two launches on the same
+inputs must agree bit for bit; the error against a float64 reference must stay under a bound that follows the
+error a correct kernel can have. Where the executor keeps buffers on the device (cupy), inputs, reference and
+checks are computed there, and the reference is itself checked against a few rows computed on the host.
+
+Timing: warm-up, then repetitions each from a cold last-level cache, rotating both input sets so that a kernel
+that caches results by value or by launch count is caught; every set's output is checked after the timed loop,
+and on device arrays after every single timed launch (poisoned again before the next).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from peak_mcp.backends.base import Compiled, Executor
-from peak_mcp.dtypes import STORAGE, itemsize, to_float64
-from peak_mcp.problems.base import BufferArg, Problem, ScalarArg
+from peak_mcp.checks import Finding, check_guards, check_inputs, check_outputs, check_same
+from peak_mcp.dtypes import to_float64
+from peak_mcp.problems.base import Problem, Reference
+from peak_mcp.workspace import GUARD_PATTERN, Workspace
 
-GUARD_BYTES = 4096
-CANARY = 0xA5
-POISON = 0xFF  # all-ones bytes are NaN in f32, f16 and bf16
-REFERENCE_MAX_FLOPS = 2e11  # above this the problem may check a sample of the output
+HOST_REFERENCE_MAX_FLOPS = 2e11  # above this a host reference checks sampled rows; a device reference is whole
+HOST_SPOT_CHECK_FLOPS = 2e8  # rows of the device reference recomputed on the host
+REFERENCE_AGREEMENT = 1e-9  # device vs host float64 reference, relative to the error scale
 Progress = Callable[[str], None]
 
 
+class ReferenceMismatch(RuntimeError):
+    """The device's float64 reference disagrees with the host's: the server, not the kernel, is wrong."""
+
+
 @dataclass
-class _Buffer:
-    arg: BufferArg
-    handle: Any
-    nbytes: int
-
-
-class Workspace:
-    """Device buffers for one problem instance, each followed by a guard region."""
-
-    def __init__(self, executor: Executor, problem: Problem, dtype: str, sizes: dict[str, int]) -> None:
-        self.executor, self.problem, self.sizes = executor, problem, sizes
-        args = problem.arguments(dtype)
-        self.buffers = [
-            _Buffer(a, None, a.count(sizes) * itemsize(a.dtype)) for a in args if isinstance(a, BufferArg)
-        ]
-        self.scalars = [a.value(sizes) for a in args if isinstance(a, ScalarArg)]
-        for buf in self.buffers:
-            buf.handle = executor.alloc(buf.nbytes + GUARD_BYTES)
-
-    def close(self) -> None:
-        for buf in self.buffers:
-            self.executor.free(buf.handle)
-
-    @property
-    def handles(self) -> list[Any]:
-        return [b.handle for b in self.buffers]
-
-    def load(self, inputs: dict[str, np.ndarray]) -> None:
-        guard = np.full(GUARD_BYTES, CANARY, np.uint8)
-        for buf in self.buffers:
-            body = (np.full(buf.nbytes, POISON, np.uint8) if buf.arg.is_output
-                    else np.ascontiguousarray(inputs[buf.arg.name]).view(np.uint8))
-            self.executor.write(buf.handle, np.concatenate([body, guard]))
-
-    def poison_outputs(self) -> None:
-        for buf in self.buffers:
-            if buf.arg.is_output:
-                self.executor.write(buf.handle, np.full(buf.nbytes, POISON, np.uint8))
-
-    def read_all(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """name -> (body bytes, guard bytes)."""
-        out = {}
-        for buf in self.buffers:
-            raw = self.executor.read(buf.handle, buf.nbytes + GUARD_BYTES)
-            out[buf.arg.name] = (raw[: buf.nbytes], raw[buf.nbytes:])
-        return out
-
-
-def _first_indices(mask: np.ndarray, count: int = 5) -> list[int]:
-    return [int(i) for i in np.flatnonzero(mask)[:count]]
-
-
-def check_outputs(problem: Problem, dtype: str, sizes: dict[str, int], inputs: dict[str, np.ndarray],
-                  reference: dict[str, tuple[np.ndarray, np.ndarray | None]],
-                  state: dict[str, tuple[np.ndarray, np.ndarray]], ws: Workspace) -> dict[str, Any] | None:
-    """Return the first failing check as a dict, or None when everything passes. Adds error stats to `stats`."""
-    for buf in ws.buffers:
-        body, guard = state[buf.arg.name]
-        if not np.all(guard == CANARY):
-            bad = np.flatnonzero(guard != CANARY)
-            return {"check": "out_of_bounds_write",
-                    "message": f"bytes were written past the end of buffer {buf.arg.name} "
-                               f"({buf.nbytes} bytes): guard bytes at offsets +{bad[:5].tolist()} changed",
-                    "buffer": buf.arg.name}
-        if not buf.arg.is_output and not np.array_equal(body, np.ascontiguousarray(inputs[buf.arg.name]).view(
-                np.uint8)):
-            changed = body.view(STORAGE[buf.arg.dtype]) != inputs[buf.arg.name]
-            return {"check": "input_modified",
-                    "message": f"input {buf.arg.name} was modified by the kernel "
-                               f"({int(changed.sum())} elements, first at {_first_indices(changed)})",
-                    "buffer": buf.arg.name}
-    tol = problem.tolerance(dtype)
-    for buf in ws.buffers:
-        if not buf.arg.is_output:
-            continue
-        body, _ = state[buf.arg.name]
-        stored = body.view(STORAGE[buf.arg.dtype])
-        poison = np.frombuffer(bytes([POISON]) * stored.itemsize, dtype=stored.dtype)[0]
-        unwritten = stored.view(np.uint8).reshape(-1, stored.itemsize).min(axis=1) == POISON
-        if unwritten.any():
-            return {"check": "unwritten_output",
-                    "message": f"{int(unwritten.sum())} of {stored.size} elements of {buf.arg.name} were never "
-                               f"written (still hold the NaN poison {poison!r}); first at "
-                               f"{_first_indices(unwritten)}",
-                    "buffer": buf.arg.name, "indices": _first_indices(unwritten)}
-        values = to_float64(stored, buf.arg.dtype)
-        nonfinite = ~np.isfinite(values)
-        if nonfinite.any():
-            return {"check": "nan_or_inf",
-                    "message": f"{int(nonfinite.sum())} elements of {buf.arg.name} are NaN or Inf; first at "
-                               f"{_first_indices(nonfinite)}",
-                    "buffer": buf.arg.name, "indices": _first_indices(nonfinite)}
-        ref, where = reference[buf.arg.name]
-        got = values if where is None else values[where]
-        err = got - ref
-        ref_norm = float(np.linalg.norm(ref)) or 1.0
-        rel_l2 = float(np.linalg.norm(err)) / ref_norm
-        rms = ref_norm / math.sqrt(ref.size)
-        scaled = np.abs(err) / (np.abs(ref) + rms)
-        worst = int(np.argmax(scaled))
-        stats = {"rel_l2_error": rel_l2, "max_scaled_error": float(scaled[worst]),
-                 "checked_elements": int(ref.size), "total_elements": int(values.size)}
-        ws.last_stats = stats  # type: ignore[attr-defined]
-        if rel_l2 > tol.rel_l2 or scaled[worst] > tol.elementwise:
-            bad = scaled > tol.elementwise
-            flat = np.flatnonzero(bad)[:5] if bad.any() else np.array([worst])
-            idx = flat if where is None else where[flat]
-            samples = [{"index": int(i), "got": float(got[j]), "expected": float(ref[j])} for i, j in zip(idx, flat,
-                                                                                                     strict=True)]
-            return {"check": "wrong_result",
-                    "message": f"{buf.arg.name} differs from the float64 reference: relative L2 error {rel_l2:.3e} "
-                               f"(tolerance {tol.rel_l2:.0e}), {int(bad.sum())} elements over the elementwise bound "
-                               f"{tol.elementwise:.0e}; first failing {samples[:3]}",
-                    "buffer": buf.arg.name, "samples": samples, **stats}
-    return None
+class InputSet:
+    ws: Workspace
+    inputs: dict[str, Any] = field(default_factory=dict)
+    refs: dict[str, Reference] = field(default_factory=dict)
 
 
 @dataclass
 class Validated:
-    """A verdict plus what the benchmark reuses: the loaded workspace, its inputs and their reference."""
+    """A verdict plus what the benchmark reuses: the workspaces, loaded with inputs and their references."""
 
     verdict: dict[str, Any]
-    workspace: Workspace | None = None
-    inputs: dict[str, np.ndarray] | None = None
-    reference: dict[str, tuple[np.ndarray, np.ndarray | None]] | None = None
+    sets: list[InputSet] = field(default_factory=list)
+
+    def close(self) -> None:
+        for s in self.sets:
+            s.ws.close()
+        self.sets = []
+
+
+def _fail(finding: Finding, trials: int, sets: list[InputSet]) -> Validated:
+    return Validated({**finding.as_verdict(), "trials": trials}, sets)
+
+
+def _on_device(executor: Executor) -> bool:
+    return executor.xp is not np
+
+
+def _reference(executor: Executor, problem: Problem, inputs: dict[str, Any], sizes: dict[str, int], dtype: str,
+               seed: int, spot_check: bool) -> dict[str, Reference]:
+    xp = executor.xp
+    limit = float("inf") if _on_device(executor) else HOST_REFERENCE_MAX_FLOPS
+    refs = problem.reference(inputs, sizes, dtype, seed, limit, xp)
+    if spot_check and _on_device(executor):
+        host_inputs = {k: xp.asnumpy(v) for k, v in inputs.items()}
+        host = problem.reference(host_inputs, sizes, dtype, seed, HOST_SPOT_CHECK_FLOPS, np)
+        for name, expected in host.items():
+            got = refs[name].values if expected.indices is None else refs[name].values[xp.asarray(expected.indices)]
+            gap = np.abs(xp.asnumpy(got) - expected.values) / (expected.scale + 1e-300)
+            if gap.size and float(gap.max()) > REFERENCE_AGREEMENT:
+                raise ReferenceMismatch(f"the device float64 reference for {name} disagrees with the host's by "
+                                        f"{float(gap.max()):.2e} error scales; the validator cannot be trusted here")
+    return refs
+
+
+def _launch_and_check(executor: Executor, kernel: Compiled, geometry: dict[str, Any], s: InputSet,
+                      problem: Problem, dtype: str) -> tuple[Finding | None, dict[str, Any]]:
+    s.ws.poison_outputs()
+    executor.run(kernel, s.ws.handles, s.ws.scalars, geometry)
+    finding = check_guards(s.ws) or check_inputs(s.ws, s.inputs)
+    if finding:
+        return finding, {}
+    return check_outputs(s.ws, s.refs, problem.tolerance(dtype))
+
+
+def _explain_nan(executor: Executor, kernel: Compiled, geometry: dict[str, Any], s: InputSet, problem: Problem,
+                 dtype: str, finding: Finding) -> Finding:
+    """NaN in the output: launch again with zero guards. If the NaN goes away, the kernel read past an input."""
+    s.ws.fill_guards(np.zeros(4, np.uint8))
+    try:
+        s.ws.poison_outputs()
+        executor.run(kernel, s.ws.handles, s.ws.scalars, geometry)
+        again, _ = check_outputs(s.ws, s.refs, problem.tolerance(dtype))
+    finally:
+        s.ws.fill_guards(GUARD_PATTERN)
+    if again is not None and again.check == "nan_or_inf":
+        return finding  # the kernel makes NaN or Inf by itself
+    return Finding("out_of_bounds_read",
+                   f"the kernel reads outside its input buffers: with NaN guard bytes around every buffer, "
+                   f"{finding.details.get('count')} elements of {finding.buffer} came out NaN (first at "
+                   f"{finding.details.get('indices')}); with zero guards they did not. Check the loop bounds "
+                   "(k < K, not k <= K) and the guards on every load of an edge tile",
+                   finding.buffer, finding.details)
 
 
 def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int], *,
-             trials: int, seed: int, progress: Progress) -> Validated:
-    """Run the checks on `trials` fresh input sets; the workspace stays loaded with the last one."""
+             trials: int, seed: int, progress: Progress, sets: int = 2) -> Validated:
+    """Run the checks on `trials` fresh input sets over `sets` workspaces; they stay loaded for the benchmark."""
     geometry = kernel.spec.evaluate(sizes)
     why = executor.check_geometry(kernel, geometry)
     if why:
         return Validated({"passed": False, "check": "launch_geometry", "message": why, "trials": 0})
-    ws = Workspace(executor, problem, dtype, sizes)
-    stats: dict[str, Any] = {}
-    inputs: dict[str, np.ndarray] = {}
-    reference: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
-    for trial in range(trials):
-        rng = np.random.default_rng(seed + trial)
-        inputs = problem.make_inputs(sizes, dtype, rng)
-        progress(f"validate trial {trial + 1}/{trials}: reference")
-        reference = problem.reference(inputs, sizes, dtype, rng, REFERENCE_MAX_FLOPS)
-        ws.load(inputs)
-        progress(f"validate trial {trial + 1}/{trials}: launch")
-        executor.run(kernel, ws.handles, ws.scalars, geometry)
-        state = ws.read_all()
-        failure = check_outputs(problem, dtype, sizes, inputs, reference, state, ws)
-        if failure:
-            return Validated({"passed": False, "trials": trial + 1, **failure}, ws, inputs, reference)
-        stats = getattr(ws, "last_stats", {})
-        if trial == 0:
-            progress("validate: repeat launch (race check)")
-            ws.poison_outputs()
-            executor.run(kernel, ws.handles, ws.scalars, geometry)
-            again = ws.read_all()
-            for buf in ws.buffers:
-                if buf.arg.is_output and not np.array_equal(state[buf.arg.name][0], again[buf.arg.name][0]):
-                    first = to_float64(state[buf.arg.name][0].view(STORAGE[buf.arg.dtype]), buf.arg.dtype)
-                    second = to_float64(again[buf.arg.name][0].view(STORAGE[buf.arg.dtype]), buf.arg.dtype)
-                    with np.errstate(invalid="ignore"):
-                        moved = ~(first == second)
-                    drift = float(np.nanmax(np.abs(first - second))) if np.isfinite(second).all() else math.inf
-                    verdict = {"passed": False, "trials": 1, "check": "nondeterministic",
-                            "message": f"two launches on the same inputs gave different {buf.arg.name} "
-                                       f"({int(moved.sum())} elements differ, max difference {drift:.3e}, first at "
-                                       f"{_first_indices(moved)}): a race, a missing barrier or a read of memory "
-                                       "nothing wrote", "indices": _first_indices(moved)}
-                    return Validated(verdict, ws, inputs, reference)
-    tol = problem.tolerance(dtype)
-    verdict = {"passed": True, "check": None, "trials": trials,
-               "message": f"all {trials} trials passed (tolerance rel L2 {tol.rel_l2:.0e})", **stats}
-    return Validated(verdict, ws, inputs, reference)
+    made: list[InputSet] = []
+    try:
+        for _ in range(max(1, min(sets, trials))):
+            made.append(InputSet(Workspace(executor, problem, dtype, sizes)))
+        stats: dict[str, Any] = {}
+        for trial in range(trials):
+            s = made[trial % len(made)]
+            progress(f"validate trial {trial + 1}/{trials}")
+            s.inputs = problem.make_inputs(sizes, dtype, seed + trial, executor.xp)
+            s.refs = _reference(executor, problem, s.inputs, sizes, dtype, seed + trial, spot_check=trial == 0)
+            s.ws.load(s.inputs)
+            finding, stats = _launch_and_check(executor, kernel, geometry, s, problem, dtype)
+            if finding and finding.check == "nan_or_inf":
+                finding = _explain_nan(executor, kernel, geometry, s, problem, dtype, finding)
+            if finding:
+                return _fail(finding, trial + 1, made)
+            if trial == 0:
+                progress("validate: repeat launch (race check)")
+                first = {b.arg.name: s.ws.body(b.arg.name) for b in s.ws.outputs}
+                s.ws.poison_outputs()
+                executor.run(kernel, s.ws.handles, s.ws.scalars, geometry)
+                finding = check_same(s.ws, first)
+                if finding:
+                    return _fail(finding, 1, made)
+        tol = problem.tolerance(dtype)
+        return Validated({"passed": True, "check": None, "trials": trials,
+                          "message": f"all {trials} trials passed (rel L2 tolerance {tol.rel_l2:.0e}, elementwise "
+                                     f"{tol.factor:g} roundoffs × |row|·|column|)", **stats}, made)
+    except BaseException:
+        for s in made:
+            s.ws.close()
+        raise
 
 
 WARMUP_S = 0.2
 MAX_WARMUP_REPS = 4096
 
 
+class _LaunchAudit:
+    """After every timed launch (device arrays only): count the launches whose output was wrong or unwritten,
+    on the device without synchronizing, then poison the output again for the next launch of that set."""
+
+    def __init__(self, sets: list[InputSet], problem: Problem, dtype: str) -> None:
+        self.sets, self.bound = sets, problem.tolerance(dtype).elementwise
+        self.bad = [0] * len(sets)  # device scalars after the first launch
+
+    def __call__(self, rep: int) -> None:
+        i = rep % len(self.sets)
+        s = self.sets[i]
+        xp = s.ws.xp
+        wrong = 0
+        for buf in s.ws.outputs:
+            ref = s.refs[buf.arg.name]
+            values = to_float64(s.ws.body(buf.arg.name), buf.arg.dtype)
+            got = values if ref.indices is None else values[ref.indices]
+            # NaN compares false, so unwritten (poisoned) elements count as wrong too.
+            wrong = wrong + (~(xp.abs(got - ref.values) <= self.bound * ref.scale)).any()
+        self.bad[i] = self.bad[i] + wrong
+        s.ws.poison_outputs()
+
+    def failures(self) -> list[int]:
+        return [int(b) for b in self.bad]
+
+
 def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int],
               validated: Validated, *, time_budget_s: float, min_reps: int, max_reps: int,
               progress: Progress) -> dict[str, Any]:
-    """Time the kernel from a cold cache; re-check the output after the timed loop."""
-    ws, inputs, reference = validated.workspace, validated.inputs, validated.reference
-    assert ws is not None and inputs is not None and reference is not None
+    """Time the kernel from a cold cache over the validated input sets; check every set's output afterwards."""
+    sets = validated.sets
+    assert sets, "benchmark needs a validated workspace"
+    args = [s.ws.handles for s in sets]
+    scalars = sets[0].ws.scalars
     geometry = kernel.spec.evaluate(sizes)
     progress("benchmark: warm-up")
     # Warm up for a time, not a count: GPU clocks take tens of milliseconds to ramp, so a few launches of a fast
@@ -220,20 +197,44 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
     warm: list[float] = []
     started = time.monotonic()
     while time.monotonic() - started < WARMUP_S and len(warm) < MAX_WARMUP_REPS:
-        warm += executor.time(kernel, ws.handles, ws.scalars, geometry, reps=max(1, len(warm)), cold_cache=True)
+        warm += executor.time(kernel, args, scalars, geometry, reps=max(1, len(warm)), cold_cache=True)
     per_launch_s = max(float(np.median(warm[len(warm) // 2:])) / 1e3, 1e-6)
-    reps = timed_reps(per_launch_s, time_budget_s, min_reps, max_reps)
-    ws.poison_outputs()  # the output checked below must come from the timed launches
+    n = len(sets)
+    reps = -(-max(n, timed_reps(per_launch_s, time_budget_s, min_reps, max_reps)) // n) * n  # whole rotations
+    for s in sets:  # what is checked below must come from the timed launches
+        s.ws.poison_outputs()
+    audit = _LaunchAudit(sets, problem, dtype) if _on_device(executor) else None
     times: list[float] = []
     started = time.monotonic()
     while len(times) < reps:
-        chunk = min(reps - len(times), max(1, int(1.0 / (per_launch_s + 2e-4))))
-        times += executor.time(kernel, ws.handles, ws.scalars, geometry, reps=chunk, cold_cache=True)
+        chunk = min(reps - len(times), -(-max(1, int(1.0 / (per_launch_s + 2e-4))) // n) * n)
+        offset = len(times)  # a multiple of n, so launch i of the chunk uses set i % n, as the audit expects
+        after = (lambda rep, offset=offset: audit(offset + rep)) if audit else None
+        times += executor.time(kernel, args, scalars, geometry, reps=chunk, cold_cache=True, after_each=after)
         progress(f"benchmark: {len(times)}/{reps} timed launches")
     wall = time.monotonic() - started
-    failure = check_outputs(problem, dtype, sizes, inputs, reference, ws.read_all(), ws)
+    recheck = _recheck(sets, problem, dtype, audit, len(times))
     return {**summarize(times, problem.flops(sizes), problem.min_bytes(sizes, dtype)), "wall_s": wall,
-            "recheck": failure or {"passed": True}}
+            "input_sets": len(sets), "recheck": recheck}
+
+
+def _recheck(sets: list[InputSet], problem: Problem, dtype: str, audit: _LaunchAudit | None,
+             launches: int) -> dict[str, Any]:
+    """Guards, inputs and outputs after the timed loop; {'passed': True} or the failing check."""
+    for i, s in enumerate(sets):
+        finding = check_guards(s.ws) or check_inputs(s.ws, s.inputs)
+        if finding is None and audit is None:
+            finding, _ = check_outputs(s.ws, s.refs, problem.tolerance(dtype))
+        if finding is None and audit is not None and audit.failures()[i]:
+            bad, per_set = audit.failures()[i], (launches + len(sets) - 1 - i) // len(sets)
+            finding = Finding("wrong_result", f"{bad} of the {per_set} timed launches on input set {i + 1} left a "
+                                              "wrong or unwritten output", None, {"launches": bad})
+        if finding:
+            return {"passed": False, "check": finding.check, "input_set": i + 1,
+                    "message": f"after {launches} timed launches rotating {len(sets)} input sets, input set {i + 1}: "
+                               f"{finding.message}. A kernel must do all of its work on every launch: no skipping "
+                               "work on repeated launches, no results cached between launches"}
+    return {"passed": True}
 
 
 def timed_reps(per_launch_s: float, time_budget_s: float, min_reps: int, max_reps: int) -> int:

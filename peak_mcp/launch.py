@@ -147,6 +147,43 @@ def _split_top_level(text: str) -> list[str]:
     return parts
 
 
+_COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+            ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
+
+
+def evaluate_condition(expr: str, sizes: Mapping[str, int], *, where: str = "condition") -> bool:
+    """A condition over size expressions: comparisons joined by and / or / not, e.g. `M % 128 == 0 and K >= 64`."""
+    if len(expr) > 4 * _MAX_EXPR_CHARS:
+        raise AnnotationError(f"{where}: condition is longer than {4 * _MAX_EXPR_CHARS} characters", None)
+    try:
+        tree = ast.parse(expr.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise AnnotationError(f"{where}: cannot parse {expr!r}: {exc.msg}",
+                              "write comparisons of size expressions joined by and/or/not, e.g. M % 128 == 0.") \
+            from None
+    return _truth(tree.body, sizes, expr, where)
+
+
+def _truth(node: ast.AST, sizes: Mapping[str, int], expr: str, where: str) -> bool:
+    if isinstance(node, ast.BoolOp):
+        values = [_truth(v, sizes, expr, where) for v in node.values]
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return not _truth(node.operand, sizes, expr, where)
+    if isinstance(node, ast.Compare):
+        left = _eval(node.left, sizes, expr, where)
+        for op, right_node in zip(node.ops, node.comparators, strict=True):
+            right = _eval(right_node, sizes, expr, where)
+            if type(op) not in _COMPARE:
+                raise AnnotationError(f"{where}: comparison {type(op).__name__} is not allowed in {expr!r}", None)
+            if not _COMPARE[type(op)](left, right):
+                return False
+            left = right
+        return True
+    raise AnnotationError(f"{where}: {expr!r} is not a condition",
+                          "write comparisons of size expressions joined by and/or/not, e.g. M % 128 == 0.")
+
+
 def evaluate(expr: str, sizes: Mapping[str, int], *, where: str = "expression") -> int:
     """Evaluate an integer size expression safely."""
     if len(expr) > _MAX_EXPR_CHARS:

@@ -60,6 +60,9 @@ class VersionReport(BaseModel):
     compile: CompileInfo | None = None
     validation: dict[str, Any] | None = None
     performance: dict[str, Any] | None = None
+    generality: dict[str, Any] | None = Field(
+        None, description="validation at sampled other sizes: {passed, sizes_checked, failures: [{sizes, check, "
+                          "message}]}; head moves only to versions that pass it unless asked otherwise")
     head: int | None
     seconds: float | None = Field(None, description="wall time of this submission on the server")
     phases: dict[str, float] = Field(default_factory=dict,
@@ -77,6 +80,7 @@ class SessionInfo(BaseModel):
     versions: int
     baseline: dict[str, Any] | None
     label: str | None = None
+    constraints: list[str] = Field(default_factory=list, description="size constraints kernels may assume")
     version_0: VersionReport | None = None
 
 

@@ -122,10 +122,14 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
         dtype: Annotated[str, Field(description="f32, f16 or bf16 (f32 accumulation and output)")] = "f32",
         sizes: Annotated[dict[str, int] | None, Field(description="e.g. {'M': 4096, 'N': 4096, 'K': 4096}")] = None,
         label: str | None = None,
+        constraints: Annotated[list[str] | None, Field(
+            description="size conditions kernels may assume, e.g. ['M % 128 == 0', 'K >= 64']; generality checks "
+                        "only sizes that meet them")] = None,
     ) -> SessionInfo:
         """Start a session: version 0 is the naive kernel, validated and benchmarked; the vendor library is timed
         in the same run."""
-        return await call(ctx, service.start_session, problem, backend, dtype, sizes, label, progress=None)
+        return await call(ctx, service.start_session, problem, backend, dtype, sizes, label, progress=None,
+                          constraints=constraints)
 
     @mcp.tool()
     async def list_sessions() -> SessionList:
@@ -139,14 +143,18 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
         source: Annotated[str, Field(description="the whole kernel file, with its `// peak:` annotation line")],
         parent: Annotated[int | None, Field(description="the version this derives from (default: head)")] = None,
         transformation: Annotated[str | None, Field(description="catalog id of the transformation applied")] = None,
+        require_generality: Annotated[bool, Field(
+            description="head moves to this version only if it also passes at the sampled other sizes")] = True,
     ) -> VersionReport:
-        """Compile, validate and benchmark a kernel as a new version of the session."""
+        """Compile, validate and benchmark a kernel as a new version of the session; then validate it at sampled
+        other sizes (generality)."""
         if transformation:
             attached = await call(ctx, applier.attach_submission, session_id, transformation, source, parent,
                                   progress=None)
             if attached is not None:
                 return attached
-        return await call(ctx, service.submit_kernel, session_id, source, parent, transformation, progress=None)
+        return await call(ctx, service.submit_kernel, session_id, source, parent, transformation, progress=None,
+                          require_generality=require_generality)
 
     @mcp.tool()
     async def validate(

@@ -17,6 +17,7 @@ from peak_mcp.backends.registry import ANNOTATION_KEYS, BACKEND_MODULES
 from peak_mcp.config import Settings
 from peak_mcp.devices import describe, load_profiles
 from peak_mcp.errors import InvalidInput, NotFound, PeakError, Unavailable
+from peak_mcp.generality import check_constraints, sample_sizes, satisfies
 from peak_mcp.launch import parse_annotation
 from peak_mcp.models import (
     BackendStatus,
@@ -41,6 +42,7 @@ log = structlog.get_logger("peak_mcp.service")
 Progress = Callable[[str], None]
 MAX_SOURCE_BYTES = 256 * 1024
 PASSED = ("benchmarked", "validated")
+IMPOSSIBLE_SPEED_MARGIN = 1.02  # over the datasheet peak: room for clocks a little above the profile's
 
 
 def _quiet(_: str) -> None:
@@ -110,14 +112,20 @@ class PeakService:
                 for p in PROBLEMS.values()]
 
     def start_session(self, problem: str, backend: str, dtype: str, sizes: dict[str, Any] | None,
-                      label: str | None = None, progress: Progress = _quiet) -> SessionInfo:
+                      label: str | None = None, progress: Progress = _quiet,
+                      constraints: list[str] | None = None) -> SessionInfo:
         spec = get_problem(problem)
         spec.check_dtype(dtype)
         checked = spec.check_sizes(sizes)
+        constraints = check_constraints(spec, constraints)
+        if not satisfies(checked, constraints):
+            raise InvalidInput(f"the session's sizes {checked} do not meet its constraints {constraints}",
+                               "choose sizes that meet them, or drop the constraint.")
         naive = spec.naive_kernel(backend, dtype) if backend in BACKEND_MODULES else None
         device, index = self._device_for(backend)
         session_id = self.store.create_session(problem=problem, backend=backend, dtype=dtype, sizes=checked,
-                                               device=device["name"], device_index=index, label=label)
+                                               device=device["name"], device_index=index, label=label,
+                                               constraints=constraints)
         self._devices[session_id] = device
         report = self._submit(session_id, naive or "", parent=None, origin="naive", transformation=None,
                               progress=progress)
@@ -152,7 +160,8 @@ class PeakService:
         s = self.store.session(session_id)
         return SessionInfo(session_id=s["id"], problem=s["problem"], backend=s["backend"], dtype=s["dtype"],
                            sizes=s["sizes"], device=self.device_of(s), head=s["head"],
-                           versions=len(self.store.versions(session_id)), baseline=s["baseline"], label=s["label"])
+                           versions=len(self.store.versions(session_id)), baseline=s["baseline"], label=s["label"],
+                           constraints=s.get("constraints") or [])
 
     def list_sessions(self) -> list[SessionInfo]:
         return [self.session_info(s["id"]) for s in self.store.sessions()]
@@ -160,7 +169,8 @@ class PeakService:
     # --- submissions -----------------------------------------------------------------------------------------
     def submit_kernel(self, session_id: str, source: str, parent: int | None = None,
                       transformation: str | None = None, progress: Progress = _quiet, *,
-                      apply_id: str | None = None, attempt: int | None = None) -> VersionReport:
+                      apply_id: str | None = None, attempt: int | None = None,
+                      require_generality: bool = True) -> VersionReport:
         session = self.store.session(session_id)
         if parent is None:
             parent = session["head"]
@@ -168,11 +178,12 @@ class PeakService:
             self.store.version(session_id, parent)  # raises NotFound with a hint
         origin = "apply" if apply_id else "submit"
         return self._submit(session_id, source, parent=parent, origin=origin, transformation=transformation,
-                            progress=progress, apply_id=apply_id, attempt=attempt)
+                            progress=progress, apply_id=apply_id, attempt=attempt,
+                            require_generality=require_generality)
 
     def _submit(self, session_id: str, source: str, *, parent: int | None, origin: str,
                 transformation: str | None, progress: Progress, apply_id: str | None = None,
-                attempt: int | None = None) -> VersionReport:
+                attempt: int | None = None, require_generality: bool = True) -> VersionReport:
         started = time.perf_counter()
         session = self.store.session(session_id)
         if not isinstance(source, str) or not source.strip():
@@ -182,21 +193,54 @@ class PeakService:
                                "limit", "submit one kernel file, without generated tables.")
         number = self.store.add_version(session_id, parent=parent, origin=origin, transformation=transformation,
                                         apply_id=apply_id, attempt=attempt, source=source, status="pending")
-        fields = self._evaluate(session, source, progress)
+        baseline = session["baseline"] or {}
+        fields = self._evaluate(session, source, progress,
+                                vendor_ms=baseline.get("median_ms") if baseline.get("available") else None)
+        self.store.update_version(session_id, number, **fields)  # recorded before anything else can fail
+        general = True
+        if fields["status"] in PASSED:
+            generality = self._generality(session, source, progress)
+            self.store.update_version(session_id, number, generality=generality)
+            general = generality["passed"] or not require_generality
         # Without a device, "compiled" is as far as any version gets, so it is what moves head.
         best_possible = PASSED if session["device_index"] >= 0 else ("compiled",)
-        if fields["status"] in best_possible or (fields["status"] == "compiled" and session["head"] is None):
+        first_compiled = fields["status"] == "compiled" and session["head"] is None
+        if (fields["status"] in best_possible and general) or first_compiled:
             self.store.set_head(session_id, number)
-        self.store.update_version(session_id, number, **fields)
         report = self.version_report(session_id, number)
         report.seconds = time.perf_counter() - started
         log.info("version recorded", session=session_id, version=number, status=report.status,
                  seconds=round(report.seconds, 3))
         return report
 
+    def _generality(self, session: dict[str, Any], source: str, progress: Progress) -> dict[str, Any]:
+        """Validate at the problem's awkward sizes within the session's constraints. A fault at one size (the
+        worker dies) is that size's verdict, not the version's."""
+        problem = get_problem(session["problem"])
+        constraints = session.get("constraints") or []
+        sizes_list = sample_sizes(problem, session["sizes"], constraints)
+        if not sizes_list:
+            return {"passed": True, "sizes_checked": [], "failures": [], "note": "no sampled size meets the "
+                    f"constraints {constraints}"}
+        started = time.perf_counter()
+        spec = parse_annotation(source, needs=ANNOTATION_KEYS[session["backend"]], symbols=problem.symbols)
+        job = {"type": "generality", "problem": session["problem"], "dtype": session["dtype"], "source": source,
+               "spec": spec.model_dump(), "sizes_list": sizes_list}
+        try:
+            result = self._run_job(session, job, progress).get("generality") or {}
+        except JobFailed as exc:
+            at = exc.stage.removeprefix("generality at ") if exc.stage.startswith("generality at ") else "?"
+            result = {"passed": False, "sizes_checked": sizes_list,
+                      "failures": [{"sizes": at, "check": exc.kind, "message": str(exc)}]}
+        result["seconds"] = round(time.perf_counter() - started, 3)
+        if constraints:
+            result["constraints"] = constraints
+        return result
+
     def _evaluate(self, session: dict[str, Any], source: str, progress: Progress,
                   sizes: dict[str, int] | None = None, steps: tuple[str, ...] = ("compile", "validate", "benchmark"),
-                  trials: int | None = None, time_budget_s: float | None = None) -> dict[str, Any]:
+                  trials: int | None = None, time_budget_s: float | None = None,
+                  vendor_ms: float | None = None) -> dict[str, Any]:
         """Parse, compile, validate and time one source; return the version fields to record."""
         problem = get_problem(session["problem"])
         try:
@@ -209,11 +253,16 @@ class PeakService:
                "sizes": sizes or session["sizes"], "source": source, "spec": spec.model_dump(),
                "steps": list(steps) if runs else ["compile"],
                "trials": trials or self.settings.validation_trials,
-               "time_budget_s": time_budget_s or self.settings.benchmark_budget_s}
+               "time_budget_s": time_budget_s or self.settings.benchmark_budget_s, "vendor_ms": vendor_ms}
         try:
             result = self._run_job(session, job, progress)
         except JobFailed as exc:
             return {"status": "error", "failure": exc.kind, "message": str(exc)}
+        return self._verdict(session, result, runs)
+
+    def _verdict(self, session: dict[str, Any], result: dict[str, Any], runs: bool) -> dict[str, Any]:
+        """The version fields for one worker result: the first failing check, in order of blame."""
+        problem = get_problem(session["problem"])
         compiled = result.get("compile") or {}
         if not compiled.get("ok"):
             return {"status": "compile_error", "failure": "compile", "compile": compiled,
@@ -223,24 +272,36 @@ class PeakService:
                     "message": f"compiled for {compiled.get('resources', {}).get('arch')}; no {session['backend']} "
                                "device on this machine, so it was not validated or timed"}
         verdict = result.get("validation") or {}
+        failed = {"status": "failed", "compile": compiled, "validation": verdict}
         if not verdict.get("passed"):
             # A kernel written for another dtype is a common cause of NaN or garbage; restate the ABI.
             abi = problem.abi(session["backend"], session["dtype"]).splitlines()[1]
-            return {"status": "failed", "failure": verdict.get("check"), "compile": compiled,
-                    "validation": verdict, "message": f"validation failed ({verdict.get('check')}): "
-                                                      f"{verdict.get('message')}\nThis session's ABI "
-                                                      f"({session['dtype']}): {abi}"}
+            return {**failed, "failure": verdict.get("check"),
+                    "message": f"validation failed ({verdict.get('check')}): {verdict.get('message')}\n"
+                               f"This session's ABI ({session['dtype']}): {abi}"}
         timing = result.get("timing")
-        if timing and timing.get("recheck", {}).get("passed") is False:
-            recheck = timing["recheck"]
-            return {"status": "failed", "failure": "recheck_" + str(recheck.get("check")), "compile": compiled,
-                    "validation": verdict, "timing": None,
-                    "message": f"the output was wrong after the timed launches ({recheck.get('check')}): "
+        recheck = (timing or {}).get("recheck") or {}
+        if timing and not recheck.get("passed", False):
+            return {**failed, "failure": "recheck_" + str(recheck.get("check")),
+                    "message": f"the output of the timed launches was wrong ({recheck.get('check')}): "
                                f"{recheck.get('message')}"}
+        again = result.get("revalidation")
+        if again and not again.get("passed"):
+            return {**failed, "failure": "revalidation_" + str(again.get("check")), "timing": timing,
+                    "message": f"faster than the vendor library, so validated again on fresh inputs, and that "
+                               f"failed ({again.get('check')}): {again.get('message')}"}
+        if timing:
+            peak = (self.device_of(session).get("peak_tflops") or {}).get(problem.peak_path(session["dtype"]))
+            if peak and timing["tflops"] > IMPOSSIBLE_SPEED_MARGIN * peak:
+                return {**failed, "failure": "impossible_speed", "timing": timing,
+                        "message": f"measured {timing['tflops']:.1f} TFLOP/s, above the device's peak of {peak:.1f} "
+                                   f"TFLOP/s for {problem.peak_path(session['dtype'])}: the kernel cannot have done "
+                                   "all of the work in the time measured (skipped work, or work done outside the "
+                                   "timed launch)"}
         status = "benchmarked" if timing else "validated"
         message = verdict.get("message", "passed")
         if timing:
-            message += f"; median {timing['median_ms']:.4f} ms ({timing['tflops']:.2f} TFLOP/s)"
+            message += f"; median {timing['median_ms']:.4g} ms ({timing['tflops']:.3g} TFLOP/s)"
         return {"status": status, "failure": None, "compile": compiled, "validation": verdict, "timing": timing,
                 "message": message}
 
@@ -264,7 +325,7 @@ class PeakService:
             compile=CompileInfo(ok=compiled["ok"], log=trim_log(compiled.get("log")),
                                 resources=compiled.get("resources", {}), seconds=compiled.get("seconds"))
             if compiled else None,
-            validation=v["validation"],
+            validation=v["validation"], generality=v.get("generality"),
             performance=performance(v, versions, session, self.device_of(session), problem.peak_path(session["dtype"])),
             head=session["head"],
             phases={phase: record["seconds"] for phase, record in

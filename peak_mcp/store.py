@@ -43,7 +43,13 @@ CREATE TABLE IF NOT EXISTS apply_runs (
     result_version INTEGER, created_at REAL NOT NULL
 );
 """
-_JSON_FIELDS = {"sizes", "baseline", "compile", "validation", "timing"}
+# Columns added after the first schema, in order; PRAGMA user_version counts how many are applied, so a data
+# dir written by an older release opens and gains them (as NULL) on first use.
+MIGRATIONS = (
+    "ALTER TABLE versions ADD COLUMN generality TEXT",  # {passed, sizes_checked, failures}
+    "ALTER TABLE sessions ADD COLUMN constraints TEXT",  # ["M % 128 == 0", ...]
+)
+_JSON_FIELDS = {"sizes", "baseline", "compile", "validation", "timing", "generality", "constraints"}
 
 
 def _decode(row: sqlite3.Row | None) -> dict[str, Any] | None:
@@ -67,9 +73,23 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)
+        self._migrate()
 
     def close(self) -> None:
         self._db.close()
+
+    def _migrate(self) -> None:
+        with self._lock:
+            applied = self._db.execute("PRAGMA user_version").fetchone()[0]
+            for number, statement in enumerate(MIGRATIONS[applied:], start=applied + 1):
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.execute(statement)
+                    self._db.execute(f"PRAGMA user_version = {number}")
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> None:
         with self._lock:
@@ -83,11 +103,12 @@ class Store:
 
     # --- sessions --------------------------------------------------------------------------------------------
     def create_session(self, *, problem: str, backend: str, dtype: str, sizes: dict[str, int], device: str,
-                       device_index: int, label: str | None) -> str:
+                       device_index: int, label: str | None, constraints: list[str] | None = None) -> str:
         session_id = uuid.uuid4().hex[:12]
-        self._write("INSERT INTO sessions (id, problem, backend, dtype, sizes, device, device_index, created_at, label)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (session_id, problem, backend, dtype, json.dumps(sizes), device, device_index, time.time(), label))
+        self._write("INSERT INTO sessions (id, problem, backend, dtype, sizes, device, device_index, created_at, label,"
+                    " constraints) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (session_id, problem, backend, dtype, json.dumps(sizes), device, device_index, time.time(), label,
+                     json.dumps(constraints or [])))
         return session_id
 
     def session(self, session_id: str) -> dict[str, Any]:

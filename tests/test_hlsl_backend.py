@@ -24,10 +24,10 @@ import pytest
 from peak_mcp.backends import hlsl
 from peak_mcp.backends.base import CompileFailed
 from peak_mcp.errors import InvalidInput
-from peak_mcp.evaluation import Workspace
 from peak_mcp.launch import parse_annotation
 from peak_mcp.problems.matmul import Matmul
 from peak_mcp.runner.jobs import evaluate
+from peak_mcp.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "matmul" / "hlsl"
@@ -293,10 +293,10 @@ def test_timing_is_positive_cold_and_warm(executor: Any) -> None:
     sizes = {"M": 128, "N": 128, "K": 128}
     ws = Workspace(executor, PROBLEM, "f32", sizes)
     try:
-        ws.load(PROBLEM.make_inputs(sizes, "f32", np.random.default_rng(1)))
+        ws.load(PROBLEM.make_inputs(sizes, "f32", 1, np))
         geometry = compiled.spec.evaluate(sizes)
         for cold in (True, False):
-            times = executor.time(compiled, ws.handles, ws.scalars, geometry, reps=7, cold_cache=cold)
+            times = executor.time(compiled, [ws.handles], ws.scalars, geometry, reps=7, cold_cache=cold)
             assert len(times) == 7 and all(t > 0 for t in times) and max(times) < 10_000
         assert executor.facts.properties["timing"] == "timestamp queries" or "host wall-clock" in \
             executor.facts.properties["timing"]
@@ -413,23 +413,23 @@ import sys, time
 import numpy as np
 from peak_mcp.backends.base import KernelFault
 from peak_mcp.backends.hlsl import open_executor
-from peak_mcp.evaluation import Workspace
 from peak_mcp.launch import parse_annotation
 from peak_mcp.problems.matmul import Matmul
+from peak_mcp.workspace import Workspace
 source = sys.stdin.read()
 ex = open_executor(0, fence_timeout_s=2)
 spec = parse_annotation(source, needs=("entry", "groups"), symbols=("M", "N", "K"))
 compiled = ex.compile(source, spec)
 sizes = {"M": 8, "N": 8, "K": 8}
 ws = Workspace(ex, Matmul(), "f32", sizes)
-ws.load(Matmul().make_inputs(sizes, "f32", np.random.default_rng(0)))
+ws.load(Matmul().make_inputs(sizes, "f32", 0, np))
 try:
     ex.run(compiled, ws.handles, ws.scalars, spec.evaluate(sizes))
     print("RETURNED", flush=True)
 except KernelFault as fault:
     print("FAULT", fault, flush=True)
 try:
-    ex.read(ws.handles[0], 4)
+    ex.read(ws.buffers[0].handle, 4)
 except KernelFault:
     print("STILL-FAULT", flush=True)
 time.sleep(600)  # stay alive so the test can check that the process can be killed
@@ -469,6 +469,8 @@ def test_pool_stops_a_job_at_the_total_limit_and_says_which_limit() -> None:
         assert failed.value.kind == "timeout"
         assert "still running after" in str(failed.value) and "PEAK_MCP_JOB_MAX_SECONDS" in str(failed.value)
         assert time.monotonic() - started < 60 and pool.restarts == 1
-        assert pool.run("hlsl", 0, {"type": "ping"}, inactivity_s=60, total_s=60) == {"pong": True}
+        after = pool.run("hlsl", 0, {"type": "evaluate", **job(kernel(CORRECT_BODY), {"M": 8, "N": 8, "K": 8},
+                                                                 ("compile", "validate"))}, inactivity_s=60, total_s=60)
+        assert after["validation"]["passed"], after  # a fresh worker serves the next job
     finally:
         pool.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,10 +48,14 @@ class DeviceFacts:
 
 
 class Executor(ABC):
-    """One device of one backend, owned by one worker process."""
+    """One device of one backend, owned by one worker process.
+
+    Buffer contents cross this interface as uint8 arrays of `xp`: numpy where the device is reached through
+    host copies (Vulkan), cupy where buffers live on the device and the validator computes there (CUDA)."""
 
     backend: str
     facts: DeviceFacts
+    xp: Any = np
 
     @abstractmethod
     def compile(self, source: str, spec: LaunchSpec) -> Compiled:
@@ -63,21 +68,27 @@ class Executor(ABC):
     def free(self, buf: Any) -> None: ...
 
     @abstractmethod
-    def write(self, buf: Any, data: np.ndarray) -> None:
-        """Copy host bytes to the start of `buf`."""
+    def write(self, buf: Any, data: Any, offset: int = 0) -> None:
+        """Copy bytes (a uint8 array of xp or numpy) into `buf` at byte `offset`."""
 
     @abstractmethod
-    def read(self, buf: Any, nbytes: int) -> np.ndarray:
-        """Copy the first `nbytes` of `buf` to the host, as uint8."""
+    def read(self, buf: Any, nbytes: int, offset: int = 0) -> Any:
+        """Copy `nbytes` of `buf` from byte `offset` into a new uint8 array of xp."""
+
+    @abstractmethod
+    def pointer(self, buf: Any, offset: int) -> Any:
+        """The launch argument for `buf` starting at byte `offset` (a multiple of 256)."""
 
     @abstractmethod
     def run(self, kernel: Compiled, buffers: list[Any], scalars: list[int], geometry: dict[str, Any]) -> None:
-        """Launch once and wait. Raise KernelFault if the device context is lost."""
+        """Launch once (buffers as given by pointer()) and wait. Raise KernelFault if the device context is lost."""
 
     @abstractmethod
-    def time(self, kernel: Compiled, buffers: list[Any], scalars: list[int], geometry: dict[str, Any],
-             reps: int, cold_cache: bool) -> list[float]:
-        """Time `reps` launches, each in ms by device timers; flush the last-level cache before each if asked."""
+    def time(self, kernel: Compiled, buffer_sets: list[list[Any]], scalars: list[int], geometry: dict[str, Any],
+             reps: int, cold_cache: bool, after_each: Callable[[int], None] | None = None) -> list[float]:
+        """Time `reps` launches, launch i on buffer_sets[i % len(buffer_sets)], each in ms by device timers;
+        flush the last-level cache before each if asked. `after_each(i)`, where the backend supports it (device
+        arrays), queues work after launch i and outside its timed interval."""
 
     def check_geometry(self, kernel: Compiled, geometry: dict[str, Any]) -> str | None:
         """Return why this launch geometry cannot run on the device, or None."""

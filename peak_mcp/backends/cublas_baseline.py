@@ -11,16 +11,18 @@ from peak_mcp.dtypes import to_float64
 from peak_mcp.evaluation import summarize
 
 
-def time_cublas_matmul(dtype: str, sizes: dict[str, int], inputs: dict[str, np.ndarray], budget_s: float,
-                       flush_bytes: int) -> dict[str, Any]:
+def time_cublas_matmul(dtype: str, sizes: dict[str, int], inputs: dict[str, Any], budget_s: float,
+                       flush: Any) -> dict[str, Any]:
+    """Inputs are cupy arrays in storage dtype; `flush` a device buffer larger than L2, overwritten before each
+    launch. Runs on cupy's current stream (the executor's)."""
     from cupy_backends.cuda.libs import cublas
 
     m, n, k = sizes["M"], sizes["N"], sizes["K"]
-    a = cp.asarray(inputs["A"])
-    b = cp.asarray(inputs["B"])
+    a, b = cp.asarray(inputs["A"]), cp.asarray(inputs["B"])
     c = cp.empty(m * n, dtype=cp.float32)
-    flush = cp.empty(flush_bytes, dtype=cp.uint8)
+    stream = cp.cuda.get_current_stream()
     handle = cp.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, stream.ptr)
     one, zero = np.array(1.0, np.float32), np.array(0.0, np.float32)
     data_type = {"f32": 0, "f16": 2, "bf16": 14}[dtype]  # CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF
     compute = cublas.CUBLAS_COMPUTE_32F  # plain FP32 accumulation: no TF32 for f32, like the kernels
@@ -36,22 +38,21 @@ def time_cublas_matmul(dtype: str, sizes: dict[str, int], inputs: dict[str, np.n
         for rep in range(reps):
             flush.fill(rep & 0xFF)
             start, end = cp.cuda.Event(), cp.cuda.Event()
-            start.record()
+            start.record(stream)
             gemm()
-            end.record()
+            end.record(stream)
             pairs.append((start, end))
-        cp.cuda.Stream.null.synchronize()
+        stream.synchronize()
         return [cp.cuda.get_elapsed_time(s, e) for s, e in pairs]
 
     warm = timed(3)
     per = max(float(np.median(warm)) / 1e3, 1e-6)
     times = timed(int(min(1000, max(10, budget_s / (per + 2e-4)))))
     # Sanity-check a few rows so a wrong call never becomes the yardstick.
-    rows = np.array([0, m // 2, m - 1])
-    a64 = to_float64(inputs["A"], dtype).reshape(m, k)[rows]
-    ref = a64 @ to_float64(inputs["B"], dtype).reshape(k, n)
-    got = cp.asnumpy(c.reshape(m, n)[rows]).astype(np.float64)
-    rel = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+    rows = cp.asarray([0, m // 2, m - 1])
+    ref = to_float64(a, dtype).reshape(m, k)[rows] @ to_float64(b, dtype).reshape(k, n)
+    got = c.reshape(m, n)[rows].astype(cp.float64)
+    rel = float(cp.linalg.norm(got - ref) / cp.linalg.norm(ref))
     flops = 2.0 * m * n * k
     return {"available": True, "library": f"cuBLAS (cupy {cp.__version__}, cublasGemmEx, COMPUTE_32F)",
             "rel_l2_error": rel, **summarize(times, flops, 0.0)}

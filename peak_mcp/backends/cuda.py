@@ -9,12 +9,14 @@ import io
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor, KernelFault
+from peak_mcp.errors import InvalidInput
 from peak_mcp.launch import LaunchSpec
 
 DEFAULT_ARCH = os.environ.get("PEAK_CUDA_ARCH", "sm_90a")  # compile-only target when no GPU is present
@@ -124,8 +126,18 @@ class CudaExecutor(Executor):
         })
         self.max_grid = (props.max_grid_dim_x, props.max_grid_dim_y, props.max_grid_dim_z)
         self.max_block = (props.max_block_dim_x, props.max_block_dim_y, props.max_block_dim_z)
+        # Buffers are cupy arrays on this executor's stream, so the validator computes on the device (inputs,
+        # float64 reference, checks) and only verdicts cross to the host.
+        try:
+            import cupy
+        except ImportError as exc:
+            raise RuntimeError(f"running CUDA kernels needs cupy ({exc}): pip install 'peak-mcp[cuda]' "
+                               "(cupy-cuda13x)") from None
+        cupy.cuda.Device(index).use()
+        cupy.cuda.ExternalStream(int(self.stream.handle), index).use()
+        self.xp = cupy
         flush_bytes = max(2 * props.l2_cache_size, 64 << 20)
-        self.flush = self.device.allocate(flush_bytes, stream=self.stream)
+        self.flush = cupy.empty(flush_bytes, cupy.uint8)
         self.flush_words = flush_bytes // 4
 
     # --- compile ---------------------------------------------------------------------------------------------
@@ -163,25 +175,24 @@ class CudaExecutor(Executor):
     # --- memory ----------------------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Any:
         self._need_device()
-        return self.device.allocate(nbytes, stream=self.stream)
+        try:
+            return self.xp.empty(nbytes, self.xp.uint8)
+        except self.xp.cuda.memory.OutOfMemoryError:
+            raise InvalidInput(f"out of GPU memory allocating {nbytes:,} bytes on {self.facts.name}",
+                               "choose smaller sizes.") from None
 
     def free(self, buf: Any) -> None:
-        buf.close(self.stream)
+        pass  # cupy returns the memory to its pool when the last reference goes
 
-    def write(self, buf: Any, data: np.ndarray) -> None:
-        from cuda.bindings import driver
+    def write(self, buf: Any, data: Any, offset: int = 0) -> None:
+        data = self.xp.asarray(data).reshape(-1)
+        buf[offset:offset + data.size] = data
 
-        data = np.ascontiguousarray(data)
-        self.stream.sync()
-        _check(driver.cuMemcpyHtoD(int(buf.handle), data.ctypes.data, data.nbytes))
+    def read(self, buf: Any, nbytes: int, offset: int = 0) -> Any:
+        return buf[offset:offset + nbytes].copy()
 
-    def read(self, buf: Any, nbytes: int) -> np.ndarray:
-        from cuda.bindings import driver
-
-        out = np.empty(nbytes, np.uint8)
-        self.stream.sync()
-        _check(driver.cuMemcpyDtoH(out.ctypes.data, int(buf.handle), nbytes))
-        return out
+    def pointer(self, buf: Any, offset: int) -> Any:
+        return np.uint64(buf.data.ptr + offset)  # a 64-bit kernel parameter, as a pointer is
 
     # --- launch ----------------------------------------------------------------------------------------------
     def check_geometry(self, kernel: Compiled, geometry: dict[str, Any]) -> str | None:
@@ -229,8 +240,8 @@ class CudaExecutor(Executor):
         except Exception as exc:
             raise _as_fault(exc) from None
 
-    def time(self, kernel: Compiled, buffers: list[Any], scalars: list[int], geometry: dict[str, Any],
-             reps: int, cold_cache: bool) -> list[float]:
+    def time(self, kernel: Compiled, buffer_sets: list[list[Any]], scalars: list[int], geometry: dict[str, Any],
+             reps: int, cold_cache: bool, after_each: Callable[[int], None] | None = None) -> list[float]:
         from cuda.bindings import driver
         from cuda.core import EventOptions
 
@@ -240,11 +251,12 @@ class CudaExecutor(Executor):
             pairs = []
             for rep in range(reps):
                 if cold_cache:
-                    _check(driver.cuMemsetD32Async(int(self.flush.handle), rep, self.flush_words,
-                                                   self.stream.handle))
+                    _check(driver.cuMemsetD32Async(self.flush.data.ptr, rep, self.flush_words, self.stream.handle))
                 start = self.stream.record(options=timing)
-                self._launch(kernel, config, buffers, scalars)
+                self._launch(kernel, config, buffer_sets[rep % len(buffer_sets)], scalars)
                 pairs.append((start, self.stream.record(options=timing)))
+                if after_each is not None:
+                    after_each(rep)
             self.stream.sync()
             return [end - start for start, end in pairs]
         except KernelFault:
@@ -263,7 +275,7 @@ class CudaExecutor(Executor):
             return {"available": False, "reason": f"no maintained cuBLAS binding is installed ({exc}); "
                                                   "pip install cupy-cuda13x (or nvmath-python)"}
         self.stream.sync()
-        return time_cublas_matmul(dtype, sizes, inputs, reps_budget_s, self.flush_words * 4)
+        return time_cublas_matmul(dtype, sizes, inputs, reps_budget_s, self.flush)
 
     def _need_device(self) -> None:
         if self.device is None:

@@ -428,11 +428,14 @@ class HlslExecutor(Executor):
         if self.device is not None:
             self._guard(lambda: self.device.free(buf))
 
-    def write(self, buf: Any, data: np.ndarray) -> None:
-        self._guard(lambda: self._need_device().write(buf, data))
+    def write(self, buf: Any, data: np.ndarray, offset: int = 0) -> None:
+        self._guard(lambda: self._need_device().write(buf, data, offset))
 
-    def read(self, buf: Any, nbytes: int) -> np.ndarray:
-        return self._guard(lambda: self._need_device().read(buf, nbytes))
+    def read(self, buf: Any, nbytes: int, offset: int = 0) -> np.ndarray:
+        return self._guard(lambda: self._need_device().read(buf, nbytes, offset))
+
+    def pointer(self, buf: Any, offset: int) -> Any:
+        return (buf, offset)  # bound at that offset: the shader's element 0 is the body's first
 
     def _guard(self, action: Any) -> Any:
         """Vulkan's device-lost error, wherever it surfaces, becomes KernelFault (the worker restarts)."""
@@ -461,9 +464,10 @@ class HlslExecutor(Executor):
                         "another dimension")
         return self._threads_problem(kernel.handle.info.local_size)
 
-    def _prepare(self, kernel: Compiled, buffers: list[Any], scalars: list[int]) -> tuple[Any, bytes]:
+    def _prepare(self, kernel: Compiled, buffer_sets: list[list[Any]], scalars: list[int]) -> tuple[Any, bytes]:
         device = self._need_device()
         pipe = self._pipeline(kernel.handle)
+        buffers = buffer_sets[0]
         if pipe.bindings > len(buffers):
             raise InvalidInput(
                 f"the shader declares bindings up to {pipe.bindings - 1}, but this problem passes {len(buffers)} "
@@ -476,19 +480,22 @@ class HlslExecutor(Executor):
                 "declare exactly the problem's sizes, e.g. struct Params { uint M; uint N; uint K; }.")
         largest = device.physical.properties["max_storage_buffer_range"]
         for i in range(pipe.bindings):
-            if buffers[i].size > largest:
-                raise InvalidInput(f"buffer {i} is {buffers[i].size} bytes, over the device's maxStorageBufferRange "
-                                   f"of {largest} bytes on {self.facts.name}", "use smaller sizes on this device.")
+            buf, offset = buffers[i]
+            if buf.size - offset > largest:
+                raise InvalidInput(f"buffer {i} is {buf.size - offset} bytes, over the device's "
+                                   f"maxStorageBufferRange of {largest} bytes on {self.facts.name}",
+                                   "use smaller sizes on this device.")
         return pipe, push
 
     def run(self, kernel: Compiled, buffers: list[Any], scalars: list[int], geometry: dict[str, Any]) -> None:
-        pipe, push = self._prepare(kernel, buffers, scalars)
+        pipe, push = self._prepare(kernel, [buffers], scalars)
         self._guard(lambda: self.device.dispatch(pipe, buffers, push, tuple(geometry["groups"])))
 
-    def time(self, kernel: Compiled, buffers: list[Any], scalars: list[int], geometry: dict[str, Any],
-             reps: int, cold_cache: bool) -> list[float]:
-        pipe, push = self._prepare(kernel, buffers, scalars)
-        return self._guard(lambda: self.device.time_dispatches(pipe, buffers, push, tuple(geometry["groups"]),
+    def time(self, kernel: Compiled, buffer_sets: list[list[Any]], scalars: list[int], geometry: dict[str, Any],
+             reps: int, cold_cache: bool, after_each: Any = None) -> list[float]:
+        # after_each is for device arrays; Vulkan buffers are checked through host copies after the loop.
+        pipe, push = self._prepare(kernel, buffer_sets, scalars)
+        return self._guard(lambda: self.device.time_dispatches(pipe, buffer_sets, push, tuple(geometry["groups"]),
                                                                max(1, int(reps)), cold_cache))
 
     def close(self) -> None:

@@ -27,6 +27,7 @@ VENDORS = {0x10DE: "nvidia", 0x1002: "amd", 0x8086: "intel", 0x13B5: "arm", 0x51
 WHOLE_SIZE = 0xFFFFFFFFFFFFFFFF  # VK_WHOLE_SIZE as an unsigned 64-bit value (the binding defines it as -1)
 MIN_API = (1, 2)  # the compilers target vulkan1.2 (SPIR-V 1.5)
 STAGING_CHUNK = 64 << 20  # host<->device copies go through a staging buffer of at most this many bytes
+MAX_BUFFER_SETS = 4  # descriptor sets per submit: the timed loop rotates input sets
 
 # Features a shader may need (SPIR-V capabilities map onto these); enabled at device creation when supported.
 CORE_FEATURES = ("shaderInt64", "shaderInt16", "shaderFloat64")
@@ -166,6 +167,9 @@ class Buffer:
     mapped: np.ndarray | None = None  # staging buffers stay mapped
 
 
+BufferView = tuple[Buffer, int]  # a buffer bound from a byte offset
+
+
 @dataclass
 class Pipeline:
     module: Any
@@ -209,8 +213,9 @@ class VulkanDevice:
             commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
         self.fence = vk.vkCreateFence(self.device, vk.VkFenceCreateInfo(), None)
         self.descriptor_pool = vk.vkCreateDescriptorPool(self.device, vk.VkDescriptorPoolCreateInfo(
-            maxSets=1, poolSizeCount=1,
-            pPoolSizes=[vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=64)]),
+            maxSets=MAX_BUFFER_SETS, poolSizeCount=1,
+            pPoolSizes=[vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                descriptorCount=64 * MAX_BUFFER_SETS)]),
             None)
         self.query_pool: Any = None
         self.query_capacity = 0
@@ -383,10 +388,10 @@ class VulkanDevice:
             self.staging = self._create_buffer(want, device_local=False)
         return self.staging
 
-    def write(self, buf: Buffer, data: np.ndarray) -> None:
+    def write(self, buf: Buffer, data: np.ndarray, offset: int = 0) -> None:
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-        if raw.nbytes > buf.size:
-            raise ValueError(f"write of {raw.nbytes} bytes into a {buf.size}-byte buffer")
+        if offset + raw.nbytes > buf.size:
+            raise ValueError(f"write of {raw.nbytes} bytes at {offset} into a {buf.size}-byte buffer")
         staging = self._staging(raw.nbytes)
         assert staging.mapped is not None
         for start in range(0, raw.nbytes, staging.size):
@@ -394,12 +399,12 @@ class VulkanDevice:
             staging.mapped[: chunk.nbytes] = chunk
             with self._recording() as cmd:
                 self.vk.vkCmdCopyBuffer(cmd, staging.handle, buf.handle, 1, [self.vk.VkBufferCopy(
-                    srcOffset=0, dstOffset=start, size=chunk.nbytes)])
+                    srcOffset=0, dstOffset=offset + start, size=chunk.nbytes)])
             self._submit_and_wait()
 
-    def read(self, buf: Buffer, nbytes: int) -> np.ndarray:
-        if nbytes > buf.size:
-            raise ValueError(f"read of {nbytes} bytes from a {buf.size}-byte buffer")
+    def read(self, buf: Buffer, nbytes: int, offset: int = 0) -> np.ndarray:
+        if offset + nbytes > buf.size:
+            raise ValueError(f"read of {nbytes} bytes at {offset} from a {buf.size}-byte buffer")
         out = np.empty(nbytes, np.uint8)
         staging = self._staging(nbytes)
         assert staging.mapped is not None
@@ -407,7 +412,7 @@ class VulkanDevice:
             size = min(staging.size, nbytes - start)
             with self._recording() as cmd:
                 self.vk.vkCmdCopyBuffer(cmd, buf.handle, staging.handle, 1, [self.vk.VkBufferCopy(
-                    srcOffset=start, dstOffset=0, size=size)])
+                    srcOffset=offset + start, dstOffset=0, size=size)])
             self._submit_and_wait()
             out[start:start + size] = staging.mapped[:size]
         return out
@@ -459,17 +464,26 @@ class VulkanDevice:
         vk.vkDestroyDescriptorSetLayout(self.device, pipe.set_layout, None)
         vk.vkDestroyShaderModule(self.device, pipe.module, None)
 
-    def _bind(self, cmd: Any, pipe: Pipeline, buffers: list[Buffer], push: bytes) -> None:
+    def _descriptor_sets(self, pipe: Pipeline, buffer_sets: list[list[BufferView]]) -> list[Any]:
+        """One descriptor set per buffer set; every earlier submit has finished, so the pool can be reset."""
         vk = self.vk
-        vk.vkResetDescriptorPool(self.device, self.descriptor_pool, 0)  # every earlier submit has finished
-        dset = vk.vkAllocateDescriptorSets(self.device, vk.VkDescriptorSetAllocateInfo(
-            descriptorPool=self.descriptor_pool, descriptorSetCount=1, pSetLayouts=[pipe.set_layout]))[0]
-        if pipe.bindings:
-            writes = [vk.VkWriteDescriptorSet(
-                dstSet=dset, dstBinding=i, descriptorCount=1, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=buffers[i].handle, offset=0, range=WHOLE_SIZE)])
-                for i in range(pipe.bindings)]
+        if len(buffer_sets) > MAX_BUFFER_SETS:
+            raise ValueError(f"at most {MAX_BUFFER_SETS} buffer sets per submit")
+        vk.vkResetDescriptorPool(self.device, self.descriptor_pool, 0)
+        sets = vk.vkAllocateDescriptorSets(self.device, vk.VkDescriptorSetAllocateInfo(
+            descriptorPool=self.descriptor_pool, descriptorSetCount=len(buffer_sets),
+            pSetLayouts=[pipe.set_layout] * len(buffer_sets)))
+        writes = [vk.VkWriteDescriptorSet(
+            dstSet=dset, dstBinding=i, descriptorCount=1, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=buffers[i][0].handle, offset=buffers[i][1],
+                                                   range=WHOLE_SIZE)])
+            for dset, buffers in zip(sets, buffer_sets, strict=True) for i in range(pipe.bindings)]
+        if writes:
             vk.vkUpdateDescriptorSets(self.device, len(writes), writes, 0, None)
+        return list(sets)
+
+    def _bind(self, cmd: Any, pipe: Pipeline, dset: Any, push: bytes) -> None:
+        vk = self.vk
         vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe.pipeline)
         vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipe.layout, 0, 1, [dset], 0, None)
         if pipe.push_bytes:
@@ -480,23 +494,26 @@ class VulkanDevice:
         self.vk.vkCmdFillBuffer(cmd, self.scratch.handle, 0, WHOLE_SIZE, value & 0xFFFFFFFF)
 
     # --- dispatch --------------------------------------------------------------------------------------------
-    def dispatch(self, pipe: Pipeline, buffers: list[Buffer], push: bytes, groups: tuple[int, int, int]) -> None:
+    def dispatch(self, pipe: Pipeline, buffers: list[BufferView], push: bytes, groups: tuple[int, int, int]) -> None:
+        dset = self._descriptor_sets(pipe, [buffers])[0]
         with self._recording() as cmd:
-            self._bind(cmd, pipe, buffers, push)
+            self._bind(cmd, pipe, dset, push)
             self.vk.vkCmdDispatch(cmd, *groups)
         self._submit_and_wait()
 
-    def time_dispatches(self, pipe: Pipeline, buffers: list[Buffer], push: bytes, groups: tuple[int, int, int],
-                        reps: int, cold_cache: bool) -> list[float]:
-        """Milliseconds per dispatch, from timestamp queries (or host clocks where the queue has none)."""
+    def time_dispatches(self, pipe: Pipeline, buffer_sets: list[list[BufferView]], push: bytes,
+                        groups: tuple[int, int, int], reps: int, cold_cache: bool) -> list[float]:
+        """Milliseconds per dispatch, dispatch i on buffer_sets[i % len], from timestamp queries (or host clocks
+        where the queue has none)."""
         if not self.timestamps:
-            return self._time_on_host(pipe, buffers, push, groups, reps, cold_cache)
+            return self._time_on_host(pipe, buffer_sets, push, groups, reps, cold_cache)
         vk = self.vk
         self._ensure_queries(2 * reps)
+        dsets = self._descriptor_sets(pipe, buffer_sets)
         with self._recording() as cmd:
             vk.vkCmdResetQueryPool(cmd, self.query_pool, 0, 2 * reps)
-            self._bind(cmd, pipe, buffers, push)
             for rep in range(reps):
+                self._bind(cmd, pipe, dsets[rep % len(dsets)], push)
                 if cold_cache:
                     self._fill_scratch(cmd, rep + 1)
                 self._barrier(cmd)  # the fill and the previous dispatch are done before this one starts
@@ -536,16 +553,17 @@ class VulkanDevice:
             queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=capacity), None)
         self.query_capacity = capacity
 
-    def _time_on_host(self, pipe: Pipeline, buffers: list[Buffer], push: bytes, groups: tuple[int, int, int],
-                      reps: int, cold_cache: bool) -> list[float]:
+    def _time_on_host(self, pipe: Pipeline, buffer_sets: list[list[BufferView]], push: bytes,
+                      groups: tuple[int, int, int], reps: int, cold_cache: bool) -> list[float]:
         times = []
         for rep in range(reps):
             if cold_cache:
                 with self._recording() as cmd:
                     self._fill_scratch(cmd, rep + 1)
                 self._submit_and_wait()
+            dset = self._descriptor_sets(pipe, [buffer_sets[rep % len(buffer_sets)]])[0]
             with self._recording() as cmd:
-                self._bind(cmd, pipe, buffers, push)
+                self._bind(cmd, pipe, dset, push)
                 self.vk.vkCmdDispatch(cmd, *groups)
             started = time.perf_counter()
             self._submit_and_wait()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-
-import numpy as np
+from typing import Any
 
 from peak_mcp.errors import InvalidInput
 
@@ -15,12 +15,15 @@ Sizes = Mapping[str, int]
 
 @dataclass(frozen=True)
 class BufferArg:
-    """A device buffer argument. `dtype` is a storage dtype name (f32, f16, bf16)."""
+    """A device buffer argument. `dtype` is a storage dtype name (f32, f16, bf16); `shape` is row-major."""
 
     name: str
     dtype: str
-    count: Callable[[Sizes], int]
+    shape: Callable[[Sizes], tuple[int, ...]]
     is_output: bool = False
+
+    def count(self, sizes: Sizes) -> int:
+        return math.prod(self.shape(sizes))
 
 
 @dataclass(frozen=True)
@@ -33,8 +36,27 @@ class ScalarArg:
 
 @dataclass(frozen=True)
 class Tolerance:
-    rel_l2: float  # ||out - ref|| / ||ref||
-    elementwise: float  # |out - ref| <= elementwise * (|ref| + rms(ref))
+    """rel_l2 bounds ||out - ref|| / ||ref||; each element must satisfy |out - ref| <= factor * roundoff * scale,
+    where `scale` is the problem's per-element error scale (for matmul ||a_i|| * ||b_j||), so the bound follows
+    the error a correct kernel can have: it grows with the reduction length and the magnitude of the inputs."""
+
+    rel_l2: float
+    roundoff: float  # unit roundoff of the accumulation (2**-24 for f32)
+    factor: float = 8.0
+
+    @property
+    def elementwise(self) -> float:
+        return self.factor * self.roundoff
+
+
+@dataclass
+class Reference:
+    """Exact outputs in float64 for the checked elements (all, or a sample at huge sizes on the host), with
+    the error scale of each. Arrays live in the array module the validator uses (numpy or cupy)."""
+
+    values: Any  # float64, flat
+    indices: Any | None  # flat indices into the output, or None for every element
+    scale: Any  # float64, same length as values
 
 
 class Problem(ABC):
@@ -55,16 +77,22 @@ class Problem(ABC):
         """The argument contract, in words and code, for the agent."""
 
     @abstractmethod
-    def make_inputs(self, sizes: Sizes, dtype: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        """Fresh random inputs (never zeros), in storage dtype."""
+    def make_inputs(self, sizes: Sizes, dtype: str, seed: int, xp: Any) -> dict[str, Any]:
+        """Fresh random inputs (never zeros), in storage dtype, as arrays of `xp` (numpy or cupy)."""
 
     @abstractmethod
-    def reference(self, inputs: Mapping[str, np.ndarray], sizes: Sizes, dtype: str,
-                  rng: np.random.Generator, max_flops: float) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
-        """Outputs in float64 from the exact stored inputs: name -> (values, flat indices or None for all).
+    def reference(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, seed: int, max_flops: float,
+                  xp: Any) -> dict[str, Reference]:
+        """Outputs in float64 from the exact stored inputs, computed with `xp`.
 
         Above `max_flops` a problem may check a random sample of each output (whole rows, say) so that
-        validating huge sizes stays quick; every element is still checked for NaN, Inf and being written."""
+        validating huge sizes on a host stays quick; every element is still checked for NaN, Inf and being
+        written."""
+
+    @abstractmethod
+    def generality_sizes(self, sizes: Sizes) -> list[dict[str, int]]:
+        """Size sets that shake out kernels which only work at some sizes (odd, prime, below one tile, ...),
+        smallest first; the validator filters them by the session's constraints."""
 
     @abstractmethod
     def flops(self, sizes: Sizes) -> float: ...

@@ -32,9 +32,10 @@ Progress = Callable[[str], None]
 class JobFailed(PeakError):
     """The worker could not finish the job (hang, crash, internal error)."""
 
-    def __init__(self, kind: str, message: str, hint: str | None = None) -> None:
+    def __init__(self, kind: str, message: str, hint: str | None = None, stage: str = "") -> None:
         super().__init__(message, hint)
         self.kind = kind
+        self.stage = stage  # the worker's last progress message: what it was doing
 
 
 @dataclass
@@ -46,6 +47,7 @@ class _Worker:
     buffer: bytes = b""
     stderr_tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=40))
     next_id: int = 0
+    stage: str = ""  # last progress message of the job in flight
     facts: dict[str, Any] = field(default_factory=dict)
 
     def alive(self) -> bool:
@@ -75,7 +77,11 @@ class DevicePool:
             if worker is None or not worker.alive():
                 worker = self._start(backend, index)
                 self._workers[key] = worker
-            return self._exchange(worker, job, inactivity_s, total_s, progress)
+            try:
+                return self._exchange(worker, job, inactivity_s, total_s, progress)
+            except JobFailed as exc:
+                exc.stage = worker.stage
+                raise
 
     def close(self) -> None:
         for worker in list(self._workers.values()):
@@ -143,7 +149,7 @@ class DevicePool:
             raise JobFailed("worker_died", f"the worker died before the job started: {self._death_note(worker)}",
                             "submit again; a fresh worker starts automatically.") from None
         started = time.monotonic()
-        last_stage = "start"
+        last_stage = worker.stage = "start"
         while True:
             budget = min(inactivity_s, total_s - (time.monotonic() - started))
             message = self._read_message(worker, max(budget, 0.0))
@@ -174,7 +180,7 @@ class DevicePool:
             if message.get("id") != job["id"]:
                 continue
             if message.get("event") == "progress":
-                last_stage = message.get("message", last_stage)
+                last_stage = worker.stage = message.get("message", last_stage)
                 if progress:
                     progress(last_stage)
                 continue

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
         out.flush()
 
     from peak_mcp.backends.registry import open_executor
-    from peak_mcp.runner.jobs import evaluate
+    from peak_mcp.runner.jobs import evaluate, generality
 
     try:
         executor = open_executor(args.backend, None if args.device < 0 else args.device)
@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if job["type"] == "evaluate":
                 result = evaluate(executor, job, progress)
-            elif job["type"] == "ping":
-                result = {"pong": True}
+            elif job["type"] == "generality":
+                result = generality(executor, job, progress)
             else:
                 raise PeakError(f"unknown job type {job['type']!r}")
             send({"id": job_id, "event": "result", "ok": True, "result": result})

@@ -1,0 +1,143 @@
+"""The checks on one launch's results, in the array module of the workspace (numpy, or cupy on the GPU).
+
+Each returns None when it passes or a `Finding` naming the fault with numbers and (row, col) indices the agent
+can act on. The order is the order of blame: memory outside the buffers first, then inputs, then outputs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from peak_mcp.dtypes import to_float64
+from peak_mcp.problems.base import Reference, Tolerance
+from peak_mcp.workspace import POISON, Workspace
+
+MAX_INDICES = 5
+
+
+@dataclass
+class Finding:
+    check: str
+    message: str
+    buffer: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def as_verdict(self) -> dict[str, Any]:
+        return {"passed": False, "check": self.check, "message": self.message, "buffer": self.buffer,
+                **self.details}
+
+
+def _where(flat: list[int], shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    return [tuple(int(x) for x in np.unravel_index(i, shape)) for i in flat]
+
+
+def _first(xp: Any, mask: Any, count: int = MAX_INDICES) -> list[int]:
+    return [int(i) for i in xp.flatnonzero(mask)[:count].tolist()]
+
+
+def _num(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def check_guards(ws: Workspace) -> Finding | None:
+    damage = ws.guard_damage()
+    if damage is None:
+        return None
+    where = "before the start" if damage.side == "before" else "past the end"
+    return Finding("out_of_bounds_write",
+                   f"{damage.count} bytes {where} of buffer {damage.buffer} were overwritten (byte offsets "
+                   f"{damage.offsets} relative to its first element): the kernel writes outside the buffer; check "
+                   "every index against the sizes, and negative or unsigned-wrapped offsets",
+                   damage.buffer, {"side": damage.side, "offsets": damage.offsets})
+
+
+def check_inputs(ws: Workspace, inputs: dict[str, Any]) -> Finding | None:
+    xp = ws.xp
+    for buf in ws.buffers:
+        if buf.arg.is_output:
+            continue
+        body, original = ws.body(buf.arg.name), inputs[buf.arg.name].reshape(-1)
+        changed = body.view(np.uint8).reshape(-1, buf.itemsize) != original.view(np.uint8).reshape(-1, buf.itemsize)
+        changed = changed.any(axis=1)
+        count = int(changed.sum())
+        if count:
+            shape = buf.arg.shape(ws.sizes)
+            return Finding("input_modified",
+                           f"input {buf.arg.name} was modified by the kernel ({count} elements, first at "
+                           f"{_where(_first(xp, changed), shape)}); inputs are read-only",
+                           buf.arg.name, {"count": count})
+    return None
+
+
+def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance) -> tuple[Finding | None, dict[str, Any]]:
+    """Unwritten elements, NaN/Inf, then the error against the reference. Returns (finding, error statistics)."""
+    xp = ws.xp
+    stats: dict[str, Any] = {}
+    for buf in ws.outputs:
+        shape = buf.arg.shape(ws.sizes)
+        stored = ws.body(buf.arg.name)
+        unwritten = (stored.view(np.uint8).reshape(-1, buf.itemsize) == POISON).all(axis=1)
+        count = int(unwritten.sum())
+        if count:
+            at = _where(_first(xp, unwritten), shape)
+            return Finding("unwritten_output",
+                           f"{count} of {stored.size} elements of {buf.arg.name} were never written (they still hold "
+                           f"the NaN poison written before the launch); first at {at}",
+                           buf.arg.name, {"count": count, "indices": at}), stats
+        values = to_float64(stored, buf.arg.dtype)
+        nonfinite = ~xp.isfinite(values)
+        count = int(nonfinite.sum())
+        if count:
+            at = _where(_first(xp, nonfinite), shape)
+            return Finding("nan_or_inf", f"{count} elements of {buf.arg.name} are NaN or Inf; first at {at}",
+                           buf.arg.name, {"count": count, "indices": at}), stats
+        ref = refs[buf.arg.name]
+        got = values if ref.indices is None else values[ref.indices]
+        err = xp.abs(got - ref.values)
+        ref_norm = float(xp.linalg.norm(ref.values)) or 1.0
+        rel_l2 = float(xp.linalg.norm(err)) / ref_norm
+        ratio = err / (tol.elementwise * ref.scale + 1e-300)
+        worst = int(xp.argmax(ratio))
+        over = ratio > 1.0
+        n_over = int(over.sum())
+        stats = {"rel_l2_error": float(f"{rel_l2:.3g}"), "max_error_over_bound": float(f"{float(ratio[worst]):.3g}"),
+                 "checked_elements": int(ref.values.size), "total_elements": int(values.size)}
+        if rel_l2 > tol.rel_l2 or n_over:
+            picks = _first(xp, over) if n_over else [worst]
+            flat = picks if ref.indices is None else [int(i) for i in ref.indices[xp.asarray(picks)].tolist()]
+            samples = [{"at": at, "got": float(_num(float(got[j]))), "expected": float(_num(float(ref.values[j]))),
+                        "bound": float(_num(tol.elementwise * float(ref.scale[j])))}
+                       for at, j in zip(_where(flat, shape), picks, strict=True)]
+            return Finding("wrong_result",
+                           f"{buf.arg.name} differs from the float64 reference: relative L2 error {rel_l2:.2e} "
+                           f"(tolerance {tol.rel_l2:.0e}); {n_over} elements over their bound "
+                           f"({tol.factor:g} roundoffs of the accumulation times |row of A|·|column of B|); "
+                           f"first: {samples[:3]}",
+                           buf.arg.name, {"count": n_over, "samples": samples[:3], **stats}), stats
+    return None, stats
+
+
+def check_same(ws: Workspace, first: dict[str, Any]) -> Finding | None:
+    """The outputs equal `first` (bodies from an earlier launch on the same inputs) bit for bit."""
+    xp = ws.xp
+    for buf in ws.outputs:
+        again = ws.body(buf.arg.name)
+        moved = again.view(np.uint8).reshape(-1, buf.itemsize) != first[buf.arg.name].view(np.uint8).reshape(
+            -1, buf.itemsize)
+        moved = moved.any(axis=1)
+        count = int(moved.sum())
+        if count:
+            a, b = to_float64(first[buf.arg.name], buf.arg.dtype), to_float64(again, buf.arg.dtype)
+            with np.errstate(invalid="ignore"):
+                drift = float(xp.nanmax(xp.abs(a - b))) if bool(xp.isfinite(b).all()) else math.inf
+            shape = buf.arg.shape(ws.sizes)
+            return Finding("nondeterministic",
+                           f"two launches on the same inputs gave different {buf.arg.name} ({count} elements differ, "
+                           f"max difference {drift:.3g}, first at {_where(_first(xp, moved), shape)}): a race, a "
+                           "missing barrier, or a read of memory nothing wrote",
+                           buf.arg.name, {"count": count})
+    return None

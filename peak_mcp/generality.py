@@ -1,0 +1,48 @@
+"""Which other sizes a version is validated at after it passes at the session's: PEAK checks every step at many
+execution parameters, because a kernel that only works at tile multiples is a wrong kernel unless the session
+says those are the only sizes it will ever see (its constraints)."""
+
+from __future__ import annotations
+
+from peak_mcp.errors import InvalidInput, PeakError
+from peak_mcp.launch import evaluate_condition
+from peak_mcp.problems.base import Problem, Sizes
+
+DEFAULT_COUNT = 8
+_ROUNDINGS = (8, 16, 32, 64, 128, 256, 512)
+
+
+def check_constraints(problem: Problem, constraints: list[str] | None) -> list[str]:
+    """Parse each constraint now, so that a typo is an error at start_session; return them stripped."""
+    cleaned = []
+    probe = dict.fromkeys(problem.symbols, 4096)
+    for text in constraints or []:
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput(f"constraint {text!r} is empty", "write e.g. 'M % 128 == 0'.")
+        evaluate_condition(text, probe, where=f"constraint {text!r}")
+        cleaned.append(text.strip())
+    return cleaned
+
+
+def satisfies(sizes: Sizes, constraints: list[str]) -> bool:
+    return all(evaluate_condition(c, sizes) for c in constraints)
+
+
+def sample_sizes(problem: Problem, sizes: Sizes, constraints: list[str],
+                 count: int = DEFAULT_COUNT) -> list[dict[str, int]]:
+    """The problem's awkward sizes that meet the constraints; one that does not is rounded up (every symbol to
+    the same multiple, smallest first) until it does, so divisibility constraints still get odd shapes."""
+    chosen: list[dict[str, int]] = []
+    for candidate in problem.generality_sizes(sizes):
+        for variant in [candidate, *({k: -(-v // r) * r for k, v in candidate.items()} for r in _ROUNDINGS)]:
+            try:
+                ok = satisfies(variant, constraints) and problem.check_sizes(variant) == variant
+            except PeakError:
+                ok = False
+            if ok:
+                if variant not in chosen and variant != dict(sizes):
+                    chosen.append(variant)
+                break
+        if len(chosen) >= count:
+            break
+    return chosen

@@ -1,0 +1,126 @@
+"""Device buffers for one problem instance, each between two guard regions.
+
+Layout of every buffer: [front guard | body | tail guard]. The kernel gets a pointer to the body. Guards hold a
+byte pattern that is NaN read as f32, f16 or bf16 at every aligned offset, so a kernel that reads past an input
+poisons its own result, and one that writes outside an output changes guard bytes. The tail guard is as large as
+the body (within bounds), so writes well past the end still land in it. Outputs are poisoned with 0xFF bytes
+(NaN in every float type too) before each launch, so an element the kernel never wrote is seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from peak_mcp.backends.base import Executor
+from peak_mcp.dtypes import STORAGE, itemsize
+from peak_mcp.problems.base import BufferArg, Problem, ScalarArg, Sizes
+
+# bytes a5 7f c3 ff: f32 0xffc37fa5, f16 0x7fa5 and 0xffc3, bf16 the same halves: all NaN, none all-ones.
+GUARD_PATTERN = np.array([0xA5, 0x7F, 0xC3, 0xFF], np.uint8)
+FRONT_GUARD_BYTES = 1 << 20  # a multiple of every Vulkan minStorageBufferOffsetAlignment and CUDA's 256
+TAIL_GUARD_MIN_BYTES = 4 << 20
+TAIL_GUARD_MAX_BYTES = 64 << 20
+POISON = 0xFF
+
+
+def tail_guard_bytes(body_bytes: int) -> int:
+    return min(TAIL_GUARD_MAX_BYTES, max(TAIL_GUARD_MIN_BYTES, (body_bytes + 3) // 4 * 4))
+
+
+@dataclass
+class DeviceBuffer:
+    arg: BufferArg
+    handle: Any
+    nbytes: int
+    tail: int
+
+    @property
+    def itemsize(self) -> int:
+        return itemsize(self.arg.dtype)
+
+
+@dataclass
+class GuardDamage:
+    buffer: str
+    side: str  # "before" | "after"
+    offsets: list[int]  # byte offsets from the body's start (negative before it) of the first changed bytes
+    count: int
+
+
+class Workspace:
+    def __init__(self, executor: Executor, problem: Problem, dtype: str, sizes: Sizes) -> None:
+        self.executor, self.problem, self.sizes, self.xp = executor, problem, dict(sizes), executor.xp
+        args = problem.arguments(dtype)
+        self.scalars = [a.value(sizes) for a in args if isinstance(a, ScalarArg)]
+        self.buffers: list[DeviceBuffer] = []
+        try:
+            for arg in (a for a in args if isinstance(a, BufferArg)):
+                nbytes = arg.count(sizes) * itemsize(arg.dtype)
+                tail = tail_guard_bytes(nbytes)
+                handle = executor.alloc(FRONT_GUARD_BYTES + nbytes + tail)
+                self.buffers.append(DeviceBuffer(arg, handle, nbytes, tail))
+            self.fill_guards(GUARD_PATTERN)
+        except BaseException:
+            self.close()
+            raise
+        self.handles = [executor.pointer(b.handle, FRONT_GUARD_BYTES) for b in self.buffers]
+
+    def close(self) -> None:
+        for buf in self.buffers:
+            self.executor.free(buf.handle)
+        self.buffers = []
+
+    def buffer(self, name: str) -> DeviceBuffer:
+        return next(b for b in self.buffers if b.arg.name == name)
+
+    @property
+    def outputs(self) -> list[DeviceBuffer]:
+        return [b for b in self.buffers if b.arg.is_output]
+
+    # --- contents --------------------------------------------------------------------------------------------
+    def load(self, inputs: dict[str, Any]) -> None:
+        """Inputs into their bodies, poison into the outputs; guards are left as they are (checked later)."""
+        for buf in self.buffers:
+            if not buf.arg.is_output:
+                self.executor.write(buf.handle, inputs[buf.arg.name].reshape(-1).view(np.uint8), FRONT_GUARD_BYTES)
+        self.poison_outputs()
+
+    def poison_outputs(self) -> None:
+        for buf in self.outputs:
+            self.executor.write(buf.handle, self.xp.full(buf.nbytes, POISON, np.uint8), FRONT_GUARD_BYTES)
+
+    def fill_guards(self, pattern: np.ndarray) -> None:
+        """Write `pattern` (repeated) into every guard: the NaN pattern, or zeros to tell a read past an input
+        from a kernel that makes NaN itself."""
+        for buf in self.buffers:
+            self.executor.write(buf.handle, self._tiled(pattern, FRONT_GUARD_BYTES), 0)
+            self.executor.write(buf.handle, self._tiled(pattern, buf.tail), FRONT_GUARD_BYTES + buf.nbytes)
+
+    def body(self, name: str) -> Any:
+        """The body of buffer `name` as a flat array of its storage dtype (in xp)."""
+        buf = self.buffer(name)
+        return self.executor.read(buf.handle, buf.nbytes, FRONT_GUARD_BYTES).view(STORAGE[buf.arg.dtype])
+
+    def guard_damage(self) -> GuardDamage | None:
+        """The first guard whose bytes changed, or None."""
+        for buf in self.buffers:
+            for side, offset, size in (("before", 0, FRONT_GUARD_BYTES),
+                                       ("after", FRONT_GUARD_BYTES + buf.nbytes, buf.tail)):
+                changed = self.executor.read(buf.handle, size, offset) != self._tiled(GUARD_PATTERN, size)
+                count = int(changed.sum())
+                if count:
+                    first = [int(i) for i in self.xp.flatnonzero(changed)[:5].tolist()]
+                    rel = [i - FRONT_GUARD_BYTES for i in first] if side == "before" else \
+                        [buf.nbytes + i for i in first]
+                    return GuardDamage(buf.arg.name, side, rel, count)
+        return None
+
+    def _tiled(self, pattern: np.ndarray, nbytes: int) -> Any:
+        key = (pattern.tobytes(), nbytes)
+        cache = self.__dict__.setdefault("_tiles", {})
+        if key not in cache:
+            cache[key] = self.xp.asarray(np.resize(pattern, nbytes))
+        return cache[key]
