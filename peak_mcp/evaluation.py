@@ -158,10 +158,13 @@ MAX_WARMUP_REPS = 4096
 
 class _LaunchAudit:
     """After every timed launch (device arrays only): count the launches whose output was wrong or unwritten,
-    on the device without synchronizing, then poison the output again for the next launch of that set."""
+    on the device without synchronizing (the executor poisons the output again before the next launch); then
+    change one input element of that set and its reference, so no launch sees inputs an earlier one saw."""
 
-    def __init__(self, sets: list[InputSet], problem: Problem, dtype: str) -> None:
-        self.sets, self.bound = sets, problem.tolerance(dtype).elementwise
+    def __init__(self, sets: list[InputSet], problem: Problem, dtype: str, seed: int) -> None:
+        self.sets, self.problem, self.dtype = sets, problem, dtype
+        self.bound = problem.tolerance(dtype).elementwise
+        self.rng = np.random.default_rng(seed)
         self.bad = [0] * len(sets)  # device scalars after the first launch
 
     def __call__(self, rep: int) -> None:
@@ -176,7 +179,9 @@ class _LaunchAudit:
             # NaN compares false, so unwritten (poisoned) elements count as wrong too.
             wrong = wrong + (~(xp.abs(got - ref.values) <= self.bound * ref.scale)).any()
         self.bad[i] = self.bad[i] + wrong
-        s.ws.poison_outputs()
+        changed = self.problem.perturb(s.inputs, s.refs, s.ws.sizes, self.dtype, self.rng, xp)
+        for name, (index, value) in changed.items():
+            s.ws.write_element(name, index, value)
 
     def failures(self) -> list[int]:
         return [int(b) for b in self.bad]
@@ -201,16 +206,16 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
     per_launch_s = max(float(np.median(warm[len(warm) // 2:])) / 1e3, 1e-6)
     n = len(sets)
     reps = -(-max(n, timed_reps(per_launch_s, time_budget_s, min_reps, max_reps)) // n) * n  # whole rotations
-    for s in sets:  # what is checked below must come from the timed launches
-        s.ws.poison_outputs()
-    audit = _LaunchAudit(sets, problem, dtype) if _on_device(executor) else None
+    poison = [[(s.ws.handles[s.ws.buffers.index(b)], b.nbytes) for b in s.ws.outputs] for s in sets]
+    audit = _LaunchAudit(sets, problem, dtype, seed=len(warm)) if _on_device(executor) else None
     times: list[float] = []
     started = time.monotonic()
     while len(times) < reps:
         chunk = min(reps - len(times), -(-max(1, int(1.0 / (per_launch_s + 2e-4))) // n) * n)
         offset = len(times)  # a multiple of n, so launch i of the chunk uses set i % n, as the audit expects
         after = (lambda rep, offset=offset: audit(offset + rep)) if audit else None
-        times += executor.time(kernel, args, scalars, geometry, reps=chunk, cold_cache=True, after_each=after)
+        times += executor.time(kernel, args, scalars, geometry, reps=chunk, cold_cache=True, poison=poison,
+                               after_each=after)
         progress(f"benchmark: {len(times)}/{reps} timed launches")
     wall = time.monotonic() - started
     recheck = _recheck(sets, problem, dtype, audit, len(times))

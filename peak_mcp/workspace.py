@@ -88,6 +88,11 @@ class Workspace:
                 self.executor.write(buf.handle, inputs[buf.arg.name].reshape(-1).view(np.uint8), FRONT_GUARD_BYTES)
         self.poison_outputs()
 
+    def write_element(self, name: str, index: int, value: Any) -> None:
+        """Store one element (a 1-element array of the buffer's storage dtype) at flat `index`."""
+        buf = self.buffer(name)
+        self.executor.write(buf.handle, value.view(np.uint8), FRONT_GUARD_BYTES + index * buf.itemsize)
+
     def poison_outputs(self) -> None:
         for buf in self.outputs:
             self.executor.write(buf.handle, self.xp.full(buf.nbytes, POISON, np.uint8), FRONT_GUARD_BYTES)

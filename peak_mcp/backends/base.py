@@ -11,6 +11,8 @@ import numpy as np
 
 from peak_mcp.launch import LaunchSpec
 
+Regions = list[tuple[Any, int]]  # (pointer() result, byte count)
+
 
 class CompileFailed(Exception):
     """Compilation failed; `log` is the compiler's output with line numbers."""
@@ -85,10 +87,12 @@ class Executor(ABC):
 
     @abstractmethod
     def time(self, kernel: Compiled, buffer_sets: list[list[Any]], scalars: list[int], geometry: dict[str, Any],
-             reps: int, cold_cache: bool, after_each: Callable[[int], None] | None = None) -> list[float]:
-        """Time `reps` launches, launch i on buffer_sets[i % len(buffer_sets)], each in ms by device timers;
-        flush the last-level cache before each if asked. `after_each(i)`, where the backend supports it (device
-        arrays), queues work after launch i and outside its timed interval."""
+             reps: int, cold_cache: bool, poison: list[list[Regions]] | None = None,
+             after_each: Callable[[int], None] | None = None) -> list[float]:
+        """Time `reps` launches, launch i on buffer_sets[i % len(buffer_sets)], each in ms by device timers.
+        Before each launch and outside its timed interval: fill poison[i % len] (pointer, nbytes) regions with
+        0xFF bytes, so every launch must write its whole output; flush the last-level cache if asked.
+        `after_each(i)`, where the backend supports it (device arrays), queues work after launch i."""
 
     def check_geometry(self, kernel: Compiled, geometry: dict[str, Any]) -> str | None:
         """Return why this launch geometry cannot run on the device, or None."""

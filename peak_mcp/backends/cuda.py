@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor, KernelFault
+from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor, KernelFault, Regions
 from peak_mcp.errors import InvalidInput
 from peak_mcp.launch import LaunchSpec
 
@@ -241,7 +241,8 @@ class CudaExecutor(Executor):
             raise _as_fault(exc) from None
 
     def time(self, kernel: Compiled, buffer_sets: list[list[Any]], scalars: list[int], geometry: dict[str, Any],
-             reps: int, cold_cache: bool, after_each: Callable[[int], None] | None = None) -> list[float]:
+             reps: int, cold_cache: bool, poison: list[Regions] | None = None,
+             after_each: Callable[[int], None] | None = None) -> list[float]:
         from cuda.bindings import driver
         from cuda.core import EventOptions
 
@@ -250,6 +251,8 @@ class CudaExecutor(Executor):
         try:
             pairs = []
             for rep in range(reps):
+                for pointer, nbytes in poison[rep % len(poison)] if poison else ():
+                    _check(driver.cuMemsetD8Async(int(pointer), 0xFF, nbytes, self.stream.handle))
                 if cold_cache:
                     _check(driver.cuMemsetD32Async(self.flush.data.ptr, rep, self.flush_words, self.stream.handle))
                 start = self.stream.record(options=timing)

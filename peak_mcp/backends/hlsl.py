@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor, KernelFault
+from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor, KernelFault, Regions
 from peak_mcp.errors import InvalidInput
 from peak_mcp.launch import LaunchSpec
 
@@ -492,11 +492,12 @@ class HlslExecutor(Executor):
         self._guard(lambda: self.device.dispatch(pipe, buffers, push, tuple(geometry["groups"])))
 
     def time(self, kernel: Compiled, buffer_sets: list[list[Any]], scalars: list[int], geometry: dict[str, Any],
-             reps: int, cold_cache: bool, after_each: Any = None) -> list[float]:
+             reps: int, cold_cache: bool, poison: list[Regions] | None = None, after_each: Any = None) -> list[float]:
         # after_each is for device arrays; Vulkan buffers are checked through host copies after the loop.
         pipe, push = self._prepare(kernel, buffer_sets, scalars)
+        fills = [[(buf, offset, nbytes) for (buf, offset), nbytes in regions] for regions in poison or []]
         return self._guard(lambda: self.device.time_dispatches(pipe, buffer_sets, push, tuple(geometry["groups"]),
-                                                               max(1, int(reps)), cold_cache))
+                                                               max(1, int(reps)), cold_cache, fills))
 
     def close(self) -> None:
         if self.device is not None:

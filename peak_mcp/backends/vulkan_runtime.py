@@ -490,6 +490,11 @@ class VulkanDevice:
             data = self.vk.ffi.new("char[]", push[: pipe.push_bytes])
             vk.vkCmdPushConstants(cmd, pipe.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, pipe.push_bytes, data)
 
+    def _fill_poison(self, cmd: Any, regions: list[tuple[Buffer, int, int]]) -> None:
+        for buf, offset, nbytes in regions:  # vkCmdFillBuffer writes whole words
+            if nbytes >= 4:
+                self.vk.vkCmdFillBuffer(cmd, buf.handle, offset, nbytes // 4 * 4, 0xFFFFFFFF)
+
     def _fill_scratch(self, cmd: Any, value: int) -> None:
         self.vk.vkCmdFillBuffer(cmd, self.scratch.handle, 0, WHOLE_SIZE, value & 0xFFFFFFFF)
 
@@ -502,11 +507,13 @@ class VulkanDevice:
         self._submit_and_wait()
 
     def time_dispatches(self, pipe: Pipeline, buffer_sets: list[list[BufferView]], push: bytes,
-                        groups: tuple[int, int, int], reps: int, cold_cache: bool) -> list[float]:
+                        groups: tuple[int, int, int], reps: int, cold_cache: bool,
+                        poison: list[list[tuple[Buffer, int, int]]] | None = None) -> list[float]:
         """Milliseconds per dispatch, dispatch i on buffer_sets[i % len], from timestamp queries (or host clocks
-        where the queue has none)."""
+        where the queue has none). Before dispatch i, poison[i % len] regions (buffer, offset, bytes) are filled
+        with 0xFF bytes."""
         if not self.timestamps:
-            return self._time_on_host(pipe, buffer_sets, push, groups, reps, cold_cache)
+            return self._time_on_host(pipe, buffer_sets, push, groups, reps, cold_cache, poison)
         vk = self.vk
         self._ensure_queries(2 * reps)
         dsets = self._descriptor_sets(pipe, buffer_sets)
@@ -514,6 +521,7 @@ class VulkanDevice:
             vk.vkCmdResetQueryPool(cmd, self.query_pool, 0, 2 * reps)
             for rep in range(reps):
                 self._bind(cmd, pipe, dsets[rep % len(dsets)], push)
+                self._fill_poison(cmd, poison[rep % len(poison)] if poison else [])
                 if cold_cache:
                     self._fill_scratch(cmd, rep + 1)
                 self._barrier(cmd)  # the fill and the previous dispatch are done before this one starts
@@ -554,13 +562,15 @@ class VulkanDevice:
         self.query_capacity = capacity
 
     def _time_on_host(self, pipe: Pipeline, buffer_sets: list[list[BufferView]], push: bytes,
-                      groups: tuple[int, int, int], reps: int, cold_cache: bool) -> list[float]:
+                      groups: tuple[int, int, int], reps: int, cold_cache: bool,
+                      poison: list[list[tuple[Buffer, int, int]]] | None) -> list[float]:
         times = []
         for rep in range(reps):
-            if cold_cache:
-                with self._recording() as cmd:
+            with self._recording() as cmd:
+                self._fill_poison(cmd, poison[rep % len(poison)] if poison else [])
+                if cold_cache:
                     self._fill_scratch(cmd, rep + 1)
-                self._submit_and_wait()
+            self._submit_and_wait()
             dset = self._descriptor_sets(pipe, [buffer_sets[rep % len(buffer_sets)]])[0]
             with self._recording() as cmd:
                 self._bind(cmd, pipe, dset, push)

@@ -89,6 +89,14 @@ class Problem(ABC):
         validating huge sizes on a host stays quick; every element is still checked for NaN, Inf and being
         written."""
 
+    def perturb(self, inputs: dict[str, Any], refs: dict[str, Reference], sizes: Sizes, dtype: str,
+                rng: Any, xp: Any) -> dict[str, tuple[int, Any]]:
+        """Change one input element and update the reference to match, cheaply, so that every timed launch sees
+        inputs no launch saw before (a kernel that caches results by any key then misses). Updates `inputs` and
+        `refs` in place; returns {input name: (flat index, new stored value as a 1-element array)}. A problem
+        without a cheap update returns {} and its timed launches reuse the validated inputs."""
+        return {}
+
     @abstractmethod
     def generality_sizes(self, sizes: Sizes) -> list[dict[str, int]]:
         """Size sets that shake out kernels which only work at some sizes (odd, prime, below one tile, ...),

@@ -118,6 +118,26 @@ class Matmul(Problem):
         indices = (rows[:, None] * n + xp.arange(n)[None, :]).reshape(-1)
         return {"C": Reference((picked @ b).reshape(-1), indices, (a_norms[:, None] * b_norms[None, :]).reshape(-1))}
 
+    def perturb(self, inputs: dict[str, Any], refs: dict[str, Reference], sizes: Sizes, dtype: str,
+                rng: Any, xp: Any) -> dict[str, tuple[int, Any]]:
+        # A[i, j] changes, so row i of C moves by (new - old) * B[j, :] and its error scale by the ratio of the
+        # new to the old norm of row i of A: O(K + N) work on the device.
+        m, n, k = sizes["M"], sizes["N"], sizes["K"]
+        ref = refs["C"]
+        if ref.indices is not None:  # a sampled host reference: no per-launch audit uses it
+            return {}
+        i, j = int(rng.integers(m)), int(rng.integers(k))
+        flat = i * k + j
+        new = from_float(xp.asarray([rng.uniform(0.25, 1.0) * rng.choice((-1.0, 1.0))], np.float32), dtype)
+        old64, new64 = to_float64(inputs["A"][flat:flat + 1], dtype), to_float64(new, dtype)
+        inputs["A"][flat:flat + 1] = new
+        ref.values[i * n:(i + 1) * n] += (new64 - old64) * to_float64(inputs["B"][j * n:(j + 1) * n], dtype)
+        a_row = to_float64(inputs["A"][i * k:(i + 1) * k], dtype)
+        norm_new = xp.sqrt((a_row * a_row).sum())
+        norm_old = xp.sqrt(xp.maximum(norm_new * norm_new - new64 * new64 + old64 * old64, 1e-300))
+        ref.scale[i * n:(i + 1) * n] *= norm_new / norm_old
+        return {"A": (flat, new)}
+
     def generality_sizes(self, sizes: Sizes) -> list[dict[str, int]]:
         m, n, k = sizes["M"], sizes["N"], sizes["K"]
         candidates = [

@@ -1,0 +1,136 @@
+"""The validator's pieces without a device: the elementwise bound, constraints and sampled sizes, the guard
+pattern, and a data dir written by the first release opening under today's schema."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from peak_mcp.errors import AnnotationError, InvalidInput
+from peak_mcp.generality import check_constraints, sample_sizes, satisfies
+from peak_mcp.launch import evaluate_condition
+from peak_mcp.problems.matmul import Matmul
+from peak_mcp.store import MIGRATIONS, Store
+from peak_mcp.workspace import GUARD_PATTERN
+
+MATMUL = Matmul()
+
+
+def _bound_ratio(sizes: dict[str, int], got: np.ndarray, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    ref = MATMUL.reference(inputs, sizes, "f32", 0, float("inf"), np)["C"]
+    return np.abs(got.reshape(-1) - ref.values) / (MATMUL.tolerance("f32").elementwise * ref.scale)
+
+
+@pytest.mark.parametrize("sizes", [{"M": 100, "N": 77, "K": 53}, {"M": 128, "N": 128, "K": 128},
+                                   {"M": 64, "N": 48, "K": 2048}])
+def test_the_bound_passes_f32_accumulation_and_catches_a_1e_3_error(sizes: dict[str, int]) -> None:
+    inputs = MATMUL.make_inputs(sizes, "f32", 7, np)
+    a = inputs["A"].reshape(sizes["M"], sizes["K"])
+    b = inputs["B"].reshape(sizes["K"], sizes["N"])
+    acc = np.zeros((sizes["M"], sizes["N"]), np.float32)
+    for k in range(sizes["K"]):  # sequential, no FMA: the least accurate order a correct kernel uses
+        acc = acc + (a[:, k:k + 1] * b[k:k + 1, :]).astype(np.float32)
+    assert _bound_ratio(sizes, acc, inputs).max() < 0.5
+    one_off = acc.copy()
+    one_off[3, 5] += 1e-3
+    assert _bound_ratio(sizes, one_off, inputs)[3 * sizes["N"] + 5] > 1.0
+
+
+def test_the_bound_catches_accumulation_in_half_precision() -> None:
+    sizes = {"M": 32, "N": 32, "K": 512}
+    inputs = MATMUL.make_inputs(sizes, "f32", 3, np)
+    a = inputs["A"].reshape(32, 512).astype(np.float16)
+    b = inputs["B"].reshape(512, 32).astype(np.float16)
+    acc = np.zeros((32, 32), np.float16)
+    for k in range(512):
+        acc = (acc + a[:, k:k + 1] * b[k:k + 1, :]).astype(np.float16)
+    assert (_bound_ratio(sizes, acc.astype(np.float32), inputs) > 1.0).mean() > 0.5
+
+
+def test_the_guard_pattern_is_nan_in_every_float_type_and_not_the_poison() -> None:
+    tile = np.tile(GUARD_PATTERN, 4)
+    assert np.isnan(tile.view(np.float32)).all() and np.isnan(tile.view(np.float16)).all()
+    bf16 = (tile.view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+    assert np.isnan(bf16).all()
+    assert not (tile == 0xFF).all()
+
+
+def test_conditions_use_the_safe_grammar() -> None:
+    sizes = {"M": 256, "N": 96, "K": 64}
+    assert evaluate_condition("M % 128 == 0 and not N % 64 == 0", sizes)
+    assert evaluate_condition("16 <= K < 128 or M == 1", sizes)
+    for hostile in ("__import__('os').system('true')", "M.__class__", "[M] == [M]", "M if N else K", "M ** 2 > 0"):
+        with pytest.raises(AnnotationError):
+            evaluate_condition(hostile, sizes)
+
+
+def test_constraints_are_checked_when_the_session_starts() -> None:
+    assert check_constraints(MATMUL, [" M % 64 == 0 "]) == ["M % 64 == 0"]
+    with pytest.raises(InvalidInput):
+        check_constraints(MATMUL, [""])
+    with pytest.raises(AnnotationError):
+        check_constraints(MATMUL, ["X % 2 == 0"])
+
+
+def test_sampled_sizes_are_awkward_by_default_and_meet_declared_constraints() -> None:
+    session = {"M": 4096, "N": 4096, "K": 4096}
+    free = sample_sizes(MATMUL, session, [])
+    assert {"M": 1, "N": 1, "K": 1} in free and {"M": 100, "N": 77, "K": 53} in free
+    assert any(s["M"] > 8 * s["N"] for s in free) and any(s["K"] % 16 for s in free)
+    assert session not in free and len(free) == 8
+    constrained = sample_sizes(MATMUL, session, ["M % 128 == 0", "N % 64 == 0"])
+    assert constrained and all(satisfies(s, ["M % 128 == 0", "N % 64 == 0"]) for s in constrained)
+    assert any(s["K"] % 8 for s in constrained)  # unconstrained symbols stay awkward where they can
+
+
+FIRST_RELEASE_SCHEMA = """
+CREATE TABLE sessions (id TEXT PRIMARY KEY, problem TEXT NOT NULL, backend TEXT NOT NULL, dtype TEXT NOT NULL,
+    sizes TEXT NOT NULL, device TEXT NOT NULL, device_index INTEGER NOT NULL, head INTEGER, baseline TEXT,
+    created_at REAL NOT NULL, label TEXT);
+CREATE TABLE versions (session_id TEXT NOT NULL REFERENCES sessions(id), number INTEGER NOT NULL, parent INTEGER,
+    origin TEXT NOT NULL, transformation TEXT, apply_id TEXT, attempt INTEGER, source TEXT NOT NULL,
+    status TEXT NOT NULL, failure TEXT, message TEXT, compile TEXT, validation TEXT, timing TEXT,
+    created_at REAL NOT NULL, PRIMARY KEY (session_id, number));
+"""
+
+
+def test_a_data_dir_from_the_first_release_opens_and_migrates(tmp_path: Path) -> None:
+    path = tmp_path / "peak.sqlite3"
+    db = sqlite3.connect(path)
+    db.executescript(FIRST_RELEASE_SCHEMA)
+    db.execute("INSERT INTO sessions VALUES ('s1', 'matmul', 'hlsl', 'f32', ?, 'lavapipe', 0, 0, NULL, 1.0, NULL)",
+               (json.dumps({"M": 64, "N": 64, "K": 64}),))
+    db.execute("INSERT INTO versions (session_id, number, origin, source, status, timing, created_at) "
+               "VALUES ('s1', 0, 'naive', 'src', 'benchmarked', ?, 1.0)", (json.dumps({"median_ms": 2.5}),))
+    db.commit()
+    db.close()
+
+    store = Store(path)
+    try:
+        assert store._db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
+        version = store.version("s1", 0)
+        assert version["timing"] == {"median_ms": 2.5} and version["generality"] is None
+        assert store.session("s1")["constraints"] is None
+        store.update_version("s1", 0, generality={"passed": True, "sizes_checked": [], "failures": []})
+        assert store.version("s1", 0)["generality"]["passed"] is True
+    finally:
+        store.close()
+    Store(path).close()  # opening again applies nothing twice
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_a_perturbed_input_keeps_the_reference_exact(dtype: str) -> None:
+    sizes = {"M": 37, "N": 29, "K": 41}
+    inputs = MATMUL.make_inputs(sizes, dtype, 5, np)
+    refs = MATMUL.reference(inputs, sizes, dtype, 0, float("inf"), np)
+    rng = np.random.default_rng(9)
+    for _ in range(20):
+        changed = MATMUL.perturb(inputs, refs, sizes, dtype, rng, np)
+        assert list(changed) == ["A"] and inputs["A"][changed["A"][0]] == changed["A"][1][0]
+    fresh = MATMUL.reference(inputs, sizes, dtype, 0, float("inf"), np)["C"]
+    np.testing.assert_allclose(refs["C"].values, fresh.values, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(refs["C"].scale, fresh.scale, rtol=1e-12)

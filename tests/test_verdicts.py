@@ -1,0 +1,134 @@
+"""Verdicts a hostile or careless kernel cannot walk through, through a real MCP client on a real Vulkan device
+(lavapipe in CI). Each kernel here passed on the validator before guards stood on both sides, the bound followed
+the error scale, the timed loop rotated input sets and generality was checked."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import EXAMPLES, has_device, skip_reason
+
+pytestmark = [pytest.mark.vulkan, pytest.mark.anyio]
+if not has_device("hlsl"):
+    pytestmark.append(pytest.mark.skip(reason=f"no Vulkan device: {skip_reason('hlsl')}"))
+
+NAIVE = (EXAMPLES / "hlsl" / "naive.hlsl").read_text()
+STORE = "C[row * p.N + col] = acc;"
+
+
+def _naive_with(old: str, new: str) -> str:
+    assert old in NAIVE, old
+    return NAIVE.replace(old, new)
+
+
+# Correct except for one flaw each; every one was recorded as passing before.
+FLAWED = {
+    # one element 1e-3 off: ~1000x a correct kernel's error at these sizes
+    "wrong_result": _naive_with(STORE, "C[row * p.N + col] = acc + ((row == 5 && col == 7) ? 1e-3 : 0.0);"),
+    # a write 1.2 MB past the end of C, well beyond a 4 KiB guard
+    "out_of_bounds_write": _naive_with(STORE, STORE + "\n    if (row == 0 && col == 0) C[p.M * p.N + 300000] = 1.0;"),
+    # reads one element past the end of a row of A and of B
+    "out_of_bounds_read": _naive_with("k < p.K", "k <= p.K"),
+}
+
+# A 16x16-tiled kernel without edge guards: right at tile multiples, wrong elsewhere.
+UNGUARDED = """// peak: entry=main groups=(N // 16, M // 16, 1)
+struct Params { uint M; uint N; uint K; };
+[[vk::push_constant]] ConstantBuffer<Params> p;
+[[vk::binding(0)]] StructuredBuffer<float> A;
+[[vk::binding(1)]] StructuredBuffer<float> B;
+[[vk::binding(2)]] RWStructuredBuffer<float> C;
+groupshared float As[16][16];
+groupshared float Bs[16][16];
+
+[numthreads(16, 16, 1)]
+void main(uint3 id : SV_DispatchThreadID, uint3 t : SV_GroupThreadID)
+{
+    float acc = 0.0;
+    for (uint k0 = 0; k0 < p.K; k0 += 16) {
+        As[t.y][t.x] = A[id.y * p.K + k0 + t.x];
+        Bs[t.y][t.x] = B[(k0 + t.y) * p.N + id.x];
+        GroupMemoryBarrierWithGroupSync();
+        for (uint k = 0; k < 16; ++k)
+            acc += As[t.y][k] * Bs[k][t.x];
+        GroupMemoryBarrierWithGroupSync();
+    }
+    C[id.y * p.N + id.x] = acc;
+}
+"""
+
+
+async def _session(client, sizes: dict[str, int], **extra) -> dict:
+    started = await client.call_tool("start_session", {"backend": "hlsl", "sizes": sizes, **extra})
+    assert not started.is_error, started.content[0].text
+    return started.structured_content
+
+
+async def _submit(client, session_id: str, source: str, **extra) -> dict:
+    result = await client.call_tool("submit_kernel", {"session_id": session_id, "source": source, **extra})
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+@pytest.mark.parametrize("sizes", [{"M": 128, "N": 128, "K": 128}, {"M": 100, "N": 77, "K": 53}])
+async def test_each_flaw_is_named(make_client, sizes: dict[str, int]) -> None:
+    async with make_client() as (client, _):
+        session = await _session(client, sizes)
+        for check, source in FLAWED.items():
+            report = await _submit(client, session["session_id"], source)
+            assert (report["status"], report["failure"]) == ("failed", check), (check, report["message"])
+            assert report["message"]
+        head = (await client.call_tool("history", {"session_id": session["session_id"]})).structured_content["head"]
+        assert head == 0  # nothing flawed became head
+
+
+async def test_a_kernel_that_only_works_at_tile_multiples_is_not_general(make_client) -> None:
+    async with make_client() as (client, _):
+        session = await _session(client, {"M": 128, "N": 128, "K": 128})
+        report = await _submit(client, session["session_id"], UNGUARDED)
+        assert report["status"] == "benchmarked", report["message"]  # right at the session's sizes
+        generality = report["generality"]
+        assert generality["passed"] is False and generality["failures"], generality
+        failed_at = [f["sizes"] for f in generality["failures"]]
+        assert {"M": 100, "N": 77, "K": 53} in failed_at, failed_at
+        assert report["head"] == 0  # head stays on the general version
+
+        # The agent may accept a specialized kernel explicitly.
+        kept = await _submit(client, session["session_id"], UNGUARDED, require_generality=False)
+        assert kept["head"] == kept["version"] and kept["generality"]["passed"] is False
+
+
+async def test_declared_constraints_make_a_tile_multiple_kernel_general(make_client) -> None:
+    constraints = ["M % 16 == 0", "N % 16 == 0", "K % 16 == 0"]
+    async with make_client() as (client, _):
+        session = await _session(client, {"M": 128, "N": 128, "K": 128}, constraints=constraints)
+        assert session["constraints"] == constraints
+        report = await _submit(client, session["session_id"], UNGUARDED)
+        generality = report["generality"]
+        assert generality["passed"] is True, generality
+        assert len(generality["sizes_checked"]) >= 4
+        for sizes in generality["sizes_checked"]:
+            assert all(v % 16 == 0 for v in sizes.values()), sizes
+        assert len({tuple(s.values()) for s in generality["sizes_checked"]}) == len(generality["sizes_checked"])
+        assert report["head"] == report["version"]
+
+
+async def test_sizes_that_break_the_constraints_are_refused(make_client) -> None:
+    async with make_client() as (client, _):
+        result = await client.call_tool("start_session", {"backend": "hlsl", "sizes": {"M": 100, "N": 64, "K": 64},
+                                                          "constraints": ["M % 64 == 0"]})
+        assert result.is_error and "do not meet its constraints" in result.content[0].text
+        result = await client.call_tool("start_session", {"backend": "hlsl", "sizes": {"M": 64, "N": 64, "K": 64},
+                                                          "constraints": ["__import__('os')"]})
+        assert result.is_error and "not a condition" in result.content[0].text
+
+
+async def test_every_example_passes_at_every_sampled_size(make_client) -> None:
+    """False failures must be zero: the correct kernels shipped in examples/ pass everywhere."""
+    async with make_client() as (client, _):
+        session = await _session(client, {"M": 96, "N": 80, "K": 72})
+        for path in sorted((EXAMPLES / "hlsl").glob("*.hlsl")):
+            report = await _submit(client, session["session_id"], path.read_text())
+            assert report["status"] == "benchmarked", (path.name, report["message"])
+            assert report["generality"]["passed"], (path.name, report["generality"])
+            assert report["head"] == report["version"]
