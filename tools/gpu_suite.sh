@@ -25,6 +25,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 python3 -m peak_mcp doctor > "$RESULTS/doctor.json" 2> "$RESULTS/doctor.log"; echo "doctor rc=$?"
 
 # PARTS picks what runs, so the suite can be split over calls that each fit the device's per-call limit.
+# Not in the default PARTS: hostile, hostile_tests (the hostile-kernel corpus, tests/hostile/), lavapipe.
 bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $RESULTS
     local name=$1; shift
     echo "== bench $name"
@@ -33,9 +34,21 @@ bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under 
 }
 for part in ${PARTS:-tests cuda cuda16 hlsl}; do
     case $part in
-    tests)
-        timeout 420 python3 -m pytest -q -m "gpu or vulkan" -p no:cacheprovider -rs ${PYTEST_ARGS:-} 2>&1 \
+    tests)  # the hostile-kernel tests have their own parts (hostile, hostile_tests): they take minutes
+        timeout 420 python3 -m pytest -q -m "gpu or vulkan" -p no:cacheprovider -rs ${PYTEST_ARGS:-} \
+            --ignore=tests/test_hostile_cuda_gpu.py --ignore=tests/test_hostile_hlsl.py 2>&1 \
             | tee "$RESULTS/pytest.txt" ;;
+    hostile)  # tests/hostile/manifest.yaml over stdio: a verdict table per backend (CUDA; HLSL on NVIDIA's Vulkan)
+        for backend in cuda hlsl; do
+            echo "== hostile $backend"
+            PEAK_MCP_VK_FENCE_TIMEOUT_S=5 timeout "${HOSTILE_TIMEOUT:-280}" python3 tools/hostile_bench.py \
+                --backend "$backend" --data-dir "/tmp/peak-hostile-$backend" --out "$RESULTS/hostile_$backend.json" \
+                2> "$RESULTS/hostile_$backend.log" | tee "$RESULTS/hostile_$backend.md"
+            echo "hostile $backend rc=${PIPESTATUS[0]}"
+        done ;;
+    hostile_tests)  # the same manifest as pytest (in-process MCP client), one test per (kernel, size)
+        timeout 540 python3 -m pytest -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} tests/test_hostile_cuda_gpu.py \
+            tests/test_hostile_hlsl.py 2>&1 | tee "$RESULTS/pytest_hostile.txt" ;;
     cuda)  # f32 with the fault cases and a sampled apply round trip
         bench cuda_f32 --backend cuda --dtype f32 --size "${SIZE:-4096}" --faults \
             --apply register-blocking-2d=examples/matmul/cuda/regblock_2d.cu ;;

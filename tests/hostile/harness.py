@@ -1,0 +1,225 @@
+"""Shared by tests/test_hostile_*.py and tools/hostile_bench.py: load the manifest, submit its kernels through an MCP
+client, and judge each version report against the expectation.
+
+Everything here talks to the server only through MCP tool calls (`start_session`, `submit_kernel`, `get_version`), so
+the same code drives an in-process client (tests) and a `peak-mcp serve` subprocess over stdio (the bench).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+HOSTILE = Path(__file__).resolve().parent
+ROOT = HOSTILE.parent.parent
+MANIFEST = HOSTILE / "manifest.yaml"
+GOOD = {"cuda": ROOT / "examples" / "matmul" / "cuda" / "smem_tiled.cu",
+        "hlsl": ROOT / "examples" / "matmul" / "hlsl" / "tiled_groupshared.hlsl"}
+UNALIGNED = {"M": 100, "N": 77, "K": 53}
+TILE = 32  # sizes that are multiples of this count as "aligned" for the `unaligned` override
+
+
+@dataclass(frozen=True)
+class Entry:
+    cls: str
+    file: str
+    backend: str
+    status: tuple[str, ...]
+    failure: tuple[str | None, ...]
+    generality_fails: bool = False
+    unaligned: dict[str, Any] | None = None
+    fault: bool = False
+    note: str = ""
+
+    @property
+    def path(self) -> Path:
+        return HOSTILE / self.file
+
+    @property
+    def name(self) -> str:
+        return Path(self.file).stem
+
+    def expect(self, sizes: dict[str, int]) -> dict[str, Any]:
+        """The expectation at these sizes: {status, failure, generality_fails} (tuples of acceptable values)."""
+        base = {"status": self.status, "failure": self.failure, "generality_fails": self.generality_fails}
+        if self.unaligned and not aligned(sizes):
+            base = {"status": _tuple(self.unaligned.get("status", self.status)),
+                    "failure": _tuple(self.unaligned.get("failure")),
+                    "generality_fails": bool(self.unaligned.get("generality_fails", False))}
+        return base
+
+
+def _tuple(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, list | tuple) else (value,)
+
+
+def aligned(sizes: dict[str, int]) -> bool:
+    return all(v % TILE == 0 for v in sizes.values())
+
+
+def load_manifest(backend: str | None = None) -> list[Entry]:
+    raw = yaml.safe_load(MANIFEST.read_text())["entries"]
+    entries = []
+    for item in raw:
+        known = {"class", "file", "backend", "status", "failure", "generality_fails", "unaligned", "fault", "note"}
+        unknown = set(item) - known
+        if unknown:
+            raise ValueError(f"manifest entry {item.get('file')}: unknown keys {sorted(unknown)}")
+        entries.append(Entry(cls=item["class"], file=item["file"], backend=item["backend"],
+                             status=_tuple(item["status"]), failure=_tuple(item.get("failure")),
+                             generality_fails=bool(item.get("generality_fails", False)),
+                             unaligned=item.get("unaligned"), fault=bool(item.get("fault", False)),
+                             note=str(item.get("note", ""))))
+    return [e for e in entries if backend is None or e.backend == backend]
+
+
+def failure_matches(expected: tuple[str | None, ...], got: str | None) -> bool:
+    for want in expected:
+        if want is None:
+            if got is None:
+                return True
+        elif want.endswith("*"):
+            if got is not None and got.startswith(want[:-1]):
+                return True
+        elif got == want:
+            return True
+    return False
+
+
+def describe(expect: dict[str, Any]) -> str:
+    status = "|".join(expect["status"])
+    failure = "|".join("-" if f is None else f for f in expect["failure"])
+    text = status if failure == "-" else f"{status}/{failure}"
+    return text + (" +generality_fails" if expect["generality_fails"] else "")
+
+
+def judge(expect: dict[str, Any], report: dict[str, Any], head_before: int | None) -> list[str]:
+    """Why the report does not meet the expectation (empty when it does)."""
+    problems = []
+    status, failure = report.get("status"), report.get("failure")
+    if status not in expect["status"]:
+        problems.append(f"status {status!r}, expected {'|'.join(expect['status'])}")
+    if not failure_matches(expect["failure"], failure):
+        problems.append(f"failure {failure!r}, expected {'|'.join(str(f) for f in expect['failure'])}")
+    generality = report.get("generality")
+    if expect["generality_fails"]:
+        if not isinstance(generality, dict):
+            problems.append("no generality report")
+        elif generality.get("passed") is not False:
+            problems.append(f"generality.passed is {generality.get('passed')!r}, expected False")
+        if report.get("head") != head_before:
+            problems.append(f"head moved to {report.get('head')} (was {head_before}) for a version without "
+                            "generality")
+    elif status not in ("benchmarked", "validated") and report.get("head") != head_before:
+        problems.append(f"head moved to {report.get('head')} (was {head_before}) for a {status} version")
+    return problems
+
+
+def tagged(source: str, label: str) -> str:
+    """A unique trailing comment, so no server-side cache keyed by source text can hand back another run's module
+    (and its device globals)."""
+    return source.rstrip("\n") + f"\n// hostile-run: {label}\n"
+
+
+@dataclass
+class Outcome:
+    entry: Entry
+    sizes: dict[str, int]
+    expected: str
+    status: str | None
+    failure: str | None
+    message: str
+    seconds: float
+    problems: list[str]
+    generality: dict[str, Any] | None = None
+    recovered: bool | None = None  # after a fault: did a good kernel benchmark next
+    recovery_message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and self.recovered is not False
+
+    @property
+    def verdict(self) -> str:
+        return f"{self.status}/{self.failure}" if self.failure else str(self.status)
+
+    def why(self) -> str:
+        parts = list(self.problems)
+        if self.recovered is False:
+            parts.append(f"the good kernel after it did not benchmark: {self.recovery_message[:300]}")
+        return "; ".join(parts) + f" -- message: {self.message[:600]}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"class": self.entry.cls, "file": self.entry.file, "backend": self.entry.backend,
+                "sizes": self.sizes, "expected": self.expected, "status": self.status, "failure": self.failure,
+                "ok": self.ok, "problems": self.problems, "recovered": self.recovered, "seconds": self.seconds,
+                "generality": self.generality, "message": self.message}
+
+
+async def _call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, args)
+    if result.is_error:
+        return {"status": "tool_error", "failure": "tool_error", "message": result.content[0].text}
+    return result.structured_content or {}
+
+
+async def start_session(client: Any, backend: str, sizes: dict[str, int]) -> dict[str, Any]:
+    started = await client.call_tool("start_session", {"backend": backend, "dtype": "f32", "sizes": sizes})
+    if started.is_error:
+        raise RuntimeError(f"start_session({backend}, {sizes}) failed: {started.content[0].text}")
+    session = started.structured_content
+    if session["version_0"]["status"] != "benchmarked":
+        raise RuntimeError(f"version 0 did not benchmark: {session['version_0']}")
+    return session
+
+
+async def run_entry(client: Any, session_id: str, entry: Entry, sizes: dict[str, int], label: str) -> Outcome:
+    """Submit one hostile kernel (parent 0) and, after a fault, a good kernel; judge the report."""
+    head_before = (await _call(client, "get_version", {"session_id": session_id})).get("report", {}).get("version")
+    expect = entry.expect(sizes)
+    t0 = time.perf_counter()
+    report = await _call(client, "submit_kernel", {"session_id": session_id, "parent": 0,
+                                                   "source": tagged(entry.path.read_text(), label)})
+    seconds = time.perf_counter() - t0
+    outcome = Outcome(entry=entry, sizes=dict(sizes), expected=describe(expect), status=report.get("status"),
+                      failure=report.get("failure"), message=str(report.get("message", "")), seconds=seconds,
+                      problems=judge(expect, report, head_before), generality=report.get("generality"))
+    if entry.fault or report.get("status") == "error":
+        good = await _call(client, "submit_kernel", {"session_id": session_id, "parent": 0,
+                                                     "source": tagged(GOOD[entry.backend].read_text(),
+                                                                      f"{label} recovery")})
+        outcome.recovered = good.get("status") == "benchmarked"
+        outcome.recovery_message = str(good.get("message", ""))
+    return outcome
+
+
+async def run_all(client: Any, backend: str, sizes: dict[str, int], entries: list[Entry],
+                  progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:
+    """One session at `sizes`, every entry submitted to it in manifest order."""
+    session = await start_session(client, backend, sizes)
+    size_label = "x".join(str(sizes[s]) for s in ("M", "N", "K"))
+    outcomes = []
+    for entry in entries:
+        outcome = await run_entry(client, session["session_id"], entry, sizes, f"{entry.file} {size_label}")
+        outcomes.append(outcome)
+        if progress:
+            progress(outcome)
+    return outcomes
+
+
+def markdown(outcomes: list[Outcome]) -> str:
+    lines = ["| class | file | sizes | expected | verdict | ok | seconds |", "|---|---|---|---|---|---|---|"]
+    for o in outcomes:
+        sizes = "x".join(str(o.sizes[s]) for s in ("M", "N", "K"))
+        verdict = o.verdict + ("" if o.generality is None else f" (generality {o.generality.get('passed')})")
+        if o.recovered is not None:
+            verdict += ", recovered" if o.recovered else ", NOT recovered"
+        lines.append(f"| {o.entry.cls} | {o.entry.file} | {sizes} | {o.expected} | {verdict} | "
+                     f"{'pass' if o.ok else 'FAIL'} | {o.seconds:.1f} |")
+    return "\n".join(lines)

@@ -1,0 +1,94 @@
+"""Hostile CUDA kernels (tests/hostile/manifest.yaml) through a real in-process MCP client on a GPU.
+
+One session per size (256^3, and 100x77x53 where edges matter); every manifest entry for cuda is submitted to it
+once and each (entry, size) is its own test. After every fault (hang, illegal address, printf flood) a good kernel
+must benchmark in the same session. Without a GPU only the compile checks run: every hostile .cu compiles with
+NVRTC (no GPU needed) and every hostile .hlsl with the HLSL compiler found on PATH, so a verdict is never just a
+compile error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.conftest import has_device, skip_reason
+from tests.hostile.harness import HOSTILE, UNALIGNED, Outcome, load_manifest, run_all
+
+ENTRIES = load_manifest("cuda")
+SIZES = {"256cube": {"M": 256, "N": 256, "K": 256}, "100x77x53": UNALIGNED}
+needs_gpu = pytest.mark.skipif(not has_device("cuda"), reason=f"no CUDA GPU: {skip_reason('cuda')}")
+
+
+@pytest.mark.parametrize("path", sorted((HOSTILE / "cuda").glob("*.cu")), ids=lambda p: p.name)
+def test_hostile_cuda_kernel_compiles(path: Path) -> None:
+    from peak_mcp.backends import cuda as cuda_backend
+    from peak_mcp.backends.registry import ANNOTATION_KEYS
+    from peak_mcp.launch import parse_annotation
+    from peak_mcp.problems.matmul import Matmul
+
+    source = path.read_text()
+    spec = parse_annotation(source, needs=ANNOTATION_KEYS["cuda"], symbols=Matmul.symbols)
+    for sizes in SIZES.values():
+        spec.evaluate(sizes)
+    compiled = cuda_backend.CudaExecutor(None, arch="sm_90a").compile(source, spec)
+    assert compiled.resources["registers"] > 0
+
+
+@pytest.mark.parametrize("path", sorted((HOSTILE / "hlsl").glob("*.hlsl")), ids=lambda p: p.name)
+def test_hostile_hlsl_shader_compiles(path: Path, tmp_path: Path) -> None:
+    import subprocess
+
+    from peak_mcp.backends.hlsl import find_compiler
+
+    compiler = find_compiler()
+    if compiler is None:
+        pytest.skip("no HLSL compiler (dxc or glslangValidator) on PATH")
+    done = subprocess.run(compiler.command("main", str(path), str(tmp_path / "out.spv")), capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_manifest_covers_every_file() -> None:
+    on_disk = {f"{p.parent.name}/{p.name}" for p in HOSTILE.glob("*/*") if p.suffix in (".cu", ".hlsl")}
+    assert on_disk == {e.file for e in load_manifest()}
+    assert all(e.path.read_text().startswith("// HOSTILE ") for e in load_manifest())
+
+
+def _run_size(tmp_dir: Any, sizes: dict[str, int]) -> dict[str, Outcome]:
+    from mcp import Client
+
+    from peak_mcp.app import build
+    from peak_mcp.config import Settings
+
+    settings = Settings(data_dir=tmp_dir / "data")
+    settings.benchmark_budget_s = 0.2
+    settings.inactivity_timeout_s = 8  # a hang costs 8 s, not 30
+
+    async def go() -> list[Outcome]:
+        server, service = build(settings)
+        try:
+            async with Client(server) as client:
+                return await run_all(client, "cuda", sizes, ENTRIES)
+        finally:
+            service.close()
+
+    return {o.entry.file: o for o in anyio.run(go)}
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Outcome]]:
+    return {label: _run_size(tmp_path_factory.mktemp(f"hostile-cuda-{label}"), sizes)
+            for label, sizes in SIZES.items()}
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
+def test_hostile_cuda(outcomes: dict[str, dict[str, Outcome]], entry: Any, size: str) -> None:
+    outcome = outcomes[size][entry.file]
+    assert outcome.ok, f"{entry.cls} ({entry.file}) at {size}: {outcome.why()}"

@@ -1,0 +1,78 @@
+"""Hostile HLSL kernels (tests/hostile/manifest.yaml) through a real in-process MCP client on a Vulkan device.
+
+One session per size (128^3, and 100x77x53 where edges matter); every manifest entry for hlsl is submitted to it
+once and each (entry, size) is its own test, so a failure names the class. After every fault (hang) a good shader
+must benchmark in the same session: the server stays up. Many of these fail on a validator that lacks guards before
+buffers, NaN guards, rotating timed input sets, scaled elementwise bounds or generality checks; that is their job.
+
+The client is built like conftest's make_client (same `build` and `Client`), but once per module rather than once
+per test: the whole file has to fit in ~3 minutes on lavapipe with 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import anyio
+import pytest
+
+from tests.conftest import has_device, skip_reason
+from tests.hostile.harness import UNALIGNED, Outcome, load_manifest, run_all
+
+pytestmark = [pytest.mark.vulkan]
+if not has_device("hlsl"):
+    pytestmark.append(pytest.mark.skip(reason=f"no Vulkan device: {skip_reason('hlsl')}"))
+
+ENTRIES = load_manifest("hlsl")
+SIZES = {"128cube": {"M": 128, "N": 128, "K": 128}, "100x77x53": UNALIGNED}
+FENCE_TIMEOUT_S = "3"  # a hung dispatch is noticed after 3 s instead of 30
+
+
+def _run_size(tmp_dir: Any, sizes: dict[str, int]) -> dict[str, Outcome]:
+    from mcp import Client
+
+    from peak_mcp.app import build
+    from peak_mcp.config import Settings
+
+    settings = Settings(data_dir=tmp_dir / "data")
+    settings.benchmark_budget_s = 0.2
+    settings.inactivity_timeout_s = 20
+
+    async def go() -> list[Outcome]:
+        server, service = build(settings)
+        try:
+            async with Client(server) as client:
+                return await run_all(client, "hlsl", sizes, ENTRIES)
+        finally:
+            service.close()
+
+    return {o.entry.file: o for o in anyio.run(go)}
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Outcome]]:
+    saved = os.environ.get("PEAK_MCP_VK_FENCE_TIMEOUT_S")
+    os.environ["PEAK_MCP_VK_FENCE_TIMEOUT_S"] = FENCE_TIMEOUT_S  # workers inherit it when they start
+    try:
+        return {label: _run_size(tmp_path_factory.mktemp(f"hostile-hlsl-{label}"), sizes)
+                for label, sizes in SIZES.items()}
+    finally:
+        if saved is None:
+            os.environ.pop("PEAK_MCP_VK_FENCE_TIMEOUT_S", None)
+        else:
+            os.environ["PEAK_MCP_VK_FENCE_TIMEOUT_S"] = saved
+
+
+def test_manifest_covers_every_hlsl_file() -> None:
+    from tests.hostile.harness import HOSTILE
+
+    on_disk = {f"hlsl/{p.name}" for p in (HOSTILE / "hlsl").glob("*.hlsl")}
+    assert on_disk == {e.file for e in ENTRIES}
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
+def test_hostile_hlsl(outcomes: dict[str, dict[str, Outcome]], entry: Any, size: str) -> None:
+    outcome = outcomes[size][entry.file]
+    assert outcome.ok, f"{entry.cls} ({entry.file}) at {size}: {outcome.why()}"
