@@ -24,7 +24,7 @@ from peak_mcp.backends.base import Compiled, Executor
 from peak_mcp.checks import Finding, check_guards, check_inputs, check_outputs, check_same
 from peak_mcp.dtypes import to_float64
 from peak_mcp.problems.base import Problem, Reference
-from peak_mcp.workspace import GUARD_PATTERN, Workspace
+from peak_mcp.workspace import Workspace
 
 HOST_REFERENCE_MAX_FLOPS = 2e11  # above this a host reference checks sampled rows; a device reference is whole
 HOST_SPOT_CHECK_FLOPS = 2e8  # rows of the device reference recomputed on the host
@@ -100,7 +100,7 @@ def _explain_nan(executor: Executor, kernel: Compiled, geometry: dict[str, Any],
         executor.run(kernel, s.ws.handles, s.ws.scalars, geometry)
         again, _ = check_outputs(s.ws, s.refs, problem.tolerance(dtype))
     finally:
-        s.ws.fill_guards(GUARD_PATTERN)
+        s.ws.fill_guards()
     if again is not None and again.check == "nan_or_inf":
         return finding  # the kernel makes NaN or Inf by itself
     return Finding("out_of_bounds_read",

@@ -1,10 +1,12 @@
 """Device buffers for one problem instance, each between two guard regions.
 
-Layout of every buffer: [front guard | body | tail guard]. The kernel gets a pointer to the body. Guards hold a
-byte pattern that is NaN read as f32, f16 or bf16 at every aligned offset, so a kernel that reads past an input
-poisons its own result, and one that writes outside an output changes guard bytes. The tail guard is as large as
-the body (within bounds), so writes well past the end still land in it. Outputs are poisoned with 0xFF bytes
-(NaN in every float type too) before each launch, so an element the kernel never wrote is seen.
+Layout of every buffer: [front guard | body | tail guard]. The kernel gets a pointer to the body. An input's
+guards hold a byte pattern that is NaN read as f32, f16 or bf16 at every aligned offset, so a kernel that reads
+past an input poisons its own result. An output's guards hold a finite canary instead: NaN arithmetic keeps the
+payload, so a NaN read past an input and stored past an output (or `C[M*N] += x`) could leave NaN guard bytes
+unchanged, while any store of a computed value changes the canary. The tail guard is as large as the body
+(within bounds), so writes well past the end still land in it. Outputs are poisoned with 0xFF bytes (NaN in every
+float type) before each launch, so an element the kernel never wrote is seen.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from peak_mcp.problems.base import BufferArg, Problem, ScalarArg, Sizes
 
 # bytes a5 7f c3 ff: f32 0xffc37fa5, f16 0x7fa5 and 0xffc3, bf16 the same halves: all NaN, none all-ones.
 GUARD_PATTERN = np.array([0xA5, 0x7F, 0xC3, 0xFF], np.uint8)
+# bytes 3c a5 5a c3: f32 -218.6, f16 and bf16 halves finite too; an unlikely value for a kernel to store.
+CANARY_PATTERN = np.array([0x3C, 0xA5, 0x5A, 0xC3], np.uint8)
 FRONT_GUARD_BYTES = 1 << 20  # a multiple of every Vulkan minStorageBufferOffsetAlignment and CUDA's 256
 TAIL_GUARD_MIN_BYTES = 4 << 20
 TAIL_GUARD_MAX_BYTES = 64 << 20
@@ -62,7 +66,7 @@ class Workspace:
                 tail = tail_guard_bytes(nbytes)
                 handle = executor.alloc(FRONT_GUARD_BYTES + nbytes + tail)
                 self.buffers.append(DeviceBuffer(arg, handle, nbytes, tail))
-            self.fill_guards(GUARD_PATTERN)
+            self.fill_guards()
         except BaseException:
             self.close()
             raise
@@ -97,12 +101,19 @@ class Workspace:
         for buf in self.outputs:
             self.executor.write(buf.handle, self.xp.full(buf.nbytes, POISON, np.uint8), FRONT_GUARD_BYTES)
 
-    def fill_guards(self, pattern: np.ndarray) -> None:
-        """Write `pattern` (repeated) into every guard: the NaN pattern, or zeros to tell a read past an input
-        from a kernel that makes NaN itself."""
+    def fill_guards(self, input_pattern: np.ndarray = GUARD_PATTERN) -> None:
+        """Fill every input's guards with `input_pattern` (the NaN pattern, or zeros to tell a read past an
+        input from a kernel that makes NaN itself) and every output's with the canary."""
         for buf in self.buffers:
+            pattern = self._pattern(buf)
+            if not buf.arg.is_output:
+                pattern = input_pattern
             self.executor.write(buf.handle, self._tiled(pattern, FRONT_GUARD_BYTES), 0)
             self.executor.write(buf.handle, self._tiled(pattern, buf.tail), FRONT_GUARD_BYTES + buf.nbytes)
+
+    @staticmethod
+    def _pattern(buf: DeviceBuffer) -> np.ndarray:
+        return CANARY_PATTERN if buf.arg.is_output else GUARD_PATTERN
 
     def body(self, name: str) -> Any:
         """The body of buffer `name` as a flat array of its storage dtype (in xp)."""
@@ -114,7 +125,7 @@ class Workspace:
         for buf in self.buffers:
             for side, offset, size in (("before", 0, FRONT_GUARD_BYTES),
                                        ("after", FRONT_GUARD_BYTES + buf.nbytes, buf.tail)):
-                changed = self.executor.read(buf.handle, size, offset) != self._tiled(GUARD_PATTERN, size)
+                changed = self.executor.read(buf.handle, size, offset) != self._tiled(self._pattern(buf), size)
                 count = int(changed.sum())
                 if count:
                     first = [int(i) for i in self.xp.flatnonzero(changed)[:5].tolist()]
