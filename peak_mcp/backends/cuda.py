@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor, KernelFault
+from peak_mcp.backends.includes import check_source, refusal_log, sanitize_log
 from peak_mcp.launch import LaunchSpec
 
 DEFAULT_ARCH = os.environ.get("PEAK_CUDA_ARCH", "sm_90a")  # compile-only target when no GPU is present
@@ -132,6 +133,9 @@ class CudaExecutor(Executor):
     def compile(self, source: str, spec: LaunchSpec) -> Compiled:
         from cuda.core import Program, ProgramOptions
 
+        refused = check_source(source, self.include_dirs)  # before NVRTC may open any file
+        if refused:
+            raise CompileFailed(refusal_log(refused, "kernel.cu"))
         options = ProgramOptions(arch=self.arch, std="c++17", include_path=self.include_dirs, name="kernel.cu",
                                  ptxas_options=["-v"], lineinfo=True)
         log = io.StringIO()
@@ -140,7 +144,8 @@ class CudaExecutor(Executor):
         except Exception as exc:
             text = str(exc)
             text = text.split("compilation log:", 1)[-1].strip() if "compilation log:" in text else text
-            raise CompileFailed(text.replace("\x00", "").strip()) from None
+            raise CompileFailed(sanitize_log(text.replace("\x00", "").strip(), "kernel.cu", self.include_dirs)) \
+                from None
         if self.device is None:
             kernel = None
             if not re.search(rf"\b{re.escape(spec.entry)}\s*\(", source):
@@ -152,7 +157,7 @@ class CudaExecutor(Executor):
                 raise CompileFailed(
                     f"kernel.cu: entry '{spec.entry}' named on the peak: line (line {spec.line}) was not found in the "
                     "compiled module; declare it extern \"C\" __global__ with exactly that name") from None
-        ptxas = log.getvalue()
+        ptxas = sanitize_log(log.getvalue(), "kernel.cu", self.include_dirs)
         resources: dict[str, Any] = {"arch": self.arch, **_parse_ptxas(ptxas)}
         if kernel is not None:
             attrs = kernel.attributes
