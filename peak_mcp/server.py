@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
@@ -33,6 +34,7 @@ from peak_mcp.models import (
     VersionDetail,
     VersionReport,
 )
+from peak_mcp.runner.pool import cancellation
 from peak_mcp.service import PeakService
 
 T = TypeVar("T")
@@ -99,8 +101,19 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
 
         if "progress" in kwargs:
             kwargs["progress"] = progress
+        cancel = threading.Event()
+
+        def run() -> T:
+            with cancellation(cancel):
+                return fn(*args, **kwargs)
+
         try:
-            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+            # Abandoned on cancel (the client cancelled or went away): the token tells the pool to kill the job,
+            # and the thread then records the version as `error: cancelled` by itself.
+            return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            cancel.set()
+            raise
         except PeakError as exc:
             raise ToolError(str(exc)) from None
 

@@ -33,6 +33,7 @@ from peak_mcp.models import (
 )
 from peak_mcp.problems import PROBLEMS, get_problem
 from peak_mcp.reports import history_rows, markdown_table, performance, trim_log
+from peak_mcp.runner.ownership import ServerPresence
 from peak_mcp.runner.pool import DevicePool, JobFailed
 from peak_mcp.runner.probe import probe_all_in_subprocess
 from peak_mcp.store import Store
@@ -41,6 +42,8 @@ log = structlog.get_logger("peak_mcp.service")
 Progress = Callable[[str], None]
 MAX_SOURCE_BYTES = 256 * 1024
 PASSED = ("benchmarked", "validated")
+INTERRUPTED = ("the server stopped while this version was being evaluated (it was killed or crashed); the version "
+               "was never finished. Submit the source again.")
 
 
 def _quiet(_: str) -> None:
@@ -52,7 +55,13 @@ class PeakService:
                  probe: Callable[[], dict[str, Any]] | None = None) -> None:
         self.settings = settings
         self.store = Store(settings.database)
-        self.pool = pool or DevicePool()
+        self._presence = ServerPresence(settings.data_dir / "locks")
+        if self._presence.alone:  # no other server on this data dir: whatever is pending was cut off
+            stale = self.store.interrupt_pending(INTERRUPTED)
+            if stale:
+                log.warning("versions left pending by a stopped server marked interrupted", count=stale)
+        self._presence.settle()
+        self.pool = pool or DevicePool(lock_dir=settings.data_dir / "locks")
         self._probe_fn = probe or probe_all_in_subprocess
         self._probe: dict[str, Any] | None = None
         self.profiles = load_profiles()
@@ -61,6 +70,7 @@ class PeakService:
     def close(self) -> None:
         self.pool.close()
         self.store.close()
+        self._presence.close()
 
     # --- devices ---------------------------------------------------------------------------------------------
     def probe(self, refresh: bool = False) -> dict[str, Any]:
