@@ -78,6 +78,7 @@ class SessionInfo(BaseModel):
     baseline: dict[str, Any] | None
     label: str | None = None
     version_0: VersionReport | None = None
+    note: str | None = None  # e.g. why the sizes are not the problem's defaults
 
 
 class SessionList(BaseModel):

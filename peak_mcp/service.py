@@ -42,6 +42,7 @@ log = structlog.get_logger("peak_mcp.service")
 Progress = Callable[[str], None]
 MAX_SOURCE_BYTES = 256 * 1024
 PASSED = ("benchmarked", "validated")
+CPU_DEVICE_SIZES = {"M": 1024, "N": 1024, "K": 1024}  # a CPU Vulkan driver (lavapipe) does 4096^3 in an hour
 INTERRUPTED = ("the server stopped while this version was being evaluated (it was killed or crashed); the version "
                "was never finished. Submit the source again.")
 
@@ -123,9 +124,11 @@ class PeakService:
                       label: str | None = None, progress: Progress = _quiet) -> SessionInfo:
         spec = get_problem(problem)
         spec.check_dtype(dtype)
-        checked = spec.check_sizes(sizes)
+        spec.check_sizes(sizes)  # bad sizes fail before the device probe
         naive = spec.naive_kernel(backend, dtype) if backend in BACKEND_MODULES else None
         device, index = self._device_for(backend)
+        sizes, note = self.session_sizes(spec, device, sizes)
+        checked = spec.check_sizes(sizes)
         session_id = self.store.create_session(problem=problem, backend=backend, dtype=dtype, sizes=checked,
                                                device=device["name"], device_index=index, label=label)
         self._devices[session_id] = device
@@ -135,7 +138,18 @@ class PeakService:
             self._measure_baseline(session_id, progress)
         info = self.session_info(session_id)
         info.version_0 = self.version_report(session_id, report.version)
+        info.note = note
         return info
+
+    @staticmethod
+    def session_sizes(spec: Any, device: dict[str, Any],
+                      sizes: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
+        """The sizes asked for; on a CPU device without any, ones it does in seconds, with a note saying so."""
+        if sizes is None and device.get("device_type") == "cpu" and set(CPU_DEVICE_SIZES) == set(spec.symbols):
+            return dict(CPU_DEVICE_SIZES), (
+                f"sizes default to {CPU_DEVICE_SIZES} on this CPU device ({device.get('name')}): the problem's "
+                f"{spec.default_sizes} would take it an hour or more; pass sizes to override")
+        return sizes, None
 
     def device_of(self, session: dict[str, Any]) -> dict[str, Any]:
         cached = self._devices.get(session["id"])
@@ -174,7 +188,10 @@ class PeakService:
         session = self.store.session(session_id)
         if parent is None:
             parent = session["head"]
-        elif parent != -1:
+        elif isinstance(parent, bool) or not isinstance(parent, int) or parent < 0:
+            raise InvalidInput(f"parent={parent!r} is not a version number", "omit parent to derive from head, or "
+                               "pass a version number from history (0 or more).")
+        else:
             self.store.version(session_id, parent)  # raises NotFound with a hint
         origin = "apply" if apply_id else "submit"
         return self._submit(session_id, source, parent=parent, origin=origin, transformation=transformation,
