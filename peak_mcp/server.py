@@ -40,7 +40,7 @@ from peak_mcp.service import PeakService
 T = TypeVar("T")
 # Strict: JSON true is not 1. Bounded: SQLite integers are 64-bit, and a version number past them is no version.
 VersionNumber = Annotated[int, Field(strict=True, ge=0, le=2**31 - 1)]
-Size = Annotated[int, Field(strict=True, ge=1, le=2**31 - 1)]
+Size = Annotated[int, Field(strict=True)]  # the problem checks the range and says which symbol is wrong
 SAMPLING_MAX_TOKENS = 16384
 INSTRUCTIONS = """peak-mcp is a lab bench for GPU kernel optimization. Start with start_session (problem, backend,
 dtype, sizes): version 0 is the naive kernel, validated and benchmarked, with the vendor library timed in the same
