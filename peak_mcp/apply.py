@@ -39,7 +39,7 @@ class Applier:
             raise InvalidInput(f"version {base['number']} has status {base['status']}; transformations apply to "
                                "passing versions", "pick a benchmarked version (see history) or omit version.")
         self.catalog.get(transformation)  # NotFound with close matches
-        attempts = max_attempts or self.service.settings.default_max_attempts
+        attempts = self.service.settings.default_max_attempts if max_attempts is None else max_attempts
         if not 1 <= attempts <= MAX_ATTEMPTS_LIMIT:
             raise InvalidInput(f"max_attempts={attempts} is out of range", f"use 1 to {MAX_ATTEMPTS_LIMIT}.")
         run_id = self.service.store.create_apply_run(session_id=session_id, transformation=transformation,

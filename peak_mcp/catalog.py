@@ -205,6 +205,9 @@ class Catalog:
                 findings.append(CatalogError(file=str(directory), message="catalog directory not found"))
                 continue
             for path in sorted(directory.glob("*.md")):
+                if not path.is_file():  # a FIFO or device named x.md would block start-up on open()
+                    findings.append(CatalogError(file=str(path), message="not a regular file; skipped"))
+                    continue
                 item, found = parse_file(path, builtin=builtin)
                 findings += found
                 if item is None:

@@ -33,6 +33,13 @@ def main(argv: list[str] | None = None) -> None:
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--token-file", type=Path, default=None,
+                       help="file holding the bearer token every HTTP request must carry (or $PEAK_MCP_TOKEN); "
+                            "required off loopback")
+    serve.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                       help="Host header to accept besides the loopback names (repeatable), e.g. gpu.example.org")
+    serve.add_argument("--allowed-origin", action="append", default=[], metavar="ORIGIN",
+                       help="Origin header to accept besides loopback (repeatable), e.g. https://gpu.example.org")
     commands.add_parser("doctor", help="print what this machine can compile and run, and how to fix the rest")
     demo = commands.add_parser("demo", help="drive the server through a real MCP client over stdio")
     demo.add_argument("--backend", default=None, help="cuda or hlsl (default: the first that can run)")
@@ -46,10 +53,23 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "serve":
         from peak_mcp.app import build
 
+        options = None
+        if args.http:  # checked before anything starts, so an unsafe exposure fails fast
+            from peak_mcp.http_serve import ExposureError, HttpOptions, check_exposure, load_token
+
+            try:
+                options = HttpOptions(host=args.host, port=args.port, token=load_token(args.token_file),
+                                      allowed_hosts=args.allowed_host, allowed_origins=args.allowed_origin)
+                check_exposure(options)
+            except ExposureError as exc:
+                print(f"peak-mcp: {exc}", file=sys.stderr)
+                sys.exit(2)
         server, service = build(data_dir=args.data_dir)
         try:
-            if args.http:
-                server.run("streamable-http", host=args.host, port=args.port)
+            if options is not None:
+                from peak_mcp.http_serve import serve as serve_http
+
+                serve_http(server, options)
             else:
                 server.run()
         finally:

@@ -31,6 +31,9 @@ class Settings:
     # A job that runs longer than this in all is stopped, progress or not (slow CPU devices at large sizes).
     job_total_timeout_s: float = field(default_factory=lambda: _env_float("PEAK_MCP_JOB_MAX_SECONDS", 900.0))
     validation_trials: int = 3
+    # compute-sanitizer after generality on CUDA, where installed; PEAK_MCP_SANITIZER=0 turns it off.
+    sanitizer: bool = field(default_factory=lambda: os.environ.get("PEAK_MCP_SANITIZER", "1").lower()
+                            not in ("0", "off", "false", "no"))
     benchmark_budget_s: float = field(default_factory=lambda: _env_float("PEAK_MCP_BENCH_SECONDS", 1.0))
     default_max_attempts: int = 3
 

@@ -12,8 +12,9 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
+from peak_mcp.service import CPU_DEVICE_SIZES  # the service picks these itself; the demo prints them up front
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "matmul"
-CPU_DEVICE_SIZES = {"M": 1024, "N": 1024, "K": 1024}  # the 4096^3 default takes a CPU Vulkan driver an hour
 
 
 def demo_sizes(device: dict[str, Any] | None, sizes: dict[str, int] | None) -> dict[str, int] | None:

@@ -25,3 +25,12 @@ def to_float64(stored: np.ndarray, dtype: str) -> np.ndarray:
     if dtype != "bf16":
         return stored.astype(np.float64)
     return (stored.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def uniform(xp: object, seed: int, count: int) -> np.ndarray:
+    """`count` float64 values uniform in [0, 1) from `seed`, drawn by xp (numpy, or cupy on the device: Philox,
+    whose set-up is cheap, where cupy's default XORWOW spends most of a small draw initializing its states)."""
+    if xp is np:
+        return np.random.default_rng(seed).random(count)
+    state = xp.random.RandomState(seed, method=xp.cuda.curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)  # type: ignore[attr-defined]
+    return state.random_sample(count)

@@ -82,6 +82,7 @@ class SessionInfo(BaseModel):
     label: str | None = None
     constraints: list[str] = Field(default_factory=list, description="size constraints kernels may assume")
     version_0: VersionReport | None = None
+    note: str | None = None  # e.g. why the sizes are not the problem's defaults
 
 
 class SessionList(BaseModel):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import threading
 import warnings
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
@@ -33,9 +34,13 @@ from peak_mcp.models import (
     VersionDetail,
     VersionReport,
 )
+from peak_mcp.runner.pool import cancellation
 from peak_mcp.service import PeakService
 
 T = TypeVar("T")
+# Strict: JSON true is not 1. Bounded: SQLite integers are 64-bit, and a version number past them is no version.
+VersionNumber = Annotated[int, Field(strict=True, ge=0, le=2**31 - 1)]
+Size = Annotated[int, Field(strict=True)]  # the problem checks the range and says which symbol is wrong
 SAMPLING_MAX_TOKENS = 16384
 INSTRUCTIONS = """peak-mcp is a lab bench for GPU kernel optimization. Start with start_session (problem, backend,
 dtype, sizes): version 0 is the naive kernel, validated and benchmarked, with the vendor library timed in the same
@@ -99,10 +104,23 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
 
         if "progress" in kwargs:
             kwargs["progress"] = progress
+        cancel = threading.Event()
+
+        def run() -> T:
+            with cancellation(cancel):
+                return fn(*args, **kwargs)
+
         try:
-            return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+            # Abandoned on cancel (the client cancelled or went away): the token tells the pool to kill the job,
+            # and the thread then records the version as `error: cancelled` by itself.
+            return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
+        except anyio.get_cancelled_exc_class():
+            cancel.set()
+            raise
         except PeakError as exc:
             raise ToolError(str(exc)) from None
+        except OverflowError:  # a number that no record can hold (SQLite integers are 64-bit)
+            raise ToolError("a number in the arguments is out of range (nothing is numbered that high)") from None
 
     @mcp.tool()
     async def doctor() -> DoctorReport:
@@ -120,7 +138,9 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
         problem: Annotated[str, Field(description="problem name, e.g. matmul")] = "matmul",
         backend: Annotated[str, Field(description="cuda or hlsl")] = "cuda",
         dtype: Annotated[str, Field(description="f32, f16 or bf16 (f32 accumulation and output)")] = "f32",
-        sizes: Annotated[dict[str, int] | None, Field(description="e.g. {'M': 4096, 'N': 4096, 'K': 4096}")] = None,
+        sizes: Annotated[dict[str, Size] | None, Field(
+            description="e.g. {'M': 4096, 'N': 4096, 'K': 4096}; default: the problem's, less on a CPU device")]
+        = None,
         label: str | None = None,
         constraints: Annotated[list[str] | None, Field(
             description="size conditions kernels may assume, e.g. ['M % 128 == 0', 'K >= 64']; generality checks "
@@ -141,13 +161,19 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
         ctx: Context,
         session_id: str,
         source: Annotated[str, Field(description="the whole kernel file, with its `// peak:` annotation line")],
-        parent: Annotated[int | None, Field(description="the version this derives from (default: head)")] = None,
+        parent: Annotated[VersionNumber | None,
+                          Field(description="the version this derives from (default: head)")] = None,
         transformation: Annotated[str | None, Field(description="catalog id of the transformation applied")] = None,
         require_generality: Annotated[bool, Field(
             description="head moves to this version only if it also passes at the sampled other sizes")] = True,
     ) -> VersionReport:
         """Compile, validate and benchmark a kernel as a new version of the session; then validate it at sampled
         other sizes (generality)."""
+        if transformation is not None:  # statistics count only catalog transformations
+            try:
+                catalog.get(transformation)
+            except PeakError as exc:
+                raise ToolError(f"{exc}\nOmit transformation for a kernel written freely.") from None
         if transformation:
             attached = await call(ctx, applier.attach_submission, session_id, transformation, source, parent,
                                   progress=None)
@@ -158,9 +184,9 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
 
     @mcp.tool()
     async def validate(
-        ctx: Context, session_id: str, version: int | None = None,
-        sizes: Annotated[dict[str, int] | None, Field(description="other sizes to check generality")] = None,
-        trials: Annotated[int | None, Field(description="random input sets, 1-20")] = None,
+        ctx: Context, session_id: str, version: VersionNumber | None = None,
+        sizes: Annotated[dict[str, Size] | None, Field(description="other sizes to check generality")] = None,
+        trials: Annotated[int | None, Field(strict=True, description="random input sets, 1-20")] = None,
     ) -> CheckReport:
         """Re-check a version (default: head) for correctness, optionally at other sizes."""
         return await call(ctx, service.check, session_id, version, sizes, benchmark=False, trials=trials,
@@ -168,8 +194,8 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
 
     @mcp.tool()
     async def benchmark(
-        ctx: Context, session_id: str, version: int | None = None,
-        sizes: dict[str, int] | None = None,
+        ctx: Context, session_id: str, version: VersionNumber | None = None,
+        sizes: dict[str, Size] | None = None,
         time_budget_s: Annotated[float | None, Field(description="seconds of timed launches, 0.05-60")] = None,
     ) -> CheckReport:
         """Validate and time a version (default: head), optionally at other sizes; the vendor library is timed
@@ -190,17 +216,17 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
         return types.CallToolResult(content=content, structured_content=report.model_dump(mode="json"))
 
     @mcp.tool()
-    async def get_version(session_id: str, version: int | None = None) -> VersionDetail:
+    async def get_version(session_id: str, version: VersionNumber | None = None) -> VersionDetail:
         """One version's source and report (default: head)."""
         return await call(None, service.get_version, session_id, version)
 
     @mcp.tool()
-    async def diff(session_id: str, a: int, b: int | None = None) -> DiffReport:
+    async def diff(session_id: str, a: VersionNumber, b: VersionNumber | None = None) -> DiffReport:
         """Unified diff between two versions' sources (b defaults to head)."""
         return await call(None, service.diff, session_id, a, b)
 
     @mcp.tool()
-    async def revert(session_id: str, version: int) -> VersionReport:
+    async def revert(session_id: str, version: VersionNumber) -> VersionReport:
         """Make an earlier passing version the head again; nothing is deleted."""
         return await call(None, service.revert, session_id, version)
 
@@ -242,9 +268,10 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
         ctx: Context,
         session_id: str,
         transformation: Annotated[str, Field(description="catalog id, see list_transformations")],
-        version: Annotated[int | None, Field(description="version to transform (default: head)")] = None,
+        version: Annotated[VersionNumber | None, Field(description="version to transform (default: head)")] = None,
         instructions: Annotated[str | None, Field(description="extra guidance for the LLM")] = None,
-        max_attempts: Annotated[int | None, Field(description="attempts before giving up, 1-10 (default 3)")] = None,
+        max_attempts: Annotated[int | None, Field(strict=True, ge=1, le=10,
+                                                  description="attempts before giving up, 1-10 (default 3)")] = None,
     ) -> ApplyStep | types.InputRequiredResult:
         """Have the client's LLM apply a transformation (MCP sampling), then compile, validate and benchmark,
         retrying with the compiler or validation feedback. Without sampling it returns the brief: rewrite the

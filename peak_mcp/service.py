@@ -34,6 +34,7 @@ from peak_mcp.models import (
 )
 from peak_mcp.problems import PROBLEMS, get_problem
 from peak_mcp.reports import history_rows, markdown_table, performance, trim_log
+from peak_mcp.runner.ownership import ServerPresence
 from peak_mcp.runner.pool import DevicePool, JobFailed
 from peak_mcp.runner.probe import probe_all_in_subprocess
 from peak_mcp.store import Store
@@ -43,6 +44,9 @@ Progress = Callable[[str], None]
 MAX_SOURCE_BYTES = 256 * 1024
 PASSED = ("benchmarked", "validated")
 IMPOSSIBLE_SPEED_MARGIN = 1.02  # over the datasheet peak: room for clocks a little above the profile's
+CPU_DEVICE_SIZES = {"M": 1024, "N": 1024, "K": 1024}  # a CPU Vulkan driver (lavapipe) does 4096^3 in an hour
+INTERRUPTED = ("the server stopped while this version was being evaluated (it was killed or crashed); the version "
+               "was never finished. Submit the source again.")
 
 
 def _quiet(_: str) -> None:
@@ -54,7 +58,13 @@ class PeakService:
                  probe: Callable[[], dict[str, Any]] | None = None) -> None:
         self.settings = settings
         self.store = Store(settings.database)
-        self.pool = pool or DevicePool()
+        self._presence = ServerPresence(settings.data_dir / "locks")
+        if self._presence.alone:  # no other server on this data dir: whatever is pending was cut off
+            stale = self.store.interrupt_pending(INTERRUPTED)
+            if stale:
+                log.warning("versions left pending by a stopped server marked interrupted", count=stale)
+        self._presence.settle()
+        self.pool = pool or DevicePool(lock_dir=settings.data_dir / "locks")
         self._probe_fn = probe or probe_all_in_subprocess
         self._probe: dict[str, Any] | None = None
         self.profiles = load_profiles()
@@ -63,6 +73,7 @@ class PeakService:
     def close(self) -> None:
         self.pool.close()
         self.store.close()
+        self._presence.close()
 
     # --- devices ---------------------------------------------------------------------------------------------
     def probe(self, refresh: bool = False) -> dict[str, Any]:
@@ -116,13 +127,15 @@ class PeakService:
                       constraints: list[str] | None = None) -> SessionInfo:
         spec = get_problem(problem)
         spec.check_dtype(dtype)
-        checked = spec.check_sizes(sizes)
+        spec.check_sizes(sizes)  # bad sizes fail before the device probe
         constraints = check_constraints(spec, constraints)
+        naive = spec.naive_kernel(backend, dtype) if backend in BACKEND_MODULES else None
+        device, index = self._device_for(backend)
+        sizes, note = self.session_sizes(spec, device, sizes)
+        checked = spec.check_sizes(sizes)
         if not satisfies(checked, constraints):
             raise InvalidInput(f"the session's sizes {checked} do not meet its constraints {constraints}",
                                "choose sizes that meet them, or drop the constraint.")
-        naive = spec.naive_kernel(backend, dtype) if backend in BACKEND_MODULES else None
-        device, index = self._device_for(backend)
         session_id = self.store.create_session(problem=problem, backend=backend, dtype=dtype, sizes=checked,
                                                device=device["name"], device_index=index, label=label,
                                                constraints=constraints)
@@ -133,7 +146,18 @@ class PeakService:
             self._measure_baseline(session_id, progress)
         info = self.session_info(session_id)
         info.version_0 = self.version_report(session_id, report.version)
+        info.note = note
         return info
+
+    @staticmethod
+    def session_sizes(spec: Any, device: dict[str, Any],
+                      sizes: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
+        """The sizes asked for; on a CPU device without any, ones it does in seconds, with a note saying so."""
+        if sizes is None and device.get("device_type") == "cpu" and set(CPU_DEVICE_SIZES) == set(spec.symbols):
+            return dict(CPU_DEVICE_SIZES), (
+                f"sizes default to {CPU_DEVICE_SIZES} on this CPU device ({device.get('name')}): the problem's "
+                f"{spec.default_sizes} would take it an hour or more; pass sizes to override")
+        return sizes, None
 
     def device_of(self, session: dict[str, Any]) -> dict[str, Any]:
         cached = self._devices.get(session["id"])
@@ -174,7 +198,10 @@ class PeakService:
         session = self.store.session(session_id)
         if parent is None:
             parent = session["head"]
-        elif parent != -1:
+        elif isinstance(parent, bool) or not isinstance(parent, int) or parent < 0:
+            raise InvalidInput(f"parent={parent!r} is not a version number", "omit parent to derive from head, or "
+                               "pass a version number from history (0 or more).")
+        else:
             self.store.version(session_id, parent)  # raises NotFound with a hint
         origin = "apply" if apply_id else "submit"
         return self._submit(session_id, source, parent=parent, origin=origin, transformation=transformation,
@@ -199,9 +226,19 @@ class PeakService:
         self.store.update_version(session_id, number, **fields)  # recorded before anything else can fail
         general = True
         if fields["status"] in PASSED:
-            generality = self._generality(session, source, progress)
+            generality, sanitized = self._generality(session, source, progress)
             self.store.update_version(session_id, number, generality=generality)
             general = generality["passed"] or not require_generality
+            if sanitized and sanitized.get("failures"):
+                first = sanitized["failures"][0]
+                fields = {**fields, "status": "failed", "failure": first["check"],
+                          "message": f"{first['message']} (at {sanitized['sizes']})"}
+                self.store.update_version(session_id, number, status="failed", failure=first["check"],
+                                          message=fields["message"],
+                                          validation={**(fields.get("validation") or {}), "sanitizer": sanitized})
+            elif sanitized:
+                self.store.update_version(session_id, number,
+                                          validation={**(fields.get("validation") or {}), "sanitizer": sanitized})
         # Without a device, "compiled" is as far as any version gets, so it is what moves head.
         best_possible = PASSED if session["device_index"] >= 0 else ("compiled",)
         first_compiled = fields["status"] == "compiled" and session["head"] is None
@@ -213,29 +250,35 @@ class PeakService:
                  seconds=round(report.seconds, 3))
         return report
 
-    def _generality(self, session: dict[str, Any], source: str, progress: Progress) -> dict[str, Any]:
-        """Validate at the problem's awkward sizes within the session's constraints. A fault at one size (the
-        worker dies) is that size's verdict, not the version's."""
+    def _generality(self, session: dict[str, Any], source: str,
+                    progress: Progress) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Validate at the problem's awkward sizes within the session's constraints, then (CUDA, where installed)
+        run compute-sanitizer at one of them. A fault at one size (the worker dies) is that size's verdict, not
+        the version's. Returns (generality, sanitizer report or None)."""
         problem = get_problem(session["problem"])
         constraints = session.get("constraints") or []
         sizes_list = sample_sizes(problem, session["sizes"], constraints)
         if not sizes_list:
-            return {"passed": True, "sizes_checked": [], "failures": [], "note": "no sampled size meets the "
-                    f"constraints {constraints}"}
+            return {"passed": True, "sizes_checked": [], "failures": [],
+                    "note": f"no sampled size meets the constraints {constraints}"}, None
         started = time.perf_counter()
         spec = parse_annotation(source, needs=ANNOTATION_KEYS[session["backend"]], symbols=problem.symbols)
         job = {"type": "generality", "problem": session["problem"], "dtype": session["dtype"], "source": source,
                "spec": spec.model_dump(), "sizes_list": sizes_list}
+        if self.settings.sanitizer and session["backend"] == "cuda":
+            job["sanitize_sizes"] = next((s for s in sizes_list if min(s.values()) >= 16), sizes_list[-1])
+        sanitized = None
         try:
-            result = self._run_job(session, job, progress).get("generality") or {}
+            result = self._run_job(session, job, progress)
+            generality, sanitized = result.get("generality") or {}, result.get("sanitizer")
         except JobFailed as exc:
-            at = exc.stage.removeprefix("generality at ") if exc.stage.startswith("generality at ") else "?"
-            result = {"passed": False, "sizes_checked": sizes_list,
-                      "failures": [{"sizes": at, "check": exc.kind, "message": str(exc)}]}
-        result["seconds"] = round(time.perf_counter() - started, 3)
+            at = exc.stage.removeprefix("generality at ") if exc.stage.startswith("generality at ") else exc.stage
+            generality = {"passed": False, "sizes_checked": sizes_list,
+                          "failures": [{"sizes": at, "check": exc.kind, "message": str(exc)}]}
+        generality["seconds"] = round(time.perf_counter() - started, 3)
         if constraints:
-            result["constraints"] = constraints
-        return result
+            generality["constraints"] = constraints
+        return generality, sanitized
 
     def _evaluate(self, session: dict[str, Any], source: str, progress: Progress,
                   sizes: dict[str, int] | None = None, steps: tuple[str, ...] = ("compile", "validate", "benchmark"),
@@ -328,8 +371,9 @@ class PeakService:
             validation=v["validation"], generality=v.get("generality"),
             performance=performance(v, versions, session, self.device_of(session), problem.peak_path(session["dtype"])),
             head=session["head"],
-            phases={phase: record["seconds"] for phase, record in
-                    (("compile", compiled), ("validate", v["validation"]), ("benchmark", v["timing"]))
+            phases={phase: round(record["seconds"], 3) for phase, record in
+                    (("compile", compiled), ("validate", v["validation"]), ("benchmark", v["timing"]),
+                     ("generality", v.get("generality")), ("sanitize", (v["validation"] or {}).get("sanitizer")))
                     if record and record.get("seconds") is not None})
 
     def resolve_version(self, session_id: str, version: int | None) -> dict[str, Any]:

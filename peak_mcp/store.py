@@ -175,6 +175,13 @@ class Store:
                                     (session_id,)).fetchall()
         return [_decode(r) for r in rows]  # type: ignore[misc]
 
+    def interrupt_pending(self, message: str) -> int:
+        """Versions left `pending` by a server that stopped mid-evaluation become errors; returns how many."""
+        with self._lock:
+            cursor = self._db.execute("UPDATE versions SET status = 'error', failure = 'interrupted', message = ? "
+                                      "WHERE status = 'pending'", (message,))
+        return cursor.rowcount
+
     def all_versions(self) -> list[dict[str, Any]]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM versions ORDER BY session_id, number").fetchall()

@@ -11,6 +11,7 @@ float type) before each launch, so an element the kernel never wrote is seen.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -135,8 +136,15 @@ class Workspace:
         return None
 
     def _tiled(self, pattern: np.ndarray, nbytes: int) -> Any:
-        key = (pattern.tobytes(), nbytes)
-        cache = self.__dict__.setdefault("_tiles", {})
-        if key not in cache:
-            cache[key] = self.xp.asarray(np.resize(pattern, nbytes))
-        return cache[key]
+        return tiled(self.xp, pattern, nbytes)
+
+
+@functools.lru_cache(maxsize=8)
+def _tiled_cached(xp: Any, pattern: bytes, nbytes: int) -> Any:
+    reps = -(-nbytes // len(pattern))
+    return xp.tile(xp.asarray(np.frombuffer(pattern, np.uint8)), reps)[:nbytes]  # built where it is used
+
+
+def tiled(xp: Any, pattern: np.ndarray, nbytes: int) -> Any:
+    """`pattern` repeated to `nbytes` bytes, as a read-only array of xp (cached: guards are refilled often)."""
+    return _tiled_cached(xp, pattern.tobytes(), nbytes)

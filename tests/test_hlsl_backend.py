@@ -118,6 +118,7 @@ def test_probe_explains_missing_driver(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_icd(vk: Any) -> None:
         raise VkErrorIncompatibleDriver()
 
+    monkeypatch.setattr(vulkan_runtime, "load_binding", lambda: object())  # a loader, whether or not one is here
     monkeypatch.setattr(vulkan_runtime, "create_instance", no_icd)
     report = hlsl.probe()
     driver = [m for m in report["missing"] if m["what"].startswith("Vulkan driver")]

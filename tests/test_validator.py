@@ -134,3 +134,13 @@ def test_a_perturbed_input_keeps_the_reference_exact(dtype: str) -> None:
     fresh = MATMUL.reference(inputs, sizes, dtype, 0, float("inf"), np)["C"]
     np.testing.assert_allclose(refs["C"].values, fresh.values, rtol=0, atol=1e-12)
     np.testing.assert_allclose(refs["C"].scale, fresh.scale, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_elements_recomputed_from_their_rows_and_columns_match_the_reference(dtype: str) -> None:
+    sizes = {"M": 23, "N": 31, "K": 17}
+    inputs = MATMUL.make_inputs(sizes, dtype, 2, np)
+    ref = MATMUL.reference(inputs, sizes, dtype, 0, float("inf"), np)["C"]
+    picks = np.array([0, 5, 200, 23 * 31 - 1])
+    np.testing.assert_allclose(MATMUL.reference_at(inputs, sizes, dtype, picks, np.asarray), ref.values[picks],
+                               rtol=1e-13)

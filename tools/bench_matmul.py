@@ -110,9 +110,12 @@ def main() -> None:
     nan = float("nan")
     for v in result["versions"]:
         perf, phases = v.get("performance") or {}, v.get("phases") or {}
-        split = "/".join(f"{phases.get(p, nan):.2f}" for p in ("compile", "validate", "benchmark"))
-        print(f"{v['kernel']:<30} {v.get('status')!s:<12} {v.get('failure') or '':<14} "
-              f"round trip {v.get('round_trip_s', 0):6.2f} s (compile/validate/benchmark {split} s)  "
+        split = "/".join(f"{phases.get(p, nan):.2f}" for p in ("compile", "validate", "benchmark", "generality",
+                                                                "sanitize"))
+        general = (v.get("generality") or {}).get("passed")
+        print(f"{v['kernel']:<30} {v.get('status')!s:<12} {v.get('failure') or '':<14} general={general!s:<5} "
+              f"round trip {v.get('round_trip_s', 0):6.2f} s (compile/validate/benchmark/generality/sanitize "
+              f"{split} s)  "
               f"median {perf.get('median_ms', nan):9.4f} ms  {perf.get('tflops', nan):7.3g} TFLOP/s  "
               f"{perf.get('pct_of_vendor', nan):6.1f}% of vendor  {perf.get('pct_of_peak', nan):5.1f}% of peak")
 

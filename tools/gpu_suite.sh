@@ -49,6 +49,17 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
     hostile_tests)  # the same manifest as pytest (in-process MCP client), one test per (kernel, size)
         timeout 540 python3 -m pytest -q -p no:cacheprovider -rs ${PYTEST_ARGS:-} tests/test_hostile_cuda_gpu.py \
             tests/test_hostile_hlsl.py 2>&1 | tee "$RESULTS/pytest_hostile.txt" ;;
+    before)  # the tree before the verdict work (carry .before: git archive 5b11d66), for before/after phase times
+        [ -d .before ] || { echo "before needs .before carried"; continue; }
+        echo "== bench before"
+        (cd .before && PYTHONPATH=/tmp/site:$PWD timeout 300 python3 tools/bench_matmul.py --backend cuda \
+            --size "${SIZE:-4096}" --data-dir /tmp/peak-before --out "$RESULTS/bench_before.json" \
+            2> "$RESULTS/bench_before.log" | tee "$RESULTS/bench_before.txt") ;;
+    profile)  # where one validation's time goes, in-process
+        timeout 200 python3 tools/bench_validate.py --size "${SIZE:-4096}" examples/matmul/cuda/double_buffered.cu \
+            2>&1 | tee "$RESULTS/bench_validate.txt" | head -60 ;;
+    plain)  # the f32 examples alone: round trips and phases without faults or apply in the way
+        bench cuda_plain --backend cuda --dtype f32 --size "${SIZE:-4096}" ;;
     cuda)  # f32 with the fault cases and a sampled apply round trip
         bench cuda_f32 --backend cuda --dtype f32 --size "${SIZE:-4096}" --faults \
             --apply register-blocking-2d=examples/matmul/cuda/regblock_2d.cu ;;

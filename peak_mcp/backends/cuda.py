@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor, KernelFault, Regions
+from peak_mcp.backends.includes import check_source, refusal_log, sanitize_log
 from peak_mcp.errors import InvalidInput
 from peak_mcp.launch import LaunchSpec
 
@@ -144,6 +145,9 @@ class CudaExecutor(Executor):
     def compile(self, source: str, spec: LaunchSpec) -> Compiled:
         from cuda.core import Program, ProgramOptions
 
+        refused = check_source(source, self.include_dirs)  # before NVRTC may open any file
+        if refused:
+            raise CompileFailed(refusal_log(refused, "kernel.cu"))
         options = ProgramOptions(arch=self.arch, std="c++17", include_path=self.include_dirs, name="kernel.cu",
                                  ptxas_options=["-v"], lineinfo=True)
         log = io.StringIO()
@@ -152,7 +156,8 @@ class CudaExecutor(Executor):
         except Exception as exc:
             text = str(exc)
             text = text.split("compilation log:", 1)[-1].strip() if "compilation log:" in text else text
-            raise CompileFailed(text.replace("\x00", "").strip()) from None
+            raise CompileFailed(sanitize_log(text.replace("\x00", "").strip(), "kernel.cu", self.include_dirs)) \
+                from None
         if self.device is None:
             kernel = None
             if not re.search(rf"\b{re.escape(spec.entry)}\s*\(", source):
@@ -164,7 +169,7 @@ class CudaExecutor(Executor):
                 raise CompileFailed(
                     f"kernel.cu: entry '{spec.entry}' named on the peak: line (line {spec.line}) was not found in the "
                     "compiled module; declare it extern \"C\" __global__ with exactly that name") from None
-        ptxas = log.getvalue()
+        ptxas = sanitize_log(log.getvalue(), "kernel.cu", self.include_dirs)
         resources: dict[str, Any] = {"arch": self.arch, **_parse_ptxas(ptxas)}
         if kernel is not None:
             attrs = kernel.attributes
@@ -301,6 +306,12 @@ def probe() -> dict[str, Any]:
     except Exception as exc:
         report["missing"].append({"what": "NVRTC", "why": f"{type(exc).__name__}: {exc}",
                                   "fix": "pip install 'nvidia-cuda-nvrtc>=13,<14' 'nvidia-cuda-crt>=13,<14'"})
+    from peak_mcp.runner import sanitizer
+
+    found = sanitizer.find()
+    report["tools"] = {"compute-sanitizer": found}
+    if found is None:
+        report["missing"].append(sanitizer.missing_note())
     try:
         from cuda.bindings import driver
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor, KernelFault, Regions
+from peak_mcp.backends.includes import check_source, refusal_log, sanitize_log
 from peak_mcp.errors import InvalidInput
 from peak_mcp.launch import LaunchSpec
 
@@ -78,7 +79,7 @@ def _clean_log(text: str, workdir: str) -> str:
     text = text.replace(workdir + os.sep, "").replace(workdir, "")
     lines = [line.rstrip() for line in text.replace("\r", "").splitlines()]
     lines = [line for line in lines if line.strip() and line.strip() != SOURCE_NAME]  # glslang echoes the name
-    return "\n".join(lines)
+    return sanitize_log("\n".join(lines), SOURCE_NAME)
 
 
 # --- SPIR-V reflection -----------------------------------------------------------------------------------------
@@ -297,6 +298,9 @@ class HlslExecutor(Executor):
     def compile(self, source: str, spec: LaunchSpec) -> Compiled:
         if self.compiler is None:
             raise CompileFailed("no HLSL compiler: install glslang-tools (glslangValidator) or put dxc on PATH")
+        refused = check_source(source, None)  # no includes at all; a self-include would also hang glslang
+        if refused:
+            raise CompileFailed(refusal_log(refused, SOURCE_NAME))
         spirv, log = self._to_spirv(source, spec.entry)
         try:
             info = reflect(spirv, spec.entry)
@@ -309,6 +313,9 @@ class HlslExecutor(Executor):
                 f"entry point (found {info.entry_points or 'none'}); name the [numthreads(...)] function exactly so"
                 + (f"\n{log}" if log else ""))
         problems = _abi_problems(info)
+        if info.local_size is not None and 0 in info.local_size:
+            problems.append(f"[numthreads{tuple(info.local_size)}] has a zero dimension: a group of no threads "
+                            "runs nothing; every dimension must be at least 1")
         if info.local_size is None:
             problems.append(f"entry '{spec.entry}' has no thread-group size; add [numthreads(X, Y, Z)]")
         if self.device is not None:
@@ -340,8 +347,10 @@ class HlslExecutor(Executor):
                 done = subprocess.run(command, cwd=workdir, capture_output=True, text=True, errors="replace",
                                       timeout=self.compile_timeout_s, check=False)
             except subprocess.TimeoutExpired:
-                raise CompileFailed(f"{self.compiler.name} did not finish within {self.compile_timeout_s:g} s") \
-                    from None
+                raise CompileFailed(
+                    f"the HLSL compiler ({self.compiler.name}) did not finish within {self.compile_timeout_s:g} s and "
+                    "was stopped; the compiler timed out, the kernel never ran. Simplify the source (deep macro "
+                    "recursion or huge unrolled loops)") from None
             log = _clean_log(done.stdout + done.stderr, workdir)
             output = Path(workdir, "kernel.spv")
             if done.returncode != 0 or not output.exists():

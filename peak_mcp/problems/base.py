@@ -8,6 +8,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from peak_mcp.errors import InvalidInput
 
 Sizes = Mapping[str, int]
@@ -88,6 +90,12 @@ class Problem(ABC):
         Above `max_flops` a problem may check a random sample of each output (whole rows, say) so that
         validating huge sizes on a host stays quick; every element is still checked for NaN, Inf and being
         written."""
+
+    @abstractmethod
+    def reference_at(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, indices: np.ndarray,
+                     to_host: Any) -> np.ndarray:
+        """Output elements at flat `indices` (of the first output), computed on the host in float64 from only
+        the inputs they need, fetched with `to_host`: an independent check of a device reference."""
 
     def perturb(self, inputs: dict[str, Any], refs: dict[str, Reference], sizes: Sizes, dtype: str,
                 rng: Any, xp: Any) -> dict[str, tuple[int, Any]]:

@@ -94,7 +94,15 @@ def generality(executor: Executor, job: dict[str, Any], progress: Progress) -> d
         failure = _validate_at(executor, kernel, problem, job["dtype"], sizes, seed)
         if failure:
             failures.append({"sizes": sizes, **failure})
-    return {"generality": {"passed": not failures, "sizes_checked": checked, "failures": failures}}
+    result: dict[str, Any] = {"generality": {"passed": not failures, "sizes_checked": checked,
+                                             "failures": failures}}
+    if job.get("sanitize_sizes") and executor.backend == "cuda" and executor.facts.index >= 0:
+        from peak_mcp.runner import sanitizer
+
+        result["sanitizer"] = sanitizer.run({**{k: job[k] for k in ("source", "spec", "problem", "dtype")},
+                                             "sizes": job["sanitize_sizes"], "device": executor.facts.index},
+                                            progress)
+    return result
 
 
 def _validate_at(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int],

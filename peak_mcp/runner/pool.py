@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import contextvars
 import json
 import os
 import select
@@ -17,16 +18,36 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import structlog
 
 from peak_mcp.errors import PeakError
+from peak_mcp.runner.isolated import python_command, safe_cwd
+from peak_mcp.runner.ownership import DeviceLocks, DeviceOwned
 
 log = structlog.get_logger("peak_mcp.pool")
 Progress = Callable[[str], None]
+POLL_S = 0.2  # how often a waiting job looks at its cancel token
+# The cancel token of the request this thread serves; set by the MCP layer, so the domain layer in between needs no
+# parameter for it. anyio.to_thread.run_sync runs the call in a copy of the caller's context.
+CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("peak_mcp_cancel", default=None)
+
+
+@contextlib.contextmanager
+def cancellation(event: threading.Event) -> Iterator[None]:
+    token = CANCEL.set(event)
+    try:
+        yield
+    finally:
+        CANCEL.reset(token)
+
+
+class _Cancelled(Exception):
+    pass
 
 
 class JobFailed(PeakError):
@@ -58,8 +79,9 @@ class DevicePool:
     """Runs jobs on workers keyed by (backend, device index). Thread-safe; one job at a time per device."""
 
     def __init__(self, *, start_timeout_s: float = 120.0, python: str = sys.executable,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, lock_dir: Path | None = None) -> None:
         self.start_timeout_s = start_timeout_s
+        self.device_locks = DeviceLocks(lock_dir) if lock_dir is not None else None
         self.python = python
         self.env = env
         self._workers: dict[tuple[str, int], _Worker] = {}
@@ -68,36 +90,52 @@ class DevicePool:
         self.restarts = 0
 
     def run(self, backend: str, index: int, job: dict[str, Any], *, inactivity_s: float, total_s: float,
-            progress: Progress | None = None) -> dict[str, Any]:
+            progress: Progress | None = None, cancel: threading.Event | None = None) -> dict[str, Any]:
+        """Run one job. `cancel` (default: the calling request's token), once set, kills the job and its worker:
+        JobFailed('cancelled')."""
         key = (backend, index)
+        cancel = cancel if cancel is not None else CANCEL.get()
         with self._guard:
             lock = self._locks[key]
-        with lock:  # the per-device queue: waiting threads are served in arrival order by the OS lock
+        # the per-device queue: waiting threads are served by the OS lock; a cancelled waiter leaves the queue
+        while not lock.acquire(timeout=POLL_S):
+            if cancel is not None and cancel.is_set():
+                raise JobFailed("cancelled", "the request was cancelled while the job waited for the device")
+        try:
             worker = self._workers.get(key)
             if worker is None or not worker.alive():
                 worker = self._start(backend, index)
                 self._workers[key] = worker
             try:
-                return self._exchange(worker, job, inactivity_s, total_s, progress)
+                return self._exchange(worker, job, inactivity_s, total_s, progress, cancel)
             except JobFailed as exc:
                 exc.stage = worker.stage
                 raise
+        finally:
+            lock.release()
 
     def close(self) -> None:
         for worker in list(self._workers.values()):
             self._kill(worker)
         self._workers.clear()
+        if self.device_locks is not None:
+            self.device_locks.release_all()
 
     # --- internals -------------------------------------------------------------------------------------------
     def _start(self, backend: str, index: int) -> _Worker:
+        if self.device_locks is not None and index >= 0:
+            try:
+                self.device_locks.acquire(backend, index)  # held by this server for its life
+            except DeviceOwned as exc:
+                raise JobFailed("device_busy", str(exc), "stop the other server, or give this one another "
+                                "--data-dir (each data dir's server owns its devices).") from None
         read_fd, write_fd = os.pipe()
         env = dict(os.environ if self.env is None else self.env)
-        env.setdefault("PYTHONUNBUFFERED", "1")
         process = subprocess.Popen(
-            [self.python, "-m", "peak_mcp.runner.worker", "--backend", backend, "--device", str(index),
-             "--result-fd", str(write_fd)],
+            python_command(self.python, "peak_mcp.runner.worker", "--backend", backend, "--device", str(index),
+                           "--result-fd", str(write_fd), "--parent-pid", str(os.getpid())),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,  # kernel printf lands here
-            pass_fds=(write_fd,), env=env, start_new_session=True,
+            pass_fds=(write_fd,), env=env, start_new_session=True, cwd=safe_cwd(),
         )
         os.close(write_fd)
         worker = _Worker(backend, index, process, os.fdopen(read_fd, "rb", buffering=0))
@@ -119,16 +157,20 @@ class DevicePool:
             worker.stderr_tail.append(line)
             log.debug("worker output", backend=worker.backend, device=worker.index, line=line[:500])
 
-    def _read_message(self, worker: _Worker, timeout_s: float) -> dict[str, Any] | None:
-        """Next JSON message, or None on timeout or EOF (check worker.alive() to tell which)."""
+    def _read_message(self, worker: _Worker, timeout_s: float,
+                      cancel: threading.Event | None = None) -> dict[str, Any] | None:
+        """Next JSON message, or None on timeout or EOF (check worker.alive() to tell which); _Cancelled when
+        `cancel` is set meanwhile."""
         deadline = time.monotonic() + timeout_s
         while b"\n" not in worker.buffer:
+            if cancel is not None and cancel.is_set():
+                raise _Cancelled
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
-            ready, _, _ = select.select([worker.results], [], [], remaining)
+            ready, _, _ = select.select([worker.results], [], [], min(remaining, POLL_S))
             if not ready:
-                return None
+                continue
             chunk = os.read(worker.results.fileno(), 1 << 16)
             if not chunk:
                 return None
@@ -137,7 +179,7 @@ class DevicePool:
         return json.loads(line)
 
     def _exchange(self, worker: _Worker, job: dict[str, Any], inactivity_s: float, total_s: float,
-                  progress: Progress | None) -> dict[str, Any]:
+                  progress: Progress | None, cancel: threading.Event | None = None) -> dict[str, Any]:
         worker.next_id += 1
         job = {**job, "id": worker.next_id}
         assert worker.process is not None and worker.process.stdin is not None
@@ -152,7 +194,13 @@ class DevicePool:
         last_stage = worker.stage = "start"
         while True:
             budget = min(inactivity_s, total_s - (time.monotonic() - started))
-            message = self._read_message(worker, max(budget, 0.0))
+            try:
+                message = self._read_message(worker, max(budget, 0.0), cancel)
+            except _Cancelled:
+                self._kill(worker)
+                self.restarts += 1
+                raise JobFailed("cancelled", f"the request was cancelled during '{last_stage}'; the job was stopped "
+                                "and its worker restarted.") from None
             if message is None:
                 if worker.alive():
                     self._kill(worker)

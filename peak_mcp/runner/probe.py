@@ -8,12 +8,13 @@ import sys
 from typing import Any
 
 from peak_mcp.backends.registry import BACKEND_MODULES, probe
+from peak_mcp.runner.isolated import python_command, safe_cwd
 
 
 def probe_all_in_subprocess(timeout_s: float = 120.0) -> dict[str, Any]:
     try:
-        done = subprocess.run([sys.executable, "-m", "peak_mcp.runner.probe"], capture_output=True,
-                              timeout=timeout_s, check=False)
+        done = subprocess.run(python_command(sys.executable, "peak_mcp.runner.probe"), capture_output=True,
+                              timeout=timeout_s, check=False, cwd=safe_cwd())
     except subprocess.TimeoutExpired:
         return {name: {"backend": name, "devices": [], "compiler": {"available": False},
                        "missing": [{"what": "device probe", "why": f"timed out after {timeout_s:.0f} s",
@@ -29,6 +30,10 @@ def probe_all_in_subprocess(timeout_s: float = 120.0) -> dict[str, Any]:
                 for name in BACKEND_MODULES}
 
 
-if __name__ == "__main__":
+def main() -> int:
     print(json.dumps({name: probe(name) for name in BACKEND_MODULES}, default=str))
-    sys.exit(0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,7 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import sys
+import threading
+import time
 import traceback
 from typing import Any
 
@@ -23,7 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", required=True)
     parser.add_argument("--device", type=int, default=-1, help="device index; -1 = compile only")
     parser.add_argument("--result-fd", type=int, required=True)
+    parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is no longer the parent")
     args = parser.parse_args(argv)
+    jobs = _watch_parent(args.parent_pid)
     out = os.fdopen(args.result_fd, "w", buffering=1)
 
     def send(message: dict[str, Any]) -> None:
@@ -41,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     send({"event": "ready", "device": executor.facts.__dict__})
 
-    for line in sys.stdin:
+    while True:
+        line = jobs.get()
         job = json.loads(line)
         job_id = job.get("id")
 
@@ -67,6 +73,32 @@ def main(argv: list[str] | None = None) -> int:
             send({"id": job_id, "event": "result", "ok": False, "kind": "internal",
                   "error": f"{type(exc).__name__}: {exc}"})
     return 0
+
+
+def _watch_parent(parent_pid: int | None) -> queue.Queue[str]:
+    """Jobs arrive through a reader thread, so that the worker notices its server is gone even mid-kernel.
+
+    stdin reaching EOF means the server closed it or died (kill -9 included): the worker ends at once, whatever it
+    is running. The parent pid check catches a server that died while something else keeps the pipe open.
+    PR_SET_PDEATHSIG is not used: it fires when the parent *thread* ends, and workers are started from request
+    threads that come and go."""
+    jobs: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        for line in sys.stdin:
+            jobs.put(line)
+        os._exit(0)
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent_pid:
+                os._exit(0)
+
+    threading.Thread(target=read, name="stdin", daemon=True).start()
+    if parent_pid is not None:
+        threading.Thread(target=watch, name="parent", daemon=True).start()
+    return jobs
 
 
 if __name__ == "__main__":

@@ -1,0 +1,117 @@
+"""Streamable HTTP, safe to expose: a bearer token off loopback, Host and Origin allowlists on every bind.
+
+Host/Origin checks are the MCP SDK's own (TransportSecuritySettings, DNS-rebinding protection), switched on for
+every bind rather than only loopback ones. The SDK's auth hook is OAuth-shaped (issuer, resource metadata); a static
+shared token needs none of that, so it is a small ASGI middleware around the SDK's Starlette app.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+from mcp.server import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+log = structlog.get_logger("peak_mcp.http")
+TOKEN_ENV = "PEAK_MCP_TOKEN"
+MIN_TOKEN_CHARS = 16
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+class ExposureError(Exception):
+    """The HTTP server would be unsafe to start as configured; the message says how to fix it."""
+
+
+@dataclass
+class HttpOptions:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token: str | None = field(default=None, repr=False)  # never printed
+    allowed_hosts: list[str] = field(default_factory=list)
+    allowed_origins: list[str] = field(default_factory=list)
+
+
+def is_loopback(host: str) -> bool:
+    if host.strip("[]") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost may resolve anywhere
+
+
+def load_token(token_file: Path | None) -> str | None:
+    """The token from --token-file, else $PEAK_MCP_TOKEN, else None. Errors never include the token."""
+    if token_file is not None:
+        try:
+            token = token_file.read_text().strip()
+        except OSError as exc:
+            raise ExposureError(f"cannot read the token file {token_file}: {exc.strerror}") from None
+        source = f"the token file {token_file}"
+    else:
+        token = os.environ.get(TOKEN_ENV, "").strip()
+        source = f"${TOKEN_ENV}"
+        if not token:
+            return None
+    if len(token) < MIN_TOKEN_CHARS or any(c.isspace() for c in token):
+        raise ExposureError(f"{source} must hold one token of at least {MIN_TOKEN_CHARS} characters without "
+                            "spaces (e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)")
+    return token
+
+
+def security_settings(options: HttpOptions) -> TransportSecuritySettings:
+    hosts: list[str] = []
+    for name in [*LOOPBACK_NAMES, *options.allowed_hosts]:
+        hosts += [name, f"{name}:*"]  # a Host header may or may not carry the port
+    origins = [f"http://{name}:*" for name in LOOPBACK_NAMES] + [f"http://{name}" for name in LOOPBACK_NAMES]
+    origins += [o.rstrip("/") for o in options.allowed_origins]
+    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                     allowed_origins=origins)
+
+
+class BearerToken:
+    """Every HTTP request must carry `Authorization: Bearer <token>`; anything else gets 401 before the app."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+            if not hmac.compare_digest(given, self._expected):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"www-authenticate", b'Bearer realm="peak-mcp"'),
+                                        (b"content-type", b"text/plain; charset=utf-8")]})
+                await send({"type": "http.response.body", "body": b"missing or wrong bearer token\n"})
+                return
+        await self.app(scope, receive, send)
+
+
+def check_exposure(options: HttpOptions) -> None:
+    if not is_loopback(options.host) and not options.token:
+        raise ExposureError(
+            f"refusing to serve HTTP on {options.host}, which is not loopback, without a bearer token: anyone who "
+            f"can reach the port could compile and run code on this machine. Pass --token-file PATH or set "
+            f"${TOKEN_ENV}, and put TLS in front (see 'Exposing the server' in the README); or bind 127.0.0.1.")
+
+
+def build_app(server: MCPServer, options: HttpOptions) -> ASGIApp:
+    check_exposure(options)
+    app: ASGIApp = server.streamable_http_app(transport_security=security_settings(options), host=options.host)
+    return BearerToken(app, options.token) if options.token else app
+
+
+def serve(server: MCPServer, options: HttpOptions) -> None:
+    import uvicorn
+
+    app = build_app(server, options)
+    log.info("serving streamable HTTP", host=options.host, port=options.port, token=bool(options.token),
+             allowed_hosts=options.allowed_hosts, allowed_origins=options.allowed_origins)
+    uvicorn.run(app, host=options.host, port=options.port, log_level="info", server_header=False)

@@ -1,0 +1,189 @@
+"""Process hygiene: children that the client's cwd cannot shadow, workers that die with their server, cancelled
+requests that stop their job, one server per device per data dir, and no `pending` left after a crash."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from peak_mcp.config import Settings
+from peak_mcp.runner.pool import DevicePool, JobFailed
+from peak_mcp.service import PeakService
+from peak_mcp.store import Store
+from tests.conftest import ROOT, has_device
+
+PYTHONPATH = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+EVIL_MODULES = ("numpy", "cuda", "structlog", "yaml", "pydantic", "json")
+HANG = (ROOT / "examples" / "faults" / "hang.hlsl").read_text()
+
+
+def _evil_dir(tmp_path: Path) -> Path:
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    for name in EVIL_MODULES:
+        (evil / f"{name}.py").write_text(f"open({str(evil / (name + '.imported'))!r}, 'w').close()\n")
+    return evil
+
+
+def _imported(evil: Path) -> list[str]:
+    return sorted(p.name for p in evil.glob("*.imported"))
+
+
+def test_doctor_run_from_a_hostile_cwd_imports_nothing_from_it(tmp_path: Path) -> None:
+    evil = _evil_dir(tmp_path)
+    # -P: the test's own `python -m` must not put the cwd on the path either (the console script never does)
+    done = subprocess.run([sys.executable, "-P", "-m", "peak_mcp", "--data-dir", str(tmp_path / "data"), "doctor"],
+                          cwd=evil, capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "PYTHONPATH": PYTHONPATH})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert {b["backend"] for b in report["backends"]} >= {"cuda", "hlsl"}  # the probe child ran and answered
+    assert _imported(evil) == []
+
+
+# A job with nothing to compile: the worker answers with its device facts.
+NO_OP = {"type": "evaluate", "problem": "matmul", "dtype": "f32", "sizes": {"M": 1, "N": 1, "K": 1}}
+
+
+def test_workers_ignore_the_cwd_even_when_it_is_on_the_parent_path(tmp_path: Path, monkeypatch) -> None:
+    evil = _evil_dir(tmp_path)
+    monkeypatch.chdir(evil)
+    monkeypatch.syspath_prepend(str(evil))  # as `python -m` would do; numpy is already imported here
+    pool = DevicePool()
+    try:
+        assert "device" in pool.run("cuda", -1, NO_OP, inactivity_s=60, total_s=60)
+        worker = pool._workers[("cuda", -1)].process
+        assert worker is not None and worker.args[1] == "-I"
+        assert Path(f"/proc/{worker.pid}/cwd").resolve() != evil.resolve()
+    finally:
+        pool.close()
+    assert _imported(evil) == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
+
+
+def test_a_worker_exits_when_its_server_is_killed(tmp_path: Path) -> None:
+    script = textwrap.dedent("""
+        import sys, time
+        from peak_mcp.runner.pool import DevicePool
+        pool = DevicePool()
+        pool.run("cuda", -1, {"type": "evaluate", "problem": "matmul", "dtype": "f32",
+                              "sizes": {"M": 1, "N": 1, "K": 1}}, inactivity_s=60, total_s=60)
+        print("WORKER", pool._workers[("cuda", -1)].process.pid, flush=True)
+        time.sleep(600)
+    """)
+    server = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": PYTHONPATH})
+    try:
+        line = ""
+        while not line.startswith("WORKER"):  # structlog's default prints to stdout too
+            line = server.stdout.readline()
+            assert line, "the server script ended early"
+        worker_pid = int(line.split()[1])
+        assert _alive(worker_pid)
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while _alive(worker_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(worker_pid), "the worker outlived its server"
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_a_second_server_on_the_data_dir_cannot_take_an_owned_device(tmp_path: Path) -> None:
+    first, second = DevicePool(lock_dir=tmp_path / "locks"), DevicePool(lock_dir=tmp_path / "locks")
+    try:
+        first.device_locks.acquire("cuda", 0)  # what _start does before spawning the worker
+        with pytest.raises(JobFailed) as refused:
+            second.run("cuda", 0, NO_OP, inactivity_s=10, total_s=10)
+        assert refused.value.kind == "device_busy"
+        assert f"device cuda:0 is owned by another peak-mcp server (pid {os.getpid()}) on this data dir" in str(
+            refused.value)
+        second.device_locks.acquire("cuda", 1)  # other devices stay free
+    finally:
+        first.close()
+        second.close()
+    third = DevicePool(lock_dir=tmp_path / "locks")
+    third.device_locks.acquire("cuda", 0)  # released with its owner
+    third.close()
+
+
+def test_pending_versions_are_marked_interrupted_when_no_server_is_left(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    store = Store(settings.database)
+    sid = store.create_session(problem="matmul", backend="cuda", dtype="f32", sizes={"M": 8, "N": 8, "K": 8},
+                               device="x", device_index=-1, label=None)
+    store.add_version(sid, parent=None, origin="submit", transformation=None, source="x", status="pending")
+    alive = PeakService(settings)  # a live server holds the data dir: a second one must not touch its work
+    store.add_version(sid, parent=None, origin="submit", transformation=None, source="y", status="pending")
+    second = PeakService(settings)
+    assert [v["status"] for v in second.store.versions(sid)] == ["error", "pending"]
+    alive.close()
+    second.close()
+    third = PeakService(settings)
+    versions = third.store.versions(sid)
+    third.close()
+    store.close()
+    assert [(v["status"], v["failure"]) for v in versions] == [("error", "interrupted")] * 2
+    assert "server stopped while this version was being evaluated" in versions[1]["message"]
+
+
+needs_vulkan = pytest.mark.skipif(not has_device("hlsl"), reason="no Vulkan device")
+
+
+@needs_vulkan
+def test_cancel_token_stops_a_running_job_and_restarts_the_worker(settings: Settings) -> None:
+    service = PeakService(settings)
+    try:
+        info = service.start_session("matmul", "hlsl", "f32", {"M": 64, "N": 64, "K": 64})
+        session = service.store.session(info.session_id)
+        cancel = threading.Event()
+        threading.Timer(1.5, cancel.set).start()
+        started = time.monotonic()
+        from peak_mcp.runner.pool import cancellation
+
+        with cancellation(cancel):
+            report = service.submit_kernel(session["id"], HANG)
+        assert time.monotonic() - started < 10
+        assert (report.status, report.failure) == ("error", "cancelled"), report.message
+        assert service.pool.restarts == 1
+    finally:
+        service.close()
+
+
+@needs_vulkan
+@pytest.mark.anyio
+async def test_a_cancelled_mcp_call_cancels_its_job(make_client, settings) -> None:
+    async with make_client() as (client, service):
+        started = await client.call_tool("start_session", {"backend": "hlsl", "sizes": {"M": 64, "N": 64, "K": 64}})
+        sid = started.structured_content["session_id"]
+        with anyio.move_on_after(2):
+            await client.call_tool("submit_kernel", {"session_id": sid, "source": HANG})
+            pytest.fail("the hanging kernel returned")
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            versions = service.store.versions(sid)
+            if len(versions) == 2 and versions[1]["status"] != "pending":
+                break
+            await anyio.sleep(0.2)
+        assert (versions[1]["status"], versions[1]["failure"]) == ("error", "cancelled"), versions[1]["message"]
+        assert time.monotonic() < deadline  # well before the 30 s fence timeout
