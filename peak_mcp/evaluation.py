@@ -198,20 +198,28 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
     geometry = kernel.spec.evaluate(sizes)
     progress("benchmark: warm-up")
     # Warm up for a time, not a count: GPU clocks take tens of milliseconds to ramp, so a few launches of a fast
-    # kernel would leave the first timed ones slow. Doubling chunks keep slow kernels to one or two launches.
+    # kernel would leave the first timed ones slow. Chunks grow from one launch, sized by the wall time each
+    # launch really costs (the cache flush before it included: on a CPU device it can dwarf the kernel).
     warm: list[float] = []
     started = time.monotonic()
-    while time.monotonic() - started < WARMUP_S and len(warm) < MAX_WARMUP_REPS:
-        warm += executor.time(kernel, args, scalars, geometry, reps=max(1, len(warm)), cold_cache=True)
+    chunk = 1
+    while True:
+        warm += executor.time(kernel, args, scalars, geometry, reps=chunk, cold_cache=True)
+        elapsed = time.monotonic() - started
+        if elapsed >= WARMUP_S or len(warm) >= MAX_WARMUP_REPS:
+            break
+        chunk = max(1, min(len(warm), int((WARMUP_S - elapsed) / (elapsed / len(warm)))))
+    wall_per_launch = (time.monotonic() - started) / len(warm)
     per_launch_s = max(float(np.median(warm[len(warm) // 2:])) / 1e3, 1e-6)
     n = len(sets)
-    reps = -(-max(n, timed_reps(per_launch_s, time_budget_s, min_reps, max_reps)) // n) * n  # whole rotations
+    budget_reps = timed_reps(max(per_launch_s, wall_per_launch), time_budget_s, min_reps, max_reps)
+    reps = -(-max(n, budget_reps) // n) * n  # whole rotations
     poison = [[(s.ws.handles[s.ws.buffers.index(b)], b.nbytes) for b in s.ws.outputs] for s in sets]
     audit = _LaunchAudit(sets, problem, dtype, seed=len(warm)) if _on_device(executor) else None
     times: list[float] = []
     started = time.monotonic()
-    while len(times) < reps:
-        chunk = min(reps - len(times), -(-max(1, int(1.0 / (per_launch_s + 2e-4))) // n) * n)
+    while len(times) < reps:  # chunks of about half a second, so progress (the hang detector's pulse) keeps coming
+        chunk = min(reps - len(times), -(-max(1, int(0.5 / wall_per_launch)) // n) * n)
         offset = len(times)  # a multiple of n, so launch i of the chunk uses set i % n, as the audit expects
         after = (lambda rep, offset=offset: audit(offset + rep)) if audit else None
         times += executor.time(kernel, args, scalars, geometry, reps=chunk, cold_cache=True, poison=poison,

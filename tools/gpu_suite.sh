@@ -39,7 +39,7 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
             --ignore=tests/test_hostile_cuda_gpu.py --ignore=tests/test_hostile_hlsl.py 2>&1 \
             | tee "$RESULTS/pytest.txt" ;;
     hostile)  # tests/hostile/manifest.yaml over stdio: a verdict table per backend (CUDA; HLSL on NVIDIA's Vulkan)
-        for backend in cuda hlsl; do
+        for backend in ${HOSTILE_BACKENDS:-cuda hlsl}; do
             echo "== hostile $backend"
             PEAK_MCP_VK_FENCE_TIMEOUT_S=5 timeout "${HOSTILE_TIMEOUT:-280}" python3 tools/hostile_bench.py \
                 --backend "$backend" --data-dir "/tmp/peak-hostile-$backend" --out "$RESULTS/hostile_$backend.json" \

@@ -22,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from peak_mcp.runner.isolated import python_command, safe_cwd
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -123,13 +125,13 @@ def target(job_file: str) -> int:
     executor = CudaExecutor(int(job["device"]))
     spec = LaunchSpec.model_validate(job["spec"])
     kernel = executor.compile(job["source"], spec)
-    inputs = problem.make_inputs(sizes, dtype, 0, cupy)
+    inputs = problem.make_inputs(sizes, dtype, 0, np)  # on the host: no cupy kernels under the sanitizer
     args = problem.arguments(dtype)
     buffers = []
     for arg in (a for a in args if isinstance(a, BufferArg)):
         buf = executor.alloc(arg.count(sizes) * itemsize(arg.dtype))
         if not arg.is_output:  # outputs stay uninitialized for initcheck
-            executor.write(buf, inputs[arg.name].view(cupy.uint8))
+            executor.write(buf, inputs[arg.name].view(np.uint8))
         buffers.append(buf)
     scalars = [a.value(sizes) for a in args if isinstance(a, ScalarArg)]
     executor.run(kernel, [executor.pointer(b, 0) for b in buffers], scalars, spec.evaluate(sizes))
