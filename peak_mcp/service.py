@@ -43,6 +43,10 @@ log = structlog.get_logger("peak_mcp.service")
 Progress = Callable[[str], None]
 MAX_SOURCE_BYTES = 256 * 1024
 PASSED = ("benchmarked", "validated")
+# Generality failures that make a version wrong, not merely specialized: at a legal (and small) size it crashes the
+# device or its worker, or never finishes. Guard-detected accesses at other sizes are what an unguarded tile kernel
+# does: those keep head where it is and stay in the generality report.
+DEVICE_FAULTS = ("kernel_fault", "worker_died", "timeout")
 IMPOSSIBLE_SPEED_MARGIN = 1.02  # over the datasheet peak: room for clocks a little above the profile's
 CPU_DEVICE_SIZES = {"M": 1024, "N": 1024, "K": 1024}  # a CPU Vulkan driver (lavapipe) does 4096^3 in an hour
 INTERRUPTED = ("the server stopped while this version was being evaluated (it was killed or crashed); the version "
@@ -229,7 +233,13 @@ class PeakService:
             generality, sanitized = self._generality(session, source, progress)
             self.store.update_version(session_id, number, generality=generality)
             general = generality["passed"] or not require_generality
-            if sanitized and sanitized.get("failures"):
+            unsafe = next((f for f in generality.get("failures", []) if f.get("check") in DEVICE_FAULTS), None)
+            if unsafe:
+                fields = {**fields, "status": "failed", "failure": unsafe["check"],
+                          "message": f"at sizes {unsafe['sizes']} (generality): {unsafe['message']}"}
+                self.store.update_version(session_id, number, status="failed", failure=unsafe["check"],
+                                          message=fields["message"])
+            elif sanitized and sanitized.get("failures"):
                 first = sanitized["failures"][0]
                 fields = {**fields, "status": "failed", "failure": first["check"],
                           "message": f"{first['message']} (at {sanitized['sizes']})"}

@@ -132,3 +132,19 @@ async def test_every_example_passes_at_every_sampled_size(make_client) -> None:
             assert report["status"] == "benchmarked", (path.name, report["message"])
             assert report["generality"]["passed"], (path.name, report["generality"])
             assert report["head"] == report["version"]
+
+
+async def test_a_hang_at_another_size_fails_the_version(make_client, settings, monkeypatch) -> None:
+    """Right at 128^3, but at an odd N it never finishes: wrong, not specialized, even when the agent accepts a
+    kernel that is not general."""
+    monkeypatch.setenv("PEAK_MCP_VK_FENCE_TIMEOUT_S", "3")
+    settings.inactivity_timeout_s = 20
+    source = _naive_with(STORE, STORE + "\n    uint i = 0;\n    [loop] while ((p.N & 1) == 1 && A[0] < 1e30) "
+                                        "{ i += 1; C[row * p.N + col] = float(i); }")
+    async with make_client() as (client, _):
+        session = await _session(client, {"M": 128, "N": 128, "K": 128})
+        report = await _submit(client, session["session_id"], source, require_generality=False)
+        assert (report["status"], report["failure"]) == ("failed", "timeout"), report["message"]
+        assert "(generality)" in report["message"] and report["head"] == 0
+        good = await _submit(client, session["session_id"], NAIVE)  # the server and a fresh worker carry on
+        assert good["status"] == "benchmarked", good["message"]

@@ -5,6 +5,7 @@ Compilation needs no GPU, so a compile-only executor (index=None) serves CPU-onl
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import os
 import re
@@ -334,6 +335,10 @@ def probe() -> dict[str, Any]:
             sms = _check(driver.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, index))
             report["devices"].append({"backend": "cuda", "index": index, "name": name,
                                       "properties": {"compute_capability": f"{major}.{minor}", "sm_count": sms}})
+        if count and importlib.util.find_spec("cupy") is None:
+            report["missing"].append({"what": "cupy", "why": "not installed: kernels compile but cannot run (device "
+                                      "buffers, the GPU-side validator and the cuBLAS baseline use it)",
+                                      "fix": "pip install 'peak-mcp[cuda]' (cupy-cuda13x)"})
         if not count:
             report["missing"].append({"what": "CUDA GPU", "why": "the driver reports no devices",
                                       "fix": "check nvidia-smi and CUDA_VISIBLE_DEVICES"})
