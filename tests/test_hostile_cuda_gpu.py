@@ -12,11 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
 from tests.conftest import has_device, skip_reason
-from tests.hostile.harness import HOSTILE, UNALIGNED, Outcome, load_manifest, run_all
+from tests.hostile.harness import HOSTILE, UNALIGNED, Outcome, load_manifest, run_in_process
 
 ENTRIES = load_manifest("cuda")
 SIZES = {"256cube": {"M": 256, "N": 256, "K": 256}, "100x77x53": UNALIGNED}
@@ -58,30 +57,10 @@ def test_manifest_covers_every_file() -> None:
     assert all(e.path.read_text().startswith("// HOSTILE ") for e in load_manifest())
 
 
-def _run_size(tmp_dir: Any, sizes: dict[str, int]) -> dict[str, Outcome]:
-    from mcp import Client
-
-    from peak_mcp.app import build
-    from peak_mcp.config import Settings
-
-    settings = Settings(data_dir=tmp_dir / "data")
-    settings.benchmark_budget_s = 0.2
-    settings.inactivity_timeout_s = 8  # a hang costs 8 s, not 30
-
-    async def go() -> list[Outcome]:
-        server, service = build(settings)
-        try:
-            async with Client(server) as client:
-                return await run_all(client, "cuda", sizes, ENTRIES)
-        finally:
-            service.close()
-
-    return {o.entry.file: o for o in anyio.run(go)}
-
-
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Outcome]]:
-    return {label: _run_size(tmp_path_factory.mktemp(f"hostile-cuda-{label}"), sizes)
+    return {label: run_in_process(tmp_path_factory.mktemp(f"hostile-cuda-{label}") / "data", "cuda", sizes, ENTRIES,
+                              8)
             for label, sizes in SIZES.items()}
 
 

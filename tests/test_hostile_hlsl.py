@@ -14,11 +14,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import anyio
 import pytest
 
 from tests.conftest import has_device, skip_reason
-from tests.hostile.harness import UNALIGNED, Outcome, load_manifest, run_all
+from tests.hostile.harness import UNALIGNED, Outcome, load_manifest, run_in_process
 
 pytestmark = [pytest.mark.vulkan]
 if not has_device("hlsl"):
@@ -29,33 +28,13 @@ SIZES = {"128cube": {"M": 128, "N": 128, "K": 128}, "100x77x53": UNALIGNED}
 FENCE_TIMEOUT_S = "3"  # a hung dispatch is noticed after 3 s instead of 30
 
 
-def _run_size(tmp_dir: Any, sizes: dict[str, int]) -> dict[str, Outcome]:
-    from mcp import Client
-
-    from peak_mcp.app import build
-    from peak_mcp.config import Settings
-
-    settings = Settings(data_dir=tmp_dir / "data")
-    settings.benchmark_budget_s = 0.2
-    settings.inactivity_timeout_s = 20
-
-    async def go() -> list[Outcome]:
-        server, service = build(settings)
-        try:
-            async with Client(server) as client:
-                return await run_all(client, "hlsl", sizes, ENTRIES)
-        finally:
-            service.close()
-
-    return {o.entry.file: o for o in anyio.run(go)}
-
-
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Outcome]]:
     saved = os.environ.get("PEAK_MCP_VK_FENCE_TIMEOUT_S")
     os.environ["PEAK_MCP_VK_FENCE_TIMEOUT_S"] = FENCE_TIMEOUT_S  # workers inherit it when they start
     try:
-        return {label: _run_size(tmp_path_factory.mktemp(f"hostile-hlsl-{label}"), sizes)
+        return {label: run_in_process(tmp_path_factory.mktemp(f"hostile-hlsl-{label}") / "data", "hlsl", sizes, ENTRIES,
+                              20)
                 for label, sizes in SIZES.items()}
     finally:
         if saved is None:

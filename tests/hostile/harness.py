@@ -223,3 +223,27 @@ def markdown(outcomes: list[Outcome]) -> str:
         lines.append(f"| {o.entry.cls} | {o.entry.file} | {sizes} | {o.expected} | {verdict} | "
                      f"{'pass' if o.ok else 'FAIL'} | {o.seconds:.1f} |")
     return "\n".join(lines)
+
+
+def run_in_process(data_dir: Path, backend: str, sizes: dict[str, int], entries: list[Entry],
+                   inactivity_s: float) -> dict[str, Outcome]:
+    """Every entry through a real in-process MCP client on a fresh server; outcomes by file."""
+    import anyio
+    from mcp import Client
+
+    from peak_mcp.app import build
+    from peak_mcp.config import Settings
+
+    settings = Settings(data_dir=data_dir)
+    settings.benchmark_budget_s = 0.2
+    settings.inactivity_timeout_s = inactivity_s
+
+    async def go() -> list[Outcome]:
+        server, service = build(settings)
+        try:
+            async with Client(server) as client:
+                return await run_all(client, backend, sizes, entries)
+        finally:
+            service.close()
+
+    return {o.entry.file: o for o in anyio.run(go)}
