@@ -13,6 +13,7 @@ and on device arrays after every single timed launch (poisoned again before the 
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -223,7 +224,9 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
     budget_reps = timed_reps(max(per_launch_s, wall_per_launch), time_budget_s, min_reps, max_reps)
     reps = -(-max(n, budget_reps) // n) * n  # whole rotations
     poison = [[(s.ws.handles[s.ws.buffers.index(b)], b.nbytes) for b in s.ws.outputs] for s in sets]
-    audit = _LaunchAudit(sets, problem, dtype, seed=len(warm)) if _on_device(executor) else None
+    # The perturbation sequence comes from the OS, so a kernel cannot replay it from what it can observe.
+    audit = _LaunchAudit(sets, problem, dtype, seed=int.from_bytes(os.urandom(8), "little")) \
+        if _on_device(executor) else None
     times: list[float] = []
     started = time.monotonic()
     while len(times) < reps:  # chunks of about half a second, so progress (the hang detector's pulse) keeps coming

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor, KernelFault, Regions
+from peak_mcp.backends.cubin import persistent_state
 from peak_mcp.backends.includes import check_source, refusal_log, sanitize_log
 from peak_mcp.errors import InvalidInput
 from peak_mcp.launch import LaunchSpec
@@ -161,6 +162,12 @@ class CudaExecutor(Executor):
             text = text.split("compilation log:", 1)[-1].strip() if "compilation log:" in text else text
             raise CompileFailed(sanitize_log(text.replace("\x00", "").strip(), "kernel.cu", self.include_dirs)) \
                 from None
+        kept = persistent_state(module.code)
+        if kept:
+            raise CompileFailed(
+                f"kernel.cu: the module keeps state between launches: {', '.join(kept)}. A kernel must do all of its "
+                "work on every launch from its arguments alone; use registers or __shared__ memory for scratch, "
+                "__constant__ for tables, and no device malloc")
         if self.device is None:
             kernel = None
             if not re.search(rf"\b{re.escape(spec.entry)}\s*\(", source):

@@ -1,0 +1,62 @@
+"""A CUDA kernel may not keep state between launches: writable __device__ variables and the device heap are
+refused at compile, before anything runs (so this holds on a machine without a GPU, through a compile-only
+session), with the reason named. Every shipped example still compiles."""
+
+from __future__ import annotations
+
+import pytest
+
+from peak_mcp.backends.cubin import persistent_state
+from tests.conftest import EXAMPLES, ROOT
+from tests.hostile.harness import load_manifest
+
+pytestmark = pytest.mark.anyio
+STATEFUL = [e for e in load_manifest("cuda") if e.status == ("compile_error",)]
+KERNEL = ('// peak: entry=k grid=(1, 1, 1) block=(1, 1, 1)\n{decl}\nextern "C" __global__ void k(const float* A, '
+          'const float* B, float* C, int M, int N, int K) {{ {body} }}\n')
+
+
+@pytest.mark.parametrize(("decl", "body", "named"), [
+    ("__device__ int counter;", "C[0] = A[0] + atomicAdd(&counter, 1);", "'counter'"),
+    ("__device__ float cache[4] = {1, 2, 3, 4};", "cache[M & 3] = A[0]; C[0] = cache[0];", "'cache'"),
+    ("", "static __device__ int calls; C[0] = ++calls;", "calls"),
+    ("", "float* p = (float*)malloc(16); p[0] = A[0]; C[0] = p[0]; free(p);", "device heap"),
+])
+async def test_state_that_outlives_a_launch_is_refused(make_client, decl: str, body: str, named: str) -> None:
+    async with make_client() as (client, _):
+        session = (await client.call_tool("start_session", {"backend": "cuda", "sizes": {"M": 8, "N": 8, "K": 8}})
+                   ).structured_content
+        report = (await client.call_tool("submit_kernel", {"session_id": session["session_id"],
+                                                           "source": KERNEL.format(decl=decl, body=body)})
+                  ).structured_content
+        assert report["status"] == "compile_error", report["message"]
+        assert "keeps state between launches" in report["message"] and named in report["message"]
+
+
+async def test_constants_printf_and_every_example_compile(make_client) -> None:
+    allowed = [KERNEL.format(decl="__constant__ float t[4] = {1, 2, 3, 4};", body="C[0] = A[0] + t[M & 3];"),
+               KERNEL.format(decl="", body='printf("M=%d\\n", M); C[0] = A[0];'),
+               *(p.read_text() for p in sorted((EXAMPLES / "cuda").rglob("*.cu")))]
+    async with make_client() as (client, _):
+        sid = (await client.call_tool("start_session", {"backend": "cuda", "sizes": {"M": 8, "N": 8, "K": 8}})
+               ).structured_content["session_id"]
+        for source in allowed:
+            report = (await client.call_tool("submit_kernel", {"session_id": sid, "source": source})
+                      ).structured_content
+            assert report["status"] in ("compiled", "benchmarked"), report["message"]
+
+
+@pytest.mark.parametrize("entry", STATEFUL, ids=lambda e: e.name)
+def test_hostile_kernels_with_state_are_refused_by_the_module_check(entry) -> None:
+    from peak_mcp.backends.base import CompileFailed
+    from peak_mcp.backends.cuda import CudaExecutor
+    from peak_mcp.launch import parse_annotation
+
+    source = (ROOT / "tests" / "hostile" / entry.file).read_text()
+    with pytest.raises(CompileFailed, match="keeps state between launches"):
+        CudaExecutor(None).compile(source, parse_annotation(source, needs=("entry", "grid", "block"),
+                                                            symbols=("M", "N", "K")))
+
+
+def test_non_elf_input_is_not_mistaken_for_state() -> None:
+    assert persistent_state(b"not an ELF at all") == []
