@@ -282,7 +282,10 @@ class PeakService:
             result = self._run_job(session, job, progress)
             generality, sanitized = result.get("generality") or {}, result.get("sanitizer")
         except JobFailed as exc:
-            at = exc.stage.removeprefix("generality at ") if exc.stage.startswith("generality at ") else exc.stage
+            if not exc.stage.startswith("generality at "):  # e.g. during compute-sanitizer: nothing known of sizes
+                return {"passed": None, "sizes_checked": [], "failures": [],
+                        "note": f"the check stopped during '{exc.stage}': {exc}"}, None
+            at = exc.stage.removeprefix("generality at ")
             generality = {"passed": False, "sizes_checked": sizes_list,
                           "failures": [{"sizes": at, "check": exc.kind, "message": str(exc)}]}
         generality["seconds"] = round(time.perf_counter() - started, 3)

@@ -10,15 +10,16 @@ frames or paths.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,10 @@ def missing_note() -> dict[str, str]:
 
 
 def run(job: dict[str, Any], progress: Any = None, tools: tuple[str, ...] = TOOLS) -> dict[str, Any]:
-    """Run every tool on the job (source, spec, problem, dtype, sizes, device); never raises."""
+    """Run every tool on the job (source, spec, problem, dtype, sizes, device) at once; never raises.
+
+    The tools stay in the worker's process group, so a worker killed as hung takes them along; a heartbeat every
+    two seconds keeps the worker's hang detector from taking a slow sanitizer for a hung kernel."""
     path = find()
     if path is None:
         return {"available": False, **missing_note()}
@@ -61,36 +65,74 @@ def run(job: dict[str, Any], progress: Any = None, tools: tuple[str, ...] = TOOL
     workdir = tempfile.mkdtemp(prefix="peak-sanitize-", dir=safe_cwd())
     job_file = Path(workdir, "job.json")
     job_file.write_text(json.dumps(job))
-    if progress:
-        progress(f"compute-sanitizer ({', '.join(tools)}) at " + " ".join(f"{k}={v}" for k, v in job["sizes"].items()))
-    with ThreadPoolExecutor(len(tools)) as pool:
-        results = dict(zip(tools, pool.map(lambda tool: _one(path, tool, job_file, workdir), tools), strict=True))
-    shutil.rmtree(workdir, ignore_errors=True)
+    where = " ".join(f"{k}={v}" for k, v in job["sizes"].items())
+    running = {tool: _start(path, tool, job_file, workdir) for tool in tools}
+    results: dict[str, dict[str, Any]] = {}
+    beat = 0.0
+    try:
+        while len(results) < len(tools):
+            for tool, proc in running.items():
+                if tool in results:
+                    continue
+                if proc.poll() is not None:
+                    results[tool] = _result(tool, proc, Path(workdir, f"{tool}.log"))
+                elif time.perf_counter() - started > TIMEOUT_S:
+                    _kill_tree(proc.pid)
+                    results[tool] = {"errors": 0, "ran": False,
+                                     "message": f"{tool} did not finish within {TIMEOUT_S:.0f} s"}
+            if progress and time.perf_counter() - beat > 2.0:
+                beat = time.perf_counter()
+                progress(f"compute-sanitizer at {where}: {len(results)} of {len(tools)} tools done")
+            time.sleep(0.05)
+    finally:
+        for proc in running.values():
+            if proc.poll() is None:
+                _kill_tree(proc.pid)
+        shutil.rmtree(workdir, ignore_errors=True)
     failures = [{"check": f"sanitizer_{tool}", "message": r["message"]} for tool, r in results.items()
                 if r.get("errors")]
+    unchecked = [tool for tool, r in results.items() if not r.get("ran")]
     return {"available": True, "passed": not failures, "sizes": job["sizes"], "tools": results,
-            "failures": failures, "seconds": round(time.perf_counter() - started, 3)}
+            "failures": failures, "unchecked": unchecked, "seconds": round(time.perf_counter() - started, 3)}
 
 
-def _one(sanitizer: str, tool: str, job_file: Path, workdir: str) -> dict[str, Any]:
-    log_file = Path(workdir, f"{tool}.log")
+def _start(sanitizer: str, tool: str, job_file: Path, workdir: str) -> subprocess.Popen[bytes]:
     command = [sanitizer, "--tool", tool, "--error-exitcode", str(ERROR_EXIT), "--print-limit", "8",
-               "--show-backtrace", "device", "--log-file", str(log_file)]
+               "--show-backtrace", "device", "--log-file", str(Path(workdir, f"{tool}.log"))]
     if tool == "memcheck":
         command += ["--leak-check", "no"]
     command += python_command(sys.executable, "peak_mcp.runner.sanitizer", str(job_file))
-    try:
-        done = subprocess.run(command, cwd=workdir, capture_output=True, timeout=TIMEOUT_S, check=False,
-                              start_new_session=True)
-    except subprocess.TimeoutExpired:
-        return {"errors": 0, "ran": False, "message": f"{tool} did not finish within {TIMEOUT_S:.0f} s"}
+    return subprocess.Popen(command, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _result(tool: str, proc: subprocess.Popen[bytes], log_file: Path) -> dict[str, Any]:
     text = log_file.read_text(errors="replace") if log_file.exists() else ""
     summary = _SUMMARY.search(text)
-    errors = int(summary.group(1)) if summary else (1 if done.returncode == ERROR_EXIT else 0)
-    if done.returncode not in (0, ERROR_EXIT) and not summary:
-        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+    errors = int(summary.group(1)) if summary else (1 if proc.returncode == ERROR_EXIT else 0)
+    if proc.returncode not in (0, ERROR_EXIT) and not summary:
+        stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        tail = stderr.strip().splitlines()[-1:] or ["no output"]
         return {"errors": 0, "ran": False, "message": f"{tool} could not run the kernel: {tail[0][:200]}"}
     return {"errors": errors, "ran": True, "message": _first_report(text, tool) if errors else "clean"}
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL a process and its descendants (compute-sanitizer's target is its child)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    todo, doomed = [pid], []
+    while todo:
+        current = todo.pop()
+        doomed.append(current)
+        todo += children.get(current, [])
+    for victim in doomed:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(victim, signal.SIGKILL)
 
 
 def _first_report(text: str, tool: str) -> str:

@@ -8,9 +8,11 @@ parent starts a fresh one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -75,6 +77,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _end() -> None:
+    """Leave at once, with the children (compute-sanitizer runs) in this worker's process group."""
+    with contextlib.suppress(OSError):
+        if os.getpgid(0) == os.getpid():  # the worker leads its group (the pool starts it in a new session)
+            os.killpg(0, signal.SIGKILL)
+    os._exit(0)
+
+
 def _watch_parent(parent_pid: int | None) -> queue.Queue[str]:
     """Jobs arrive through a reader thread, so that the worker notices its server is gone even mid-kernel.
 
@@ -87,13 +97,13 @@ def _watch_parent(parent_pid: int | None) -> queue.Queue[str]:
     def read() -> None:
         for line in sys.stdin:
             jobs.put(line)
-        os._exit(0)
+        _end()
 
     def watch() -> None:
         while True:
             time.sleep(1.0)
             if os.getppid() != parent_pid:
-                os._exit(0)
+                _end()
 
     threading.Thread(target=read, name="stdin", daemon=True).start()
     if parent_pid is not None:

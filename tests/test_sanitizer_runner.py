@@ -1,0 +1,85 @@
+"""How the server runs compute-sanitizer: four tools at once, reports reduced to the kernel's own lines, a
+heartbeat while they run, and a tool that never finishes killed with its target. A stand-in compute-sanitizer
+on PATH plays the external tool here (the real one ran on the lent H100; see the GPU suite)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+from peak_mcp.runner import sanitizer
+
+REPORTING = """#!/bin/sh
+while [ $# -gt 0 ]; do [ "$1" = --log-file ] && log=$2; [ "$1" = --tool ] && tool=$2; shift; done
+cat > "$log" <<EOT
+========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 4 bytes
+=========     at mm+0x760 in kernel.cu:28
+=========     by thread (0,0,0) in block (0,0,0)
+=========     Address 0x7f3a9c000000 is out of bounds
+=========     Host Frame: /usr/lib/x86_64-linux-gnu/libcuda.so.1 [0x1234]
+========= ERROR SUMMARY: 1 error
+EOT
+[ "$tool" = memcheck ] && exit 86
+printf '========= ERROR SUMMARY: 0 errors\\n' > "$log"
+exit 0
+"""
+
+HANGING = """#!/bin/sh
+sleep 300 &
+echo $! > "$PEAK_TEST_CHILDREN/$$"
+wait
+"""
+
+JOB = {"source": "", "spec": {}, "problem": "matmul", "dtype": "f32", "sizes": {"M": 100, "N": 77, "K": 53},
+       "device": 0}
+
+
+def _install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> None:
+    tool = tmp_path / "bin" / "compute-sanitizer"
+    tool.parent.mkdir()
+    tool.write_text(script)
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{tool.parent}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_a_reported_error_names_the_tool_and_the_kernel_line_only(tmp_path, monkeypatch) -> None:
+    _install(tmp_path, monkeypatch, REPORTING)
+    beats: list[str] = []
+    report = sanitizer.run(JOB, beats.append)
+    assert report["available"] and not report["passed"] and report["unchecked"] == []
+    assert [f["check"] for f in report["failures"]] == ["sanitizer_memcheck"]
+    message = report["failures"][0]["message"]
+    assert "kernel.cu:28" in message and "Invalid __global__ write" in message and "out of bounds" in message
+    assert "libcuda" not in message and "/usr" not in message and "0x7f3a9c000000" not in message
+    assert all(report["tools"][t]["message"] == "clean" for t in ("racecheck", "initcheck", "synccheck"))
+    assert beats and "compute-sanitizer at M=100 N=77 K=53" in beats[0]
+
+
+def test_a_tool_that_never_finishes_is_killed_with_its_children(tmp_path, monkeypatch) -> None:
+    children = tmp_path / "children"
+    children.mkdir()
+    _install(tmp_path, monkeypatch, HANGING)
+    monkeypatch.setenv("PEAK_TEST_CHILDREN", str(children))
+    monkeypatch.setattr(sanitizer, "TIMEOUT_S", 1.5)
+    started = time.monotonic()
+    report = sanitizer.run(JOB, None)
+    assert time.monotonic() - started < 10
+    assert report["passed"] and set(report["unchecked"]) == set(sanitizer.TOOLS)  # unchecked, not clean
+    assert all("did not finish" in r["message"] for r in report["tools"].values())
+    time.sleep(0.2)
+    pids = [int(p.read_text()) for p in children.iterdir()]
+    assert len(pids) == len(sanitizer.TOOLS)
+    for pid in pids:  # the target's stand-in (a child of the tool) is gone too
+        status = Path(f"/proc/{pid}/stat")
+        assert not status.exists() or status.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_missing_tool_is_reported_with_a_fix(monkeypatch) -> None:
+    monkeypatch.setattr(sanitizer, "find", lambda: None)
+    report = sanitizer.run(JOB, None)
+    assert report["available"] is False and "compute-sanitizer" in report["what"] and report["fix"]
