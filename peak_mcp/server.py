@@ -226,9 +226,13 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
         return await call(None, service.diff, session_id, a, b)
 
     @mcp.tool()
-    async def revert(session_id: str, version: VersionNumber) -> VersionReport:
+    async def revert(
+        session_id: str, version: VersionNumber,
+        require_generality: Annotated[bool, Field(
+            description="refuse a version that failed at other sizes (generality)")] = True,
+    ) -> VersionReport:
         """Make an earlier passing version the head again; nothing is deleted."""
-        return await call(None, service.revert, session_id, version)
+        return await call(None, service.revert, session_id, version, require_generality)
 
     @mcp.tool()
     async def get_transformation_stats() -> StatsReport:

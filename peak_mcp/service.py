@@ -227,28 +227,14 @@ class PeakService:
         baseline = session["baseline"] or {}
         fields = self._evaluate(session, source, progress,
                                 vendor_ms=baseline.get("median_ms") if baseline.get("available") else None)
-        self.store.update_version(session_id, number, **fields)  # recorded before anything else can fail
         general = True
         if fields["status"] in PASSED:
-            generality, sanitized = self._generality(session, source, progress)
-            self.store.update_version(session_id, number, generality=generality)
-            general = generality["passed"] or not require_generality
-            unsafe = next((f for f in generality.get("failures", []) if f.get("check") in DEVICE_FAULTS), None)
-            if unsafe:
-                fields = {**fields, "status": "failed", "failure": unsafe["check"],
-                          "message": f"at sizes {unsafe['sizes']} (generality): {unsafe['message']}"}
-                self.store.update_version(session_id, number, status="failed", failure=unsafe["check"],
-                                          message=fields["message"])
-            elif sanitized and sanitized.get("failures"):
-                first = sanitized["failures"][0]
-                fields = {**fields, "status": "failed", "failure": first["check"],
-                          "message": f"{first['message']} (at {sanitized['sizes']})"}
-                self.store.update_version(session_id, number, status="failed", failure=first["check"],
-                                          message=fields["message"],
-                                          validation={**(fields.get("validation") or {}), "sanitizer": sanitized})
-            elif sanitized:
-                self.store.update_version(session_id, number,
-                                          validation={**(fields.get("validation") or {}), "sanitizer": sanitized})
+            # Everything measured so far is recorded now, but the version stays pending until it is checked at the
+            # other sizes: a server that dies meanwhile leaves it interrupted, never passed unchecked.
+            self.store.update_version(session_id, number, **{**fields, "status": "pending"})
+            fields = self._with_generality(session, source, fields, progress)
+            general = fields["generality"].get("passed") is not False or not require_generality
+        self.store.update_version(session_id, number, **fields)
         # Without a device, "compiled" is as far as any version gets, so it is what moves head.
         best_possible = PASSED if session["device_index"] >= 0 else ("compiled",)
         first_compiled = fields["status"] == "compiled" and session["head"] is None
@@ -259,6 +245,24 @@ class PeakService:
         log.info("version recorded", session=session_id, version=number, status=report.status,
                  seconds=round(report.seconds, 3))
         return report
+
+    def _with_generality(self, session: dict[str, Any], source: str, fields: dict[str, Any],
+                         progress: Progress) -> dict[str, Any]:
+        """The version's fields once generality and the sanitizer have run: a crash or hang at a sampled size, or
+        a sanitizer finding, fails it; a guard-detected fault at another size only keeps head where it is."""
+        generality, sanitized = self._generality(session, source, progress)
+        fields = {**fields, "generality": generality}
+        if sanitized:
+            fields["validation"] = {**(fields.get("validation") or {}), "sanitizer": sanitized}
+        unsafe = next((f for f in generality.get("failures", []) if f.get("check") in DEVICE_FAULTS), None)
+        if unsafe:
+            return {**fields, "status": "failed", "failure": unsafe["check"],
+                    "message": f"at sizes {unsafe['sizes']} (generality): {unsafe['message']}"}
+        if sanitized and sanitized.get("failures"):
+            first = sanitized["failures"][0]
+            return {**fields, "status": "failed", "failure": first["check"],
+                    "message": f"{first['message']} (at {sanitized['sizes']})"}
+        return fields
 
     def _generality(self, session: dict[str, Any], source: str,
                     progress: Progress) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -410,11 +414,14 @@ class PeakService:
                                             fromfile=f"v{a}", tofile=f"v{second['number']}"))
         return DiffReport(session_id=session_id, a=a, b=second["number"], diff=text or "(identical)")
 
-    def revert(self, session_id: str, version: int) -> VersionReport:
+    def revert(self, session_id: str, version: int, require_generality: bool = True) -> VersionReport:
         v = self.store.version(session_id, version)
         if v["status"] not in PASSED and v["status"] != "compiled":
             raise InvalidInput(f"version {version} has status {v['status']}; only passing versions can become head",
                                "pick a version whose status is benchmarked (see history).")
+        if require_generality and (v.get("generality") or {}).get("passed") is False:
+            raise InvalidInput(f"version {version} failed at other sizes (generality); head moves only to general "
+                               "versions", "pass require_generality=false to accept a specialized kernel.")
         self.store.set_head(session_id, version)
         return self.version_report(session_id, version)
 

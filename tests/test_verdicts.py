@@ -93,9 +93,15 @@ async def test_a_kernel_that_only_works_at_tile_multiples_is_not_general(make_cl
         assert {"M": 100, "N": 77, "K": 53} in failed_at, failed_at
         assert report["head"] == 0  # head stays on the general version
 
+        refused = await client.call_tool("revert", {"session_id": session["session_id"], "version": report["version"]})
+        assert refused.is_error and "generality" in refused.content[0].text
+
         # The agent may accept a specialized kernel explicitly.
         kept = await _submit(client, session["session_id"], UNGUARDED, require_generality=False)
         assert kept["head"] == kept["version"] and kept["generality"]["passed"] is False
+        back = await client.call_tool("revert", {"session_id": session["session_id"], "version": report["version"],
+                                                 "require_generality": False})
+        assert not back.is_error and back.structured_content["head"] == report["version"]
 
 
 async def test_declared_constraints_make_a_tile_multiple_kernel_general(make_client) -> None:
