@@ -4,6 +4,8 @@ says those are the only sizes it will ever see (its constraints)."""
 
 from __future__ import annotations
 
+import ast
+
 from peak_mcp.errors import InvalidInput, PeakError
 from peak_mcp.launch import evaluate_condition
 from peak_mcp.problems.base import Problem, Sizes
@@ -30,11 +32,16 @@ def satisfies(sizes: Sizes, constraints: list[str]) -> bool:
 
 def sample_sizes(problem: Problem, sizes: Sizes, constraints: list[str],
                  count: int = DEFAULT_COUNT) -> list[dict[str, int]]:
-    """The problem's awkward sizes that meet the constraints; one that does not is rounded up (every symbol to
-    the same multiple, smallest first) until it does, so divisibility constraints still get odd shapes."""
+    """The problem's awkward sizes that meet the constraints. One that does not is rounded up, first only in the
+    symbols the constraints name (so the others stay odd), then in every symbol, to the smallest multiple that
+    works."""
+    named = _symbols_in(constraints) & set(problem.symbols)
     chosen: list[dict[str, int]] = []
     for candidate in problem.generality_sizes(sizes):
-        for variant in [candidate, *({k: -(-v // r) * r for k, v in candidate.items()} for r in _ROUNDINGS)]:
+        variants = [candidate]
+        for only in (named, set(problem.symbols)):
+            variants += [{k: -(-v // r) * r if k in only else v for k, v in candidate.items()} for r in _ROUNDINGS]
+        for variant in variants:
             try:
                 ok = satisfies(variant, constraints) and problem.check_sizes(variant) == variant
             except PeakError:
@@ -46,3 +53,8 @@ def sample_sizes(problem: Problem, sizes: Sizes, constraints: list[str],
         if len(chosen) >= count:
             break
     return chosen
+
+
+def _symbols_in(constraints: list[str]) -> set[str]:
+    return {node.id for text in constraints for node in ast.walk(ast.parse(text, mode="eval"))
+            if isinstance(node, ast.Name)}

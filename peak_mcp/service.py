@@ -47,6 +47,7 @@ PASSED = ("benchmarked", "validated")
 # device or its worker, or never finishes. Guard-detected accesses at other sizes are what an unguarded tile kernel
 # does: those keep head where it is and stay in the generality report.
 DEVICE_FAULTS = ("kernel_fault", "worker_died", "timeout")
+SANITIZER_MAX_FLOPS = 2e10  # the sanitizer slows a launch 10-100x: at the session's sizes only when they are small
 IMPOSSIBLE_SPEED_MARGIN = 1.02  # over the datasheet peak: room for clocks a little above the profile's
 CPU_DEVICE_SIZES = {"M": 1024, "N": 1024, "K": 1024}  # a CPU Vulkan driver (lavapipe) does 4096^3 in an hour
 INTERRUPTED = ("the server stopped while this version was being evaluated (it was killed or crashed); the version "
@@ -272,13 +273,19 @@ class PeakService:
         problem = get_problem(session["problem"])
         constraints = session.get("constraints") or []
         sizes_list = sample_sizes(problem, session["sizes"], constraints)
-        if not sizes_list:
-            return {"passed": True, "sizes_checked": [], "failures": [],
-                    "note": f"no sampled size meets the constraints {constraints}"}, None
+        unchecked = None
+        if not sizes_list:  # unchecked, not passed; the sanitizer still looks at the session's sizes when small
+            unchecked = {"passed": None, "sizes_checked": [], "failures": [],
+                         "note": f"no sampled size meets the constraints {constraints}: generality is unchecked"}
+            if problem.flops(session["sizes"]) > SANITIZER_MAX_FLOPS or not self.settings.sanitizer:
+                return unchecked, None
+            sizes_list = [session["sizes"]]
         started = time.perf_counter()
         spec = parse_annotation(source, needs=ANNOTATION_KEYS[session["backend"]], symbols=problem.symbols)
         job = {"type": "generality", "problem": session["problem"], "dtype": session["dtype"], "source": source,
                "spec": spec.model_dump(), "sizes_list": sizes_list}
+        if unchecked is not None:
+            job["sizes_list"] = []
         if self.settings.sanitizer and session["backend"] == "cuda":
             job["sanitize_sizes"] = next((s for s in sizes_list if min(s.values()) >= 16), sizes_list[-1])
         sanitized = None
@@ -292,6 +299,8 @@ class PeakService:
             at = exc.stage.removeprefix("generality at ")
             generality = {"passed": False, "sizes_checked": sizes_list,
                           "failures": [{"sizes": at, "check": exc.kind, "message": str(exc)}]}
+        if unchecked is not None:
+            generality = unchecked
         generality["seconds"] = round(time.perf_counter() - started, 3)
         if constraints:
             generality["constraints"] = constraints

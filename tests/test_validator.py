@@ -85,6 +85,9 @@ def test_sampled_sizes_are_awkward_by_default_and_meet_declared_constraints() ->
     constrained = sample_sizes(MATMUL, session, ["M % 128 == 0", "N % 64 == 0"])
     assert constrained and all(satisfies(s, ["M % 128 == 0", "N % 64 == 0"]) for s in constrained)
     assert any(s["K"] % 8 for s in constrained)  # unconstrained symbols stay awkward where they can
+    only_k = sample_sizes(MATMUL, session, ["K % 64 == 0"])
+    assert {"M": 7, "N": 5, "K": 64} in only_k and {"M": 100, "N": 77, "K": 64} in only_k
+    assert sample_sizes(MATMUL, session, ["M == 4096"]) == []  # nothing to sample: the service says unchecked
 
 
 FIRST_RELEASE_SCHEMA = """

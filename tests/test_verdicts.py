@@ -154,3 +154,11 @@ async def test_a_hang_at_another_size_fails_the_version(make_client, settings, m
         assert "(generality)" in report["message"] and report["head"] == 0
         good = await _submit(client, session["session_id"], NAIVE)  # the server and a fresh worker carry on
         assert good["status"] == "benchmarked", good["message"]
+
+
+async def test_constraints_that_leave_nothing_to_sample_say_unchecked(make_client) -> None:
+    async with make_client() as (client, _):
+        session = await _session(client, {"M": 128, "N": 128, "K": 128}, constraints=["M * N * K == 2097152"])
+        report = await _submit(client, session["session_id"], UNGUARDED)
+        assert report["generality"]["passed"] is None and "unchecked" in report["generality"]["note"]
+        assert report["status"] == "benchmarked" and report["head"] == report["version"]  # the agent declared it
