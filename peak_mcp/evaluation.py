@@ -89,7 +89,7 @@ def _launch_and_check(executor: Executor, kernel: Compiled, geometry: dict[str, 
     finding = check_guards(s.ws) or check_inputs(s.ws, s.inputs)
     if finding:
         return finding, {}
-    return check_outputs(s.ws, s.refs, problem.tolerance(dtype))
+    return check_outputs(s.ws, s.refs, problem.tolerance(dtype, s.ws.sizes))
 
 
 def _explain_nan(executor: Executor, kernel: Compiled, geometry: dict[str, Any], s: InputSet, problem: Problem,
@@ -103,7 +103,7 @@ def _explain_nan(executor: Executor, kernel: Compiled, geometry: dict[str, Any],
             s.ws.fill_guards(pattern)
         s.ws.poison_outputs()
         executor.run(kernel, s.ws.handles, s.ws.scalars, geometry)
-        again, _ = check_outputs(s.ws, s.refs, problem.tolerance(dtype))
+        again, _ = check_outputs(s.ws, s.refs, problem.tolerance(dtype, s.ws.sizes))
         return again is not None and again.check == "nan_or_inf"
 
     try:
@@ -151,7 +151,7 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
                 finding = check_same(s.ws, first)
                 if finding:
                     return _fail(finding, 1, made)
-        tol = problem.tolerance(dtype)
+        tol = problem.tolerance(dtype, sizes)
         return Validated({"passed": True, "check": None, "trials": trials,
                           "message": f"all {trials} trials passed (rel L2 tolerance {tol.rel_l2:.0e}, elementwise "
                                      f"{tol.factor:g} roundoffs × |row|·|column|)", **stats}, made)
@@ -172,7 +172,7 @@ class _LaunchAudit:
 
     def __init__(self, sets: list[InputSet], problem: Problem, dtype: str, seed: int) -> None:
         self.sets, self.problem, self.dtype = sets, problem, dtype
-        self.bound = problem.tolerance(dtype).elementwise
+        self.bound = problem.tolerance(dtype, sets[0].ws.sizes).elementwise
         self.rng = np.random.default_rng(seed)
         self.bad = [0] * len(sets)  # device scalars after the first launch
 
@@ -248,7 +248,7 @@ def _recheck(sets: list[InputSet], problem: Problem, dtype: str, audit: _LaunchA
     for i, s in enumerate(sets):
         finding = check_guards(s.ws) or check_inputs(s.ws, s.inputs)
         if finding is None and audit is None:
-            finding, _ = check_outputs(s.ws, s.refs, problem.tolerance(dtype))
+            finding, _ = check_outputs(s.ws, s.refs, problem.tolerance(dtype, s.ws.sizes))
         if finding is None and audit is not None and audit.failures()[i]:
             bad, per_set = audit.failures()[i], (launches + len(sets) - 1 - i) // len(sets)
             finding = Finding("wrong_result", f"{bad} of the {per_set} timed launches on input set {i + 1} left a "

@@ -360,13 +360,12 @@ class PeakService:
                     "message": f"faster than the vendor library, so validated again on fresh inputs, and that "
                                f"failed ({again.get('check')}): {again.get('message')}"}
         if timing:
-            peak = (self.device_of(session).get("peak_tflops") or {}).get(problem.peak_path(session["dtype"]))
+            peak = problem.speed_limit(session["dtype"], self.device_of(session).get("peak_tflops") or {})
             if peak and timing["tflops"] > IMPOSSIBLE_SPEED_MARGIN * peak:
                 return {**failed, "failure": "impossible_speed", "timing": timing,
-                        "message": f"measured {timing['tflops']:.1f} TFLOP/s, above the device's peak of {peak:.1f} "
-                                   f"TFLOP/s for {problem.peak_path(session['dtype'])}: the kernel cannot have done "
-                                   "all of the work in the time measured (skipped work, or work done outside the "
-                                   "timed launch)"}
+                        "message": f"measured {timing['tflops']:.1f} TFLOP/s, above the {peak:.1f} TFLOP/s this "
+                                   f"device can reach for {session['dtype']}: the kernel cannot have done all of the "
+                                   "work in the time measured (skipped work, or work done outside the timed launch)"}
         status = "benchmarked" if timing else "validated"
         message = verdict.get("message", "passed")
         if timing:

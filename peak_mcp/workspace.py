@@ -11,7 +11,6 @@ float type) before each launch, so an element the kernel never wrote is seen.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,7 +125,8 @@ class Workspace:
         for buf in self.buffers:
             for side, offset, size in (("before", 0, FRONT_GUARD_BYTES),
                                        ("after", FRONT_GUARD_BYTES + buf.nbytes, buf.tail)):
-                changed = self.executor.read(buf.handle, size, offset) != self._tiled(self._pattern(buf), size)
+                words = self.executor.read(buf.handle, size, offset).reshape(-1, 4)  # guards are whole words
+                changed = (words != self.xp.asarray(self._pattern(buf))).reshape(-1)
                 count = int(changed.sum())
                 if count:
                     first = [int(i) for i in self.xp.flatnonzero(changed)[:5].tolist()]
@@ -136,15 +136,7 @@ class Workspace:
         return None
 
     def _tiled(self, pattern: np.ndarray, nbytes: int) -> Any:
-        return tiled(self.xp, pattern, nbytes)
-
-
-@functools.lru_cache(maxsize=8)
-def _tiled_cached(xp: Any, pattern: bytes, nbytes: int) -> Any:
-    reps = -(-nbytes // len(pattern))
-    return xp.tile(xp.asarray(np.frombuffer(pattern, np.uint8)), reps)[:nbytes]  # built where it is used
-
-
-def tiled(xp: Any, pattern: np.ndarray, nbytes: int) -> Any:
-    """`pattern` repeated to `nbytes` bytes, as a read-only array of xp (cached: guards are refilled often)."""
-    return _tiled_cached(xp, pattern.tobytes(), nbytes)
+        """`pattern` repeated to `nbytes` bytes, built where it is used (made per fill, never kept: tails are up to
+        64 MiB a buffer)."""
+        reps = -(-nbytes // len(pattern))
+        return self.xp.tile(self.xp.asarray(pattern), reps)[:nbytes]

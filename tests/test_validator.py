@@ -147,3 +147,16 @@ def test_elements_recomputed_from_their_rows_and_columns_match_the_reference(dty
     picks = np.array([0, 5, 200, 23 * 31 - 1])
     np.testing.assert_allclose(MATMUL.reference_at(inputs, sizes, dtype, picks, np.asarray), ref.values[picks],
                                rtol=1e-13)
+
+
+def test_speed_limits_follow_the_datasheet_paths() -> None:
+    peaks = {"fp32": 66.9, "tf32_tensor": 494.7, "fp16_tensor": 989.4}
+    assert MATMUL.speed_limit("f32", peaks) == pytest.approx(494.7 / 3)  # 3xTF32 keeps f32 accuracy
+    assert MATMUL.speed_limit("f32", {"fp32": 66.9}) == 66.9
+    assert MATMUL.speed_limit("f16", peaks) == 989.4 and MATMUL.speed_limit("bf16", peaks) is None
+
+
+def test_tensor_core_bounds_widen_with_k_and_f32_does_not() -> None:
+    short, long = MATMUL.tolerance("f16", {"M": 64, "N": 64, "K": 4096}), MATMUL.tolerance("f16", {"K": 65536})
+    assert long.rel_l2 == 4 * short.rel_l2 and long.elementwise == 4 * short.elementwise
+    assert MATMUL.tolerance("f32", {"K": 65536}) == MATMUL.tolerance("f32", {"K": 64})

@@ -118,7 +118,11 @@ class Problem(ABC):
         """Fewest bytes a kernel must move: each input read once, each output written once."""
 
     @abstractmethod
-    def tolerance(self, dtype: str) -> Tolerance: ...
+    def tolerance(self, dtype: str, sizes: Sizes | None = None) -> Tolerance: ...
+
+    def speed_limit(self, dtype: str, peaks: Mapping[str, float]) -> float | None:
+        """The fastest rate a correct kernel can reach, in TFLOP/s, from the device's peaks; None when unknown."""
+        return peaks.get(self.peak_path(dtype))
 
     @abstractmethod
     def peak_path(self, dtype: str) -> str:

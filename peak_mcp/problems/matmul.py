@@ -84,7 +84,9 @@ class Matmul(Problem):
             "Row-major C = A·B; A is M×K, B is K×N, C is M×N; accumulate and store in float.\n"
             f'extern "C" __global__ void <entry>(const {t}* A, const {t}* B, float* C, int M, int N, int K)\n'
             "Annotation: // peak: entry=<entry> grid=(gx, gy, gz) block=(bx, by, bz) shared=<dynamic bytes>.\n"
-            "Buffers are 256-byte aligned; sizes need not be multiples of any tile unless the kernel says so."
+            "Buffers are 256-byte aligned; sizes need not be multiples of any tile unless the kernel says so.\n"
+            "C is poisoned before every launch and must be fully written, the same bits on every launch (no atomics "
+            "into C); no __device__ variables or device malloc: nothing may outlive a launch."
         )
 
     def make_inputs(self, sizes: Sizes, dtype: str, seed: int, xp: Any) -> dict[str, Any]:
@@ -167,17 +169,28 @@ class Matmul(Problem):
         m, n, k = sizes["M"], sizes["N"], sizes["K"]
         return float((m * k + k * n) * itemsize(dtype) + m * n * 4)
 
-    def tolerance(self, dtype: str) -> Tolerance:
+    def tolerance(self, dtype: str, sizes: Sizes | None = None) -> Tolerance:
         # Inputs are exact in their storage type and the reference uses those exact values, so only the f32
         # accumulation contributes error. Simulated f32 accumulations (sequential without FMA, 8-way split-K,
         # BLAS) stay under 3.8 * 2**-24 * ||a_i|| * ||b_j|| over a million elements; factor 8 leaves 2x room.
         # Tensor cores may align and truncate inside a step, so 16-bit inputs get 4x the roundoff.
+        # Tensor cores truncate as they add into the accumulator, so their error is biased and grows about linearly
+        # with K (a simulation put the relative L2 error at 5e-5 and the worst element at 18 f32 roundoffs of
+        # |row|·|column| at K = 32768): both bounds widen past K = 16384.
         if dtype == "f32":
             return Tolerance(rel_l2=1e-5, roundoff=2.0**-24)
-        return Tolerance(rel_l2=1e-4, roundoff=2.0**-22)
+        growth = max(1.0, (sizes or {}).get("K", 0) / 16384)
+        return Tolerance(rel_l2=1e-4 * growth, roundoff=2.0**-22, factor=8.0 * growth)
 
     def peak_path(self, dtype: str) -> str:
         return {"f32": "fp32", "f16": "fp16_tensor", "bf16": "bf16_tensor"}[dtype]
+
+    def speed_limit(self, dtype: str, peaks: Mapping[str, float]) -> float | None:
+        # f32 may legitimately run on tensor cores as 3xTF32 (three TF32 products keep f32 accuracy).
+        own = peaks.get(self.peak_path(dtype))
+        if dtype == "f32" and own and peaks.get("tf32_tensor"):
+            return max(own, peaks["tf32_tensor"] / 3)
+        return own
 
     def naive_kernel(self, backend: str, dtype: str) -> str:
         if backend in ("cuda", "hip"):
