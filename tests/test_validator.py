@@ -145,8 +145,9 @@ def test_elements_recomputed_from_their_rows_and_columns_match_the_reference(dty
     inputs = MATMUL.make_inputs(sizes, dtype, 2, np)
     ref = MATMUL.reference(inputs, sizes, dtype, 0, float("inf"), np)["C"]
     picks = np.array([0, 5, 200, 23 * 31 - 1])
-    np.testing.assert_allclose(MATMUL.reference_at(inputs, sizes, dtype, picks, np.asarray), ref.values[picks],
-                               rtol=1e-13)
+    values, scale = MATMUL.reference_at(inputs, sizes, dtype, picks, np.asarray)
+    np.testing.assert_allclose(values, ref.values[picks], rtol=1e-13)
+    np.testing.assert_allclose(scale, ref.scale[picks], rtol=1e-13)
 
 
 def test_speed_limits_follow_the_datasheet_paths() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from peak_mcp.workspace import FRONT_GUARD_BYTES, Workspace
 from tests.conftest import EXAMPLES, has_device, skip_reason
 
 pytestmark = [pytest.mark.vulkan, pytest.mark.anyio]
@@ -162,3 +163,35 @@ async def test_constraints_that_leave_nothing_to_sample_say_unchecked(make_clien
         report = await _submit(client, session["session_id"], UNGUARDED)
         assert report["generality"]["passed"] is None and "unchecked" in report["generality"]["note"]
         assert report["status"] == "benchmarked" and report["head"] == report["version"]  # the agent declared it
+
+
+def test_the_host_spot_check_reads_only_what_the_kernel_saw() -> None:
+    """After the timed loop the final output is checked at elements drawn from the OS against values the host
+    computes from the input buffers themselves; the device-side reference plays no part."""
+    import numpy as np
+
+    from peak_mcp.backends.hlsl import open_executor
+    from peak_mcp.evaluation import InputSet, _host_spot_check
+    from peak_mcp.problems.matmul import Matmul
+
+    problem, sizes = Matmul(), {"M": 40, "N": 24, "K": 16}
+    executor = open_executor(0)
+    s = InputSet(Workspace(executor, problem, "f32", sizes))
+    try:
+        inputs = problem.make_inputs(sizes, "f32", 4, np)
+        s.ws.load(inputs)
+        s.refs = {"C": problem.reference(inputs, sizes, "f32", 0, float("inf"), np)["C"]}
+        right = (inputs["A"].reshape(40, 16).astype(np.float64) @ inputs["B"].reshape(16, 24)).astype(np.float32)
+        def store(values: np.ndarray) -> None:
+            executor.write(s.ws.buffer("C").handle, values.reshape(-1).view(np.uint8), FRONT_GUARD_BYTES)
+
+        store(right)
+        assert _host_spot_check(s, problem, "f32") is None
+        s.refs["C"].values[:] = 0  # a corrupted device-side reference is not consulted
+        assert _host_spot_check(s, problem, "f32") is None
+        store(right * np.float32(1.01))
+        finding = _host_spot_check(s, problem, "f32")
+        assert finding is not None and finding.check == "wrong_result" and "recomputed on the host" in finding.message
+    finally:
+        s.ws.close()
+        executor.close()

@@ -93,9 +93,9 @@ class Problem(ABC):
 
     @abstractmethod
     def reference_at(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, indices: np.ndarray,
-                     to_host: Any) -> np.ndarray:
-        """Output elements at flat `indices` (of the first output), computed on the host in float64 from only
-        the inputs they need, fetched with `to_host`: an independent check of a device reference."""
+                     to_host: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Output elements at flat `indices` (of the first output) and their error scales, computed on the host in
+        float64 from only the inputs they need, fetched with `to_host`: a check independent of the device."""
 
     def perturb(self, inputs: dict[str, Any], refs: dict[str, Reference], sizes: Sizes, dtype: str,
                 rng: Any, xp: Any) -> dict[str, tuple[int, Any]]:

@@ -99,13 +99,13 @@ class Matmul(Problem):
         return {"A": draw(0, sizes["M"] * sizes["K"]), "B": draw(1, sizes["K"] * sizes["N"])}
 
     def reference_at(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, indices: np.ndarray,
-                     to_host: Any) -> np.ndarray:
+                     to_host: Any) -> tuple[np.ndarray, np.ndarray]:
         # Only the rows of A and columns of B these elements need cross to the host.
         m, n, k = sizes["M"], sizes["N"], sizes["K"]
         rows, cols = indices // n, indices % n
         a = to_float64(to_host(inputs["A"].reshape(m, k)[rows]), dtype)
         b = to_float64(to_host(inputs["B"].reshape(k, n)[:, cols]), dtype)
-        return np.einsum("ik,ki->i", a, b)
+        return np.einsum("ik,ki->i", a, b), np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=0))
 
     def reference(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, seed: int, max_flops: float,
                   xp: Any) -> dict[str, Reference]:
