@@ -56,7 +56,7 @@ class GuardDamage:
 
 class Workspace:
     def __init__(self, executor: Executor, problem: Problem, dtype: str, sizes: Sizes) -> None:
-        self.executor, self.problem, self.sizes, self.xp = executor, problem, dict(sizes), executor.xp
+        self.executor, self.sizes, self.xp = executor, dict(sizes), executor.xp
         args = problem.arguments(dtype)
         self.scalars = [a.value(sizes) for a in args if isinstance(a, ScalarArg)]
         self.buffers: list[DeviceBuffer] = []
@@ -105,9 +105,7 @@ class Workspace:
         """Fill every input's guards with `input_pattern` (the NaN pattern, or zeros to tell a read past an
         input from a kernel that makes NaN itself) and every output's with the canary."""
         for buf in self.buffers:
-            pattern = self._pattern(buf)
-            if not buf.arg.is_output:
-                pattern = input_pattern
+            pattern = CANARY_PATTERN if buf.arg.is_output else input_pattern
             self.executor.write(buf.handle, self._tiled(pattern, FRONT_GUARD_BYTES), 0)
             self.executor.write(buf.handle, self._tiled(pattern, buf.tail), FRONT_GUARD_BYTES + buf.nbytes)
 
