@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from peak_mcp.catalog import catalog_dirs_from_env
+
 
 def default_data_dir() -> Path:
     explicit = os.environ.get("PEAK_MCP_DATA_DIR")
@@ -46,6 +48,5 @@ class Settings:
         settings = cls()
         if data_dir is not None:
             settings.data_dir = data_dir
-        extra = os.environ.get("PEAK_MCP_TRANSFORMATIONS", "")
-        settings.extra_catalog_dirs = [Path(p).expanduser() for p in extra.split(os.pathsep) if p]
+        settings.extra_catalog_dirs = catalog_dirs_from_env()
         return settings

@@ -63,3 +63,13 @@ def describe(facts: dict[str, Any], profiles: list[DeviceProfile]) -> dict[str, 
     if "arch" in merged and isinstance(merged["arch"], str):
         merged["arch_family"] = merged.get("family", "")
     return merged
+
+
+_CUDA_FAMILIES = {"sm_70": "volta", "sm_75": "turing", "sm_80": "ampere", "sm_86": "ampere", "sm_87": "ampere",
+                  "sm_89": "ada", "sm_90": "hopper", "sm_100": "blackwell", "sm_101": "blackwell",
+                  "sm_103": "blackwell", "sm_120": "blackwell", "sm_121": "blackwell"}
+
+
+def cuda_family(arch: str) -> str:
+    """The architecture family of an NVRTC target (sm_90a -> hopper); empty when unknown."""
+    return _CUDA_FAMILIES.get(arch.rstrip("af"), "")

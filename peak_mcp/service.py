@@ -15,7 +15,7 @@ import structlog
 from peak_mcp import __version__
 from peak_mcp.backends.registry import ANNOTATION_KEYS, BACKEND_MODULES
 from peak_mcp.config import Settings
-from peak_mcp.devices import describe, load_profiles
+from peak_mcp.devices import cuda_family, describe, load_profiles
 from peak_mcp.errors import InvalidInput, NotFound, PeakError, Unavailable
 from peak_mcp.generality import check_constraints, sample_sizes, satisfies
 from peak_mcp.launch import parse_annotation
@@ -114,9 +114,11 @@ class PeakService:
             why = "; ".join(f"{m['what']}: {m['why']} (fix: {m['fix']})" for m in report.get("missing", []))
             raise Unavailable(f"the {backend} backend cannot compile on this machine: {why}",
                               "run the doctor tool for details.")
-        if backend == "cuda":
-            return {"name": "compile-only (no GPU)", "backend": "cuda", "index": -1, "arch": "sm_90a",
-                    "family": "hopper"}, -1
+        if backend == "cuda":  # the target the compiler really uses ($PEAK_CUDA_ARCH), so resolution matches it
+            from peak_mcp.backends.cuda import DEFAULT_ARCH
+
+            return {"name": "compile-only (no GPU)", "backend": "cuda", "index": -1, "arch": DEFAULT_ARCH,
+                    "family": cuda_family(DEFAULT_ARCH)}, -1
         why = "; ".join(f"{m['what']}: {m['why']} (fix: {m['fix']})" for m in report.get("missing", []))
         raise Unavailable(f"no {backend} device on this machine: {why}", "run the doctor tool for details.")
 
@@ -143,7 +145,7 @@ class PeakService:
                                "choose sizes that meet them, or drop the constraint.")
         session_id = self.store.create_session(problem=problem, backend=backend, dtype=dtype, sizes=checked,
                                                device=device["name"], device_index=index, label=label,
-                                               constraints=constraints)
+                                               constraints=constraints, device_info=device)
         self._devices[session_id] = device
         report = self._submit(session_id, naive or "", parent=None, origin="naive", transformation=None,
                               progress=progress)
@@ -165,7 +167,9 @@ class PeakService:
         return sizes, None
 
     def device_of(self, session: dict[str, Any]) -> dict[str, Any]:
-        cached = self._devices.get(session["id"])
+        """The device as described when the session started (stored with it, so everything resolved by device
+        answers the same after a restart); sessions from before that was stored are described again."""
+        cached = self._devices.get(session["id"]) or session.get("device_info")
         if cached is None:
             report = self.probe().get(session["backend"], {})
             found = [d for d in report.get("devices", []) if d.get("name") == session["device"]]

@@ -48,8 +48,9 @@ CREATE TABLE IF NOT EXISTS apply_runs (
 MIGRATIONS = (
     "ALTER TABLE versions ADD COLUMN generality TEXT",  # {passed, sizes_checked, failures}
     "ALTER TABLE sessions ADD COLUMN constraints TEXT",  # ["M % 128 == 0", ...]
+    "ALTER TABLE sessions ADD COLUMN device_info TEXT",  # the described device (arch, family, peaks, limits)
 )
-_JSON_FIELDS = {"sizes", "baseline", "compile", "validation", "timing", "generality", "constraints"}
+_JSON_FIELDS = {"sizes", "baseline", "compile", "validation", "timing", "generality", "constraints", "device_info"}
 
 
 def _decode(row: sqlite3.Row | None) -> dict[str, Any] | None:
@@ -65,7 +66,6 @@ def _decode(row: sqlite3.Row | None) -> dict[str, Any] | None:
 class Store:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.row_factory = sqlite3.Row
@@ -103,12 +103,13 @@ class Store:
 
     # --- sessions --------------------------------------------------------------------------------------------
     def create_session(self, *, problem: str, backend: str, dtype: str, sizes: dict[str, int], device: str,
-                       device_index: int, label: str | None, constraints: list[str] | None = None) -> str:
+                       device_index: int, label: str | None, constraints: list[str] | None = None,
+                       device_info: dict[str, Any] | None = None) -> str:
         session_id = uuid.uuid4().hex[:12]
         self._write("INSERT INTO sessions (id, problem, backend, dtype, sizes, device, device_index, created_at, label,"
-                    " constraints) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " constraints, device_info) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (session_id, problem, backend, dtype, json.dumps(sizes), device, device_index, time.time(), label,
-                     json.dumps(constraints or [])))
+                     json.dumps(constraints or []), json.dumps(device_info) if device_info else None))
         return session_id
 
     def session(self, session_id: str) -> dict[str, Any]:

@@ -104,3 +104,23 @@ async def test_wrong_results_are_fed_back_on_a_real_device(make_client) -> None:
                 ).structured_content
         assert step["succeeded"] and [a["failure"] for a in step["attempts"]] == ["wrong_result", None]
         assert "wrong_result" in llm.prompts[1] and "relative L2 error" in llm.prompts[1]
+
+
+@pytest.mark.parametrize(("arch", "resolved"), [("sm_90a", "hopper-wgmma"), ("sm_80", "tensor-cores")])
+async def test_catalog_resolution_is_the_same_after_a_restart(make_client, monkeypatch, arch: str,
+                                                             resolved: str) -> None:
+    """The session keeps the device it was described with (arch, family), so a new server on the same data dir
+    resolves a transformation to the same specialization; a compile-only device follows $PEAK_CUDA_ARCH."""
+    import peak_mcp.backends.cuda as cuda_backend
+
+    monkeypatch.setenv("PEAK_CUDA_ARCH", arch)
+    monkeypatch.setattr(cuda_backend, "DEFAULT_ARCH", arch)
+    steps = []
+    for _ in range(2):  # the second server starts from the first one's data dir
+        async with make_client() as (client, _):
+            sid = await _start(client) if not steps else steps[0]["session_id"]
+            step = (await client.call_tool("apply_transformation", {"session_id": sid,
+                                                                     "transformation": "tensor-cores"}))
+            assert not step.is_error, step.content[0].text
+            steps.append(step.structured_content)
+    assert steps[0]["resolved_transformation"] == steps[1]["resolved_transformation"] == resolved

@@ -280,9 +280,8 @@ class HlslExecutor(Executor):
         if index is None:
             self.facts = DeviceFacts("hlsl", -1, "compile-only (no Vulkan device)", compiler_facts)
             return
-        from peak_mcp.backends.vulkan_runtime import VulkanDevice, load_binding
+        from peak_mcp.backends.vulkan_runtime import VulkanDevice
 
-        self._vk = load_binding()
         timeout = fence_timeout_s if fence_timeout_s is not None else float(os.environ.get(FENCE_TIMEOUT_ENV, 30))
         self.device = VulkanDevice(index, fence_timeout_s=timeout, flush_bytes=flush_bytes, l2_bytes=l2_bytes,
                                    l2_lookup=_profile_l2_bytes)

@@ -68,7 +68,6 @@ class PhysicalDevice:
     handle: Any
     index: int  # position in preference order, the `index` a worker is opened with
     name: str
-    type_code: int
     api: tuple[int, int, int]
     queue_family: int
     timestamp_bits: int
@@ -156,7 +155,7 @@ def _describe(vk: Any, index: int, handle: Any, props: Any, family: int, timesta
             "against endless loops): kernels whose threads loop longer give wrong results here, and endless "
             "loops end instead of hanging"]
     properties["vulkan_features"] = dict(features)
-    return PhysicalDevice(handle, index, name, props.deviceType, api, family, timestamp_bits, features, properties)
+    return PhysicalDevice(handle, index, name, api, family, timestamp_bits, features, properties)
 
 
 @dataclass

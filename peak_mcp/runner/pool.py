@@ -69,7 +69,6 @@ class _Worker:
     stderr_tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=40))
     next_id: int = 0
     stage: str = ""  # last progress message of the job in flight
-    facts: dict[str, Any] = field(default_factory=dict)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -147,7 +146,6 @@ class DevicePool:
             self._kill(worker)
             raise JobFailed("worker_start", f"the {backend} worker for device {index} did not start: {reason}",
                             "run the doctor tool to see what is missing on this machine.")
-        worker.facts = ready.get("device", {})
         return worker
 
     def _drain_output(self, worker: _Worker) -> None:
