@@ -31,7 +31,8 @@ class Finding:
                 **self.details}
 
 
-def _where(flat: list[int], shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+def where(flat: list[int], shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Flat indices as (row, col, ...) positions, which is how an agent reads them."""
     return [tuple(int(x) for x in np.unravel_index(i, shape)) for i in flat]
 
 
@@ -68,7 +69,7 @@ def check_inputs(ws: Workspace, inputs: dict[str, Any]) -> Finding | None:
             shape = buf.arg.shape(ws.sizes)
             return Finding("input_modified",
                            f"input {buf.arg.name} was modified by the kernel ({count} elements, first at "
-                           f"{_where(_first(xp, changed), shape)}); inputs are read-only",
+                           f"{where(_first(xp, changed), shape)}); inputs are read-only",
                            buf.arg.name, {"count": count})
     return None
 
@@ -83,7 +84,7 @@ def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance) -> 
         unwritten = (stored.view(np.uint8).reshape(-1, buf.itemsize) == POISON).all(axis=1)
         count = int(unwritten.sum())
         if count:
-            at = _where(_first(xp, unwritten), shape)
+            at = where(_first(xp, unwritten), shape)
             return Finding("unwritten_output",
                            f"{count} of {stored.size} elements of {buf.arg.name} were never written (they still hold "
                            f"the NaN poison written before the launch); first at {at}",
@@ -92,7 +93,7 @@ def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance) -> 
         nonfinite = ~xp.isfinite(values)
         count = int(nonfinite.sum())
         if count:
-            at = _where(_first(xp, nonfinite), shape)
+            at = where(_first(xp, nonfinite), shape)
             return Finding("nan_or_inf", f"{count} elements of {buf.arg.name} are NaN or Inf; first at {at}",
                            buf.arg.name, {"count": count, "indices": at}), stats
         ref = refs[buf.arg.name]
@@ -111,7 +112,7 @@ def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance) -> 
             flat = picks if ref.indices is None else [int(i) for i in ref.indices[xp.asarray(picks)].tolist()]
             samples = [{"at": at, "got": float(_num(float(got[j]))), "expected": float(_num(float(ref.values[j]))),
                         "bound": float(_num(tol.elementwise * float(ref.scale[j])))}
-                       for at, j in zip(_where(flat, shape), picks, strict=True)]
+                       for at, j in zip(where(flat, shape), picks, strict=True)]
             return Finding("wrong_result",
                            f"{buf.arg.name} differs from the float64 reference: relative L2 error {rel_l2:.2e} "
                            f"(tolerance {tol.rel_l2:.0e}); {n_over} elements over their bound "
@@ -137,7 +138,7 @@ def check_same(ws: Workspace, first: dict[str, Any]) -> Finding | None:
             shape = buf.arg.shape(ws.sizes)
             return Finding("nondeterministic",
                            f"two launches on the same inputs gave different {buf.arg.name} ({count} elements differ, "
-                           f"max difference {drift:.3g}, first at {_where(_first(xp, moved), shape)}): a race, a "
+                           f"max difference {drift:.3g}, first at {where(_first(xp, moved), shape)}): a race, a "
                            "missing barrier, or a read of memory nothing wrote",
                            buf.arg.name, {"count": count})
     return None

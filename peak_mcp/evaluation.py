@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.backends.base import Compiled, Executor
-from peak_mcp.checks import Finding, check_guards, check_inputs, check_outputs, check_same
+from peak_mcp.checks import Finding, check_guards, check_inputs, check_outputs, check_same, where
 from peak_mcp.dtypes import to_float64
 from peak_mcp.problems.base import Problem, Reference
 from peak_mcp.workspace import Workspace
@@ -233,9 +233,9 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
     if audit:
         audit.last = reps - n
     times: list[float] = []
-    late: Finding | None = None
+    late: dict[int, Finding] = {}  # input set -> what a check after a chunk found (host-copied buffers)
     started = time.monotonic()
-    while len(times) < reps and late is None:
+    while len(times) < reps and not late:
         # Chunks of about half a second, resized from what the last one really took (the audit included), so
         # progress (the hang detector's pulse) keeps coming.
         chunk = min(reps - len(times), -(-max(1, int(0.5 / wall_per_launch)) // n) * n)
@@ -246,8 +246,8 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
                                after_each=after)
         wall_per_launch = max(1e-6, (time.monotonic() - chunk_started) / chunk)
         if audit is None:  # host-copied buffers: check the latest launch of every set after each chunk
-            late = next((f for s in sets if (f := check_outputs(s.ws, s.refs, problem.tolerance(
-                dtype, s.ws.sizes))[0]) is not None), None)
+            late = {i: f for i, s in enumerate(sets)
+                    if (f := check_outputs(s.ws, s.refs, problem.tolerance(dtype, s.ws.sizes))[0]) is not None}
         progress(f"benchmark: {len(times)}/{reps} timed launches")
     wall = time.monotonic() - started
     recheck = _recheck(sets, problem, dtype, audit, len(times), late)
@@ -256,12 +256,11 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
 
 
 def _recheck(sets: list[InputSet], problem: Problem, dtype: str, audit: _LaunchAudit | None,
-             launches: int, late: Finding | None) -> dict[str, Any]:
-    """Guards, inputs and outputs after the timed loop; {'passed': True} or the failing check."""
+             launches: int, late: dict[int, Finding]) -> dict[str, Any]:
+    """Guards, inputs and outputs after the timed loop; {'passed': True} or the failing check. Host-copied
+    outputs were checked after every chunk, the last included (`late`); device ones by the audit and here."""
     for i, s in enumerate(sets):
-        finding = check_guards(s.ws) or check_inputs(s.ws, s.inputs) or late
-        if finding is None and audit is None:
-            finding, _ = check_outputs(s.ws, s.refs, problem.tolerance(dtype, s.ws.sizes))
+        finding = check_guards(s.ws) or check_inputs(s.ws, s.inputs) or late.get(i)
         if finding is None and audit is not None:
             finding = _host_spot_check(s, problem, dtype)
         if finding is None and audit is not None and audit.failures()[i]:
@@ -292,8 +291,7 @@ def _host_spot_check(s: InputSet, problem: Problem, dtype: str, count: int = 32)
     wrong = ~(np.abs(got - expected) <= bound)
     if not wrong.any():
         return None
-    shape = out.arg.shape(s.ws.sizes)
-    at = [tuple(int(x) for x in np.unravel_index(int(i), shape)) for i in picks[wrong][:3]]
+    at = where([int(i) for i in picks[wrong][:3]], out.arg.shape(s.ws.sizes))
     return Finding("wrong_result", f"{int(wrong.sum())} of {picks.size} elements of the last timed launch's "
                                    f"{name}, recomputed on the host, are wrong (first at {at})", name)
 

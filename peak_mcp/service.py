@@ -277,21 +277,22 @@ class PeakService:
         problem = get_problem(session["problem"])
         constraints = session.get("constraints") or []
         sizes_list = sample_sizes(problem, session["sizes"], constraints)
-        unchecked = None
-        if not sizes_list:  # unchecked, not passed; the sanitizer still looks at the session's sizes when small
-            unchecked = {"passed": None, "sizes_checked": [], "failures": [],
-                         "note": f"no sampled size meets the constraints {constraints}: generality is unchecked"}
-            if problem.flops(session["sizes"]) > SANITIZER_MAX_FLOPS or not self.settings.sanitizer:
-                return unchecked, None
-            sizes_list = [session["sizes"]]
+        sanitize_at = None
+        if self.settings.sanitizer and session["backend"] == "cuda":
+            # One of the sampled sizes; with none, the session's own when small (the sanitizer slows a launch a lot).
+            fallback = sizes_list[-1] if sizes_list else (
+                session["sizes"] if problem.flops(session["sizes"]) <= SANITIZER_MAX_FLOPS else None)
+            sanitize_at = next((s for s in sizes_list if min(s.values()) >= 16), fallback)
+        unchecked = {"passed": None, "sizes_checked": [], "failures": [], "constraints": constraints,
+                     "note": f"no sampled size meets the constraints {constraints}: generality is unchecked"}
+        if not sizes_list and sanitize_at is None:
+            return unchecked, None
         started = time.perf_counter()
         spec = parse_annotation(source, needs=ANNOTATION_KEYS[session["backend"]], symbols=problem.symbols)
         job = {"type": "generality", "problem": session["problem"], "dtype": session["dtype"], "source": source,
                "spec": spec.model_dump(), "sizes_list": sizes_list}
-        if unchecked is not None:
-            job["sizes_list"] = []
-        if self.settings.sanitizer and session["backend"] == "cuda":
-            job["sanitize_sizes"] = next((s for s in sizes_list if min(s.values()) >= 16), sizes_list[-1])
+        if sanitize_at is not None:
+            job["sanitize_sizes"] = sanitize_at
         sanitized = None
         try:
             result = self._run_job(session, job, progress)
@@ -303,7 +304,7 @@ class PeakService:
             at = exc.stage.removeprefix("generality at ")
             generality = {"passed": False, "sizes_checked": sizes_list,
                           "failures": [{"sizes": at, "check": exc.kind, "message": str(exc)}]}
-        if unchecked is not None:
+        if not sizes_list:
             generality = unchecked
         generality["seconds"] = round(time.perf_counter() - started, 3)
         if constraints:
