@@ -25,7 +25,7 @@ from peak_mcp.backends.base import Compiled, Executor
 from peak_mcp.checks import Finding, check_guards, check_inputs, check_outputs, check_same, where
 from peak_mcp.dtypes import to_float64
 from peak_mcp.problems.base import Problem, Reference
-from peak_mcp.workspace import Workspace
+from peak_mcp.workspace import ALT_POISON, Workspace
 
 HOST_REFERENCE_MAX_FLOPS = 2e11  # above this a host reference checks sampled rows; a device reference is whole
 REFERENCE_AGREEMENT = 1e-9  # device vs host float64 reference, relative to the error scale
@@ -104,7 +104,7 @@ def _explain_nan(executor: Executor, kernel: Compiled, geometry: dict[str, Any],
         s.ws.poison_outputs()
         executor.run(kernel, s.ws.handles, s.ws.scalars, geometry)
         again, _ = check_outputs(s.ws, s.refs, problem.tolerance(dtype, s.ws.sizes))
-        return again is not None and again.check == "nan_or_inf"
+        return again is not None and again.check in ("nan_or_inf", "unwritten_output")
 
     try:
         from_guards = not nan_now(np.zeros(4, np.uint8))
@@ -117,6 +117,24 @@ def _explain_nan(executor: Executor, kernel: Compiled, geometry: dict[str, Any],
                    f"{finding.details.get('count')} elements of {finding.buffer} came out NaN (first at "
                    f"{finding.details.get('indices')}); with zero guards they did not. Check the loop bounds "
                    "(k < K, not k <= K) and the guards on every load of an edge tile",
+                   finding.buffer, finding.details)
+
+
+def _confirm_unwritten(executor: Executor, kernel: Compiled, geometry: dict[str, Any], s: InputSet,
+                       finding: Finding) -> Finding:
+    """Elements holding the poison's bits: launch again over a different poison. Only elements that keep it were
+    never written; a kernel can write the all-ones NaN itself (garbage from uninitialized or racing shared memory
+    propagates bit for bit through arithmetic), and then the output is NaN, not unwritten."""
+    buf = s.ws.buffer(finding.buffer)
+    s.ws.poison_outputs(ALT_POISON)
+    executor.run(kernel, s.ws.handles, s.ws.scalars, geometry)
+    stored = s.ws.body(finding.buffer).view(np.uint8).reshape(-1, buf.itemsize)
+    if bool((stored == ALT_POISON).all(axis=1).any()):
+        return finding
+    return Finding("nan_or_inf",
+                   f"{finding.details.get('count')} elements of {finding.buffer} are NaN (first at "
+                   f"{finding.details.get('indices')}); the kernel wrote them, so it computes NaN from something it "
+                   "read: uninitialized or racing shared memory, or memory outside its inputs",
                    finding.buffer, finding.details)
 
 
@@ -139,6 +157,8 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
             s.refs = _reference(executor, problem, s.inputs, sizes, dtype, seed + trial, spot_check=trial == 0)
             s.ws.load(s.inputs)
             finding, stats = _launch_and_check(executor, kernel, geometry, s, problem, dtype)
+            if finding and finding.check == "unwritten_output":
+                finding = _confirm_unwritten(executor, kernel, geometry, s, finding)
             if finding and finding.check == "nan_or_inf":
                 finding = _explain_nan(executor, kernel, geometry, s, problem, dtype, finding)
             if finding:

@@ -28,6 +28,7 @@ FRONT_GUARD_BYTES = 1 << 20  # a multiple of every Vulkan minStorageBufferOffset
 TAIL_GUARD_MIN_BYTES = 4 << 20
 TAIL_GUARD_MAX_BYTES = 64 << 20
 POISON = 0xFF
+ALT_POISON = 0x7F  # a second poison tells an element never written from one the kernel set to all ones
 
 
 def tail_guard_bytes(body_bytes: int) -> int:
@@ -97,9 +98,9 @@ class Workspace:
         buf = self.buffer(name)
         self.executor.write(buf.handle, value.view(np.uint8), FRONT_GUARD_BYTES + index * buf.itemsize)
 
-    def poison_outputs(self) -> None:
+    def poison_outputs(self, byte: int = POISON) -> None:
         for buf in self.outputs:
-            self.executor.write(buf.handle, self.xp.full(buf.nbytes, POISON, np.uint8), FRONT_GUARD_BYTES)
+            self.executor.write(buf.handle, self.xp.full(buf.nbytes, byte, np.uint8), FRONT_GUARD_BYTES)
 
     def fill_guards(self, input_pattern: np.ndarray = GUARD_PATTERN) -> None:
         """Fill every input's guards with `input_pattern` (the NaN pattern, or zeros to tell a read past an

@@ -252,6 +252,15 @@ def test_buggy_kernels_fail_the_right_check(executor: Any, check: str) -> None:
 
 
 @needs_device
+def test_kernel_that_writes_the_poison_bits_is_not_called_unwritten(executor: Any) -> None:
+    """All-ones NaN written by the kernel (what racing shared memory can propagate) is the kernel's NaN."""
+    body = CORRECT_BODY.replace("C[row * p.N + col] = acc;",
+                                "C[row * p.N + col] = row == 2 ? asfloat(0xffffffffu) : acc;")
+    verdict = evaluate(executor, job(kernel(body), {"M": 33, "N": 20, "K": 17}), lambda _: None)["validation"]
+    assert verdict["check"] == "nan_or_inf" and "wrote them" in verdict["message"], verdict
+
+
+@needs_device
 def test_modified_input_is_caught(executor: Any) -> None:
     source = kernel(CORRECT_BODY + "if (row == 0 && col == 0) A2[5] = 0.0;\n").replace(
         "[[vk::binding(0)]] StructuredBuffer<float> A;",
