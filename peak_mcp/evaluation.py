@@ -14,7 +14,6 @@ and on device arrays after every single timed launch (poisoned again before the 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +24,7 @@ from peak_mcp.backends.base import Compiled, Executor
 from peak_mcp.checks import Finding, check_guards, check_inputs, check_outputs, check_same, where
 from peak_mcp.dtypes import to_float64
 from peak_mcp.problems.base import Problem, Reference
+from peak_mcp.timing import Chunk, measure
 from peak_mcp.workspace import ALT_POISON, Workspace
 
 HOST_REFERENCE_MAX_FLOPS = 2e11  # above this a host reference checks sampled rows; a device reference is whole
@@ -181,10 +181,6 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
         raise
 
 
-WARMUP_S = 0.2
-MAX_WARMUP_REPS = 4096
-
-
 class _LaunchAudit:
     """After every timed launch (device arrays only): count the launches whose output was wrong or unwritten,
     on the device without synchronizing (the executor poisons the output again before the next launch); then
@@ -228,51 +224,41 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
     args = [s.ws.handles for s in sets]
     scalars = sets[0].ws.scalars
     geometry = kernel.spec.evaluate(sizes)
-    progress("benchmark: warm-up")
-    # Warm up for a time, not a count: GPU clocks take tens of milliseconds to ramp, so a few launches of a fast
-    # kernel would leave the first timed ones slow. Chunks grow from one launch, sized by the wall time each
-    # launch really costs (the cache flush before it included: on a CPU device it can dwarf the kernel).
-    warm: list[float] = []
-    started = time.monotonic()
-    chunk = 1
-    while True:
-        warm += executor.time(kernel, args, scalars, geometry, reps=chunk, cold_cache=True)
-        elapsed = time.monotonic() - started
-        if elapsed >= WARMUP_S or len(warm) >= MAX_WARMUP_REPS:
-            break
-        chunk = max(1, min(len(warm), int((WARMUP_S - elapsed) / (elapsed / len(warm)))))
-    wall_per_launch = (time.monotonic() - started) / len(warm)
-    per_launch_s = max(float(np.median(warm[len(warm) // 2:])) / 1e3, 1e-6)
-    n = len(sets)
-    budget_reps = timed_reps(max(per_launch_s, wall_per_launch), time_budget_s, min_reps, max_reps)
-    reps = -(-max(n, budget_reps) // n) * n  # whole rotations
     poison = [[(s.ws.handles[s.ws.buffers.index(b)], b.nbytes) for b in s.ws.outputs] for s in sets]
     # The perturbation sequence comes from the OS, so a kernel cannot replay it from what it can observe.
     audit = _LaunchAudit(sets, problem, dtype, seed=int.from_bytes(os.urandom(8), "little")) \
         if _on_device(executor) else None
-    if audit:
-        audit.last = reps - n
-    times: list[float] = []
     late: dict[int, Finding] = {}  # input set -> what a check after a chunk found (host-copied buffers)
-    started = time.monotonic()
-    while len(times) < reps and not late:
-        # Chunks of about half a second, resized from what the last one really took (the audit included), so
-        # progress (the hang detector's pulse) keeps coming.
-        chunk = min(reps - len(times), -(-max(1, int(0.5 / wall_per_launch)) // n) * n)
-        offset = len(times)  # a multiple of n, so launch i of the chunk uses set i % n, as the audit expects
-        after = (lambda rep, offset=offset: audit(offset + rep)) if audit else None
-        chunk_started = time.monotonic()
-        times += executor.time(kernel, args, scalars, geometry, reps=chunk, cold_cache=True, poison=poison,
-                               after_each=after)
-        wall_per_launch = max(1e-6, (time.monotonic() - chunk_started) / chunk)
-        if audit is None:  # host-copied buffers: check the latest launch of every set after each chunk
-            late = {i: f for i, s in enumerate(sets)
-                    if (f := check_outputs(s.ws, s.refs, problem.tolerance(dtype, s.ws.sizes))[0]) is not None}
-        progress(f"benchmark: {len(times)}/{reps} timed launches")
-    wall = time.monotonic() - started
-    recheck = _recheck(sets, problem, dtype, audit, len(times), late)
-    return {**summarize(times, problem.flops(sizes), problem.min_bytes(sizes, dtype)), "wall_s": wall,
-            "input_sets": len(sets), "recheck": recheck}
+    launches = 0
+
+    def warm(chunk: Chunk) -> list[float]:
+        return executor.time(kernel, args, scalars, geometry, reps=chunk.reps, cold_cache=True)
+
+    def timed(chunk: Chunk) -> list[float]:
+        nonlocal launches
+        after = None
+        if audit:
+            audit.last = chunk.total - len(sets)  # the final rotation leaves inputs as its launches saw them
+            # The offset is a multiple of the set count, so launch i of the chunk uses set i % n, as the audit
+            # expects.
+            after = lambda rep: audit(chunk.offset + rep)  # noqa: E731
+        times = executor.time(kernel, args, scalars, geometry, reps=chunk.reps, cold_cache=True, poison=poison,
+                              after_each=after)
+        launches = chunk.offset + chunk.reps
+        return times
+
+    def checked() -> bool:  # host-copied buffers: check the latest launch of every set after each chunk
+        if audit is None:
+            late.update({i: f for i, s in enumerate(sets)
+                         if (f := check_outputs(s.ws, s.refs, problem.tolerance(dtype, s.ws.sizes))[0]) is not None})
+        return not late
+
+    progress("benchmark: warm-up")
+    summary = measure(timed, warm_timer=warm, budget_s=time_budget_s, min_reps=min_reps, max_reps=max_reps,
+                      flops=problem.flops(sizes), min_bytes=problem.min_bytes(sizes, dtype), rotation=len(sets),
+                      after_chunk=checked, progress=progress)
+    recheck = _recheck(sets, problem, dtype, audit, launches, late)
+    return {**summary, "input_sets": len(sets), "recheck": recheck}
 
 
 def _recheck(sets: list[InputSet], problem: Problem, dtype: str, audit: _LaunchAudit | None,
@@ -314,27 +300,3 @@ def _host_spot_check(s: InputSet, problem: Problem, dtype: str, count: int = 32)
     at = where([int(i) for i in picks[wrong][:3]], out.arg.shape(s.ws.sizes))
     return Finding("wrong_result", f"{int(wrong.sum())} of {picks.size} elements of the last timed launch's "
                                    f"{name}, recomputed on the host, are wrong (first at {at})", name)
-
-
-def timed_reps(per_launch_s: float, time_budget_s: float, min_reps: int, max_reps: int) -> int:
-    """Launches to time: as many as fit the budget, at least min_reps, at most max_reps. A kernel whose one
-    launch outlasts the whole budget gets 3 (enough for a median and a spread), not min_reps launches of
-    seconds or minutes each."""
-    floor = min_reps if per_launch_s <= time_budget_s else min(3, min_reps)
-    return int(min(max_reps, max(floor, time_budget_s / (per_launch_s + 2e-4))))
-
-
-def summarize(times_ms: list[float], flops: float, min_bytes: float) -> dict[str, Any]:
-    arr = np.asarray(times_ms, dtype=np.float64)
-    median = float(np.median(arr))
-    return {
-        "reps": int(arr.size),
-        "median_ms": median,
-        "min_ms": float(arr.min()),
-        "max_ms": float(arr.max()),
-        "mean_ms": float(arr.mean()),
-        "cv": float(arr.std() / arr.mean()) if arr.mean() > 0 else 0.0,
-        "tflops": flops / (median * 1e-3) / 1e12 if median > 0 else 0.0,
-        "gbps": min_bytes / (median * 1e-3) / 1e9 if median > 0 else 0.0,
-        "cold_cache": True,
-    }

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
+import numpy as np
 import pytest
 
-from peak_mcp.evaluation import summarize, timed_reps
+from peak_mcp.timing import Chunk, measure, summarize, timed_reps
 
 
 @pytest.mark.parametrize(("per_launch_s", "expected"), [
@@ -24,3 +27,31 @@ def test_summary_statistics() -> None:
     assert stats["tflops"] == pytest.approx(2e9 / 2e-3 / 1e12)
     assert stats["gbps"] == pytest.approx(1e6 / 2e-3 / 1e9)
     assert stats["cv"] == pytest.approx(1.247219 / (7 / 3), rel=1e-5)
+
+
+def _timer(ms: float, calls: list[Chunk]):
+    def timer(chunk: Chunk) -> list[float]:
+        calls.append(chunk)
+        time.sleep(ms * chunk.reps / 1e3)
+        return [ms] * chunk.reps
+    return timer
+
+
+def test_measure_warms_up_then_times_whole_rotations_in_chunks() -> None:
+    warm: list[Chunk] = []
+    timed: list[Chunk] = []
+    stats = measure(_timer(2.0, timed), warm_timer=_timer(2.0, warm), budget_s=0.1, min_reps=10, max_reps=1000,
+                    flops=2e9, rotation=3)
+    assert sum(c.reps for c in warm) >= 50 and all(c.total == 0 for c in warm)  # about 0.2 s of warm-up
+    assert stats["reps"] % 3 == 0 and stats["reps"] == sum(c.reps for c in timed) >= 30
+    assert [c.offset for c in timed] == list(np.cumsum([0] + [c.reps for c in timed[:-1]]))
+    assert all(c.offset % 3 == 0 and c.total == stats["reps"] for c in timed)
+    assert stats["median_ms"] == 2.0 and stats["wall_s"] > 0
+
+
+def test_measure_stops_when_a_check_between_chunks_fails() -> None:
+    timed: list[Chunk] = []
+    stats = measure(_timer(50.0, timed), budget_s=5.0, min_reps=10, max_reps=1000, flops=1.0,
+                    after_chunk=lambda: False)
+    assert len(timed) == 1 + sum(1 for c in timed if c.total == 0)  # warm-up chunks, then one timed chunk
+    assert stats["reps"] == timed[-1].reps < 100

@@ -1,4 +1,5 @@
-"""cuBLAS matmul baseline through CuPy (a maintained binding), timed like the kernels: cold L2, CUDA events."""
+"""cuBLAS matmul baseline through CuPy (a maintained binding), timed like the kernels (`timing.measure`: the same
+warm-up, budget and summary; cold L2, CUDA events)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,11 @@ import cupy as cp
 import numpy as np
 
 from peak_mcp.dtypes import to_float64
-from peak_mcp.evaluation import summarize
+from peak_mcp.timing import Chunk, measure
 
 
 def time_cublas_matmul(dtype: str, sizes: dict[str, int], inputs: dict[str, Any], budget_s: float,
-                       flush: Any) -> dict[str, Any]:
+                       flush: Any, *, min_reps: int = 10, max_reps: int = 1000) -> dict[str, Any]:
     """Inputs are cupy arrays in storage dtype; `flush` a device buffer larger than L2, overwritten before each
     launch. Runs on cupy's current stream (the executor's)."""
     from cupy_backends.cuda.libs import cublas
@@ -33,10 +34,10 @@ def time_cublas_matmul(dtype: str, sizes: dict[str, int], inputs: dict[str, Any]
                       b.data.ptr, data_type, n, a.data.ptr, data_type, k, zero.ctypes.data,
                       c.data.ptr, 0, n, compute, -1)  # -1 = CUBLAS_GEMM_DEFAULT
 
-    def timed(reps: int) -> list[float]:
+    def timed(chunk: Chunk) -> list[float]:
         pairs = []
-        for rep in range(reps):
-            flush.fill(rep & 0xFF)
+        for rep in range(chunk.reps):
+            flush.fill((chunk.offset + rep) & 0xFF)
             start, end = cp.cuda.Event(), cp.cuda.Event()
             start.record(stream)
             gemm()
@@ -45,14 +46,12 @@ def time_cublas_matmul(dtype: str, sizes: dict[str, int], inputs: dict[str, Any]
         stream.synchronize()
         return [cp.cuda.get_elapsed_time(s, e) for s, e in pairs]
 
-    warm = timed(3)
-    per = max(float(np.median(warm)) / 1e3, 1e-6)
-    times = timed(int(min(1000, max(10, budget_s / (per + 2e-4)))))
+    flops = 2.0 * m * n * k
+    summary = measure(timed, budget_s=budget_s, min_reps=min_reps, max_reps=max_reps, flops=flops)
     # Sanity-check a few rows so a wrong call never becomes the yardstick.
     rows = cp.asarray([0, m // 2, m - 1])
     ref = to_float64(a, dtype).reshape(m, k)[rows] @ to_float64(b, dtype).reshape(k, n)
     got = c.reshape(m, n)[rows].astype(cp.float64)
     rel = float(cp.linalg.norm(got - ref) / cp.linalg.norm(ref))
-    flops = 2.0 * m * n * k
     return {"available": True, "library": f"cuBLAS (cupy {cp.__version__}, cublasGemmEx, COMPUTE_32F)",
-            "rel_l2_error": rel, **summarize(times, flops, 0.0)}
+            "rel_l2_error": rel, **summary}
