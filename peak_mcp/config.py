@@ -1,52 +1,99 @@
-"""Settings from command line and environment, with sensible defaults."""
+"""Every setting in one validated object: command line over environment (`PEAK_MCP_*`) over defaults.
+
+The server reads the environment once, here; workers get what they need from it explicitly (`worker_options`),
+so a bad value fails at start with the variable's name instead of somewhere in a worker.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated, Any
 
-from peak_mcp.catalog import catalog_dirs_from_env
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from peak_mcp.errors import InvalidInput
 
 
 def default_data_dir() -> Path:
-    explicit = os.environ.get("PEAK_MCP_DATA_DIR")
-    if explicit:
-        return Path(explicit).expanduser()
     xdg = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(xdg) / "peak-mcp"
 
 
-def _env_float(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="PEAK_MCP_", validate_assignment=True, extra="ignore")
 
+    data_dir: Path = Field(default_factory=default_data_dir, description="where sessions are stored")
+    extra_catalog_dirs: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list, validation_alias=AliasChoices("transformations", "PEAK_MCP_TRANSFORMATIONS"),
+        description="extra transformation catalog directories, ':'-separated")
+    inactivity_timeout_s: float = Field(
+        30.0, gt=0, validation_alias=AliasChoices("inactivity_timeout_s", "PEAK_MCP_JOB_TIMEOUT"),
+        description="seconds without progress before a job counts as hung (the worker is killed and restarted)")
+    job_total_timeout_s: float = Field(
+        900.0, gt=0, validation_alias=AliasChoices("job_total_timeout_s", "PEAK_MCP_JOB_MAX_SECONDS"),
+        description="seconds a job may run in all, progress or not (slow CPU devices at large sizes)")
+    benchmark_budget_s: float = Field(
+        1.0, ge=0.05, le=60, validation_alias=AliasChoices("benchmark_budget_s", "PEAK_MCP_BENCH_SECONDS"),
+        description="seconds of timed launches per benchmark")
+    validation_trials: int = Field(3, ge=1, le=20, description="fresh input sets each validation runs")
+    sanitizer: bool = Field(True, description="compute-sanitizer after generality on CUDA, where installed")
+    default_max_attempts: int = Field(
+        3, ge=1, le=10, validation_alias=AliasChoices("default_max_attempts", "PEAK_MCP_MAX_ATTEMPTS"),
+        description="attempts apply_transformation makes by default")
+    log_level: str = Field("INFO", pattern="(?i)^(debug|info|warning|error)$")
+    # Read by workers: passed to them explicitly (worker_options), never read from their environment.
+    cuda_arch: str = Field("sm_90a", pattern=r"^sm_\d+[af]?$",
+                           validation_alias=AliasChoices("cuda_arch", "PEAK_CUDA_ARCH", "PEAK_MCP_CUDA_ARCH"),
+                           description="NVRTC target where no GPU is present (compile-only sessions)")
+    vk_fence_timeout_s: float = Field(30.0, gt=0, description="seconds a Vulkan dispatch may run before it is a hang")
+    hlsl_compiler: str | None = Field(None, pattern="^(dxc|glslangValidator)$",
+                                      description="dxc or glslangValidator; default: the first found")
 
-@dataclass
-class Settings:
-    data_dir: Path = field(default_factory=default_data_dir)
-    extra_catalog_dirs: list[Path] = field(default_factory=list)
-    # A job that sends no progress for this long is a hang: the worker is killed and restarted.
-    inactivity_timeout_s: float = field(default_factory=lambda: _env_float("PEAK_MCP_JOB_TIMEOUT", 30.0))
-    # A job that runs longer than this in all is stopped, progress or not (slow CPU devices at large sizes).
-    job_total_timeout_s: float = field(default_factory=lambda: _env_float("PEAK_MCP_JOB_MAX_SECONDS", 900.0))
-    validation_trials: int = 3
-    # compute-sanitizer after generality on CUDA, where installed; PEAK_MCP_SANITIZER=0 turns it off.
-    sanitizer: bool = field(default_factory=lambda: os.environ.get("PEAK_MCP_SANITIZER", "1").lower()
-                            not in ("0", "off", "false", "no"))
-    benchmark_budget_s: float = field(default_factory=lambda: _env_float("PEAK_MCP_BENCH_SECONDS", 1.0))
-    default_max_attempts: int = 3
+    @field_validator("extra_catalog_dirs", mode="before")
+    @classmethod
+    def _split_paths(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [Path(part).expanduser() for part in value.split(os.pathsep) if part.strip()]
+        return value
 
     @property
     def database(self) -> Path:
         return self.data_dir / "peak.sqlite3"
 
+    def worker_options(self, backend: str, index: int) -> dict[str, Any]:
+        """What a worker of `backend` needs from the settings, as keyword arguments of its executor."""
+        if backend == "cuda":
+            return {"arch": self.cuda_arch} if index < 0 else {}  # a GPU's own arch otherwise
+        if backend == "hlsl":
+            options: dict[str, Any] = {"fence_timeout_s": self.vk_fence_timeout_s}
+            if self.hlsl_compiler:
+                options["compiler"] = self.hlsl_compiler
+            return options
+        return {}
+
     @classmethod
     def from_env(cls, data_dir: Path | None = None) -> Settings:
-        settings = cls()
+        """The environment's settings, `data_dir` (the command line's) winning; a bad value is an InvalidInput
+        naming the variable."""
+        try:
+            settings = cls()
+        except ValidationError as exc:
+            problems = "; ".join(f"{_variable(e['loc'])}={e.get('input')!r}: {e['msg']}" for e in exc.errors())
+            raise InvalidInput(f"bad setting: {problems}", "fix or unset the environment variable.") from None
         if data_dir is not None:
             settings.data_dir = data_dir
-        settings.extra_catalog_dirs = catalog_dirs_from_env()
         return settings
+
+
+_ALIASES = {"extra_catalog_dirs": "TRANSFORMATIONS", "inactivity_timeout_s": "JOB_TIMEOUT",
+            "job_total_timeout_s": "JOB_MAX_SECONDS", "benchmark_budget_s": "BENCH_SECONDS",
+            "default_max_attempts": "MAX_ATTEMPTS"}
+
+
+def _variable(loc: tuple[Any, ...]) -> str:
+    name = str(loc[0]) if loc else "?"
+    if name == "cuda_arch":
+        return "PEAK_CUDA_ARCH"
+    return "PEAK_MCP_" + _ALIASES.get(name, name).upper()

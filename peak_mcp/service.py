@@ -69,7 +69,7 @@ class PeakService:
             if stale:
                 log.warning("versions left pending by a stopped server marked interrupted", count=stale)
         self._presence.settle()
-        self.pool = pool or DevicePool(lock_dir=settings.data_dir / "locks")
+        self.pool = pool or DevicePool(lock_dir=settings.data_dir / "locks", options=settings.worker_options)
         self._probe_fn = probe or probe_all_in_subprocess
         self._probe: dict[str, Any] | None = None
         self.profiles = load_profiles()
@@ -115,10 +115,9 @@ class PeakService:
             raise Unavailable(f"the {backend} backend cannot compile on this machine: {why}",
                               "run the doctor tool for details.")
         if backend == "cuda":  # the target the compiler really uses ($PEAK_CUDA_ARCH), so resolution matches it
-            from peak_mcp.backends.cuda import DEFAULT_ARCH
-
-            return {"name": "compile-only (no GPU)", "backend": "cuda", "index": -1, "arch": DEFAULT_ARCH,
-                    "family": cuda_family(DEFAULT_ARCH)}, -1
+            arch = self.settings.cuda_arch
+            return {"name": "compile-only (no GPU)", "backend": "cuda", "index": -1, "arch": arch,
+                    "family": cuda_family(arch)}, -1
         why = "; ".join(f"{m['what']}: {m['why']} (fix: {m['fix']})" for m in report.get("missing", []))
         raise Unavailable(f"no {backend} device on this machine: {why}", "run the doctor tool for details.")
 

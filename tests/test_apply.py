@@ -107,14 +107,12 @@ async def test_wrong_results_are_fed_back_on_a_real_device(make_client) -> None:
 
 
 @pytest.mark.parametrize(("arch", "resolved"), [("sm_90a", "hopper-wgmma"), ("sm_80", "tensor-cores")])
-async def test_catalog_resolution_is_the_same_after_a_restart(make_client, monkeypatch, arch: str,
+async def test_catalog_resolution_is_the_same_after_a_restart(make_client, settings, arch: str,
                                                              resolved: str) -> None:
     """The session keeps the device it was described with (arch, family), so a new server on the same data dir
-    resolves a transformation to the same specialization; a compile-only device follows $PEAK_CUDA_ARCH."""
-    import peak_mcp.backends.cuda as cuda_backend
-
-    monkeypatch.setenv("PEAK_CUDA_ARCH", arch)
-    monkeypatch.setattr(cuda_backend, "DEFAULT_ARCH", arch)
+    resolves a transformation to the same specialization; a compile-only device follows the configured arch
+    ($PEAK_CUDA_ARCH)."""
+    settings.cuda_arch = arch
     steps = []
     for _ in range(2):  # the second server starts from the first one's data dir
         async with make_client() as (client, _):

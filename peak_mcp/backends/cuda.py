@@ -22,7 +22,7 @@ from peak_mcp.backends.includes import check_source, refusal_log, sanitize_log
 from peak_mcp.errors import InvalidInput
 from peak_mcp.launch import LaunchSpec
 
-DEFAULT_ARCH = os.environ.get("PEAK_CUDA_ARCH", "sm_90a")  # compile-only target when no GPU is present
+DEFAULT_ARCH = "sm_90a"  # compile-only target when no GPU is present and none is configured (Settings.cuda_arch)
 _STICKY_ERRORS = ("ILLEGAL_ADDRESS", "LAUNCH_FAILED", "MISALIGNED_ADDRESS", "ILLEGAL_INSTRUCTION",
                   "HARDWARE_STACK_ERROR", "ASSERT", "INVALID_PC", "LAUNCH_TIMEOUT", "ECC_UNCORRECTABLE",
                   "CONTEXT_IS_DESTROYED", "EXCEPTION", "TRAP")

@@ -78,8 +78,10 @@ class DevicePool:
     """Runs jobs on workers keyed by (backend, device index). Thread-safe; one job at a time per device."""
 
     def __init__(self, *, start_timeout_s: float = 120.0, python: str = sys.executable,
-                 env: dict[str, str] | None = None, lock_dir: Path | None = None) -> None:
+                 env: dict[str, str] | None = None, lock_dir: Path | None = None,
+                 options: Callable[[str, int], dict[str, Any]] | None = None) -> None:
         self.start_timeout_s = start_timeout_s
+        self.options = options or (lambda _backend, _index: {})  # the executor's keyword arguments, per worker
         self.device_locks = DeviceLocks(lock_dir) if lock_dir is not None else None
         self.python = python
         self.env = env
@@ -132,7 +134,8 @@ class DevicePool:
         env = dict(os.environ if self.env is None else self.env)
         process = subprocess.Popen(
             python_command(self.python, "peak_mcp.runner.worker", "--backend", backend, "--device", str(index),
-                           "--result-fd", str(write_fd), "--parent-pid", str(os.getpid())),
+                           "--result-fd", str(write_fd), "--parent-pid", str(os.getpid()),
+                           "--options", json.dumps(self.options(backend, index))),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,  # kernel printf lands here
             pass_fds=(write_fd,), env=env, start_new_session=True, cwd=safe_cwd(),
         )

@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", type=int, default=-1, help="device index; -1 = compile only")
     parser.add_argument("--result-fd", type=int, required=True)
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is no longer the parent")
+    parser.add_argument("--options", default="{}", help="the executor's keyword arguments (JSON), from the settings")
     args = parser.parse_args(argv)
     jobs = _watch_parent(args.parent_pid)
     out = os.fdopen(args.result_fd, "w", buffering=1)
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from peak_mcp.runner.jobs import evaluate, generality
 
     try:
-        executor = open_executor(args.backend, None if args.device < 0 else args.device)
+        executor = open_executor(args.backend, None if args.device < 0 else args.device, **json.loads(args.options))
     except Exception as exc:
         send({"event": "fatal", "error": f"cannot open {args.backend} device {args.device}: "
                                          f"{type(exc).__name__}: {exc}"})
