@@ -30,7 +30,7 @@ class Applier:
 
     def _device_descriptor(self, session: dict[str, Any]) -> dict[str, Any]:
         device = self.service.device_of(session)
-        return {"name": device.get("name", ""), "arch": device.get("arch", ""), "family": device.get("family", "")}
+        return {"name": device.name, "arch": device.arch, "family": device.family}
 
     def begin(self, session_id: str, transformation: str, version: int | None = None,
               instructions: str | None = None, max_attempts: int | None = None) -> ApplyStep:
@@ -55,7 +55,7 @@ class Applier:
         brief = build_brief(
             problem=problem.name, problem_title=problem.title, abi=problem.abi(session["backend"], session["dtype"]),
             backend=session["backend"], dtype=session["dtype"], sizes=session["sizes"],
-            device=self.service.device_of(session), source=base["source"], transformation_id=resolved.id,
+            device=self.service.device_of(session).model_dump(), source=base["source"], transformation_id=resolved.id,
             transformation_title=resolved.title, transformation_body=resolved.body,
             instructions=run["instructions"], language=LANGUAGE.get(session["backend"], "cpp"))
         return brief, resolved.id

@@ -1,4 +1,5 @@
-"""Device profiles (devices/*.toml): the facts a program cannot read off the device, peaks above all.
+"""Devices: profiles (devices/*.toml, the facts a program cannot read off the device, peaks above all) merged with
+what a backend's probe detects into one `Device`, the shape every other module sees and sessions store.
 
 Detected properties override the file; the file supplies peaks, family and bandwidth.
 """
@@ -10,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from peak_mcp.resources import data_dir
 
@@ -34,6 +35,43 @@ class DeviceProfile(BaseModel):
     source: str = ""
 
 
+class Device(BaseModel):
+    """One device as a session sees it. Fields every backend can fill are typed; a backend's other detected
+    properties (Vulkan limits, feature flags) are kept as extra fields, so the stored JSON round-trips."""
+
+    model_config = ConfigDict(extra="allow")
+
+    name: str = "unknown"
+    backend: str | None = None
+    index: int | None = None  # -1: a compile-only target
+    profile: str | None = None  # the devices/*.toml file it matched
+    family: str = ""  # "hopper", "cdna3", ...
+    arch: str = ""  # "sm_90a", "gfx942", ...
+    vendor: str = ""
+    device_type: str | None = None  # Vulkan's: "discrete", "cpu", ...
+    sm_count: int | None = None
+    boost_clock_mhz: int | None = None
+    warp_size: int | None = None
+    shared_per_block_kb: int | None = None
+    shared_per_sm_kb: int | None = None
+    registers_per_sm: int | None = None
+    l2_mb: float | None = None
+    memory_gb: float | None = None
+    memory_bandwidth_gbps: float | None = None
+    peak_tflops: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device_type == "cpu"
+
+    def peak(self, path: str) -> float | None:
+        return self.peak_tflops.get(path)
+
+    def prop(self, name: str, default: Any = None) -> Any:
+        """A detected property that has no typed field (e.g. a Vulkan limit)."""
+        return (self.model_extra or {}).get(name, default)
+
+
 def load_profiles(directory: Path | None = None) -> list[DeviceProfile]:
     profiles = []
     for path in sorted((directory or data_dir("devices")).glob("*.toml")):
@@ -52,7 +90,7 @@ def match_profile(device_name: str, profiles: list[DeviceProfile]) -> DeviceProf
     return best[1] if best else None
 
 
-def describe(facts: dict[str, Any], profiles: list[DeviceProfile]) -> dict[str, Any]:
+def describe(facts: dict[str, Any], profiles: list[DeviceProfile]) -> Device:
     """Merge detected facts with the matching profile: detected values win, the profile fills the gaps."""
     profile = match_profile(facts.get("name", ""), profiles)
     merged: dict[str, Any] = {"name": facts.get("name", "unknown"), "backend": facts.get("backend"),
@@ -60,9 +98,9 @@ def describe(facts: dict[str, Any], profiles: list[DeviceProfile]) -> dict[str, 
     if profile:
         merged.update(profile.model_dump(exclude={"patterns", "name", "source"}))
     merged.update({k: v for k, v in (facts.get("properties") or {}).items() if v is not None})
-    if "arch" in merged and isinstance(merged["arch"], str):
-        merged["arch_family"] = merged.get("family", "")
-    return merged
+    if merged.get("backend") == "cuda" and merged.get("arch") and not merged.get("family"):
+        merged["family"] = cuda_family(str(merged["arch"]))
+    return Device.model_validate(merged)
 
 
 _CUDA_FAMILIES = {"sm_70": "volta", "sm_75": "turing", "sm_80": "ampere", "sm_86": "ampere", "sm_87": "ampere",

@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from peak_mcp.devices import Device
+
 
 class Missing(BaseModel):
     what: str
@@ -17,7 +19,7 @@ class BackendStatus(BaseModel):
     backend: str
     usable: bool
     can_run: bool
-    devices: list[dict[str, Any]]
+    devices: list[Device]
     compiler: dict[str, Any]
     missing: list[Missing]
 
@@ -75,7 +77,7 @@ class SessionInfo(BaseModel):
     backend: str
     dtype: str
     sizes: dict[str, int]
-    device: dict[str, Any]
+    device: Device
     head: int | None
     versions: int
     baseline: dict[str, Any] | None

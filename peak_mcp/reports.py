@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from peak_mcp.devices import Device
+
 _LOG_LIMIT = 4000
 
 
@@ -18,7 +20,7 @@ def median_ms(version: dict[str, Any] | None) -> float | None:
 
 
 def performance(version: dict[str, Any], versions: dict[int, dict[str, Any]], session: dict[str, Any],
-                device: dict[str, Any], peak_path: str) -> dict[str, Any] | None:
+                device: Device, peak_path: str) -> dict[str, Any] | None:
     """Timing plus the ratios that give it meaning."""
     timing = version.get("timing")
     if not timing:
@@ -34,7 +36,7 @@ def performance(version: dict[str, Any], versions: dict[int, dict[str, Any]], se
     if baseline.get("available"):
         out["vendor_median_ms"] = baseline["median_ms"]
         out["pct_of_vendor"] = 100.0 * baseline["median_ms"] / mine
-    peak = (device.get("peak_tflops") or {}).get(peak_path)
+    peak = device.peak(peak_path)
     if peak:
         out["pct_of_peak"] = 100.0 * timing["tflops"] / peak
         out["peak_path"] = peak_path
@@ -42,7 +44,7 @@ def performance(version: dict[str, Any], versions: dict[int, dict[str, Any]], se
     return out
 
 
-def history_rows(session: dict[str, Any], versions: list[dict[str, Any]], device: dict[str, Any],
+def history_rows(session: dict[str, Any], versions: list[dict[str, Any]], device: Device,
                  peak_path: str) -> list[dict[str, Any]]:
     by_number = {v["number"]: v for v in versions}
     rows = []

@@ -13,9 +13,9 @@ from typing import Any
 import structlog
 
 from peak_mcp import __version__
-from peak_mcp.backends.registry import ANNOTATION_KEYS, BACKEND_MODULES
+from peak_mcp.backends.registry import BACKENDS, backend_spec
 from peak_mcp.config import Settings
-from peak_mcp.devices import cuda_family, describe, load_profiles
+from peak_mcp.devices import Device, cuda_family, describe, load_profiles
 from peak_mcp.errors import InvalidInput, NotFound, PeakError, Unavailable
 from peak_mcp.generality import check_constraints, sample_sizes, satisfies
 from peak_mcp.launch import parse_annotation
@@ -33,6 +33,7 @@ from peak_mcp.models import (
     VersionReport,
 )
 from peak_mcp.problems import PROBLEMS, get_problem
+from peak_mcp.records import Status
 from peak_mcp.reports import history_rows, markdown_table, performance, trim_log
 from peak_mcp.runner.ownership import ServerPresence
 from peak_mcp.runner.pool import DevicePool, JobFailed
@@ -40,9 +41,9 @@ from peak_mcp.runner.probe import probe_all_in_subprocess
 from peak_mcp.store import Store
 
 log = structlog.get_logger("peak_mcp.service")
+PASSED = (Status.BENCHMARKED, Status.VALIDATED)
 Progress = Callable[[str], None]
 MAX_SOURCE_BYTES = 256 * 1024
-PASSED = ("benchmarked", "validated")
 # Generality failures that make a version wrong, not merely specialized: at a legal (and small) size it crashes the
 # device or its worker, or never finishes. Guard-detected accesses at other sizes are what an unguarded tile kernel
 # does: those keep head where it is and stay in the generality report.
@@ -73,7 +74,7 @@ class PeakService:
         self._probe_fn = probe or probe_all_in_subprocess
         self._probe: dict[str, Any] | None = None
         self.profiles = load_profiles()
-        self._devices: dict[str, dict[str, Any]] = {}  # session id -> described device
+        self._devices: dict[str, Device] = {}  # session id -> described device
 
     def close(self) -> None:
         self.pool.close()
@@ -101,10 +102,10 @@ class PeakService:
         return DoctorReport(version=__version__, data_dir=str(self.settings.data_dir), backends=statuses,
                             catalog=catalog_info or {}, workers={"restarts": self.pool.restarts})
 
-    def _device_for(self, backend: str) -> tuple[dict[str, Any], int]:
+    def _device_for(self, backend: str) -> tuple[Device, int]:
         """The first device of `backend`, or a compile-only target where a backend can compile without one."""
-        if backend not in BACKEND_MODULES:
-            known = sorted(BACKEND_MODULES)
+        if backend not in BACKENDS:
+            known = sorted(BACKENDS)
             hint = "HIP is not implemented yet." if backend == "hip" else ""
             raise InvalidInput(f"unknown or unavailable backend {backend!r}", f"choose one of {known}. {hint}".strip())
         report = self.probe().get(backend, {})
@@ -116,16 +117,16 @@ class PeakService:
                               "run the doctor tool for details.")
         if backend == "cuda":  # the target the compiler really uses ($PEAK_CUDA_ARCH), so resolution matches it
             arch = self.settings.cuda_arch
-            return {"name": "compile-only (no GPU)", "backend": "cuda", "index": -1, "arch": arch,
-                    "family": cuda_family(arch)}, -1
+            return Device(name="compile-only (no GPU)", backend="cuda", index=-1, arch=arch,
+                          family=cuda_family(arch)), -1
         why = "; ".join(f"{m['what']}: {m['why']} (fix: {m['fix']})" for m in report.get("missing", []))
         raise Unavailable(f"no {backend} device on this machine: {why}", "run the doctor tool for details.")
 
     # --- problems and sessions -------------------------------------------------------------------------------
     def list_problems(self) -> list[ProblemInfo]:
         return [ProblemInfo(name=p.name, title=p.title, sizes=list(p.symbols), default_sizes=p.default_sizes,
-                            dtypes=list(p.dtypes), backends=[b for b in p.backends if b in BACKEND_MODULES],
-                            abi={b: p.abi(b, p.dtypes[0]) for b in p.backends if b in BACKEND_MODULES})
+                            dtypes=list(p.dtypes), backends=[b for b in p.backends if b in BACKENDS],
+                            abi={b: p.abi(b, p.dtypes[0]) for b in p.backends if b in BACKENDS})
                 for p in PROBLEMS.values()]
 
     def start_session(self, problem: str, backend: str, dtype: str, sizes: dict[str, Any] | None,
@@ -135,7 +136,7 @@ class PeakService:
         spec.check_dtype(dtype)
         spec.check_sizes(sizes)  # bad sizes fail before the device probe
         constraints = check_constraints(spec, constraints)
-        naive = spec.naive_kernel(backend, dtype) if backend in BACKEND_MODULES else None
+        naive = spec.naive_kernel(backend, dtype) if backend in BACKENDS else None
         device, index = self._device_for(backend)
         sizes, note = self.session_sizes(spec, device, sizes)
         checked = spec.check_sizes(sizes)
@@ -143,8 +144,8 @@ class PeakService:
             raise InvalidInput(f"the session's sizes {checked} do not meet its constraints {constraints}",
                                "choose sizes that meet them, or drop the constraint.")
         session_id = self.store.create_session(problem=problem, backend=backend, dtype=dtype, sizes=checked,
-                                               device=device["name"], device_index=index, label=label,
-                                               constraints=constraints, device_info=device)
+                                               device=device.name, device_index=index, label=label,
+                                               constraints=constraints, device_info=device.model_dump())
         self._devices[session_id] = device
         report = self._submit(session_id, naive or "", parent=None, origin="naive", transformation=None,
                               progress=progress)
@@ -156,25 +157,27 @@ class PeakService:
         return info
 
     @staticmethod
-    def session_sizes(spec: Any, device: dict[str, Any],
+    def session_sizes(spec: Any, device: Device,
                       sizes: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
         """The sizes asked for; on a CPU device without any, ones it does in seconds, with a note saying so."""
-        if sizes is None and device.get("device_type") == "cpu" and set(CPU_DEVICE_SIZES) == set(spec.symbols):
+        if sizes is None and device.is_cpu and set(CPU_DEVICE_SIZES) == set(spec.symbols):
             return dict(CPU_DEVICE_SIZES), (
-                f"sizes default to {CPU_DEVICE_SIZES} on this CPU device ({device.get('name')}): the problem's "
+                f"sizes default to {CPU_DEVICE_SIZES} on this CPU device ({device.name}): the problem's "
                 f"{spec.default_sizes} would take it an hour or more; pass sizes to override")
         return sizes, None
 
-    def device_of(self, session: dict[str, Any]) -> dict[str, Any]:
+    def device_of(self, session: dict[str, Any]) -> Device:
         """The device as described when the session started (stored with it, so everything resolved by device
         answers the same after a restart); sessions from before that was stored are described again."""
-        cached = self._devices.get(session["id"]) or session.get("device_info")
+        cached = self._devices.get(session["id"])
+        if cached is None and session.get("device_info"):
+            cached = Device.model_validate(session["device_info"])
         if cached is None:
             report = self.probe().get(session["backend"], {})
             found = [d for d in report.get("devices", []) if d.get("name") == session["device"]]
             cached = describe(found[0], self.profiles) if found else describe({"name": session["device"]},
                                                                               self.profiles)
-            self._devices[session["id"]] = cached
+        self._devices[session["id"]] = cached
         return cached
 
     def _measure_baseline(self, session_id: str, progress: Progress) -> None:
@@ -227,22 +230,23 @@ class PeakService:
             raise InvalidInput(f"the kernel source is {len(source.encode())} bytes, over the {MAX_SOURCE_BYTES} "
                                "limit", "submit one kernel file, without generated tables.")
         number = self.store.add_version(session_id, parent=parent, origin=origin, transformation=transformation,
-                                        apply_id=apply_id, attempt=attempt, source=source, status="pending")
+                                        apply_id=apply_id, attempt=attempt, source=source, status=Status.PENDING)
         baseline = session["baseline"] or {}
         fields = self._evaluate(session, source, progress,
                                 vendor_ms=baseline.get("median_ms") if baseline.get("available") else None)
         general = True
-        if fields["status"] in PASSED:
+        if Status(fields["status"]).passed:
             # Everything measured so far is recorded now, but the version stays pending until it is checked at the
             # other sizes: a server that dies meanwhile leaves it interrupted, never passed unchecked.
-            self.store.update_version(session_id, number, **{**fields, "status": "pending"})
+            self.store.update_version(session_id, number, **{**fields, "status": Status.PENDING})
             fields = self._with_generality(session, source, fields, progress)
             general = fields["generality"].get("passed") is not False or not require_generality
         self.store.update_version(session_id, number, **fields)
         # Without a device, "compiled" is as far as any version gets, so it is what moves head.
-        best_possible = PASSED if session["device_index"] >= 0 else ("compiled",)
-        first_compiled = fields["status"] == "compiled" and session["head"] is None
-        if (fields["status"] in best_possible and general) or first_compiled:
+        status = Status(fields["status"])
+        best_possible = status.passed if session["device_index"] >= 0 else status is Status.COMPILED
+        first_compiled = status is Status.COMPILED and session["head"] is None
+        if (best_possible and general) or first_compiled:
             self.store.set_head(session_id, number)
         report = self.version_report(session_id, number)
         report.seconds = time.perf_counter() - started
@@ -260,11 +264,11 @@ class PeakService:
             fields["validation"] = {**(fields.get("validation") or {}), "sanitizer": sanitized}
         unsafe = next((f for f in generality.get("failures", []) if f.get("check") in DEVICE_FAULTS), None)
         if unsafe:
-            return {**fields, "status": "failed", "failure": unsafe["check"],
+            return {**fields, "status": Status.FAILED, "failure": unsafe["check"],
                     "message": f"at sizes {unsafe['sizes']} (generality): {unsafe['message']}"}
         if sanitized and sanitized.get("failures"):
             first = sanitized["failures"][0]
-            return {**fields, "status": "failed", "failure": first["check"],
+            return {**fields, "status": Status.FAILED, "failure": first["check"],
                     "message": f"{first['message']} (at {sanitized['sizes']})"}
         return fields
 
@@ -287,7 +291,7 @@ class PeakService:
         if not sizes_list and sanitize_at is None:
             return unchecked, None
         started = time.perf_counter()
-        spec = parse_annotation(source, needs=ANNOTATION_KEYS[session["backend"]], symbols=problem.symbols)
+        spec = parse_annotation(source, needs=backend_spec(session["backend"]).annotation_keys, symbols=problem.symbols)
         job = {"type": "generality", "problem": session["problem"], "dtype": session["dtype"], "source": source,
                "spec": spec.model_dump(), "sizes_list": sizes_list}
         if sanitize_at is not None:
@@ -317,10 +321,11 @@ class PeakService:
         """Parse, compile, validate and time one source; return the version fields to record."""
         problem = get_problem(session["problem"])
         try:
-            spec = parse_annotation(source, needs=ANNOTATION_KEYS[session["backend"]], symbols=problem.symbols)
+            spec = parse_annotation(source, needs=backend_spec(session["backend"]).annotation_keys,
+                                    symbols=problem.symbols)
             spec.evaluate(sizes or session["sizes"])
         except PeakError as exc:
-            return {"status": "invalid_annotation", "failure": "annotation", "message": str(exc)}
+            return {"status": Status.INVALID_ANNOTATION, "failure": "annotation", "message": str(exc)}
         runs = session["device_index"] >= 0
         job = {"type": "evaluate", "problem": session["problem"], "dtype": session["dtype"],
                "sizes": sizes or session["sizes"], "source": source, "spec": spec.model_dump(),
@@ -330,7 +335,7 @@ class PeakService:
         try:
             result = self._run_job(session, job, progress)
         except JobFailed as exc:
-            return {"status": "error", "failure": exc.kind, "message": str(exc)}
+            return {"status": Status.ERROR, "failure": exc.kind, "message": str(exc)}
         return self._verdict(session, result, runs)
 
     def _verdict(self, session: dict[str, Any], result: dict[str, Any], runs: bool) -> dict[str, Any]:
@@ -338,14 +343,14 @@ class PeakService:
         problem = get_problem(session["problem"])
         compiled = result.get("compile") or {}
         if not compiled.get("ok"):
-            return {"status": "compile_error", "failure": "compile", "compile": compiled,
+            return {"status": Status.COMPILE_ERROR, "failure": "compile", "compile": compiled,
                     "message": "compilation failed:\n" + trim_log(compiled.get("log"))}
         if not runs:
-            return {"status": "compiled", "failure": None, "compile": compiled,
+            return {"status": Status.COMPILED, "failure": None, "compile": compiled,
                     "message": f"compiled for {compiled.get('resources', {}).get('arch')}; no {session['backend']} "
                                "device on this machine, so it was not validated or timed"}
         verdict = result.get("validation") or {}
-        failed = {"status": "failed", "compile": compiled, "validation": verdict}
+        failed = {"status": Status.FAILED, "compile": compiled, "validation": verdict}
         if not verdict.get("passed"):
             # A kernel written for another dtype is a common cause of NaN or garbage; restate the ABI.
             abi = problem.abi(session["backend"], session["dtype"]).splitlines()[1]
@@ -364,13 +369,13 @@ class PeakService:
                     "message": f"faster than the vendor library, so validated again on fresh inputs, and that "
                                f"failed ({again.get('check')}): {again.get('message')}"}
         if timing:
-            peak = problem.speed_limit(session["dtype"], self.device_of(session).get("peak_tflops") or {})
+            peak = problem.speed_limit(session["dtype"], self.device_of(session).peak_tflops)
             if peak and timing["tflops"] > IMPOSSIBLE_SPEED_MARGIN * peak:
                 return {**failed, "failure": "impossible_speed", "timing": timing,
                         "message": f"measured {timing['tflops']:.1f} TFLOP/s, above the {peak:.1f} TFLOP/s this "
                                    f"device can reach for {session['dtype']}: the kernel cannot have done all of the "
                                    "work in the time measured (skipped work, or work done outside the timed launch)"}
-        status = "benchmarked" if timing else "validated"
+        status = Status.BENCHMARKED if timing else Status.VALIDATED
         message = verdict.get("message", "passed")
         if timing:
             message += f"; median {timing['median_ms']:.4g} ms ({timing['tflops']:.3g} TFLOP/s)"
@@ -428,7 +433,7 @@ class PeakService:
 
     def revert(self, session_id: str, version: int, require_generality: bool = True) -> VersionReport:
         v = self.store.version(session_id, version)
-        if v["status"] not in PASSED and v["status"] != "compiled":
+        if not Status(v["status"]).usable:
             raise InvalidInput(f"version {version} has status {v['status']}; only passing versions can become head",
                                "pick a version whose status is benchmarked (see history).")
         if require_generality and (v.get("generality") or {}).get("passed") is False:
@@ -459,7 +464,7 @@ class PeakService:
         return history_chart(report.rows, title=f"{session['problem']} {session['dtype']} {sizes} on "
                                                 f"{session['device']} ({session['backend']})",
                              vendor_tflops=baseline.get("tflops") if baseline.get("available") else None,
-                             peak_tflops=(device.get("peak_tflops") or {}).get(peak_path))
+                             peak_tflops=device.peak(peak_path))
 
     # --- re-checks at other sizes ----------------------------------------------------------------------------
     def check(self, session_id: str, version: int | None, sizes: dict[str, Any] | None, *, benchmark: bool,
@@ -480,7 +485,7 @@ class PeakService:
         fields = self._evaluate(session, v["source"], progress, sizes=checked, steps=steps, trials=trials,
                                 time_budget_s=time_budget_s)
         baseline = None
-        if benchmark and fields["status"] == "benchmarked":
+        if benchmark and fields["status"] == Status.BENCHMARKED:
             job = {"type": "evaluate", "problem": session["problem"], "dtype": session["dtype"], "sizes": checked,
                    "steps": ["baseline"], "time_budget_s": time_budget_s or self.settings.benchmark_budget_s}
             baseline = self._run_job(session, job, progress).get("baseline")
@@ -492,5 +497,5 @@ class PeakService:
         validation = fields.get("validation") or {"passed": False, "check": fields.get("failure"),
                                                   "message": fields.get("message")}
         return CheckReport(session_id=session_id, version=v["number"], sizes=checked,
-                           passed=fields["status"] in PASSED, validation=validation, performance=perf,
+                           passed=Status(fields["status"]).passed, validation=validation, performance=perf,
                            baseline=baseline)

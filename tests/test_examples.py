@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from peak_mcp.backends import cuda as cuda_backend
-from peak_mcp.backends.registry import ANNOTATION_KEYS
+from peak_mcp.backends.registry import backend_spec
 from peak_mcp.demo import CPU_DEVICE_SIZES, demo_sizes, example_kernels
 from peak_mcp.launch import parse_annotation
 from peak_mcp.problems.matmul import Matmul
@@ -23,7 +23,7 @@ def compiler() -> cuda_backend.CudaExecutor:
 @pytest.mark.parametrize("path", CUDA_EXAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_cuda_example_compiles_without_spills(compiler: cuda_backend.CudaExecutor, path: Path) -> None:
     source = path.read_text()
-    spec = parse_annotation(source, needs=ANNOTATION_KEYS["cuda"], symbols=Matmul.symbols)
+    spec = parse_annotation(source, needs=backend_spec("cuda").annotation_keys, symbols=Matmul.symbols)
     spec.evaluate({"M": 1000, "N": 1032, "K": 520})
     resources = compiler.compile(source, spec).resources
     assert resources["registers"] > 0

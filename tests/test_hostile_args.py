@@ -107,8 +107,8 @@ def test_a_fifo_in_a_catalog_dir_does_not_hang_loading(tmp_path: Path) -> None:
 async def test_hlsl_on_a_cpu_device_defaults_to_sizes_it_can_do(make_client) -> None:
     async with make_client() as (_, service):
         device, _ = service._device_for("hlsl")
-        if device.get("device_type") != "cpu":
-            pytest.skip(f"the Vulkan device is a {device.get('device_type')}, not a CPU one")
+        if not device.is_cpu:
+            pytest.skip(f"the Vulkan device is a {device.device_type}, not a CPU one")
         sizes, note = service.session_sizes(Matmul(), device, None)
-        assert sizes == CPU_DEVICE_SIZES and "CPU device" in note and device["name"] in note
+        assert sizes == CPU_DEVICE_SIZES and "CPU device" in note and device.name in note
         assert service.session_sizes(Matmul(), device, {"M": 64}) == ({"M": 64}, None)  # asked for: kept

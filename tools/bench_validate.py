@@ -13,7 +13,7 @@ import pstats
 import time
 from pathlib import Path
 
-from peak_mcp.backends.registry import ANNOTATION_KEYS, open_executor
+from peak_mcp.backends.registry import backend_spec, open_executor
 from peak_mcp.evaluation import benchmark, validate
 from peak_mcp.launch import parse_annotation
 from peak_mcp.problems import get_problem
@@ -31,7 +31,7 @@ def main() -> None:
     sizes = {"M": args.size, "N": args.size, "K": args.size}
     executor = open_executor(args.backend, 0)
     source = args.kernel.read_text()
-    kernel = executor.compile(source, parse_annotation(source, needs=ANNOTATION_KEYS[args.backend],
+    kernel = executor.compile(source, parse_annotation(source, needs=backend_spec(args.backend).annotation_keys,
                                                        symbols=problem.symbols))
 
     def once() -> tuple[float, float, dict]:

@@ -1,21 +1,51 @@
-"""Backend lookup by name. Imports are lazy: a backend's libraries load only in the worker that uses it."""
+"""Backends, registered once: what the rest of the server needs to know of each (`BackendSpec`).
+
+Imports are lazy: a backend's libraries load only in the worker that uses it (and in the probe subprocess).
+Adding a backend means one `BackendSpec` here and a module exposing `probe() -> dict` and
+`open_executor(index: int | None, **options) -> Executor`.
+"""
 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any
 
 from peak_mcp.backends.base import Executor
 
-# backend name -> module exposing `probe() -> dict` and `open_executor(index: int | None, **options) -> Executor`
-BACKEND_MODULES = {"cuda": "peak_mcp.backends.cuda", "hlsl": "peak_mcp.backends.hlsl"}
 
-# What the annotation line must carry, per backend.
-ANNOTATION_KEYS = {"cuda": ("entry", "grid", "block"), "hip": ("entry", "grid", "block"), "hlsl": ("entry", "groups")}
+@dataclass(frozen=True)
+class BackendSpec:
+    name: str
+    module: str  # exposes probe() and open_executor()
+    extension: str  # of a kernel file: examples, exports
+    annotation_keys: tuple[str, ...]  # what the `// peak:` line must carry
+    language: str  # the fence tag of code in catalog texts
+    compiles_without_device: bool  # compile-only sessions where no device exists
+    vendor_library: str | None = None  # the yardstick timed beside the kernels, where there is one
+
+
+BACKENDS: dict[str, BackendSpec] = {}
+
+
+def register(spec: BackendSpec) -> BackendSpec:
+    BACKENDS[spec.name] = spec
+    return spec
+
+
+register(BackendSpec("cuda", "peak_mcp.backends.cuda", ".cu", ("entry", "grid", "block"), "cuda",
+                     compiles_without_device=True, vendor_library="cuBLAS"))
+register(BackendSpec("hlsl", "peak_mcp.backends.hlsl", ".hlsl", ("entry", "groups"), "hlsl",
+                     compiles_without_device=True))
+
+
+def backend_spec(name: str) -> BackendSpec:
+    """The spec of `name`; KeyError for an unknown backend (callers turn it into an actionable error)."""
+    return BACKENDS[name]
 
 
 def backend_module(name: str) -> Any:
-    return importlib.import_module(BACKEND_MODULES[name])
+    return importlib.import_module(BACKENDS[name].module)
 
 
 def open_executor(name: str, index: int | None, **options: Any) -> Executor:

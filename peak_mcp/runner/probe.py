@@ -7,7 +7,7 @@ import subprocess
 import sys
 from typing import Any
 
-from peak_mcp.backends.registry import BACKEND_MODULES, probe
+from peak_mcp.backends.registry import BACKENDS, probe
 from peak_mcp.runner.isolated import python_command, safe_cwd
 
 
@@ -19,7 +19,7 @@ def probe_all_in_subprocess(timeout_s: float = 120.0) -> dict[str, Any]:
         return {name: {"backend": name, "devices": [], "compiler": {"available": False},
                        "missing": [{"what": "device probe", "why": f"timed out after {timeout_s:.0f} s",
                                     "fix": "check the GPU driver (nvidia-smi / vulkaninfo)"}]}
-                for name in BACKEND_MODULES}
+                for name in BACKENDS}
     try:
         return json.loads(done.stdout.decode().strip().splitlines()[-1])
     except (json.JSONDecodeError, IndexError):
@@ -27,11 +27,11 @@ def probe_all_in_subprocess(timeout_s: float = 120.0) -> dict[str, Any]:
         return {name: {"backend": name, "devices": [], "compiler": {"available": False},
                        "missing": [{"what": "device probe", "why": f"probe crashed: {tail}",
                                     "fix": "reinstall peak-mcp: pip install -e ."}]}
-                for name in BACKEND_MODULES}
+                for name in BACKENDS}
 
 
 def main() -> int:
-    print(json.dumps({name: probe(name) for name in BACKEND_MODULES}, default=str))
+    print(json.dumps({name: probe(name) for name in BACKENDS}, default=str))
     return 0
 
 
