@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from peak_mcp.backends import hlsl
+from peak_mcp.backends import hlsl, hlsl_compiler
 from peak_mcp.backends.base import CompileFailed
 from peak_mcp.errors import InvalidInput
 from peak_mcp.launch import parse_annotation
@@ -90,7 +90,7 @@ def test_probe_shape_and_facts() -> None:
 
 def test_probe_explains_missing_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.delenv(hlsl.COMPILER_ENV, raising=False)
+    monkeypatch.delenv(hlsl_compiler.COMPILER_ENV, raising=False)
     report = hlsl.probe()
     assert report["compiler"] == {"available": False}
     assert any("glslang-tools" in m["fix"] for m in report["missing"] if m["what"] == "HLSL compiler")
