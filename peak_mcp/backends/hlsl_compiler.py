@@ -103,6 +103,9 @@ _BUFFER_PARAMETER = re.compile(
     r"\s*<[^<>()]*>))\s+\w+")
 
 
+_KERNEL_POSITION = re.compile(re.escape(SOURCE_NAME) + r"(?::\d+|\(\d+\))")
+
+
 def crash_report(compiler: Compiler, signum: int, source: str, log: str) -> str:
     """What to tell the agent when the compiler itself died on a signal (a compiler bug, not a kernel error)."""
     try:
@@ -124,7 +127,7 @@ def crash_report(compiler: Compiler, signum: int, source: str, log: str) -> str:
     else:
         lines.append("hint: bisect the last change to find the construct the compiler cannot handle")
     # What the compiler said before it died, limited to the kernel's own diagnostics (no crash dump).
-    said = [line for line in log.splitlines() if SOURCE_NAME in line]
+    said = [line for line in log.splitlines() if _KERNEL_POSITION.search(line)]
     if said:
         lines += ["the compiler's last diagnostics before it crashed:", *said]
     return "\n".join(lines)
