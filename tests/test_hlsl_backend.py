@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from peak_mcp.backends import hlsl
+from peak_mcp.backends import hlsl, hlsl_compiler
 from peak_mcp.backends.base import CompileFailed
 from peak_mcp.errors import InvalidInput
 from peak_mcp.launch import parse_annotation
@@ -90,7 +90,7 @@ def test_probe_shape_and_facts() -> None:
 
 def test_probe_explains_missing_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.delenv(hlsl.COMPILER_ENV, raising=False)
+    monkeypatch.delenv(hlsl_compiler.COMPILER_ENV, raising=False)
     report = hlsl.probe()
     assert report["compiler"] == {"available": False}
     assert any("glslang-tools" in m["fix"] for m in report["missing"] if m["what"] == "HLSL compiler")
@@ -164,6 +164,73 @@ def test_compile_reports_resources_from_spirv() -> None:
     blocked = compile_only.compile(source, spec_of(source)).resources
     assert blocked["numthreads"] == [256, 1, 1]
     assert blocked["groupshared_bytes"] == 2 * 8 * 128 * 4  # two float4[8][32] tiles
+
+
+# --- compiler crashes and host paths ----------------------------------------------------------------------------
+
+# glslang 12 dies with SIGSEGV on a function that takes a buffer as a parameter.
+BUFFER_PARAMETER = """// peak: entry=main groups=(cdiv(N, 64), 1, 1)
+[[vk::binding(0)]] ByteAddressBuffer A;
+[[vk::binding(1)]] ByteAddressBuffer B;
+[[vk::binding(2)]] RWByteAddressBuffer C;
+float load(ByteAddressBuffer buf, uint i) { return asfloat(buf.Load(i * 4)); }
+[numthreads(64, 1, 1)]
+void main(uint3 id : SV_DispatchThreadID) { C.Store(id.x * 4, asuint(load(A, id.x))); }
+"""
+
+
+@pytest.mark.skipif(PROBE["compiler"].get("name") != "glslangValidator", reason="needs glslang (the crash is its bug)")
+def test_glslang_crash_is_reported_as_a_compiler_bug_with_a_hint() -> None:
+    with pytest.raises(CompileFailed) as failed:
+        hlsl.open_executor(None).compile(BUFFER_PARAMETER, spec_of(BUFFER_PARAMETER))
+    log = failed.value.log
+    if "crashed" not in log:
+        pytest.skip(f"this glslang no longer crashes on buffer parameters: {log[:200]}")
+    assert "glslangValidator" in log and "SIGSEGV" in log and "bug in the compiler" in log, log
+    assert "exit status" not in log and "-11" not in log, log
+    line = BUFFER_PARAMETER.splitlines().index("float load(ByteAddressBuffer buf, uint i) { return asfloat(buf.Load("
+                                               "i * 4)); }") + 1
+    assert f"kernel.hlsl:{line}: note:" in log and "`ByteAddressBuffer`" in log and "pass the index" in log, log
+
+
+def fake_compiler(tmp_path: Path, body: str) -> hlsl_compiler.Compiler:
+    """A stand-in compiler (a real process) that prints what a crashing LLVM-based compiler prints."""
+    script = tmp_path / "bin" / "glslangValidator"
+    script.parent.mkdir()
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return hlsl_compiler.Compiler("glslangValidator", str(script))
+
+
+HOST_NOISE = """echo "$0: warning: ignoring $HOME/.config/glslang.conf" >&2
+echo "ERROR: $PWD/kernel.hlsl:3: 'x' : undeclared identifier" >&2
+echo "ERROR: $(pwd -P)/kernel.hlsl:4: 'y' : undeclared identifier" >&2
+echo " #0 0x00007f3a in frame /usr/lib/x86_64-linux-gnu/libglslang.so.12 (/opt/tools/lib/x.so+0x1f)" >&2
+echo "Stack dump: 0. Program arguments: $0 -D -V kernel.hlsl" >&2
+"""
+
+
+@pytest.mark.parametrize("ending", ["exit 2", "kill -ABRT $$"], ids=["fails", "crashes"])
+def test_compiler_output_names_no_host_path(tmp_path: Path, ending: str) -> None:
+    compiler = fake_compiler(tmp_path, HOST_NOISE + ending + "\n")
+    source = "// see /usr/share/doc/notes.txt\n" + NAIVE
+    with pytest.raises(CompileFailed) as failed:
+        hlsl_compiler.compile_to_spirv(compiler, source, "main", 20)
+    log = failed.value.log
+    for host in (str(tmp_path), "/usr/lib", "/opt/tools", os.path.expanduser("~") + "/", "peak-hlsl-", "/tmp"):
+        assert host not in log, (host, log)
+    assert "kernel.hlsl:3: 'x'" in log and "kernel.hlsl:4: 'y'" in log, log
+    if ending.startswith("kill"):
+        assert "crashed (SIGABRT)" in log and "Stack dump" not in log, log
+    else:
+        assert hlsl_compiler.REDACTED in log and "Stack dump: 0. Program arguments: glslangValidator -D" in log, log
+
+
+def test_paths_the_kernel_itself_names_are_kept() -> None:
+    compiler = hlsl_compiler.Compiler("glslangValidator", "/usr/bin/glslangValidator")
+    text = "ERROR: kernel.hlsl:2: '/data/x.bin' : unexpected string\nnote: see /var/lib/secret and a/b and (n)/2"
+    cleaned = hlsl_compiler.clean_log(text, "/tmp/peak-hlsl-1", "#define P \"/data/x.bin\"\n", compiler)
+    assert "'/data/x.bin'" in cleaned and "/var/lib" not in cleaned and "a/b" in cleaned and "(n)/2" in cleaned
 
 
 # --- validate and time on the device ---------------------------------------------------------------------------

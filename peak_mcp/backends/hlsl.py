@@ -1,12 +1,13 @@
-"""HLSL backend: compile to SPIR-V with dxc (when on PATH) or glslangValidator, run and time through Vulkan.
+"""HLSL backend: the executor (compile, run and time through Vulkan) and the probe; the registry imports this module.
 
 ABI (problem.arguments order): buffers are storage buffers at [[vk::binding(0..n-1)]] in set 0; scalar arguments
 are consecutive 32-bit uints in one push-constant block. The thread-group size is the shader's [numthreads]; the
 annotation gives the dispatch size: `// peak: entry=main groups=(cdiv(N, 16), cdiv(M, 16), 1)`.
 
-The compiled SPIR-V is reflected here (a few dozen lines of word parsing) for what the agent should see
-(numthreads, groupshared bytes, bindings, capabilities) and for what must be refused before the driver sees it:
-limits the device cannot launch and features it lacks (16-bit floats above all).
+Compiling is hlsl_compiler's job (dxc or glslangValidator), reading the SPIR-V is spirv's, talking to the device
+is vulkan_runtime's. Here the reflected module is checked against the ABI and the device, for what the agent
+should see (numthreads, groupshared bytes, bindings, capabilities) and for what must be refused before the driver
+sees it: limits the device cannot launch and features it lacks (16-bit floats above all).
 """
 
 from __future__ import annotations
@@ -15,239 +16,38 @@ import collections
 import hashlib
 import os
 import re
-import shutil
 import struct
-import subprocess
-import tempfile
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor, KernelFault, Regions
-from peak_mcp.backends.includes import check_source, refusal_log, sanitize_log
+from peak_mcp.backends.hlsl_compiler import SOURCE_NAME, Compiler, compile_to_spirv, find_compiler
+from peak_mcp.backends.includes import check_source, refusal_log
+from peak_mcp.backends.spirv import CAPABILITY_FEATURES, SpirvInfo, reflect
 from peak_mcp.errors import InvalidInput
 from peak_mcp.launch import LaunchSpec
 
-SOURCE_NAME = "kernel.hlsl"
 FENCE_TIMEOUT_ENV = "PEAK_MCP_VK_FENCE_TIMEOUT_S"
-COMPILER_ENV = "PEAK_MCP_HLSL_COMPILER"  # "dxc" or "glslangValidator" to force one
-_CACHE_SIZE = 64
-
-# --- compilers -------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Compiler:
-    name: str  # "dxc" | "glslangValidator"
-    path: str
-
-    def command(self, entry: str, source: str, output: str) -> list[str]:
-        # 16-bit types always on: `half` then means a real 16-bit float (HLSL 2018+ semantics), which f16
-        # buffers need; f32 kernels are unaffected.
-        if self.name == "dxc":
-            return [self.path, "-spirv", "-T", "cs_6_2", "-E", entry, "-HV", "2021", "-enable-16bit-types",
-                    "-fspv-target-env=vulkan1.2", "-Fo", output, source]
-        return [self.path, "-D", "-V", "-S", "comp", "-e", entry, "--target-env", "vulkan1.2",
-                "--hlsl-enable-16bit-types", "-o", output, source]
-
-    def version(self) -> str:
-        flag = "--version"
-        try:
-            done = subprocess.run([self.path, flag], capture_output=True, text=True, timeout=20, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"unknown ({type(exc).__name__})"
-        lines = (done.stdout or done.stderr).strip().splitlines()
-        return lines[0].strip() if lines else "unknown"
-
-
-def find_compiler(prefer: str | None = None) -> Compiler | None:
-    """dxc when on PATH (the reference HLSL compiler), else glslangValidator; `prefer` or $PEAK_MCP_HLSL_COMPILER
-    forces one."""
-    prefer = prefer or os.environ.get(COMPILER_ENV)
-    order = [prefer] if prefer else ["dxc", "glslangValidator"]
-    for name in order:
-        path = shutil.which(name)
-        if path:
-            return Compiler("dxc" if Path(name).name.startswith("dxc") else "glslangValidator", path)
-    return None
-
-
-def _clean_log(text: str, workdir: str) -> str:
-    """Compiler output with temp paths removed, so positions read `kernel.hlsl:LINE`."""
-    text = text.replace(workdir + os.sep, "").replace(workdir, "")
-    lines = [line.rstrip() for line in text.replace("\r", "").splitlines()]
-    lines = [line for line in lines if line.strip() and line.strip() != SOURCE_NAME]  # glslang echoes the name
-    return sanitize_log("\n".join(lines), SOURCE_NAME)
-
-
-# --- SPIR-V reflection -----------------------------------------------------------------------------------------
-
-_OP_NAME, _OP_ENTRY_POINT, _OP_EXECUTION_MODE, _OP_CAPABILITY = 5, 15, 16, 17
-_OP_TYPE_BOOL, _OP_TYPE_INT, _OP_TYPE_FLOAT, _OP_TYPE_VECTOR, _OP_TYPE_MATRIX = 20, 21, 22, 23, 24
-_OP_TYPE_ARRAY, _OP_TYPE_RUNTIME_ARRAY, _OP_TYPE_STRUCT, _OP_TYPE_POINTER = 28, 29, 30, 32
-_OP_CONSTANT, _OP_SPEC_CONSTANT, _OP_VARIABLE, _OP_DECORATE, _OP_MEMBER_DECORATE = 43, 50, 59, 71, 72
-_OP_EXECUTION_MODE_ID = 331
-_MODE_LOCAL_SIZE, _MODE_LOCAL_SIZE_ID = 17, 38
-_DEC_BLOCK, _DEC_BUFFER_BLOCK, _DEC_ARRAY_STRIDE, _DEC_BINDING, _DEC_SET, _DEC_OFFSET = 2, 3, 6, 33, 34, 35
-_SC_UNIFORM_CONSTANT, _SC_UNIFORM, _SC_WORKGROUP, _SC_PUSH_CONSTANT, _SC_STORAGE_BUFFER = 0, 2, 4, 9, 12
-_EXEC_MODEL_GLCOMPUTE = 5
-
-# SPIR-V capability -> (its name, the Vulkan feature a device must enable for it)
-CAPABILITY_FEATURES = {
-    9: ("Float16", "shaderFloat16"), 10: ("Float64", "shaderFloat64"), 11: ("Int64", "shaderInt64"),
-    12: ("Int64Atomics", "shaderBufferInt64Atomics"), 22: ("Int16", "shaderInt16"), 39: ("Int8", "shaderInt8"),
-    4433: ("StorageBuffer16BitAccess", "storageBuffer16BitAccess"),
-    4434: ("UniformAndStorageBuffer16BitAccess", "uniformAndStorageBuffer16BitAccess"),
-    4435: ("StoragePushConstant16", "storagePushConstant16"),
-    4448: ("StorageBuffer8BitAccess", "storageBuffer8BitAccess"),
-    4449: ("UniformAndStorageBuffer8BitAccess", "uniformAndStorageBuffer8BitAccess"),
-    4450: ("StoragePushConstant8", "storagePushConstant8"),
-    5345: ("VulkanMemoryModel", "vulkanMemoryModel"),
-    5347: ("PhysicalStorageBufferAddresses", "bufferDeviceAddress"),
-}
-
-
-@dataclass
-class SpirvInfo:
-    entry_points: list[str]
-    local_size: tuple[int, int, int] | None
-    capabilities: list[int]
-    bindings: list[dict[str, Any]]  # {'set', 'binding', 'kind', 'name', 'count'}
-    push_constant_bytes: int
-    groupshared_bytes: int
-    notes: list[str] = field(default_factory=list)
-
-    def capability_names(self) -> list[str]:
-        return [CAPABILITY_FEATURES[c][0] for c in self.capabilities if c in CAPABILITY_FEATURES]
-
-
-def _string(words: list[int]) -> tuple[str, int]:
-    """A SPIR-V literal string starting at words[0]; returns it and how many words it used."""
-    raw = struct.pack(f"<{len(words)}I", *words)
-    text = raw.split(b"\0", 1)[0]
-    return text.decode(errors="replace"), len(text) // 4 + 1
-
-
-def reflect(spirv: bytes, entry: str) -> SpirvInfo:
-    """Read what we need from a SPIR-V module: entry points, LocalSize, capabilities, descriptors, sizes."""
-    if len(spirv) < 20 or len(spirv) % 4:
-        raise ValueError("not a SPIR-V module")
-    words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
-    if words[0] != 0x07230203:
-        raise ValueError("not a SPIR-V module (bad magic number)")
-    names: dict[int, str] = {}
-    entries: dict[int, str] = {}
-    modes: dict[int, tuple[int, list[int]]] = {}
-    capabilities: list[int] = []
-    types: dict[int, tuple[Any, ...]] = {}
-    constants: dict[int, int] = {}
-    decorations: dict[int, dict[int, list[int]]] = collections.defaultdict(dict)
-    member_offsets: dict[tuple[int, int], int] = {}
-    variables: list[tuple[int, int, int]] = []
-    pos = 5
-    while pos < len(words):
-        count, op = words[pos] >> 16, words[pos] & 0xFFFF
-        if count == 0:
-            raise ValueError("malformed SPIR-V (zero-length instruction)")
-        ops = words[pos + 1: pos + count]
-        pos += count
-        if op == _OP_NAME:
-            names[ops[0]] = _string(ops[1:])[0]
-        elif op == _OP_ENTRY_POINT and ops[0] == _EXEC_MODEL_GLCOMPUTE:
-            entries[ops[1]] = _string(ops[2:])[0]
-        elif op in (_OP_EXECUTION_MODE, _OP_EXECUTION_MODE_ID) and ops[1] in (_MODE_LOCAL_SIZE, _MODE_LOCAL_SIZE_ID):
-            modes[ops[0]] = (ops[1], ops[2:5])
-        elif op == _OP_CAPABILITY:
-            capabilities.append(ops[0])
-        elif op == _OP_TYPE_BOOL:
-            types[ops[0]] = ("scalar", 4)
-        elif op in (_OP_TYPE_INT, _OP_TYPE_FLOAT):
-            types[ops[0]] = ("scalar", ops[1] // 8)
-        elif op in (_OP_TYPE_VECTOR, _OP_TYPE_MATRIX):
-            types[ops[0]] = ("vector", ops[1], ops[2])
-        elif op == _OP_TYPE_ARRAY:
-            types[ops[0]] = ("array", ops[1], ops[2])
-        elif op == _OP_TYPE_RUNTIME_ARRAY:
-            types[ops[0]] = ("runtime_array", ops[1])
-        elif op == _OP_TYPE_STRUCT:
-            types[ops[0]] = ("struct", list(ops[1:]))
-        elif op == _OP_TYPE_POINTER:
-            types[ops[0]] = ("pointer", ops[1], ops[2])
-        elif op in (_OP_CONSTANT, _OP_SPEC_CONSTANT) and len(ops) >= 3:
-            constants[ops[1]] = ops[2]
-        elif op == _OP_VARIABLE:
-            variables.append((ops[0], ops[1], ops[2]))
-        elif op == _OP_DECORATE:
-            decorations[ops[0]][ops[1]] = list(ops[2:])
-        elif op == _OP_MEMBER_DECORATE and ops[2] == _DEC_OFFSET:
-            member_offsets[(ops[0], ops[1])] = ops[3]
-
-    def size_of(tid: int, depth: int = 0) -> int:
-        t = types.get(tid)
-        if t is None or depth > 32:
-            return 0
-        if t[0] == "scalar":
-            return t[1]
-        if t[0] == "vector":
-            return t[2] * size_of(t[1], depth + 1)
-        if t[0] == "array":
-            stride = decorations[tid].get(_DEC_ARRAY_STRIDE, [size_of(t[1], depth + 1)])[0]
-            return stride * constants.get(t[2], 0)
-        if t[0] == "struct":
-            sizes = [size_of(m, depth + 1) for m in t[1]]
-            if all((tid, i) in member_offsets for i in range(len(sizes))):
-                return max((member_offsets[(tid, i)] + s for i, s in enumerate(sizes)), default=0)
-            return sum(sizes)
-        return 0
-
-    entry_id = next((i for i, n in entries.items() if n == entry), None)
-    local_size = None
-    if entry_id is not None and entry_id in modes:
-        mode, values = modes[entry_id]
-        local_size = tuple(values if mode == _MODE_LOCAL_SIZE else (constants.get(v, 0) for v in values))
-    bindings, push_bytes, shared_bytes = [], 0, 0
-    for type_id, var_id, storage in variables:
-        pointee = types.get(type_id, ("?", 0, 0))[2] if types.get(type_id, ("",))[0] == "pointer" else None
-        if storage == _SC_WORKGROUP and pointee is not None:
-            shared_bytes += size_of(pointee)
-        elif storage == _SC_PUSH_CONSTANT and pointee is not None:
-            push_bytes = max(push_bytes, size_of(pointee))
-        elif storage in (_SC_UNIFORM_CONSTANT, _SC_UNIFORM, _SC_STORAGE_BUFFER):
-            block, count = pointee, 1
-            if block is not None and types.get(block, ("",))[0] in ("array", "runtime_array"):
-                count = constants.get(types[block][2], 0) if types[block][0] == "array" else 0
-                block = types[block][1]
-            if storage == _SC_STORAGE_BUFFER or (storage == _SC_UNIFORM and _DEC_BUFFER_BLOCK in decorations[block]):
-                kind = "storage_buffer"
-            elif storage == _SC_UNIFORM:
-                kind = "uniform_buffer"
-            else:
-                kind = "texture_or_sampler"
-            dec = decorations[var_id]
-            bindings.append({"set": dec.get(_DEC_SET, [0])[0], "binding": dec.get(_DEC_BINDING, [-1])[0],
-                             "kind": kind, "name": names.get(var_id) or names.get(block or -1, ""), "count": count})
-    bindings.sort(key=lambda b: (b["set"], b["binding"]))
-    return SpirvInfo(list(entries.values()), local_size, capabilities, bindings, (push_bytes + 3) // 4 * 4,
-                     shared_bytes)
+_CACHE_SIZE = 64  # compiled modules and pipelines kept per executor
 
 
 def _abi_problems(info: SpirvInfo) -> list[str]:
     """Descriptors the ABI cannot feed: only single storage buffers in set 0 are bound."""
     problems = []
     for b in info.bindings:
-        where = f"`{b['name']}` (set {b['set']}, binding {b['binding']})"
-        if b["kind"] != "storage_buffer":
+        where = f"`{b.name}` (set {b.set}, binding {b.binding})"
+        if b.kind != "storage_buffer":
             extra = (" — a cbuffer, or a global variable without `static` (HLSL puts those in a $Globals constant "
-                     "buffer)" if b["kind"] == "uniform_buffer" else "")
-            problems.append(f"{where} is a {b['kind'].replace('_', ' ')}{extra}; the ABI binds only storage buffers "
+                     "buffer)" if b.kind == "uniform_buffer" else "")
+            problems.append(f"{where} is a {b.kind.replace('_', ' ')}{extra}; the ABI binds only storage buffers "
                             "(StructuredBuffer / ByteAddressBuffer and their RW variants)")
-        elif b["set"] != 0:
+        elif b.set != 0:
             problems.append(f"{where}: only descriptor set 0 is bound; use [[vk::binding(N)]] or [[vk::binding(N, 0)]]")
-        elif b["count"] != 1:
+        elif b.count != 1:
             problems.append(f"{where} is an array of buffers; declare one buffer per binding")
-        elif b["binding"] < 0:
+        elif b.binding < 0:
             problems.append(f"{where} has no binding number; add [[vk::binding(N)]]")
     return problems
 
@@ -268,10 +68,9 @@ class HlslKernel:
 class HlslExecutor(Executor):
     backend = "hlsl"
 
-    def __init__(self, index: int | None, *, fence_timeout_s: float | None = None, compiler: str | None = None,
-                 compile_timeout_s: float = 60.0, flush_bytes: int | None = None,
-                 l2_bytes: int | None = None) -> None:
-        self.compiler = find_compiler(compiler)
+    def __init__(self, index: int | None, *, fence_timeout_s: float | None = None,
+                 compile_timeout_s: float = 60.0) -> None:
+        self.compiler: Compiler | None = find_compiler()
         self.compile_timeout_s = compile_timeout_s
         self._spirv_cache: collections.OrderedDict[str, tuple[bytes, str]] = collections.OrderedDict()
         self._pipelines: collections.OrderedDict[str, Any] = collections.OrderedDict()
@@ -283,8 +82,7 @@ class HlslExecutor(Executor):
         from peak_mcp.backends.vulkan_runtime import VulkanDevice
 
         timeout = fence_timeout_s if fence_timeout_s is not None else float(os.environ.get(FENCE_TIMEOUT_ENV, 30))
-        self.device = VulkanDevice(index, fence_timeout_s=timeout, flush_bytes=flush_bytes, l2_bytes=l2_bytes,
-                                   l2_lookup=_profile_l2_bytes)
+        self.device = VulkanDevice(index, fence_timeout_s=timeout, l2_lookup=_profile_l2_bytes)
         phys = self.device.physical
         timing = ("timestamp queries" if self.device.timestamps else
                   "host wall-clock around submit+wait (the queue has no timestamp support; includes submit "
@@ -328,7 +126,7 @@ class HlslExecutor(Executor):
         resources: dict[str, Any] = {
             "numthreads": [x, y, z], "threads_per_group": x * y * z, "groupshared_bytes": info.groupshared_bytes,
             "push_constant_bytes": info.push_constant_bytes, "spirv_bytes": len(spirv),
-            "compiler": self.compiler.name, "bindings": [{k: b[k] for k in ("binding", "name")} for b in info.bindings],
+            "compiler": self.compiler.name, "bindings": [{"binding": b.binding, "name": b.name} for b in info.bindings],
             "capabilities": info.capability_names(),
         }
         return Compiled(handle=kernel, spec=spec, resources=resources, log=log)
@@ -339,22 +137,7 @@ class HlslExecutor(Executor):
         if key in self._spirv_cache:
             self._spirv_cache.move_to_end(key)
             return self._spirv_cache[key]
-        with tempfile.TemporaryDirectory(prefix="peak-hlsl-") as workdir:
-            Path(workdir, SOURCE_NAME).write_text(source)
-            command = self.compiler.command(entry, SOURCE_NAME, "kernel.spv")
-            try:
-                done = subprocess.run(command, cwd=workdir, capture_output=True, text=True, errors="replace",
-                                      timeout=self.compile_timeout_s, check=False)
-            except subprocess.TimeoutExpired:
-                raise CompileFailed(
-                    f"the HLSL compiler ({self.compiler.name}) did not finish within {self.compile_timeout_s:g} s and "
-                    "was stopped; the compiler timed out, the kernel never ran. Simplify the source (deep macro "
-                    "recursion or huge unrolled loops)") from None
-            log = _clean_log(done.stdout + done.stderr, workdir)
-            output = Path(workdir, "kernel.spv")
-            if done.returncode != 0 or not output.exists():
-                raise CompileFailed(log or f"{self.compiler.name} failed with exit status {done.returncode}")
-            spirv = output.read_bytes()
+        spirv, log = compile_to_spirv(self.compiler, source, entry, self.compile_timeout_s)
         self._spirv_cache[key] = (spirv, log)
         if len(self._spirv_cache) > _CACHE_SIZE:
             self._spirv_cache.popitem(last=False)
@@ -408,7 +191,7 @@ class HlslExecutor(Executor):
         if pipe is not None:
             self._pipelines.move_to_end(kernel.key)
             return pipe
-        storage = [b["binding"] for b in kernel.info.bindings]
+        storage = [b.binding for b in kernel.info.bindings]
         try:
             pipe = self.device.create_pipeline(kernel.spirv, kernel.entry, max(storage, default=-1) + 1,
                                                kernel.info.push_constant_bytes)

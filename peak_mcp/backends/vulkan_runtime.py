@@ -186,8 +186,8 @@ class PipelineError(Exception):
 class VulkanDevice:
     """One logical device with one compute queue; owns every Vulkan object it creates."""
 
-    def __init__(self, index: int, *, fence_timeout_s: float = 30.0, flush_bytes: int | None = None,
-                 l2_bytes: int | None = None, l2_lookup: Callable[[str], int | None] | None = None) -> None:
+    def __init__(self, index: int, *, fence_timeout_s: float = 30.0,
+                 l2_lookup: Callable[[str], int | None] | None = None) -> None:
         self.vk = vk = load_binding()
         self.fence_timeout_s = float(fence_timeout_s)
         self.lost: str | None = None  # why the device became unusable
@@ -227,10 +227,8 @@ class VulkanDevice:
         # Scratch buffer whose fill evicts the last-level cache before each timed dispatch.
         # L2 is not a Vulkan property: without a profile assume a large one on GPUs, and keep CPU runs quick.
         default_flush = (16 << 20) if phys.properties["is_software"] else (128 << 20)
-        if flush_bytes is None:
-            l2_bytes = l2_bytes or (l2_lookup(phys.name) if l2_lookup else None)
-            flush_bytes = 2 * l2_bytes if l2_bytes else default_flush
-        self.flush_bytes = max(4, int(flush_bytes) // 4 * 4)
+        l2_bytes = l2_lookup(phys.name) if l2_lookup else None
+        self.flush_bytes = max(4, int(2 * l2_bytes if l2_bytes else default_flush) // 4 * 4)
         self.scratch = self._create_buffer(self.flush_bytes, device_local=True)
         self._barrier_all = vk.VkMemoryBarrier(
             srcAccessMask=vk.VK_ACCESS_MEMORY_WRITE_BIT,
