@@ -95,7 +95,7 @@ class ProfileReport(BaseModel):
 
     def lean(self) -> dict[str, Any]:
         """The report without empty fields (None, {}, []), for responses read by an LLM."""
-        return _prune(self.model_dump(exclude_none=True))
+        return _prune(self.model_dump(mode="json", exclude_none=True))
 
 
 def _prune(value: Any) -> Any:
