@@ -39,6 +39,7 @@ class Compiled:
     spec: LaunchSpec
     resources: dict[str, Any] = field(default_factory=dict)  # registers, shared_bytes, local_bytes, spills, ...
     log: str = ""
+    binary: bytes | None = None  # the compiled module (a CUDA cubin), for profiling tools
 
 
 @dataclass

@@ -185,7 +185,7 @@ class CudaExecutor(Executor):
             attrs = kernel.attributes
             resources.update(registers=attrs.num_regs, static_shared_bytes=attrs.shared_size_bytes,
                              local_bytes=attrs.local_size_bytes, max_threads_per_block=attrs.max_threads_per_block)
-        return Compiled(handle=kernel, spec=spec, resources=resources, log=ptxas.strip())
+        return Compiled(handle=kernel, spec=spec, resources=resources, log=ptxas.strip(), binary=module.code)
 
     # --- memory ----------------------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Any:
