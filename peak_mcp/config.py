@@ -73,6 +73,10 @@ class Settings(BaseSettings):
             return options
         return {}
 
+    def probe_options(self, backend: str) -> dict[str, Any]:
+        """What the device probe of `backend` needs from the settings."""
+        return {"compiler": self.hlsl_compiler} if backend == "hlsl" and self.hlsl_compiler else {}
+
     @classmethod
     def from_env(cls, data_dir: Path | None = None) -> Settings:
         """The environment's settings, `data_dir` (the command line's) winning; a bad value is an InvalidInput

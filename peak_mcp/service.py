@@ -71,7 +71,8 @@ class PeakService:
                 log.warning("versions left pending by a stopped server marked interrupted", count=stale)
         self._presence.settle()
         self.pool = pool or DevicePool(lock_dir=settings.data_dir / "locks", options=settings.worker_options)
-        self._probe_fn = probe or probe_all_in_subprocess
+        self._probe_fn = probe or (lambda: probe_all_in_subprocess(
+            options={name: settings.probe_options(name) for name in BACKENDS}))
         self._probe: dict[str, Any] | None = None
         self.profiles = load_profiles()
         self._devices: dict[str, Device] = {}  # session id -> described device

@@ -90,7 +90,6 @@ def test_probe_shape_and_facts() -> None:
 
 def test_probe_explains_missing_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
-    monkeypatch.delenv(hlsl_compiler.COMPILER_ENV, raising=False)
     report = hlsl.probe()
     assert report["compiler"] == {"available": False}
     assert any("glslang-tools" in m["fix"] for m in report["missing"] if m["what"] == "HLSL compiler")
@@ -398,14 +397,14 @@ def test_buffers_round_trip_exactly(executor: Any) -> None:
 class Worker:
     """`python -m peak_mcp.runner.worker --backend hlsl`, replies read from its result pipe by a thread."""
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
         read_fd, write_fd = os.pipe()
         self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the worker; closed in close()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "peak_mcp.runner.worker", "--backend", "hlsl", "--device", "0",
-             "--result-fd", str(write_fd)],
+             "--result-fd", str(write_fd), "--options", json.dumps(options or {})],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self.stderr, pass_fds=(write_fd,), cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": PYTHONPATH, **(env or {})}, text=True)
+            env={**os.environ, "PYTHONPATH": PYTHONPATH}, text=True)
         os.close(write_fd)
         self.lines: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.reader = os.fdopen(read_fd)
@@ -470,7 +469,7 @@ uint i = 0;
 
 @needs_device
 def test_hang_becomes_a_timeout_and_the_worker_exits() -> None:
-    worker = Worker(env={hlsl.FENCE_TIMEOUT_ENV: "2"})
+    worker = Worker({"fence_timeout_s": 2})
     try:
         assert worker.next(timeout=60)["event"] == "ready", worker.log()
         started = time.monotonic()
@@ -537,7 +536,8 @@ def test_pool_stops_a_job_at_the_total_limit_and_says_which_limit() -> None:
     from peak_mcp.runner.pool import DevicePool, JobFailed
 
     # The fence timeout and the inactivity limit are far away: only the whole-job limit can stop this.
-    pool = DevicePool(env={**os.environ, "PYTHONPATH": PYTHONPATH, hlsl.FENCE_TIMEOUT_ENV: "120"})
+    pool = DevicePool(env={**os.environ, "PYTHONPATH": PYTHONPATH},
+                      options=lambda _backend, _index: {"fence_timeout_s": 120})
     try:
         started = time.monotonic()
         with pytest.raises(JobFailed) as failed:

@@ -49,8 +49,8 @@ async def test_compile_error_comes_back_with_the_kernel_line(make_client) -> Non
         assert "undefined_name" in report["compile"]["log"] and f":{line}:" in report["compile"]["log"]
 
 
-async def test_a_shader_that_never_ends_does_not_hang_the_server(make_client, settings, monkeypatch) -> None:
-    monkeypatch.setenv("PEAK_MCP_VK_FENCE_TIMEOUT_S", "3")
+async def test_a_shader_that_never_ends_does_not_hang_the_server(make_client, settings) -> None:
+    settings.vk_fence_timeout_s = 3
     settings.inactivity_timeout_s = 20
     async with make_client() as (client, service):
         sid = (await client.call_tool("start_session", {"backend": "hlsl", "sizes": SIZES})

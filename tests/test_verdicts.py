@@ -141,10 +141,10 @@ async def test_every_example_passes_at_every_sampled_size(make_client) -> None:
             assert report["head"] == report["version"]
 
 
-async def test_a_hang_at_another_size_fails_the_version(make_client, settings, monkeypatch) -> None:
+async def test_a_hang_at_another_size_fails_the_version(make_client, settings) -> None:
     """Right at 128^3, but at an odd N it never finishes: wrong, not specialized, even when the agent accepts a
     kernel that is not general."""
-    monkeypatch.setenv("PEAK_MCP_VK_FENCE_TIMEOUT_S", "3")
+    settings.vk_fence_timeout_s = 3
     settings.inactivity_timeout_s = 20
     source = _naive_with(STORE, STORE + "\n    uint i = 0;\n    [loop] while ((p.N & 1) == 1 && A[0] < 1e30) "
                                         "{ i += 1; C[row * p.N + col] = float(i); }")

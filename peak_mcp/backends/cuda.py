@@ -304,7 +304,7 @@ def open_executor(index: int | None, **options: Any) -> CudaExecutor:
     return CudaExecutor(index, **options)
 
 
-def probe() -> dict[str, Any]:
+def probe(**_options: Any) -> dict[str, Any]:
     """Devices and compiler, with reasons and fixes for whatever is missing. Never raises."""
     report: dict[str, Any] = {"backend": "cuda", "devices": [], "compiler": {"available": False}, "missing": []}
     try:

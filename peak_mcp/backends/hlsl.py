@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import collections
 import hashlib
-import os
 import re
 import struct
 from dataclasses import dataclass
@@ -29,7 +28,6 @@ from peak_mcp.backends.spirv import CAPABILITY_FEATURES, SpirvInfo, reflect
 from peak_mcp.errors import InvalidInput
 from peak_mcp.launch import LaunchSpec
 
-FENCE_TIMEOUT_ENV = "PEAK_MCP_VK_FENCE_TIMEOUT_S"
 _CACHE_SIZE = 64  # compiled modules and pipelines kept per executor
 
 
@@ -68,9 +66,9 @@ class HlslKernel:
 class HlslExecutor(Executor):
     backend = "hlsl"
 
-    def __init__(self, index: int | None, *, fence_timeout_s: float | None = None,
+    def __init__(self, index: int | None, *, fence_timeout_s: float = 30.0, compiler: str | None = None,
                  compile_timeout_s: float = 60.0) -> None:
-        self.compiler: Compiler | None = find_compiler()
+        self.compiler: Compiler | None = find_compiler(compiler)
         self.compile_timeout_s = compile_timeout_s
         self._spirv_cache: collections.OrderedDict[str, tuple[bytes, str]] = collections.OrderedDict()
         self._pipelines: collections.OrderedDict[str, Any] = collections.OrderedDict()
@@ -81,15 +79,14 @@ class HlslExecutor(Executor):
             return
         from peak_mcp.backends.vulkan_runtime import VulkanDevice
 
-        timeout = fence_timeout_s if fence_timeout_s is not None else float(os.environ.get(FENCE_TIMEOUT_ENV, 30))
-        self.device = VulkanDevice(index, fence_timeout_s=timeout, l2_lookup=_profile_l2_bytes)
+        self.device = VulkanDevice(index, fence_timeout_s=fence_timeout_s, l2_lookup=_profile_l2_bytes)
         phys = self.device.physical
         timing = ("timestamp queries" if self.device.timestamps else
                   "host wall-clock around submit+wait (the queue has no timestamp support; includes submit "
                   "overhead)")
         self.facts = DeviceFacts("hlsl", index, phys.name, {
             **phys.properties, **compiler_facts, "timing": timing, "cache_flush_bytes": self.device.flush_bytes,
-            "fence_timeout_s": timeout})
+            "fence_timeout_s": fence_timeout_s})
 
     # --- compile ---------------------------------------------------------------------------------------------
     def compile(self, source: str, spec: LaunchSpec) -> Compiled:
@@ -315,15 +312,15 @@ def open_executor(index: int | None, **options: Any) -> HlslExecutor:
 _VK_NAME = re.compile(r"^Vk(Error\w+)$")
 
 
-def probe() -> dict[str, Any]:
+def probe(compiler: str | None = None) -> dict[str, Any]:
     """Devices and compiler, with the reason and the fix for whatever is missing. Never raises."""
     report: dict[str, Any] = {"backend": "hlsl", "devices": [], "compiler": {"available": False}, "missing": []}
     missing = report["missing"]
     try:
-        compiler = find_compiler()
-        if compiler:
-            report["compiler"] = {"available": True, "name": compiler.name, "version": compiler.version(),
-                                  "path": compiler.path}
+        found = find_compiler(compiler)
+        if found:
+            report["compiler"] = {"available": True, "name": found.name, "version": found.version(),
+                                  "path": found.path}
         else:
             missing.append({"what": "HLSL compiler", "why": "neither dxc nor glslangValidator is on PATH",
                             "fix": "apt-get install glslang-tools (or put DirectXShaderCompiler's dxc on PATH)"})

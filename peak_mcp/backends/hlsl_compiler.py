@@ -22,7 +22,6 @@ from peak_mcp.backends.includes import sanitize_log
 
 SOURCE_NAME = "kernel.hlsl"
 OUTPUT_NAME = "kernel.spv"
-COMPILER_ENV = "PEAK_MCP_HLSL_COMPILER"  # "dxc" or "glslangValidator" (or a path to one) to force one
 REDACTED = "<host path>"
 
 
@@ -49,9 +48,9 @@ class Compiler:
         return lines[0].strip() if lines else "unknown"
 
 
-def find_compiler() -> Compiler | None:
-    """dxc when on PATH (the reference HLSL compiler), else glslangValidator; $PEAK_MCP_HLSL_COMPILER forces one."""
-    prefer = os.environ.get(COMPILER_ENV)
+def find_compiler(prefer: str | None = None) -> Compiler | None:
+    """dxc when on PATH (the reference HLSL compiler), else glslangValidator; `prefer` (the settings'
+    hlsl_compiler, $PEAK_MCP_HLSL_COMPILER) forces one."""
     for name in [prefer] if prefer else ["dxc", "glslangValidator"]:
         path = shutil.which(name)
         if path:

@@ -53,10 +53,10 @@ def open_executor(name: str, index: int | None, **options: Any) -> Executor:
     return backend_module(name).open_executor(index, **options)
 
 
-def probe(name: str) -> dict[str, Any]:
+def probe(name: str, **options: Any) -> dict[str, Any]:
     """{'backend', 'devices': [DeviceFacts as dict], 'compiler': {...}, 'missing': [{'what','why','fix'}]}."""
     try:
-        return backend_module(name).probe()
+        return backend_module(name).probe(**options)
     except Exception as exc:  # a broken install must not break doctor
         return {"backend": name, "devices": [], "compiler": {"available": False},
                 "missing": [{"what": f"{name} backend", "why": f"{type(exc).__name__}: {exc}",

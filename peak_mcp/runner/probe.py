@@ -11,10 +11,12 @@ from peak_mcp.backends.registry import BACKENDS, probe
 from peak_mcp.runner.isolated import python_command, safe_cwd
 
 
-def probe_all_in_subprocess(timeout_s: float = 120.0) -> dict[str, Any]:
+def probe_all_in_subprocess(timeout_s: float = 120.0,
+                            options: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Every backend's probe; `options` are each backend's probe arguments (from the settings)."""
     try:
-        done = subprocess.run(python_command(sys.executable, "peak_mcp.runner.probe"), capture_output=True,
-                              timeout=timeout_s, check=False, cwd=safe_cwd())
+        done = subprocess.run(python_command(sys.executable, "peak_mcp.runner.probe", json.dumps(options or {})),
+                              capture_output=True, timeout=timeout_s, check=False, cwd=safe_cwd())
     except subprocess.TimeoutExpired:
         return {name: {"backend": name, "devices": [], "compiler": {"available": False},
                        "missing": [{"what": "device probe", "why": f"timed out after {timeout_s:.0f} s",
@@ -31,7 +33,8 @@ def probe_all_in_subprocess(timeout_s: float = 120.0) -> dict[str, Any]:
 
 
 def main() -> int:
-    print(json.dumps({name: probe(name) for name in BACKENDS}, default=str))
+    options = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    print(json.dumps({name: probe(name, **options.get(name, {})) for name in BACKENDS}, default=str))
     return 0
 
 
