@@ -30,6 +30,12 @@ SECTIONS = ("When it applies", "What to do", "Keep unchanged", "Pitfalls", "Expe
 FRONT_MATTER_FIELDS = frozenset({"id", "title", "backends", "dtypes", "problems", "devices", "tags", "after",
                                  "extends", "summary"})
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+# A fenced example's info string: a language (cuda, hlsl, text), then `kernel` when the block is a whole kernel
+# file; a cuda/hlsl block without it is a fragment (helpers or statements) that tests compile inside a harness.
+FENCE_LANGUAGES = ("cuda", "hlsl", "text")
+FENCE_BACKENDS = {"cuda": ("cuda", "hip"), "hlsl": ("hlsl",), "text": ()}
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<info>[^\n`]*)\n(?P<code>.*?)^(?P=indent)```[ \t]*$",
+                    re.DOTALL | re.MULTILINE)
 _FRONT = re.compile(r"\A---[ \t]*\r?\n(?P<yaml>.*?)^---[ \t]*(?:\r?\n|\Z)(?P<body>.*)\Z", re.DOTALL | re.MULTILINE)
 
 
@@ -44,6 +50,27 @@ class CatalogError(BaseModel):
     def __str__(self) -> str:
         where = f"{self.file}: {self.field}" if self.field else self.file
         return f"{self.level}: {where}: {self.message}"
+
+
+class CodeExample(BaseModel):
+    """One fenced block of a text: its language, whether it is a whole kernel, its code (dedented), its line."""
+
+    language: str
+    kernel: bool
+    code: str
+    line: int
+
+
+def code_examples(body: str) -> list[CodeExample]:
+    found = []
+    for match in _FENCE.finditer(body):
+        words = match.group("info").split()
+        indent = len(match.group("indent"))
+        code = "".join(line[indent:] if line[:indent].isspace() else line.lstrip()
+                       for line in match.group("code").splitlines(keepends=True))
+        found.append(CodeExample(language=words[0].lower() if words else "", kernel="kernel" in words[1:],
+                                 code=code, line=body.count("\n", 0, match.start()) + 1))
+    return found
 
 
 class Transformation(BaseModel):
@@ -192,6 +219,11 @@ def parse_file(path: Path, *, builtin: bool) -> tuple[Transformation | None, lis
     missing = [s for s in SECTIONS if not re.search(rf"^#+\s*{re.escape(s)}\b", body, re.MULTILINE | re.IGNORECASE)]
     if missing:
         findings.append(error("body", f"missing section(s): {', '.join(missing)}", "warning"))
+    for example in code_examples(body):
+        if example.language not in FENCE_LANGUAGES:
+            findings.append(error("body", f"the code block at body line {example.line} has language "
+                                          f"{example.language or 'none'!r}; tag it ```cuda, ```hlsl or ```text "
+                                          "(pseudo-code) so it can be checked", "warning"))
     return item, findings
 
 
