@@ -46,13 +46,14 @@ class Applier:
         if base["status"] not in (*PASSED, "compiled"):
             raise InvalidInput(f"version {base['number']} has status {base['status']}; transformations apply to "
                                "passing versions", "pick a benchmarked version (see history) or omit version.")
-        session = self.service.store.session(session_id)
-        # NotFound with close matches; InvalidInput when no text of it fits the session's backend or dtype
-        self.catalog.resolve_for_session(transformation, session["backend"], session["dtype"],
-                                         self._device_descriptor(session))
+        self.catalog.get(transformation)  # NotFound with close matches
         attempts = self.service.settings.default_max_attempts if max_attempts is None else max_attempts
         if not 1 <= attempts <= MAX_ATTEMPTS_LIMIT:
             raise InvalidInput(f"max_attempts={attempts} is out of range", f"use 1 to {MAX_ATTEMPTS_LIMIT}.")
+        session = self.service.store.session(session_id)
+        # Refused before a run is recorded: a CUDA text for an HLSL session, an f16-only text for an f32 one.
+        self.catalog.resolve_for_session(transformation, session["backend"], session["dtype"],
+                                         self._device_descriptor(session))
         run_id = self.service.store.create_apply_run(session_id=session_id, transformation=transformation,
                                                      base_version=base["number"], instructions=instructions,
                                                      max_attempts=attempts)
