@@ -16,7 +16,15 @@ from peak_mcp.catalog import Catalog
 from peak_mcp.errors import InvalidInput, PeakError
 from peak_mcp.models import ApplyStep, VersionReport
 from peak_mcp.problems import get_problem
-from peak_mcp.sampling import SYSTEM_PROMPT, build_brief, build_retry, extract_kernel
+from peak_mcp.sampling import (
+    SYSTEM_PROMPT,
+    FailedAttempt,
+    KernelTask,
+    Standing,
+    build_brief,
+    build_retry,
+    extract_kernel,
+)
 from peak_mcp.service import PASSED, PeakService, Progress, _quiet
 
 LANGUAGE = {"cuda": "cuda", "hip": "cpp", "hlsl": "hlsl"}
@@ -42,23 +50,63 @@ class Applier:
         attempts = self.service.settings.default_max_attempts if max_attempts is None else max_attempts
         if not 1 <= attempts <= MAX_ATTEMPTS_LIMIT:
             raise InvalidInput(f"max_attempts={attempts} is out of range", f"use 1 to {MAX_ATTEMPTS_LIMIT}.")
+        session = self.service.store.session(session_id)
+        # Refused before a run is recorded: a CUDA text for an HLSL session, an f16-only text for an f32 one.
+        self.catalog.resolve_for_session(transformation, session["backend"], session["dtype"],
+                                         self._device_descriptor(session))
         run_id = self.service.store.create_apply_run(session_id=session_id, transformation=transformation,
                                                      base_version=base["number"], instructions=instructions,
                                                      max_attempts=attempts)
         return self.step(run_id)
 
-    def _brief(self, run: dict[str, Any]) -> tuple[str, str]:
+    def _task(self, run: dict[str, Any]) -> tuple[KernelTask, str]:
         session = self.service.store.session(run["session_id"])
         problem = get_problem(session["problem"])
-        base = self.service.store.version(session["id"], run["base_version"])
-        resolved = self.catalog.resolve(run["transformation"], session["backend"], self._device_descriptor(session))
-        brief = build_brief(
+        resolved = self.catalog.resolve_for_session(run["transformation"], session["backend"], session["dtype"],
+                                                    self._device_descriptor(session))
+        task = KernelTask(
             problem=problem.name, problem_title=problem.title, abi=problem.abi(session["backend"], session["dtype"]),
             backend=session["backend"], dtype=session["dtype"], sizes=session["sizes"],
-            device=self.service.device_of(session).model_dump(), source=base["source"], transformation_id=resolved.id,
+            device=self.service.device_of(session), transformation_id=resolved.id,
             transformation_title=resolved.title, transformation_body=resolved.body,
             instructions=run["instructions"], language=LANGUAGE.get(session["backend"], "cpp"))
-        return brief, resolved.id
+        return task, resolved.id
+
+    def _standing(self, session_id: str) -> Standing:
+        """The session's current best and its yardstick, read fresh for every brief (head moves between runs)."""
+        session = self.service.store.session(session_id)
+        baseline = session["baseline"] or {}
+        device = self.service.device_of(session)
+        peak_path = get_problem(session["problem"]).peak_path(session["dtype"])
+        standing = Standing(head=session["head"], peak_path=peak_path,
+                            peak_tflops=device.peak(peak_path))
+        if baseline.get("available"):
+            standing.vendor_ms, standing.vendor_name = baseline.get("median_ms"), baseline.get("library")
+        if session["head"] is not None:
+            perf = self.service.version_report(session_id, session["head"]).performance or {}
+            standing.head_ms, standing.head_tflops = perf.get("median_ms"), perf.get("tflops")
+            standing.head_pct_of_peak = perf.get("pct_of_peak")
+        return standing
+
+    def _brief(self, run: dict[str, Any], attempts: list[VersionReport]) -> tuple[str, str]:
+        task, resolved = self._task(run)
+        standing = self._standing(run["session_id"])
+        store = self.service.store
+        base = store.version(run["session_id"], run["base_version"])
+        if not attempts:
+            return build_brief(task, standing, base["source"], max_attempts=run["max_attempts"]), resolved
+        last = attempts[-1]
+        failed_row = store.version(run["session_id"], last.version)
+        parent = store.version(run["session_id"], last.parent) if last.parent is not None else base
+        failed = FailedAttempt(attempt=len(attempts), version=last.version, status=last.status,
+                               failure=last.failure, verdict=_verdict(last), source=failed_row["source"],
+                               parent=parent["number"], parent_source=parent["source"],
+                               usable=last.status != "invalid_reply")
+        earlier = [f"attempt {i} (version {a.version}): {a.status}" + (f" ({a.failure})" if a.failure else "")
+                   for i, a in enumerate(attempts[:-1], start=1)]
+        brief = build_retry(task, standing, failed, attempt=run["attempts"] + 1, max_attempts=run["max_attempts"],
+                            earlier=earlier)
+        return brief, resolved
 
     def attempts(self, run_id: str) -> list[VersionReport]:
         run = self.service.store.apply_run(run_id)
@@ -68,8 +116,11 @@ class Applier:
     def step(self, run_id: str) -> ApplyStep:
         """Where the run stands: the next brief, or the outcome."""
         run = self.service.store.apply_run(run_id)
-        brief, resolved = self._brief(run)
         attempts = self.attempts(run_id)
+        if run["state"] == "open":
+            brief, resolved = self._brief(run, attempts)
+        else:
+            brief, resolved = None, self._task(run)[1]
         step = ApplyStep(run_id=run_id, session_id=run["session_id"], transformation=run["transformation"],
                          resolved_transformation=resolved, attempt=run["attempts"] + 1,
                          max_attempts=run["max_attempts"], done=run["state"] != "open", attempts=attempts)
@@ -84,10 +135,6 @@ class Applier:
             step.message = (f"all {run['max_attempts']} attempts failed; the last: "
                             f"{attempts[-1].failure if attempts else 'none'}")
             return step
-        if attempts:
-            last = attempts[-1]
-            brief += "\n\n" + build_retry(attempt=run["attempts"] + 1, max_attempts=run["max_attempts"],
-                                          failure=f"{last.status} ({last.failure})", details=_feedback(last))
         step.brief, step.system_prompt = brief, SYSTEM_PROMPT
         step.message = f"attempt {run['attempts'] + 1} of {run['max_attempts']}: waiting for a kernel"
         return step
@@ -177,9 +224,10 @@ class Applier:
         return out
 
 
-def _feedback(report: VersionReport) -> str:
-    if report.status == "compile_error" and report.compile:
-        return "Compiler output:\n" + report.compile.log
-    if report.validation and not report.validation.get("passed", True):
-        return f"Validation verdict: {report.validation.get('check')}: {report.validation.get('message')}"
-    return report.message
+def _verdict(report: VersionReport) -> str:
+    """The failed attempt's verdict, said once: the report's message already holds the compiler log or the
+    failing check with its numbers."""
+    text = report.message.strip()
+    if report.status == "compile_error" and report.compile and report.compile.log.strip() not in text:
+        text += "\n" + report.compile.log.strip()
+    return text or f"{report.status} ({report.failure})"

@@ -1,7 +1,7 @@
 """The natural-transformation catalog: Markdown files with YAML front matter (transformations/*.md).
 
-A file is one transformation: front matter (id, title, backends, problems, devices, tags, after, extends,
-summary) and a body, the instruction an LLM follows to rewrite the current kernel. Shipped files come first;
+A file is one transformation: front matter (id, title, backends, dtypes, problems, devices, tags, after,
+extends, summary) and a body, the instruction an LLM follows to rewrite the current kernel. Shipped files come first;
 files from extra directories are the user's and override a shipped file with the same id. A malformed file is
 reported (file, field, message) and skipped; it never stops the rest from loading.
 """
@@ -20,15 +20,23 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from peak_mcp.errors import NotFound
+from peak_mcp.devices import Device
+from peak_mcp.errors import InvalidInput, NotFound
 from peak_mcp.resources import data_dir
 
 ENV_VAR = "PEAK_MCP_TRANSFORMATIONS"
 BACKENDS = ("cuda", "hip", "hlsl")
+DTYPES = ("f32", "f16", "bf16")
 SECTIONS = ("When it applies", "What to do", "Keep unchanged", "Pitfalls", "Expected effect")
-FRONT_MATTER_FIELDS = frozenset({"id", "title", "backends", "problems", "devices", "tags", "after", "extends",
-                                 "summary"})
+FRONT_MATTER_FIELDS = frozenset({"id", "title", "backends", "dtypes", "problems", "devices", "tags", "after",
+                                 "extends", "summary"})
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+# A fenced example's info string: a language (cuda, hlsl, text), then `kernel` when the block is a whole kernel
+# file; a cuda/hlsl block without it is a fragment (helpers or statements) that tests compile inside a harness.
+FENCE_LANGUAGES = ("cuda", "hlsl", "text")
+FENCE_BACKENDS = {"cuda": ("cuda", "hip"), "hlsl": ("hlsl",), "text": ()}
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<info>[^\n`]*)\n(?P<code>.*?)^(?P=indent)```[ \t]*$",
+                    re.DOTALL | re.MULTILINE)
 _FRONT = re.compile(r"\A---[ \t]*\r?\n(?P<yaml>.*?)^---[ \t]*(?:\r?\n|\Z)(?P<body>.*)\Z", re.DOTALL | re.MULTILINE)
 
 
@@ -45,12 +53,34 @@ class CatalogError(BaseModel):
         return f"{self.level}: {where}: {self.message}"
 
 
+class CodeExample(BaseModel):
+    """One fenced block of a text: its language, whether it is a whole kernel, its code (dedented), its line."""
+
+    language: str
+    kernel: bool
+    code: str
+    line: int
+
+
+def code_examples(body: str) -> list[CodeExample]:
+    found = []
+    for match in _FENCE.finditer(body):
+        words = match.group("info").split()
+        indent = len(match.group("indent"))
+        code = "".join(line[indent:] if line[:indent].isspace() else line.lstrip()
+                       for line in match.group("code").splitlines(keepends=True))
+        found.append(CodeExample(language=words[0].lower() if words else "", kernel="kernel" in words[1:],
+                                 code=code, line=body.count("\n", 0, match.start()) + 1))
+    return found
+
+
 class Transformation(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str
     title: str = Field(min_length=1)
     backends: list[Literal["cuda", "hip", "hlsl"]] = Field(min_length=1)
+    dtypes: list[Literal["f32", "f16", "bf16"]] = Field(default_factory=list)  # empty: every dtype
     problems: list[str] = Field(default_factory=lambda: ["any"])
     devices: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
@@ -69,7 +99,7 @@ class Transformation(BaseModel):
             raise ValueError(f"{value!r} is not kebab-case (lowercase letters, digits and single hyphens)")
         return value
 
-    @field_validator("problems", "devices", "tags", "after", mode="before")
+    @field_validator("problems", "devices", "tags", "after", "dtypes", mode="before")
     @classmethod
     def _listify(cls, value: Any) -> Any:
         if value is None:
@@ -82,6 +112,12 @@ class Transformation(BaseModel):
 
     def for_problem(self, problem: str) -> bool:
         return "any" in self.problems or problem in self.problems
+
+    def for_dtype(self, dtype: str | None) -> bool:
+        return dtype is None or not self.dtypes or dtype.lower() in self.dtypes
+
+    def for_backend(self, backend: str | None) -> bool:
+        return backend is None or backend.lower() in self.backends
 
     def for_device(self, device: DeviceDescriptor | None) -> bool:
         """Portable texts (no devices) match every device; device texts need a known device that matches."""
@@ -99,11 +135,13 @@ class DeviceDescriptor:
     family: str = ""
 
     @classmethod
-    def of(cls, device: DeviceDescriptor | Mapping[str, Any] | str | None) -> DeviceDescriptor | None:
+    def of(cls, device: DeviceDescriptor | Device | Mapping[str, Any] | str | None) -> DeviceDescriptor | None:
         if device is None or isinstance(device, DeviceDescriptor):
             return device
         if isinstance(device, str):
             return cls(name=device)
+        if not isinstance(device, Mapping):  # a devices.Device
+            return cls(name=device.name, arch=device.arch, family=device.family)
         return cls(name=str(device.get("name") or ""), arch=str(device.get("arch") or ""),
                    family=str(device.get("family") or device.get("arch_family") or ""))
 
@@ -173,6 +211,8 @@ def parse_file(path: Path, *, builtin: bool) -> tuple[Transformation | None, lis
                 message = "required field is missing"
             elif field == "backends" and problem["type"] == "literal_error":
                 message = f"unknown backend {problem.get('input')!r}; use {', '.join(BACKENDS)}"
+            elif field == "dtypes" and problem["type"] == "literal_error":
+                message = f"unknown dtype {problem.get('input')!r}; use {', '.join(DTYPES)}"
             else:
                 message = problem["msg"]
             errors.append(error(field, message))
@@ -182,6 +222,11 @@ def parse_file(path: Path, *, builtin: bool) -> tuple[Transformation | None, lis
     missing = [s for s in SECTIONS if not re.search(rf"^#+\s*{re.escape(s)}\b", body, re.MULTILINE | re.IGNORECASE)]
     if missing:
         findings.append(error("body", f"missing section(s): {', '.join(missing)}", "warning"))
+    for example in code_examples(body):
+        if example.language not in FENCE_LANGUAGES:
+            findings.append(error("body", f"the code block at body line {example.line} has language "
+                                          f"{example.language or 'none'!r}; tag it ```cuda, ```hlsl or ```text "
+                                          "(pseudo-code) so it can be checked", "warning"))
     return item, findings
 
 
@@ -259,7 +304,8 @@ class Catalog:
             raise NotFound(f"no transformation with id {id!r}", hint) from None
 
     def list(self, backend: str | None = None, device: DeviceDescriptor | Mapping[str, Any] | str | None = None,
-             problem: str | None = None, tag: str | None = None, text: str | None = None) -> list[Transformation]:
+             problem: str | None = None, tag: str | None = None, text: str | None = None,
+             dtype: str | None = None) -> list[Transformation]:
         dev = DeviceDescriptor.of(device)
         needle = text.lower() if text else None
         found = []
@@ -270,6 +316,8 @@ class Catalog:
                 continue
             if problem and not t.for_problem(problem):
                 continue
+            if not t.for_dtype(dtype):
+                continue
             if tag and tag.lower() not in (x.lower() for x in t.tags):
                 continue
             if needle and not any(needle in s.lower() for s in (t.id, t.title, t.summary, t.body)):
@@ -278,19 +326,44 @@ class Catalog:
         return found
 
     def resolve(self, id: str, backend: str | None,
-                device: DeviceDescriptor | Mapping[str, Any] | str | None = None) -> Transformation:
-        """The most specific text for `id` on (backend, device): a matching transformation that extends it
+                device: DeviceDescriptor | Mapping[str, Any] | str | None = None,
+                dtype: str | None = None) -> Transformation:
+        """The most specific text for `id` on (backend, device, dtype): a matching transformation that extends it
         (device-specific over backend-specific over portable, following chains), else `id` itself."""
         current = self.get(id)
         dev = DeviceDescriptor.of(device)
         seen = {current.id}
         while True:
             candidates = [t for t in self._items.values() if t.extends == current.id and t.id not in seen
-                          and (backend is None or backend.lower() in t.backends) and t.for_device(dev)]
+                          and t.for_backend(backend) and t.for_device(dev) and t.for_dtype(dtype)]
             if not candidates:
                 return current
             current = min(candidates, key=_specificity)
             seen.add(current.id)
+
+
+    def resolve_for_session(self, id: str, backend: str, dtype: str,
+                            device: DeviceDescriptor | Mapping[str, Any] | str | None = None) -> Transformation:
+        """`resolve`, refusing a text that does not cover the session: a CUDA text for an HLSL session, an f16 text
+        for an f32 one. The refusal names the texts that do apply and share a tag, so the agent can pick one."""
+        found = self.resolve(id, backend, device, dtype)
+        wrong = []
+        if not found.for_backend(backend):
+            wrong.append(f"is written for {', '.join(found.backends)}, not {backend}")
+        if not found.for_dtype(dtype):
+            wrong.append(f"applies to {', '.join(found.dtypes)} sessions, not {dtype}")
+        if not wrong:
+            return found
+        named = found.id if found.id == id else f"{id} (resolved to {found.id})"
+        dev = DeviceDescriptor.of(device)
+        tags = set(found.tags)
+        near = sorted((t for t in self._items.values() if t.id != found.id and t.for_backend(backend)
+                       and t.for_dtype(dtype) and t.for_device(dev) and tags & set(t.tags)),
+                      key=lambda t: (-len(tags & set(t.tags)), t.id))[:4]
+        hint = (f"for a {backend} {dtype} session try {', '.join(t.id for t in near)}; " if near else "") + \
+            f"list_transformations(backend={backend!r}) shows what applies."
+        raise InvalidInput(f"transformation {named} {' and '.join(wrong)}, and has no specialization for this "
+                           "session", hint)
 
 
 def _specificity(t: Transformation) -> tuple[int, int, int, int, str]:

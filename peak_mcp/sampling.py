@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from typing import Any
 
+from pydantic import BaseModel, Field
+
+from peak_mcp.devices import Device
 from peak_mcp.errors import InvalidInput
 
 SYSTEM_PROMPT = (
@@ -14,38 +18,171 @@ SYSTEM_PROMPT = (
     "including its `peak:` annotation line, and nothing that is not part of that file inside the block. "
     "You never write host code. You keep the kernel's argument list (ABI) exactly as specified."
 )
+_DEVICE_FACTS = ("name", "family", "arch", "sm_count", "warp_size", "shared_per_block_kb",
+                 "shared_per_block_optin_bytes", "l2_mb", "memory_bandwidth_gbps", "peak_tflops", "subgroup_size",
+                 "max_shared_memory")
+DIFF_MAX_LINES = 160
 _FENCE = re.compile(r"```[ \t]*([\w+#-]*)[ \t]*\n(.*?)```", re.DOTALL)
 
 
-def build_brief(*, problem: str, problem_title: str, abi: str, backend: str, dtype: str, sizes: dict[str, int],
-                device: dict[str, Any], source: str, transformation_id: str, transformation_title: str,
-                transformation_body: str, instructions: str | None, language: str) -> str:
-    facts = {k: device.get(k) for k in ("name", "family", "arch", "sm_count", "warp_size", "shared_per_block_kb",
-                                        "shared_per_block_optin_bytes", "l2_mb", "memory_bandwidth_gbps",
-                                        "peak_tflops", "subgroup_size", "max_shared_memory") if device.get(k)}
-    parts = [
-        f"# Task: apply the transformation `{transformation_id}` ({transformation_title})",
-        f"Problem: {problem} — {problem_title}. Backend: {backend}. Data type: {dtype}. "
-        f"Sizes this kernel must be correct for: {json.dumps(sizes)} (and ideally any sizes).",
-        f"## Kernel contract (ABI) — must not change\n{abi}",
+class KernelTask(BaseModel):
+    """What every brief of one apply run shares: the problem, the contract and the transformation text."""
+
+    problem: str
+    problem_title: str
+    abi: str
+    backend: str
+    dtype: str
+    sizes: dict[str, int]
+    device: Device
+    transformation_id: str
+    transformation_title: str
+    transformation_body: str
+    instructions: str | None = None
+    language: str
+
+
+class Standing(BaseModel):
+    """Where the session stands: its current best version and the yardstick a new kernel is measured against."""
+
+    head: int | None = None
+    head_ms: float | None = None
+    head_tflops: float | None = None
+    head_pct_of_peak: float | None = None
+    vendor_ms: float | None = None
+    vendor_name: str | None = None
+    peak_tflops: float | None = None
+    peak_path: str | None = None
+
+
+class FailedAttempt(BaseModel):
+    """The attempt a retry brief is about: its code (or raw reply, when none could be read), verdict, and diff."""
+
+    attempt: int
+    version: int
+    status: str
+    failure: str | None
+    verdict: str
+    source: str
+    parent: int
+    parent_source: str
+    usable: bool = Field(True, description="False when the reply held no kernel (source is then the raw reply)")
+
+
+def _facts(device: Device) -> dict[str, Any]:
+    known = device.model_dump()
+    return {k: known.get(k) for k in _DEVICE_FACTS if known.get(k)}
+
+
+def _header(task: KernelTask, attempt: int, max_attempts: int) -> list[str]:
+    return [
+        f"# Task: apply the transformation `{task.transformation_id}` ({task.transformation_title}) — "
+        f"attempt {attempt} of {max_attempts}",
+        f"Problem: {task.problem} — {task.problem_title}. Backend: {task.backend}. Data type: {task.dtype}. "
+        f"Sizes this kernel must be correct for: {json.dumps(task.sizes)} (and ideally any sizes).",
+        f"## Kernel contract (ABI) — must not change\n{task.abi}",
         "The first line that matters to the server is the annotation `// peak: ...`: it names the entry point and "
         "the launch geometry as integer expressions over the size symbols with cdiv/min/max and + - * // %. Keep it "
         "in step with the tiling of the new kernel (grid/block/groups/shared).",
-        f"## Device\n{json.dumps(facts)}",
-        f"## Current kernel\n```{language}\n{source.rstrip()}\n```",
-        f"## Transformation to apply\n{transformation_body.strip()}",
+        f"## Device\n{json.dumps(_facts(task.device))}",
     ]
-    if instructions:
-        parts.append(f"## Additional instructions from the engineer\n{instructions.strip()}")
-    parts.append(f"## Answer format\nReply with exactly one ```{language} fenced block holding the whole new kernel "
-                 "file with its `peak:` annotation line. Brief reasoning may come before the block, none after.")
+
+
+def describe_standing(standing: Standing) -> str:
+    """One paragraph: the current best and the yardstick, in numbers."""
+    if standing.head is None:
+        best = "no passing version yet."
+    elif standing.head_ms is None:
+        best = f"version {standing.head} (not timed on this machine: compile-only device)."
+    else:
+        best = f"version {standing.head}: {standing.head_ms:.4g} ms"
+        if standing.head_tflops is not None:
+            best += f", {standing.head_tflops:.3g} TFLOP/s"
+        if standing.head_pct_of_peak is not None:
+            path = f"{standing.peak_path} " if standing.peak_path else ""
+            best += f" ({standing.head_pct_of_peak:.1f}% of the {path}peak)"
+        best += "."
+    lines = [f"Current best (head): {best}"]
+    if standing.vendor_ms is not None:
+        yard = f"the vendor library ({standing.vendor_name or 'vendor BLAS'}) takes {standing.vendor_ms:.4g} ms"
+        if standing.head_ms:
+            yard += f"; head is at {100.0 * standing.vendor_ms / standing.head_ms:.1f}% of its speed"
+        lines.append(f"Yardstick: {yard}.")
+    elif standing.peak_tflops:
+        lines.append(f"Yardstick: no vendor library on this backend; the device peak for this data path is "
+                     f"{standing.peak_tflops:.4g} TFLOP/s ({standing.peak_path}).")
+    else:
+        lines.append("Yardstick: none measured here (no vendor library and no known peak): aim for a faster head.")
+    return "\n".join(lines)
+
+
+def build_brief(task: KernelTask, standing: Standing, source: str, *, max_attempts: int = 1) -> str:
+    """The first attempt's brief: the parent kernel and the transformation text."""
+    parts = _header(task, 1, max_attempts)
+    parts += [f"## Where the session stands\n{describe_standing(standing)}",
+              f"## Current kernel\n```{task.language}\n{source.rstrip()}\n```",
+              f"## Transformation to apply\n{task.transformation_body.strip()}"]
+    if task.instructions:
+        parts.append(f"## Additional instructions from the engineer\n{task.instructions.strip()}")
+    parts.append(f"## Answer format\nReply with exactly one ```{task.language} fenced block holding the whole new "
+                 "kernel file with its `peak:` annotation line. Brief reasoning may come before the block, none after.")
     return "\n\n".join(parts)
 
 
-def build_retry(*, attempt: int, max_attempts: int, failure: str, details: str) -> str:
-    return (f"Attempt {attempt - 1} of {max_attempts} failed: {failure}.\n\n{details.strip()}\n\n"
-            "Fix the kernel and answer again with exactly one fenced block holding the whole kernel file, "
-            "annotation line included.")
+def build_retry(task: KernelTask, standing: Standing, failed: FailedAttempt, *, attempt: int, max_attempts: int,
+                earlier: list[str] = ()) -> str:
+    """A retry brief for a sampler that remembers nothing: the code that failed, its verdict once, and what it
+    changed from the parent, so the fix starts from the failed attempt rather than from scratch."""
+    parts = _header(task, attempt, max_attempts)
+    parts += [f"## Where the session stands\n{describe_standing(standing)}",
+              f"## Transformation being applied\n{task.transformation_body.strip()}"]
+    if task.instructions:
+        parts.append(f"## Additional instructions from the engineer\n{task.instructions.strip()}")
+    if earlier:
+        parts.append("## Earlier attempts\n" + "\n".join(f"- {line}" for line in earlier))
+    what = f"version {failed.version}, {failed.status}" + (f" ({failed.failure})" if failed.failure else "")
+    if failed.usable:
+        parts += [
+            f"## The previous attempt (attempt {failed.attempt}: {what}) — this code failed\n"
+            f"```{task.language}\n{failed.source.rstrip()}\n```",
+            f"## Why it failed\n{failed.verdict.strip()}",
+            f"## What it changed from the parent (version {failed.parent})\n```diff\n"
+            f"{trim_diff(unified_diff(failed.parent_source, failed.source, failed.parent, failed.version))}\n```",
+            "## Answer format\nFix the failed attempt above (keep what is right in it; start again from the parent "
+            "only if it is beyond repair). Reply with exactly one "
+            f"```{task.language} fenced block holding the whole kernel file, annotation line included.",
+        ]
+    else:
+        parts += [
+            f"## The previous attempt (attempt {failed.attempt}: {what}) — the reply could not be used\n"
+            f"{failed.verdict.strip()}\nThe reply began:\n```text\n{_trim(failed.source, 1500)}\n```",
+            f"## Current kernel (version {failed.parent}, the parent)\n```{task.language}\n"
+            f"{failed.parent_source.rstrip()}\n```",
+            f"## Answer format\nReply with exactly one ```{task.language} fenced block holding the whole new kernel "
+            "file with its `peak:` annotation line. Brief reasoning may come before the block, none after.",
+        ]
+    return "\n\n".join(parts)
+
+
+def unified_diff(before: str, after: str, a: int, b: int) -> str:
+    text = "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                        fromfile=f"v{a}", tofile=f"v{b}", n=2))
+    return text.rstrip("\n") or "(identical to the parent)"
+
+
+def trim_diff(diff: str, max_lines: int = DIFF_MAX_LINES) -> str:
+    """A diff cut to its first and last lines: the failed code is shown whole anyway, the diff only orients."""
+    lines = diff.splitlines()
+    if len(lines) <= max_lines:
+        return diff
+    keep = max_lines // 2
+    return "\n".join([*lines[:keep], f"... ({len(lines) - 2 * keep} diff lines omitted: the whole failed kernel "
+                                      "is shown above) ...", *lines[-keep:]])
+
+
+def _trim(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"
 
 
 def extract_kernel(reply: str) -> str:

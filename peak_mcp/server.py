@@ -36,6 +36,8 @@ from peak_mcp.models import (
 )
 from peak_mcp.runner.pool import cancellation
 from peak_mcp.service import PeakService
+from peak_mcp.suggest import Suggestions
+from peak_mcp.suggest import suggest_next as rank_next
 
 T = TypeVar("T")
 # Strict: JSON true is not 1. Bounded: SQLite integers are 64-bit, and a version number past them is no version.
@@ -347,6 +349,12 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
                         sizes: str = "M=4096,N=4096,K=4096", goal: str = "reach the vendor library's speed") -> str:
         """How an agent runs the PEAK loop with this server."""
         return OPTIMIZE_PROMPT.format(problem=problem, backend=backend, dtype=dtype, sizes=sizes, goal=goal)
+
+    @mcp.tool()
+    async def suggest_next(session_id: str, limit: Annotated[int, Field(strict=True, ge=1, le=25)] = 5) -> Suggestions:
+        """Transformations ranked for the session's head (lineage, source features, catalog order, backend, dtype,
+        device), each with one line of why; apply one with apply_transformation."""
+        return await call(None, rank_next, service, catalog, session_id, limit)
 
     return mcp
 

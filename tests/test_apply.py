@@ -31,8 +31,8 @@ def fenced(source: str, lang: str = "cuda") -> str:
     return f"Here is the tiled kernel.\n\n```{lang}\n{source}```\n"
 
 
-async def _start(client, backend: str = "cuda", sizes=SMALL) -> str:
-    result = await client.call_tool("start_session", {"backend": backend, "sizes": sizes})
+async def _start(client, backend: str = "cuda", sizes=SMALL, dtype: str = "f32") -> str:
+    result = await client.call_tool("start_session", {"backend": backend, "sizes": sizes, "dtype": dtype})
     assert not result.is_error, result.content[0].text
     return result.structured_content["session_id"]
 
@@ -48,9 +48,16 @@ async def test_compile_error_then_success_is_retried_and_recorded(make_client, m
         step = result.structured_content
         assert step["done"] and step["succeeded"] and step["attempt"] == 2
         assert [a["status"] for a in step["attempts"]] == ["compile_error", step["result"]["status"]]
-        # The second prompt carried the compiler's complaint, with its line number.
-        assert "missing_symbol" in llm.prompts[1] and "kernel.cu(" in llm.prompts[1]
+        # The second prompt carried the compiler's complaint once, with its line number, and the code it was about.
+        retry = llm.prompts[1]
+        assert retry.count('identifier "missing_symbol" is undefined') == 1, retry
+        assert "kernel.cu(" in retry and "attempt 2 of 3" in retry
+        failed_block = retry.split("this code failed\n```cuda\n", 1)[1].split("```", 1)[0]
+        assert failed_block == BROKEN.rstrip() + "\n"
+        assert "+    float acc = 0.0f + missing_symbol;" in retry and "-    float acc = 0.0f;" in retry  # the diff
+        assert "Current best (head): version 0" in retry
         assert "shared-memory-tiling" in llm.prompts[0] and "const float* A" in llm.prompts[0]
+        assert "attempt 1 of 3" in llm.prompts[0] and "previous attempt" not in llm.prompts[0]
         rows = (await client.call_tool("history", {"session_id": sid})).structured_content["rows"]
         assert [(r["transformation"], r["attempt"]) for r in rows[1:]] == [("shared-memory-tiling", 1),
                                                                             ("shared-memory-tiling", 2)]
@@ -69,6 +76,10 @@ async def test_attempts_are_bounded_and_unusable_replies_recorded(make_client) -
         assert step["done"] and not step["succeeded"]
         assert [a["status"] for a in step["attempts"]] == ["invalid_reply", "compile_error"]
         assert "no fenced code block" in step["attempts"][0]["message"]
+        # An unusable reply has no code to fix: the retry shows the parent kernel and what the reply began with.
+        assert "the reply could not be used" in llm.prompts[1] and "I would tile it." in llm.prompts[1]
+        assert "Current kernel (version 0, the parent)" in llm.prompts[1]
+        assert "extern \"C\" __global__ void matmul" in llm.prompts[1]
         head = (await client.call_tool("get_version", {"session_id": sid})).structured_content
         assert head["report"]["version"] == 0  # failures never move head
 
@@ -81,12 +92,74 @@ async def test_without_sampling_the_brief_comes_back_and_submit_completes_the_ru
         )).structured_content
         assert not step["done"] and "submit_kernel" in step["message"]
         assert "use 32x32 tiles" in step["brief"] and "extern \"C\" __global__ void matmul" in step["brief"]
+        assert "Current best (head): version 0 (not timed on this machine" in step["brief"]
         report = (await client.call_tool("submit_kernel", {"session_id": sid, "source": TILED,
                                                            "transformation": "shared-memory-tiling"})
                   ).structured_content
         assert report["origin"] == "apply" and report["transformation"] == "shared-memory-tiling"
         stats = (await client.call_tool("get_transformation_stats", {})).structured_content["transformations"]
         assert stats[0]["runs"] == 1 and stats[0]["first_try_success_rate"] == 1.0
+
+
+class FixingLLM(ScriptedLLM):
+    """A stateless LLM that can only repair what the brief shows it: its retry takes the failed code out of the
+    brief and applies one edit. Without the failed code in the brief there is nothing to edit, and it fails."""
+
+    def __init__(self, first: str, fix: tuple[str, str], lang: str) -> None:
+        super().__init__([fenced(first, lang)])
+        self.fix, self.lang = fix, lang
+
+    async def __call__(self, context, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        if self.replies:
+            return await super().__call__(context, params)
+        brief = params.messages[-1].content.text
+        self.prompts.append(brief)
+        marker = f"this code failed\n```{self.lang}\n"
+        if marker not in brief:
+            text = "I cannot see the code that failed."
+        else:
+            failed = brief.split(marker, 1)[1].split("```", 1)[0]
+            text = fenced(failed.replace(*self.fix), self.lang)
+        return types.CreateMessageResult(role="assistant", model="fixing",
+                                         content=types.TextContent(type="text", text=text))
+
+
+@pytest.mark.vulkan
+@pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")
+async def test_a_stateless_llm_fixes_its_failed_attempt_from_the_retry_brief(make_client) -> None:
+    """On lavapipe: attempt 1 is a groupshared-tiled kernel that loads the B tile transposed (wrong results);
+    attempt 2 edits the code the retry brief shows and passes."""
+    tiled = (EXAMPLES / "hlsl" / "tiled_groupshared.hlsl").read_text()
+    good = "if (k0 + ty < p.K && col < p.N) b = B[(k0 + ty) * p.N + col];"
+    bad = "if (k0 + tx < p.K && col < p.N) b = B[(k0 + tx) * p.N + col];"
+    assert good in tiled
+    llm = FixingLLM(tiled.replace(good, bad), (bad, good), "hlsl")
+    async with make_client(sampling_callback=llm) as (client, _):
+        sid = await _start(client, "hlsl", {"M": 40, "N": 24, "K": 20})
+        step = (await client.call_tool("apply_transformation", {"session_id": sid,
+                                                                "transformation": "shared-memory-tiling"})
+                ).structured_content
+        assert step["succeeded"] and [a["failure"] for a in step["attempts"]] == ["wrong_result", None], step
+        assert step["resolved_transformation"] == "hlsl-groupshared-tiling"
+        retry = llm.prompts[1]
+        assert retry.count("relative L2 error") == 1, retry  # the verdict, once
+        assert "--- v0\n+++ v1" in retry and f"+        {bad}" in retry  # the diff from the parent
+        assert "Current best (head): version 0: " in retry and " ms" in retry
+        assert "Yardstick:" in retry
+        source = (await client.call_tool("get_version", {"session_id": sid})).structured_content["source"]
+        assert source == tiled.rstrip() + "\n"
+
+
+@pytest.mark.vulkan
+@pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")
+async def test_texts_for_another_backend_or_dtype_are_refused(make_client) -> None:
+    async with make_client() as (client, _):
+        sid = await _start(client, "hlsl", {"M": 8, "N": 8, "K": 8})
+        for transformation, why in (("tensor-cores", "written for cuda, not hlsl"),
+                                    ("hlsl-16bit-types", "f16, bf16 sessions, not f32")):
+            result = await client.call_tool("apply_transformation", {"session_id": sid,
+                                                                     "transformation": transformation})
+            assert result.is_error and why in result.content[0].text, result.content[0].text
 
 
 @pytest.mark.vulkan
@@ -111,12 +184,12 @@ async def test_catalog_resolution_is_the_same_after_a_restart(make_client, setti
                                                              resolved: str) -> None:
     """The session keeps the device it was described with (arch, family), so a new server on the same data dir
     resolves a transformation to the same specialization; a compile-only device follows the configured arch
-    ($PEAK_CUDA_ARCH)."""
+    ($PEAK_CUDA_ARCH). f16: hopper-wgmma applies to 16-bit inputs only."""
     settings.cuda_arch = arch
     steps = []
     for _ in range(2):  # the second server starts from the first one's data dir
         async with make_client() as (client, _):
-            sid = await _start(client) if not steps else steps[0]["session_id"]
+            sid = await _start(client, dtype="f16") if not steps else steps[0]["session_id"]
             step = (await client.call_tool("apply_transformation", {"session_id": sid,
                                                                      "transformation": "tensor-cores"}))
             assert not step.is_error, step.content[0].text

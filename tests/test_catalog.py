@@ -15,7 +15,7 @@ from peak_mcp.catalog import (
     builtin_transformations_dir,
     catalog_dirs_from_env,
 )
-from peak_mcp.errors import NotFound
+from peak_mcp.errors import InvalidInput, NotFound
 
 H100 = {"name": "NVIDIA H100 80GB HBM3", "arch": "sm_90a", "family": "hopper"}
 A100 = {"name": "NVIDIA A100-SXM4-80GB", "arch": "sm_80", "family": "ampere"}
@@ -149,6 +149,30 @@ def test_resolution_picks_the_most_specific_text(shipped: Catalog) -> None:
     assert shipped.resolve("warp-tiling", "hip", H100).id == "warp-tiling"
 
 
+def test_dtype_filters_listing_and_resolution(shipped: Catalog) -> None:
+    """16-bit-only texts are listed and resolved only for f16/bf16 sessions."""
+    hlsl_f32 = {t.id for t in shipped.list(backend="hlsl", dtype="f32")}
+    assert "hlsl-16bit-types" not in hlsl_f32 and "hlsl-groupshared-tiling" in hlsl_f32
+    assert "hlsl-16bit-types" in {t.id for t in shipped.list(backend="hlsl", dtype="f16")}
+    assert "hlsl-16bit-types" in {t.id for t in shipped.list(backend="hlsl", dtype="bf16")}
+    assert "hlsl-16bit-types" in {t.id for t in shipped.list(backend="hlsl")}  # no dtype: no dtype filtering
+    assert shipped.resolve("tensor-cores", "cuda", H100, "f16").id == "hopper-wgmma"
+    assert shipped.resolve("tensor-cores", "cuda", H100, "f32").id == "tensor-cores"  # wgmma is 16-bit only
+
+
+def test_session_resolution_refuses_a_text_for_another_backend_or_dtype(shipped: Catalog) -> None:
+    with pytest.raises(InvalidInput) as raised:
+        shipped.resolve_for_session("tensor-cores", "hlsl", "f32", None)
+    assert "written for cuda, not hlsl" in raised.value.message
+    assert raised.value.hint and "list_transformations" in raised.value.hint
+    with pytest.raises(InvalidInput) as raised:
+        shipped.resolve_for_session("hlsl-16bit-types", "hlsl", "f32", None)
+    assert "f16, bf16 sessions, not f32" in raised.value.message
+    assert shipped.resolve_for_session("hlsl-16bit-types", "hlsl", "f16", None).id == "hlsl-16bit-types"
+    assert shipped.resolve_for_session("shared-memory-tiling", "hlsl", "f32", None).id == "hlsl-groupshared-tiling"
+    assert shipped.resolve_for_session("tensor-cores", "cuda", "bf16", A100).id == "tensor-cores"
+
+
 def test_unknown_id_has_a_hint(shipped: Catalog) -> None:
     with pytest.raises(NotFound) as raised:
         shipped.get("shared-memory-tilng")
@@ -188,6 +212,13 @@ def test_malformed_user_files_are_reported_and_skipped(tmp_path: Path) -> None:
     assert not catalog.get("my-trick").builtin and "metal" not in catalog and "orphan" not in catalog
     info = catalog.info()
     assert info["user"] == ["my-trick"] and len(info["errors"]) == 7 and info["transformations"] == len(catalog)
+
+
+def test_unknown_dtype_is_an_error(tmp_path: Path) -> None:
+    write(tmp_path, "x", front("x", dtypes="[f64]"))
+    catalog = Catalog.load(None, [tmp_path])
+    assert "x" not in catalog
+    assert any(e.field == "dtypes" and "f64" in e.message for e in catalog.errors), catalog.errors
 
 
 def test_missing_sections_and_unknown_fields_only_warn(tmp_path: Path) -> None:

@@ -1,0 +1,164 @@
+"""suggest_next: transformations ranked for a session's head, each with one line of why.
+
+The ranking reads only what is recorded: which transformations the head's lineage already went through, what its
+source visibly has (shared memory, vector loads, tensor-core instructions ...), the catalog's order hints (`after`:
+what a text usually follows; the "Expected effect" section naming next steps), and the session's backend, dtype,
+device and sizes. It is a heuristic for where to look next, not a prediction of speed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from peak_mcp.catalog import Catalog, DeviceDescriptor, Transformation
+from peak_mcp.devices import Device
+from peak_mcp.errors import InvalidInput
+from peak_mcp.service import PeakService
+
+# Source features, and the transformations whose work a feature shows is already done.
+FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "shared memory": (r"__shared__|\bgroupshared\b", ("shared-memory-tiling", "hlsl-groupshared-tiling",
+                                                      "coalesced-access")),
+    "register micro-tile (2-D)": (r"\bacc\s*\[[^\]]+\]\s*\[|\bc[0-7][0-7]\b", ("register-blocking-2d",
+                                                                              "register-blocking-1d")),
+    "register micro-tile (1-D)": (r"\bacc\s*\[", ("register-blocking-1d",)),
+    "128-bit vectors": (r"\bfloat4\b|\buint4\b|\.Load4\s*\(|Store4\s*\(", ("vectorized-loads",)),
+    "cp.async": (r"cp\.async|__pipeline_memcpy_async|cuda::memcpy_async", ("cuda-cp-async", "double-buffering")),
+    "WMMA": (r"\bwmma::", ("tensor-cores",)),
+    "mma.sync": (r"mma\.sync", ("mma-sync-ptx", "tensor-cores")),
+    "wgmma": (r"wgmma\.", ("hopper-wgmma", "mma-sync-ptx", "tensor-cores")),
+    "MFMA": (r"__builtin_amdgcn_mfma", ("amd-mfma", "tensor-cores")),
+    "__launch_bounds__": (r"__launch_bounds__", ("loop-unrolling-and-launch-bounds",)),
+    "clusters": (r"__cluster_dims__|cluster\.sync|cluster_ctarank", ("thread-block-clusters",)),
+    "split K": (r"\bsplit_?k\b|\bSPLIT_?K\b|\bsplitK\b", ("split-k",)),
+    "grouped block order": (r"\bGROUP_M\b", ("grid-rasterization",)),
+    "wave intrinsics": (r"\bWave(ReadLaneAt|ActiveSum|GetLaneIndex|GetLaneCount)\b", ("hlsl-wave-tiling",)),
+    "16-bit packed reads": (r"\bf16tof32\b", ("hlsl-16bit-types",)),
+}
+_DOUBLE_BUFFER = re.compile(r"(__shared__|groupshared)[^;]*\w+\s*\[\s*(2|STAGES|NSTAGES)\s*\]\s*\[")
+_NEXT_STEP = re.compile(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`")
+TENSOR_TAGS = {"tensor-cores", "mfma", "wgmma", "mma"}
+
+
+class Suggestion(BaseModel):
+    id: str = Field(description="pass this to apply_transformation")
+    title: str
+    score: float
+    why: str
+
+
+class Suggestions(BaseModel):
+    session_id: str
+    head: int
+    backend: str
+    dtype: str
+    device: str
+    applied: list[str] = Field(description="transformations in the head's lineage, oldest first")
+    features: list[str] = Field(description="what the head's source visibly has")
+    suggestions: list[Suggestion]
+
+
+def source_features(source: str) -> dict[str, tuple[str, ...]]:
+    """Feature name -> the transformations it stands for, for the features found in a kernel source."""
+    found = {name: covers for name, (pattern, covers) in FEATURES.items() if re.search(pattern, source)}
+    if _DOUBLE_BUFFER.search(source):
+        found["multi-buffered shared tiles"] = ("double-buffering",)
+    if "register micro-tile (2-D)" in found:
+        found.pop("register micro-tile (1-D)", None)
+    return found
+
+
+def lineage(versions: list[dict[str, Any]], head: int) -> list[dict[str, Any]]:
+    """The head and its ancestors, oldest first."""
+    by_number = {v["number"]: v for v in versions}
+    chain, cursor = [], by_number.get(head)
+    while cursor is not None and cursor not in chain:
+        chain.append(cursor)
+        cursor = by_number.get(cursor["parent"]) if cursor["parent"] is not None else None
+    return chain[::-1]
+
+
+def _next_steps(t: Transformation) -> set[str]:
+    """Ids a text's "Expected effect" section names as what comes next."""
+    match = re.search(r"^##\s*Expected effect\s*$(.*?)(?=^##\s|\Z)", t.body, re.MULTILINE | re.DOTALL)
+    return set(_NEXT_STEP.findall(match.group(1))) if match else set()
+
+
+def suggest_next(service: PeakService, catalog: Catalog, session_id: str, limit: int = 5) -> Suggestions:
+    session = service.store.session(session_id)
+    if session["head"] is None:
+        raise InvalidInput(f"session {session_id} has no passing version yet",
+                           "submit a kernel that compiles and validates first; suggestions start from the head.")
+    backend, dtype, sizes = session["backend"], session["dtype"], session["sizes"]
+    device = service.device_of(session)
+    descriptor = DeviceDescriptor.of(device)
+    chain = lineage(service.store.versions(session_id), session["head"])
+    applied = [v["transformation"] for v in chain if v["transformation"]]
+    features = source_features(chain[-1]["source"])
+
+    done: set[str] = set()
+    for name in applied:  # the text the session resolved it to, and whatever that one extends, are done
+        cursor = catalog.resolve(name, backend, descriptor, dtype) if name in catalog else None
+        while cursor is not None and cursor.id not in done:
+            done.add(cursor.id)
+            cursor = catalog.get(cursor.extends) if cursor.extends in catalog else None
+        done.add(name)
+    by_feature = {id for covers in features.values() for id in covers}
+    hinted = {step for name in done for step in _next_steps(catalog.get(name))}
+
+    ranked: dict[str, Suggestion] = {}
+    for t in catalog.list(backend=backend, device=descriptor, problem=session["problem"], dtype=dtype):
+        target = catalog.resolve(t.id, backend, descriptor, dtype)
+        if target.id in ranked or {t.id, target.id} & (done | by_feature):
+            continue
+        if not (target.for_backend(backend) and target.for_dtype(dtype)):
+            continue
+        score, reasons = _score(target, done | by_feature, hinted, features, dtype, sizes, device)
+        ranked[target.id] = Suggestion(id=target.id, title=target.title, score=round(score, 2),
+                                       why="; ".join(reasons) or target.summary)
+    order = sorted(ranked.values(), key=lambda s: (-s.score, s.id))
+    return Suggestions(session_id=session_id, head=session["head"], backend=backend, dtype=dtype,
+                       device=device.name or session["device"], applied=applied,
+                       features=sorted(features), suggestions=order[:limit])
+
+
+def _score(t: Transformation, done: set[str], hinted: set[str], features: dict[str, Any], dtype: str,
+           sizes: dict[str, int], device: Device) -> tuple[float, list[str]]:
+    score, reasons = 0.0, []
+    followed = [a for a in t.after if a in done]
+    if followed:
+        score += 2.0 + 0.5 * (len(followed) - 1)
+        reasons.append(f"usually follows {', '.join(followed)}, which the head has")
+    elif t.after:
+        score -= 1.0
+        reasons.append(f"usually comes after {' or '.join(t.after[:2])}, not done yet")
+    if t.id in hinted:
+        score += 1.5
+        reasons.append("named as the next step by a transformation already applied")
+    if "basics" in t.tags and "shared memory" not in features:
+        score += 4.0 if "tiling" in t.tags else 2.0
+        reasons.append("the head stages nothing in shared memory: " +
+                       ("the first large step" if "tiling" in t.tags else "a basic step"))
+    if t.devices:
+        score += 1.0
+        reasons.append(f"written for this device ({device.name or device.arch})")
+    if TENSOR_TAGS & set(t.tags):
+        if dtype in ("f16", "bf16"):
+            score += 2.5
+            reasons.append(f"{dtype} inputs: tensor cores are the fast path")
+        else:
+            score -= 3.0
+            reasons.append("f32 session: TF32 tensor cores miss the 1e-5 tolerance unless split 3x")
+    if "small-mn" in t.tags:
+        m, n, k = sizes.get("M", 0), sizes.get("N", 0), sizes.get("K", 0)
+        tiles = -(-m // 128) * -(-n // 128)
+        units = device.sm_count or 0
+        if units and tiles < units and k > max(m, n):
+            score += 2.0
+            reasons.append(f"only {tiles} 128x128 tiles for {units} SMs and a long K ({k})")
+        else:
+            score -= 1.0
+    return score, reasons

@@ -1,0 +1,103 @@
+"""suggest_next through a real in-process MCP client: rankings follow the head's lineage, its source, the catalog's
+order hints and the session's backend, dtype and device."""
+
+from __future__ import annotations
+
+import pytest
+
+from peak_mcp.suggest import lineage, source_features
+from tests.conftest import EXAMPLES, has_device, skip_reason
+
+pytestmark = pytest.mark.anyio
+SMALL = {"M": 64, "N": 48, "K": 32}
+
+
+async def _start(client, backend: str = "cuda", dtype: str = "f32", sizes=SMALL) -> str:
+    result = await client.call_tool("start_session", {"backend": backend, "dtype": dtype, "sizes": sizes})
+    assert not result.is_error, result.content[0].text
+    return result.structured_content["session_id"]
+
+
+async def _suggest(client, sid: str, limit: int = 25) -> dict:
+    result = await client.call_tool("suggest_next", {"session_id": sid, "limit": limit})
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+async def test_naive_head_starts_with_tiling_and_tiled_head_moves_on(make_client) -> None:
+    async with make_client() as (client, _):
+        sid = await _start(client)
+        first = await _suggest(client, sid)
+        ids = [s["id"] for s in first["suggestions"]]
+        assert first["head"] == 0 and first["applied"] == [] and "shared memory" not in first["features"]
+        assert ids[0] == "shared-memory-tiling", first["suggestions"][:3]
+        assert "shared memory" in first["suggestions"][0]["why"]
+        assert all(s["why"] and "\n" not in s["why"] for s in first["suggestions"])
+        scores = [s["score"] for s in first["suggestions"]]
+        assert scores == sorted(scores, reverse=True)
+        # f32: tensor-core texts rank below every plain-FMA step, with the reason said.
+        tensor = next(s for s in first["suggestions"] if s["id"] == "tensor-cores")
+        assert "tolerance" in tensor["why"] and ids.index("tensor-cores") > ids.index("register-blocking-2d")
+
+        tiled = (EXAMPLES / "cuda" / "smem_tiled.cu").read_text()
+        report = (await client.call_tool("submit_kernel", {"session_id": sid, "source": tiled,
+                                                           "transformation": "shared-memory-tiling"}))
+        assert report.structured_content["head"] == 1, report.structured_content
+        second = await _suggest(client, sid, limit=3)
+        ids = [s["id"] for s in second["suggestions"]]
+        assert second["applied"] == ["shared-memory-tiling"] and "shared memory" in second["features"]
+        assert len(ids) == 3 and "shared-memory-tiling" not in ids and "coalesced-access" not in ids
+        assert ids[0].startswith("register-blocking"), second["suggestions"]
+        assert "usually follows shared-memory-tiling" in second["suggestions"][0]["why"]
+
+
+async def test_sixteen_bit_session_on_hopper_gets_the_native_tensor_core_text(make_client, monkeypatch) -> None:
+    import peak_mcp.backends.cuda as cuda_backend
+
+    monkeypatch.setenv("PEAK_CUDA_ARCH", "sm_90a")
+    monkeypatch.setattr(cuda_backend, "DEFAULT_ARCH", "sm_90a")
+    async with make_client() as (client, _):
+        sid = await _start(client, dtype="f16")
+        ids = {s["id"]: s for s in (await _suggest(client, sid))["suggestions"]}
+        assert "hopper-wgmma" in ids and "tensor-cores" not in ids  # resolved to the specialization, once
+        assert "f16 inputs" in ids["hopper-wgmma"]["why"] and "written for this device" in ids["hopper-wgmma"]["why"]
+        assert "hlsl-16bit-types" not in ids and "amd-mfma" not in ids
+
+
+@pytest.mark.vulkan
+@pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")
+async def test_hlsl_f32_session_gets_hlsl_texts_only(make_client) -> None:
+    async with make_client() as (client, _):
+        sid = await _start(client, "hlsl", sizes={"M": 16, "N": 16, "K": 16})
+        found = await _suggest(client, sid)
+        ids = [s["id"] for s in found["suggestions"]]
+        assert ids[0] == "hlsl-groupshared-tiling" and "shared-memory-tiling" not in ids
+        assert not {"tensor-cores", "hlsl-16bit-types", "cuda-cp-async", "mma-sync-ptx"} & set(ids)
+
+
+async def test_limit_is_checked(make_client) -> None:
+    async with make_client() as (client, _):
+        sid = await _start(client)
+        assert len((await _suggest(client, sid, limit=2))["suggestions"]) == 2
+        bad = await client.call_tool("suggest_next", {"session_id": sid, "limit": 0})
+        assert bad.is_error
+        missing = await client.call_tool("suggest_next", {"session_id": "nope"})
+        assert missing.is_error
+
+
+def test_source_features_of_the_shipped_examples() -> None:
+    regblock = source_features((EXAMPLES / "cuda" / "regblock_2d.cu").read_text())
+    assert {"shared memory", "128-bit vectors"} <= set(regblock)
+    assert "register-blocking-2d" in {id for covers in regblock.values() for id in covers}
+    wmma = source_features((EXAMPLES / "cuda" / "f16" / "wmma_tiled.cu").read_text())
+    assert "WMMA" in wmma
+    naive = source_features((EXAMPLES / "hlsl" / "naive.hlsl").read_text())
+    assert naive == {}
+    tiled = source_features((EXAMPLES / "hlsl" / "tiled_groupshared.hlsl").read_text())
+    assert set(tiled) == {"shared memory"}
+
+
+def test_lineage_follows_parents_not_version_order() -> None:
+    versions = [{"number": 0, "parent": None}, {"number": 1, "parent": 0}, {"number": 2, "parent": 0},
+                {"number": 3, "parent": 2}]
+    assert [v["number"] for v in lineage(versions, 3)] == [0, 2, 3]

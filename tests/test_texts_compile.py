@@ -1,0 +1,218 @@
+"""Every code example in the catalog compiles for every backend its text claims (CUDA with NVRTC, HLSL with the
+HLSL compiler on PATH), so an LLM is never taught code that does not build.
+
+Convention (peak_mcp.catalog.code_examples): a fence is tagged with its language, ```cuda, ```hlsl or ```text.
+```cuda kernel / ```hlsl kernel is a whole kernel file with its `peak:` line, compiled as is. An untagged-role
+cuda/hlsl block is a fragment: it compiles inside the harness below, which declares the names it uses (placed at
+file scope for helpers, in the kernel body for statements). ```text is pseudo-code, skipped with the reason
+recorded here. A cuda fence serves the cuda and hip backends, an hlsl fence the hlsl backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from peak_mcp.backends import hlsl as hlsl_backend
+from peak_mcp.backends.base import CompileFailed
+from peak_mcp.backends.registry import BACKENDS, backend_spec
+from peak_mcp.catalog import FENCE_BACKENDS, Catalog, CodeExample, builtin_transformations_dir, code_examples
+from peak_mcp.launch import parse_annotation
+from peak_mcp.problems.matmul import Matmul
+
+
+@dataclass(frozen=True)
+class Harness:
+    """Where a fragment goes and what surrounds it. `{fence0}` etc. stand for the same text's other fences."""
+
+    place: str = "body"  # "body": statements inside the kernel; "file": helpers at file scope
+    file: str = ""  # file-scope declarations before the kernel
+    before: str = ""  # kernel-body statements before the fragment
+    after: str = ""  # kernel-body statements after it
+    buffers: str = ""  # HLSL: bindings other than the default StructuredBuffer<float> A, B, RW C
+    numthreads: str = "256, 1, 1"  # HLSL
+
+
+RB2D_DECLS = """constexpr int BM = 128, BN = 128, BK = 8;
+__shared__ __align__(16) float As[BK][BM + 4];
+__shared__ __align__(16) float Bs[BK][BN];
+const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16, m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, k0 = 0;"""
+HLSL_ACCS = ", ".join(f"c{i}{j} = 0" for i in range(8) for j in range(2))
+
+HARNESSES: dict[tuple[str, int], Harness] = {
+    ("cuda-cp-async", 0): Harness(place="file", before="""
+__shared__ __align__(16) float s[256];
+cp_async4(&s[threadIdx.x], A + threadIdx.x, (int)threadIdx.x < K);
+cp_async16(&s[0], A, 16);
+cp_async_commit(); cp_async_wait<0>(); __syncthreads();""", after="C[threadIdx.x] = s[threadIdx.x];"),
+    ("cuda-cp-async", 1): Harness(file="{fence0}", before="""
+constexpr int STAGES = 3; const int T = (K + 15) / 16;
+__shared__ __align__(16) float tile[STAGES][16];
+auto issue_tile = [&](int t, int s) {
+    cp_async4(&tile[s][threadIdx.x % 16], A + t * 16 + threadIdx.x % 16, t * 16 + (int)threadIdx.x % 16 < K); };
+float acc = 0.f;
+auto compute = [&](int s) { acc += tile[s][threadIdx.x % 16]; };""", after="C[threadIdx.x] = acc;"),
+    ("double-buffering", 0): Harness(before="""
+constexpr int BK = 16; const int T = (K + BK - 1) / BK;
+__shared__ float As[2][BK];
+float ra = 0.f, acc = 0.f;
+auto fetch = [&](int k0) { ra = k0 + (int)threadIdx.x < K ? A[k0 + threadIdx.x] : 0.f; };
+auto stash = [&](int stage) { if (threadIdx.x < BK) As[stage][threadIdx.x] = ra; };
+auto compute = [&](int cur) { acc += As[cur][threadIdx.x % BK]; };""", after="C[threadIdx.x] = acc;"),
+    ("grid-rasterization", 0): Harness(before="constexpr int BM = 128, BN = 128, GROUP_M = 8;",
+                                       after="if (m0 < M && n0 < N) C[0] = (float)(m0 + n0);"),
+    ("hlsl-16bit-types", 0): Harness(place="file", buffers="""[[vk::binding(0)]] ByteAddressBuffer A;
+[[vk::binding(1)]] ByteAddressBuffer B;
+[[vk::binding(2)]] RWStructuredBuffer<float> C;""", after="C[gtid.x] = loadA(gtid.x) + loadB(gtid.x);"),
+    ("hlsl-groupshared-tiling", 0): Harness(numthreads="16, 16, 1", file="""#define T 16
+groupshared float As[T][T];
+groupshared float Bs[T][T];""", before="uint row = gid.y * T + gtid.y, col = gid.x * T + gtid.x;"),
+    ("hlsl-wave-tiling", 0): Harness(after="C[gtid.x] = 1.0;"),
+    ("mma-sync-ptx", 0): Harness(place="file", file="#include <cuda_fp16.h>", before="""
+__shared__ __align__(16) __half s[16 * 16];
+unsigned a[4], b[2] = {0u, 0u}; float d[4] = {0.f, 0.f, 0.f, 0.f};
+ldsm_x4(a[0], a[1], a[2], a[3], &s[(threadIdx.x % 16) * 16]);
+mma16816(d, a, b);""", after="C[threadIdx.x] = d[0];"),
+    ("register-blocking-1d", 0): Harness(before="""
+constexpr int BK = 8, TM = 8, BN = 64;
+__shared__ float As[64][BK];
+__shared__ float Bs[BK][BN];
+const int threadRow = threadIdx.x / BN, threadCol = threadIdx.x % BN;
+float acc[TM] = {};""", after="for (int i = 0; i < TM; ++i) C[i * 256 + threadIdx.x] = acc[i];"),
+    ("register-blocking-2d", 0): Harness(before=RB2D_DECLS, after="C[tid] = As[0][tid % BM] + Bs[0][tid % BN];"),
+    ("register-blocking-2d", 1): Harness(before=RB2D_DECLS + "\nfloat acc[8][8] = {};",
+                                         after="C[tid] = acc[0][0] + acc[7][7];"),
+    ("register-blocking-2d", 2): Harness(file="""#define BM 128
+#define BN 128
+#define BK 8
+groupshared float4 As[BK][BM / 4 + 1];
+groupshared float4 Bs[BK][BN / 4];""", before=f"""
+uint tid = gtid.x, tx = tid % 16, ty = tid / 16, m0 = gid.y * BM, n0 = gid.x * BN;
+float4 {HLSL_ACCS};
+for (uint k0 = 0; k0 < p.K; k0 += BK) {{""", after="}\nC[tid] = c00.x + c71.w;"),
+    ("shared-memory-tiling", 0): Harness(before="""
+constexpr int T = 16;
+__shared__ float As[T][T], Bs[T][T];
+const int tx = threadIdx.x, ty = threadIdx.y, row = blockIdx.y * T + ty, col = blockIdx.x * T + tx;
+float acc = 0.f;"""),
+    ("tensor-cores", 0): Harness(file="#include <mma.h>\n#include <cuda_fp16.h>\nusing namespace nvcuda;", before="""
+__shared__ __align__(32) half As[128][32 + 8];
+__shared__ __align__(32) half Bs[32][128 + 8];
+const int warp = threadIdx.x / 32, wm = warp / 4, wn = warp % 4;
+wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> fa[4];
+wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> fb[2];
+wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4][2];""",
+                                 after="wmma::store_matrix_sync(C, acc[0][0], 16, wmma::mem_row_major);"),
+    ("vectorized-loads", 0): Harness(place="file", before="float4 v = load4(A, blockIdx.y, threadIdx.x * 4, M, K, K, "
+                                                         "(K % 4) == 0);", after="C[threadIdx.x] = v.x + v.w;"),
+    ("vectorized-loads", 1): Harness(buffers="""[[vk::binding(0)]] ByteAddressBuffer A;
+[[vk::binding(1)]] StructuredBuffer<float> B;
+[[vk::binding(2)]] RWStructuredBuffer<float> C;""", before="""
+uint tid = gtid.x, m0 = gid.y * 128, k0 = 0, aRow = tid / 2, aCol = (tid % 2) * 4;
+bool vecA = (p.K % 4) == 0;""", after="C[tid] = a4.x + a4.y + a4.z + a4.w;"),
+}
+
+PSEUDO_CODE: dict[tuple[str, int], str] = {
+    ("edge-tile-specialization", 0): "control-flow outline: `…` stands for the compute step",
+    ("hopper-wgmma", 0): "a schedule of PTX instructions per K step, not C++",
+}
+
+CUDA_FILE = """// peak: entry=harness grid=(1, 1, 1) block=(256, 1, 1)
+{file}
+extern "C" __global__ void harness(const float* A, const float* B, float* C, int M, int N, int K) {{
+{body}
+}}
+"""
+HLSL_FILE = """// peak: entry=main groups=(1, 1, 1)
+struct Params {{ uint M; uint N; uint K; }};
+[[vk::push_constant]] ConstantBuffer<Params> p;
+{buffers}
+{file}
+[numthreads({numthreads})]
+void main(uint3 gtid : SV_GroupThreadID, uint3 gid : SV_GroupID) {{
+{body}
+}}
+"""
+HLSL_BUFFERS = """[[vk::binding(0)]] StructuredBuffer<float> A;
+[[vk::binding(1)]] StructuredBuffer<float> B;
+[[vk::binding(2)]] RWStructuredBuffer<float> C;"""
+
+CATALOG = Catalog.load(builtin_transformations_dir())
+EXAMPLES = {t.id: code_examples(t.body) for t in CATALOG.list()}
+CASES = [(t.id, n, backend) for t in CATALOG.list() for n, example in enumerate(EXAMPLES[t.id])
+         for backend in t.backends if backend in FENCE_BACKENDS.get(example.language, ())]
+
+
+def wrap(text_id: str, n: int, example: CodeExample) -> str:
+    """The compilable file for one example: itself when it is a whole kernel, else its harness around it."""
+    if example.kernel:
+        return example.code
+    harness = HARNESSES[(text_id, n)]
+    file = harness.file
+    for i, other in enumerate(EXAMPLES[text_id]):
+        file = file.replace(f"{{fence{i}}}", other.code)
+    if harness.place == "file":
+        file += "\n" + example.code
+        body = f"{harness.before}\n{harness.after}"
+    else:
+        body = f"{harness.before}\n{example.code}\n{harness.after}"
+    if example.language == "hlsl":
+        return HLSL_FILE.format(buffers=harness.buffers or HLSL_BUFFERS, file=file, numthreads=harness.numthreads,
+                                body=body)
+    return CUDA_FILE.format(file=file, body=body)
+
+
+@pytest.fixture(scope="module")
+def compilers() -> dict[str, object]:
+    from peak_mcp.backends import cuda as cuda_backend
+
+    return {"cuda": cuda_backend.CudaExecutor(None, arch="sm_90a"), "hlsl": hlsl_backend.open_executor(None)}
+
+
+@pytest.mark.parametrize(("text_id", "n", "backend"), CASES, ids=[f"{t}#{n}-{b}" for t, n, b in CASES])
+def test_example_compiles(compilers: dict[str, object], text_id: str, n: int, backend: str) -> None:
+    example = EXAMPLES[text_id][n]
+    if backend not in BACKENDS:
+        pytest.skip(f"no {backend} compiler in peak-mcp yet; the cuda build of this example stands for it")
+    if backend == "hlsl" and hlsl_backend.find_compiler() is None:
+        pytest.skip("no HLSL compiler on PATH (glslang-tools or dxc)")
+    source = wrap(text_id, n, example)
+    spec = parse_annotation(source, needs=backend_spec(backend).annotation_keys, symbols=Matmul.symbols)
+    try:
+        compilers[backend].compile(source, spec)  # type: ignore[attr-defined]
+    except CompileFailed as exc:
+        numbered = "\n".join(f"{i:4} {line}" for i, line in enumerate(source.splitlines(), start=1))
+        pytest.fail(f"{text_id}, code block {n} (body line {example.line}) does not compile for {backend}:\n"
+                    f"{exc.log}\n--- the file compiled ---\n{numbered}")
+
+
+def test_every_example_is_checked_or_has_a_recorded_reason() -> None:
+    """A new fence must come with a harness (or be a whole kernel) or be pseudo-code with a reason; a fence's
+    language must serve one of its text's backends; no harness outlives its fence."""
+    seen = set()
+    for t in CATALOG.list():
+        for n, example in enumerate(EXAMPLES[t.id]):
+            key = (t.id, n)
+            seen.add(key)
+            if example.language == "text":
+                assert key in PSEUDO_CODE, f"{key}: a ```text block needs a reason in PSEUDO_CODE"
+                continue
+            assert example.language in FENCE_BACKENDS, f"{key}: untagged or unknown language {example.language!r}"
+            assert set(FENCE_BACKENDS[example.language]) & set(t.backends), \
+                f"{key}: a {example.language} example in a text for {t.backends}"
+            assert example.kernel or key in HARNESSES, f"{key}: a fragment needs a harness in HARNESSES"
+    assert set(HARNESSES) <= seen and set(PSEUDO_CODE) <= seen, (set(HARNESSES) | set(PSEUDO_CODE)) - seen
+    assert len(CASES) >= 16
+
+
+def test_a_broken_example_fails() -> None:
+    """The harness does not hide errors: a fragment with a typo fails to compile."""
+    from peak_mcp.backends import cuda as cuda_backend
+
+    good = EXAMPLES["shared-memory-tiling"][0]
+    broken = good.model_copy(update={"code": good.code.replace("As[ty][tx] =", "As[ty][tz] =")})
+    source = wrap("shared-memory-tiling", 0, broken)
+    with pytest.raises(CompileFailed, match="tz"):
+        cuda_backend.CudaExecutor(None, arch="sm_90a").compile(
+            source, parse_annotation(source, needs=backend_spec("cuda").annotation_keys, symbols=Matmul.symbols))
