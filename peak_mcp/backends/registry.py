@@ -8,7 +8,8 @@ from typing import Any
 from peak_mcp.backends.base import Executor
 
 # backend name -> module exposing `probe() -> dict` and `open_executor(index: int | None, **options) -> Executor`
-BACKEND_MODULES = {"cuda": "peak_mcp.backends.cuda", "hlsl": "peak_mcp.backends.hlsl"}
+BACKEND_MODULES = {"cuda": "peak_mcp.backends.cuda", "hip": "peak_mcp.backends.hip",
+                   "hlsl": "peak_mcp.backends.hlsl"}
 
 # What the annotation line must carry, per backend.
 ANNOTATION_KEYS = {"cuda": ("entry", "grid", "block"), "hip": ("entry", "grid", "block"), "hlsl": ("entry", "groups")}
