@@ -47,6 +47,12 @@ class Settings(BaseSettings):
     cuda_arch: str = Field("sm_90a", pattern=r"^sm_\d+[af]?$",
                            validation_alias=AliasChoices("cuda_arch", "PEAK_CUDA_ARCH", "PEAK_MCP_CUDA_ARCH"),
                            description="NVRTC target where no GPU is present (compile-only sessions)")
+    hip_arch: str | None = Field(None, pattern=r"^(sm_\d+[af]?|gfx[0-9a-f]+)$",
+                                 validation_alias=AliasChoices("hip_arch", "PEAK_HIP_ARCH"),
+                                 description="a HIP compile-only session's target: gfx90a (default where an AMD "
+                                             "compiler is installed), gfx942, or sm_90a for HIP on NVIDIA")
+    hip_clang: str | None = Field(None, validation_alias=AliasChoices("hip_clang", "PEAK_HIP_CLANG"),
+                                  description="a clang++ that targets amdgcn, for offline AMD compiles")
     vk_fence_timeout_s: float = Field(30.0, gt=0, description="seconds a Vulkan dispatch may run before it is a hang")
     hlsl_compiler: str | None = Field(None, pattern="^(dxc|glslangValidator)$",
                                       description="dxc or glslangValidator; default: the first found")
@@ -66,6 +72,8 @@ class Settings(BaseSettings):
         """What a worker of `backend` needs from the settings, as keyword arguments of its executor."""
         if backend == "cuda":
             return {"arch": self.cuda_arch} if index < 0 else {}  # a GPU's own arch otherwise
+        if backend == "hip":
+            return self.probe_options(backend)
         if backend == "hlsl":
             options: dict[str, Any] = {"fence_timeout_s": self.vk_fence_timeout_s}
             if self.hlsl_compiler:
@@ -75,6 +83,8 @@ class Settings(BaseSettings):
 
     def probe_options(self, backend: str) -> dict[str, Any]:
         """What the device probe of `backend` needs from the settings."""
+        if backend == "hip":
+            return {k: v for k, v in (("hip_arch", self.hip_arch), ("hip_clang", self.hip_clang)) if v}
         return {"compiler": self.hlsl_compiler} if backend == "hlsl" and self.hlsl_compiler else {}
 
     @classmethod
@@ -98,6 +108,6 @@ _ALIASES = {"extra_catalog_dirs": "TRANSFORMATIONS", "inactivity_timeout_s": "JO
 
 def _variable(loc: tuple[Any, ...]) -> str:
     name = str(loc[0]) if loc else "?"
-    if name == "cuda_arch":
-        return "PEAK_CUDA_ARCH"
+    if name in ("cuda_arch", "hip_arch", "hip_clang"):
+        return "PEAK_" + name.upper()
     return "PEAK_MCP_" + _ALIASES.get(name, name).upper()

@@ -96,19 +96,13 @@ class PeakService:
             statuses.append(BackendStatus(
                 backend=name, usable=compiler_ok, can_run=compiler_ok and bool(devices), devices=devices,
                 compiler=report.get("compiler", {}), missing=[Missing(**m) for m in report.get("missing", [])]))
-        statuses.append(BackendStatus(
-            backend="hip", usable=False, can_run=False, devices=[], compiler={"available": False},
-            missing=[Missing(what="HIP backend", why="not implemented in this release",
-                             fix="use the cuda backend on NVIDIA GPUs or hlsl on any Vulkan device")]))
         return DoctorReport(version=__version__, data_dir=str(self.settings.data_dir), backends=statuses,
                             catalog=catalog_info or {}, workers={"restarts": self.pool.restarts})
 
     def _device_for(self, backend: str) -> tuple[Device, int]:
         """The first device of `backend`, or a compile-only target where a backend can compile without one."""
         if backend not in BACKENDS:
-            known = sorted(BACKENDS)
-            hint = "HIP is not implemented yet." if backend == "hip" else ""
-            raise InvalidInput(f"unknown or unavailable backend {backend!r}", f"choose one of {known}. {hint}".strip())
+            raise InvalidInput(f"unknown or unavailable backend {backend!r}", f"choose one of {sorted(BACKENDS)}.")
         report = self.probe().get(backend, {})
         if report.get("devices"):
             return describe(report["devices"][0], self.profiles), int(report["devices"][0]["index"])
@@ -120,6 +114,8 @@ class PeakService:
             arch = self.settings.cuda_arch
             return Device(name="compile-only (no GPU)", backend="cuda", index=-1, arch=arch,
                           family=cuda_family(arch)), -1
+        if report.get("compile_target"):  # a backend that names its own compile-only target (hip: gfx90a or sm_)
+            return describe(report["compile_target"], self.profiles), -1
         why = "; ".join(f"{m['what']}: {m['why']} (fix: {m['fix']})" for m in report.get("missing", []))
         raise Unavailable(f"no {backend} device on this machine: {why}", "run the doctor tool for details.")
 

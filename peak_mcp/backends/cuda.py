@@ -95,6 +95,12 @@ def _as_fault(exc: Exception) -> Exception:
 
 class CudaExecutor(Executor):
     backend = "cuda"
+    source_name = "kernel.cu"  # what diagnostics call the agent's file
+    pre_include: str | None = None  # a header NVRTC reads before the source (the HIP backend's device header)
+
+    def sandbox_dirs(self) -> list[str]:
+        """Where the agent's own #include lines may reach (NVRTC's include path may hold more)."""
+        return self.include_dirs
 
     def __init__(self, index: int | None, arch: str | None = None, flush: bool = True) -> None:
         self.include_dirs = cuda_include_dirs()
@@ -149,25 +155,25 @@ class CudaExecutor(Executor):
     def compile(self, source: str, spec: LaunchSpec) -> Compiled:
         from cuda.core import Program, ProgramOptions
 
-        refused = check_source(source, self.include_dirs)  # before NVRTC may open any file
+        refused = check_source(source, self.sandbox_dirs())  # before NVRTC may open any file
         if refused:
-            raise CompileFailed(refusal_log(refused, "kernel.cu"))
-        options = ProgramOptions(arch=self.arch, std="c++17", include_path=self.include_dirs, name="kernel.cu",
-                                 ptxas_options=["-v"], lineinfo=True)
+            raise CompileFailed(refusal_log(refused, self.source_name))
+        options = ProgramOptions(arch=self.arch, std="c++17", include_path=self.include_dirs, name=self.source_name,
+                                 ptxas_options=["-v"], lineinfo=True, pre_include=self.pre_include)
         log = io.StringIO()
         try:
             module = Program(source, code_type="c++", options=options).compile("cubin", logs=log)
         except Exception as exc:
             text = str(exc)
             text = text.split("compilation log:", 1)[-1].strip() if "compilation log:" in text else text
-            raise CompileFailed(sanitize_log(text.replace("\x00", "").strip(), "kernel.cu", self.include_dirs)) \
+            raise CompileFailed(sanitize_log(text.replace("\x00", "").strip(), self.source_name, self.include_dirs)) \
                 from None
         kept = persistent_state(module.code)
         if kept:
             raise CompileFailed(
-                f"kernel.cu: the module keeps state between launches: {', '.join(kept)}. A kernel must do all of its "
-                "work on every launch from its arguments alone; use registers or __shared__ memory for scratch, "
-                "__constant__ for tables, and no device malloc")
+                f"{self.source_name}: the module keeps state between launches: {', '.join(kept)}. A kernel must do "
+                "all of its work on every launch from its arguments alone; use registers or __shared__ memory for "
+                "scratch, __constant__ for tables, and no device malloc")
         if self.device is None:
             kernel = None
             if not re.search(rf"\b{re.escape(spec.entry)}\s*\(", source):
@@ -177,9 +183,9 @@ class CudaExecutor(Executor):
                 kernel = module.get_kernel(spec.entry)
             except Exception:
                 raise CompileFailed(
-                    f"kernel.cu: entry '{spec.entry}' named on the peak: line (line {spec.line}) was not found in the "
-                    "compiled module; declare it extern \"C\" __global__ with exactly that name") from None
-        ptxas = sanitize_log(log.getvalue(), "kernel.cu", self.include_dirs)
+                    f"{self.source_name}: entry '{spec.entry}' named on the peak: line (line {spec.line}) was not "
+                    "found in the compiled module; declare it extern \"C\" __global__ with exactly that name") from None
+        ptxas = sanitize_log(log.getvalue(), self.source_name, self.include_dirs)
         resources: dict[str, Any] = {"arch": self.arch, **_parse_ptxas(ptxas)}
         if kernel is not None:
             attrs = kernel.attributes

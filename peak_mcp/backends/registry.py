@@ -35,6 +35,9 @@ def register(spec: BackendSpec) -> BackendSpec:
 
 register(BackendSpec("cuda", "peak_mcp.backends.cuda", ".cu", ("entry", "grid", "block"), "cuda",
                      compiles_without_device=True, vendor_library="cuBLAS"))
+# HIP runs on AMD (hip-python), on NVIDIA through a device header and NVRTC, and compiles offline for gfx targets.
+register(BackendSpec("hip", "peak_mcp.backends.hip", ".hip", ("entry", "grid", "block"), "hip",
+                     compiles_without_device=True, vendor_library="cuBLAS on NVIDIA"))
 register(BackendSpec("hlsl", "peak_mcp.backends.hlsl", ".hlsl", ("entry", "groups"), "hlsl",
                      compiles_without_device=True))
 

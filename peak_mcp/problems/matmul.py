@@ -28,6 +28,24 @@ extern "C" __global__ void matmul(const {T}* A, const {T}* B, float* C, int M, i
 }}
 """
 
+# HIP: the same kernel in HIP's spelling. It runs on AMD and, through the CUDA device header, on NVIDIA.
+_HIP_TYPES = {"f32": "float", "f16": "__half", "bf16": "hip_bfloat16"}
+_HIP_HEADERS = {"f32": "", "f16": "#include <hip/hip_fp16.h>\n", "bf16": "#include <hip/hip_bfloat16.h>\n"}
+_HIP_NAIVE = """#include <hip/hip_runtime.h>
+{headers}// Naive matmul: one thread per element of C, no reuse of loaded data.
+// peak: entry=matmul grid=(cdiv(N, 16), cdiv(M, 16), 1) block=(16, 16, 1) shared=0
+extern "C" __global__ void matmul(const {T}* A, const {T}* B, float* C, int M, int N, int K)
+{{
+    int row = blockIdx.y * blockDim.y + threadIdx.y;
+    int col = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= M || col >= N) return;
+    float acc = 0.0f;
+    for (int k = 0; k < K; ++k)
+        acc += static_cast<float>(A[row * K + k]) * static_cast<float>(B[k * N + col]);
+    C[row * N + col] = acc;
+}}
+"""
+
 _HLSL_NAIVE = """// Naive matmul: one thread per element of C, no reuse of loaded data.
 // peak: entry=main groups=(cdiv(N, 16), cdiv(M, 16), 1)
 struct Params {{ uint M; uint N; uint K; }};
@@ -79,15 +97,20 @@ class Matmul(Problem):
                 "[[vk::push_constant]] ConstantBuffer<Params> p;\n"
                 "Annotation: // peak: entry=main groups=(gx, gy, gz); the thread-group size is [numthreads]."
             )
-        t = C_TYPES[dtype]
+        t = (_HIP_TYPES if backend == "hip" else C_TYPES)[dtype]
+        hip = (
+            "HIP: include <hip/hip_runtime.h> (and <hip/hip_fp16.h> for __half, <hip/hip_bfloat16.h> for "
+            "hip_bfloat16); no other headers. The same source targets AMD (64-lane waves) and, through a CUDA "
+            "device header, NVIDIA (32-lane warps): use warpSize or a width argument, not a literal 64, and keep "
+            "AMD-only builtins (MFMA) under #if defined(__HIP_PLATFORM_AMD__).\n" if backend == "hip" else "")
         return (
             "Row-major C = A·B; A is M×K, B is K×N, C is M×N; accumulate and store in float.\n"
             f'extern "C" __global__ void <entry>(const {t}* A, const {t}* B, float* C, int M, int N, int K)\n'
             "Annotation: // peak: entry=<entry> grid=(gx, gy, gz) block=(bx, by, bz) shared=<dynamic bytes>.\n"
             "Buffers are 256-byte aligned; sizes need not be multiples of any tile unless the kernel says so.\n"
             "C is poisoned before every launch and must be fully written, the same bits on every launch (no atomics "
-            "into C); no __device__ variables or device malloc: nothing may outlive a launch."
-        )
+            "into C); no __device__ variables or device malloc: nothing may outlive a launch.\n" + hip
+        ).rstrip("\n")
 
     def make_inputs(self, sizes: Sizes, dtype: str, seed: int, xp: Any) -> dict[str, Any]:
         # Zero-mean uniform inputs: the elementwise bound below is calibrated for them.
@@ -193,7 +216,9 @@ class Matmul(Problem):
         return own
 
     def naive_kernel(self, backend: str, dtype: str) -> str:
-        if backend in ("cuda", "hip"):
+        if backend == "hip":
+            return _HIP_NAIVE.format(headers=_HIP_HEADERS[dtype], T=_HIP_TYPES[dtype])
+        if backend == "cuda":
             load = _CUDA_LOAD[dtype]
             return _CUDA_NAIVE.format(
                 headers=_CUDA_HEADERS[dtype], T=C_TYPES[dtype],
