@@ -247,10 +247,11 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
             description="device name, arch (sm_90) or family (hopper); portable ones always match")] = None,
         problem: str | None = None, tag: str | None = None,
         text: Annotated[str | None, Field(description="case-insensitive search in id, title and text")] = None,
+        dtype: Annotated[str | None, Field(description="f32, f16 or bf16: only texts that apply to it")] = None,
     ) -> TransformationList:
         """The natural-transformation catalog, filtered."""
         descriptor = _device_descriptor(device)
-        found = catalog.list(backend=backend, device=descriptor, problem=problem, tag=tag, text=text)
+        found = catalog.list(backend=backend, device=descriptor, problem=problem, tag=tag, text=text, dtype=dtype)
         return TransformationList(transformations=[_summary(t) for t in found],
                                   errors=[e.model_dump() if hasattr(e, "model_dump") else dict(e.__dict__)
                                           for e in catalog.errors])
@@ -349,6 +350,14 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
                         sizes: str = "M=4096,N=4096,K=4096", goal: str = "reach the vendor library's speed") -> str:
         """How an agent runs the PEAK loop with this server."""
         return OPTIMIZE_PROMPT.format(problem=problem, backend=backend, dtype=dtype, sizes=sizes, goal=goal)
+
+    @mcp.tool()
+    async def profile(session_id: str, version: VersionNumber | None = None,
+                      counters: Annotated[bool, Field(description="CUDA on a GPU: one launch under Nsight Compute")]
+                      = True, ctx: Context | None = None) -> dict[str, Any]:
+        """Registers, shared/local memory, spills and occupancy; the instruction mix (SASS via nvdisasm on CUDA,
+        SPIR-V on HLSL); Nsight Compute counters where ncu works. Each part says when it is unavailable and why."""
+        return await call(ctx, service.profile, session_id, version, counters=counters, progress=None)
 
     @mcp.tool()
     async def suggest_next(session_id: str, limit: Annotated[int, Field(strict=True, ge=1, le=25)] = 5) -> Suggestions:

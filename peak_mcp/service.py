@@ -51,6 +51,7 @@ DEVICE_FAULTS = ("kernel_fault", "worker_died", "timeout")
 SANITIZER_MAX_FLOPS = 2e10  # the sanitizer slows a launch 10-100x: at the session's sizes only when they are small
 IMPOSSIBLE_SPEED_MARGIN = 1.02  # over the datasheet peak: room for clocks a little above the profile's
 CPU_DEVICE_SIZES = {"M": 1024, "N": 1024, "K": 1024}  # a CPU Vulkan driver (lavapipe) does 4096^3 in an hour
+PROFILE_INACTIVITY_S, PROFILE_TOTAL_S = 90.0, 360.0
 INTERRUPTED = ("the server stopped while this version was being evaluated (it was killed or crashed); the version "
                "was never finished. Submit the source again.")
 
@@ -462,6 +463,28 @@ class PeakService:
                                                 f"{session['device']} ({session['backend']})",
                              vendor_tflops=baseline.get("tflops") if baseline.get("available") else None,
                              peak_tflops=device.peak(peak_path))
+
+    # --- profile ---------------------------------------------------------------------------------------------
+    def profile(self, session_id: str, version: int | None, *, counters: bool = True,
+                progress: Progress = _quiet) -> dict[str, Any]:
+        """Resources, occupancy, instruction mix and (CUDA with ncu on a GPU) hardware counters of one version at
+        the session's sizes; every part says when it is unavailable and why."""
+        session = self.store.session(session_id)
+        v = self.resolve_version(session_id, version)
+        problem = get_problem(session["problem"])
+        spec = parse_annotation(v["source"], needs=backend_spec(session["backend"]).annotation_keys,
+                                symbols=problem.symbols)
+        job = {"type": "profile", "problem": session["problem"], "dtype": session["dtype"], "sizes": session["sizes"],
+               "source": v["source"], "spec": spec.model_dump(), "counters": counters and session["device_index"] >= 0}
+        # nvdisasm may run a minute without progress, and ncu replays the kernel: longer limits than a timing job.
+        result = self.pool.run(session["backend"], session["device_index"], job,
+                               inactivity_s=max(self.settings.inactivity_timeout_s, PROFILE_INACTIVITY_S),
+                               total_s=max(self.settings.job_total_timeout_s, PROFILE_TOTAL_S), progress=progress)
+        if "profile" not in result:
+            compiled = result.get("compile") or {}
+            raise InvalidInput(f"version {v['number']} does not compile here:\n{trim_log(compiled.get('log'))}",
+                               "profile a version that compiles (see history).")
+        return {"session_id": session_id, "version": v["number"], **result["profile"]}
 
     # --- re-checks at other sizes ----------------------------------------------------------------------------
     def check(self, session_id: str, version: int | None, sizes: dict[str, Any] | None, *, benchmark: bool,

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.anyio
 
 TOOLS = {"doctor", "list_problems", "start_session", "list_sessions", "submit_kernel", "validate", "benchmark",
          "history", "get_version", "diff", "revert", "list_transformations", "get_transformation",
-         "apply_transformation", "get_transformation_stats"}
+         "apply_transformation", "get_transformation_stats", "profile", "suggest_next"}
 SMALL = {"M": 64, "N": 48, "K": 32}
 SYNTAX_ERROR = """// peak: entry=k grid=(cdiv(N, 16), cdiv(M, 16), 1) block=(16, 16, 1) shared=0
 extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {
