@@ -67,6 +67,16 @@ class Device(BaseModel):
     def peak(self, path: str) -> float | None:
         return self.peak_tflops.get(path)
 
+    def summary(self) -> dict[str, Any]:
+        """What an agent needs to know of the device, without the limits and feature flags a backend detects."""
+        keep = ("name", "backend", "index", "arch", "family", "vendor", "device_type", "profile", "sm_count",
+                "warp_size", "memory_bandwidth_gbps", "peak_tflops")
+        brief = {k: v for k, v in self.model_dump(include=set(keep)).items() if v not in (None, "", {})}
+        for name in ("subgroup_size", "max_shared_memory", "caveats"):
+            if self.prop(name):
+                brief[name] = self.prop(name)
+        return brief
+
     def prop(self, name: str, default: Any = None) -> Any:
         """A detected property that has no typed field (e.g. a Vulkan limit)."""
         return (self.model_extra or {}).get(name, default)

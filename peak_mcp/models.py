@@ -6,8 +6,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from peak_mcp.devices import Device
-
 
 class Missing(BaseModel):
     what: str
@@ -19,7 +17,7 @@ class BackendStatus(BaseModel):
     backend: str
     usable: bool
     can_run: bool
-    devices: list[Device]
+    devices: list[dict[str, Any]] = Field(description="each device with every property its backend detects")
     compiler: dict[str, Any]
     missing: list[Missing]
 
@@ -77,7 +75,7 @@ class SessionInfo(BaseModel):
     backend: str
     dtype: str
     sizes: dict[str, int]
-    device: Device
+    device: dict[str, Any] = Field(description="the device in brief (doctor lists every detected property)")
     head: int | None
     versions: int
     baseline: dict[str, Any] | None
@@ -87,8 +85,23 @@ class SessionInfo(BaseModel):
     note: str | None = None  # e.g. why the sizes are not the problem's defaults
 
 
+class SessionSummary(BaseModel):
+    session_id: str
+    label: str | None = None
+    problem: str
+    backend: str
+    dtype: str
+    sizes: dict[str, int]
+    device: str
+    head: int | None
+    versions: int
+    best: str | None = Field(None, description="head's median time and rate")
+
+
 class SessionList(BaseModel):
-    sessions: list[SessionInfo]
+    sessions: list[SessionSummary]
+    total: int
+    offset: int = 0
 
 
 class ProblemList(BaseModel):

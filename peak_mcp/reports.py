@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from peak_mcp.devices import Device
+from peak_mcp.responses import rate
 
 _LOG_LIMIT = 4000
 
@@ -65,7 +66,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     def fmt(value: Any, spec: str) -> str:
         return "" if value is None else format(value, spec)
 
-    lines = ["| v | parent | transformation | status | ms | TFLOP/s | ×parent | ×v0 | % vendor | % peak |",
+    lines = ["| v | parent | transformation | status | ms | rate | ×parent | ×v0 | % vendor | % peak |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         mark = " (head)" if r["head"] else ""
@@ -73,8 +74,9 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         if r["attempt"]:
             name += f" #{r['attempt']}"
         status = r["status"] + (f": {r['failure']}" if r["failure"] and r["status"] not in ("benchmarked",) else "")
+        speed = rate(r["tflops"]) if r["tflops"] is not None else ""
         lines.append(f"| {r['version']}{mark} | {fmt(r['parent'], 'd')} | {name} | {status} | "
-                     f"{fmt(r['median_ms'], '.3f')} | {fmt(r['tflops'], '.3g')} | {fmt(r['speedup_vs_parent'], '.2f')}"
+                     f"{fmt(r['median_ms'], '.4g')} | {speed} | {fmt(r['speedup_vs_parent'], '.2f')}"
                      f" | {fmt(r['speedup_vs_v0'], '.2f')} | {fmt(r['pct_of_vendor'], '.1f')} | "
                      f"{fmt(r['pct_of_peak'], '.1f')} |")
     return "\n".join(lines)

@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from peak_mcp import __version__
 from peak_mcp.apply import Applier
+from peak_mcp.backends.registry import BACKENDS
 from peak_mcp.catalog import Catalog, Transformation
 from peak_mcp.errors import NotFound, PeakError
 from peak_mcp.models import (
@@ -34,15 +35,28 @@ from peak_mcp.models import (
     VersionDetail,
     VersionReport,
 )
+from peak_mcp.responses import result
 from peak_mcp.runner.pool import cancellation
 from peak_mcp.service import PeakService
 from peak_mcp.suggest import Suggestions
 from peak_mcp.suggest import suggest_next as rank_next
 
 T = TypeVar("T")
+# Hints for clients that ask before calling: nothing here deletes, and nothing reaches beyond this machine.
+READ_ONLY = types.ToolAnnotations(read_only_hint=True, open_world_hint=False)
+RUNS_ONLY = types.ToolAnnotations(read_only_hint=True, idempotent_hint=False, open_world_hint=False)  # runs kernels
+RECORDS = types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
+                                open_world_hint=False)
+MOVES_HEAD = types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                   open_world_hint=False)
+BACKEND = Field(description="cuda, hip or hlsl", json_schema_extra={"enum": sorted(BACKENDS)})
+DTYPE = Field(description="f32, f16 or bf16 (inputs; f32 accumulation and output)",
+              json_schema_extra={"enum": ["f32", "f16", "bf16"]})
 # Strict: JSON true is not 1. Bounded: SQLite integers are 64-bit, and a version number past them is no version.
 VersionNumber = Annotated[int, Field(strict=True, ge=0, le=2**31 - 1)]
 Size = Annotated[int, Field(strict=True)]  # the problem checks the range and says which symbol is wrong
+SessionId = Annotated[str, Field(description="from start_session or list_sessions")]
+Version = Annotated[VersionNumber | None, Field(description="a version number from history (default: head)")]
 SAMPLING_MAX_TOKENS = 16384
 INSTRUCTIONS = """peak-mcp is a lab bench for GPU kernel optimization. Start with start_session (problem, backend,
 dtype, sizes): version 0 is the naive kernel, validated and benchmarked, with the vendor library timed in the same
@@ -124,51 +138,57 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
         except OverflowError:  # a number that no record can hold (SQLite integers are 64-bit)
             raise ToolError("a number in the arguments is out of range (nothing is numbered that high)") from None
 
-    @mcp.tool()
-    async def doctor() -> DoctorReport:
+    @mcp.tool(annotations=READ_ONLY)
+    async def doctor() -> Annotated[types.CallToolResult, DoctorReport]:
         """Backends and devices found on this machine, and for each one missing, why and how to fix it."""
-        return await call(None, service.doctor, catalog.info())
+        return result(await call(None, service.doctor, catalog.info()))
 
-    @mcp.tool()
-    async def list_problems() -> ProblemList:
+    @mcp.tool(annotations=READ_ONLY)
+    async def list_problems() -> Annotated[types.CallToolResult, ProblemList]:
         """Problems the server can check and time, with size symbols, dtypes and the kernel ABI per backend."""
-        return ProblemList(problems=service.list_problems())
+        return result(ProblemList(problems=service.list_problems()))
 
-    @mcp.tool()
+    @mcp.tool(annotations=RECORDS)
     async def start_session(
         ctx: Context,
         problem: Annotated[str, Field(description="problem name, e.g. matmul")] = "matmul",
-        backend: Annotated[str, Field(description="cuda or hlsl")] = "cuda",
-        dtype: Annotated[str, Field(description="f32, f16 or bf16 (f32 accumulation and output)")] = "f32",
-        sizes: Annotated[dict[str, Size] | None, Field(
-            description="e.g. {'M': 4096, 'N': 4096, 'K': 4096}; default: the problem's, less on a CPU device")]
-        = None,
-        label: str | None = None,
+        backend: Annotated[str, BACKEND] = "cuda",
+        dtype: Annotated[str, DTYPE] = "f32",
+        # Any values: the problem checks each one and says which is wrong, in words rather than a schema error.
+        sizes: Annotated[dict[str, Any] | str | None, Field(
+            description="{'M': 4096, 'N': 4096, 'K': 4096}, or 'M=4096,N=4096,K=4096'; symbols left out take the "
+                        "problem's defaults (the answer's note says which); default: the problem's, less on a CPU "
+                        "device")] = None,
+        label: Annotated[str | None, Field(description="a name for the session, shown in list_sessions")] = None,
         constraints: Annotated[list[str] | None, Field(
             description="size conditions kernels may assume, e.g. ['M % 128 == 0', 'K >= 64']; generality checks "
                         "only sizes that meet them")] = None,
-    ) -> SessionInfo:
+    ) -> Annotated[types.CallToolResult, SessionInfo]:
         """Start a session: version 0 is the naive kernel, validated and benchmarked; the vendor library is timed
         in the same run."""
-        return await call(ctx, service.start_session, problem, backend, dtype, sizes, label, progress=None,
-                          constraints=constraints)
+        return result(await call(ctx, service.start_session, problem, backend, dtype, sizes, label, progress=None,
+                          constraints=constraints))
 
-    @mcp.tool()
-    async def list_sessions() -> SessionList:
-        """All sessions in the data directory, newest last."""
-        return SessionList(sessions=await call(None, service.list_sessions))
+    @mcp.tool(annotations=READ_ONLY)
+    async def list_sessions(
+        offset: Annotated[int, Field(strict=True, ge=0, description="sessions to skip")] = 0,
+        limit: Annotated[int, Field(strict=True, ge=1, le=100, description="sessions per page")] = 20,
+    ) -> Annotated[types.CallToolResult, SessionList]:
+        """Sessions in the data directory, oldest first, one line each (start_session's answer has the details);
+        `total` says how many there are, page with offset."""
+        return result(await call(None, service.session_list, offset, limit))
 
-    @mcp.tool()
+    @mcp.tool(annotations=RECORDS)
     async def submit_kernel(
         ctx: Context,
-        session_id: str,
+        session_id: SessionId,
         source: Annotated[str, Field(description="the whole kernel file, with its `// peak:` annotation line")],
         parent: Annotated[VersionNumber | None,
                           Field(description="the version this derives from (default: head)")] = None,
         transformation: Annotated[str | None, Field(description="catalog id of the transformation applied")] = None,
         require_generality: Annotated[bool, Field(
             description="head moves to this version only if it also passes at the sampled other sizes")] = True,
-    ) -> VersionReport:
+    ) -> Annotated[types.CallToolResult, VersionReport]:
         """Compile, validate and benchmark a kernel as a new version of the session; then validate it at sampled
         other sizes (generality)."""
         if transformation is not None:  # statistics count only catalog transformations
@@ -180,33 +200,36 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
             attached = await call(ctx, applier.attach_submission, session_id, transformation, source, parent,
                                   progress=None)
             if attached is not None:
-                return attached
-        return await call(ctx, service.submit_kernel, session_id, source, parent, transformation, progress=None,
-                          require_generality=require_generality)
+                return result(attached)
+        return result(await call(ctx, service.submit_kernel, session_id, source, parent, transformation,
+                                 progress=None, require_generality=require_generality))
 
-    @mcp.tool()
+    @mcp.tool(annotations=RUNS_ONLY)
     async def validate(
-        ctx: Context, session_id: str, version: VersionNumber | None = None,
+        ctx: Context, session_id: SessionId, version: Version = None,
         sizes: Annotated[dict[str, Size] | None, Field(description="other sizes to check generality")] = None,
         trials: Annotated[int | None, Field(strict=True, description="random input sets, 1-20")] = None,
-    ) -> CheckReport:
+    ) -> Annotated[types.CallToolResult, CheckReport]:
         """Re-check a version (default: head) for correctness, optionally at other sizes."""
-        return await call(ctx, service.check, session_id, version, sizes, benchmark=False, trials=trials,
-                          progress=None)
+        return result(await call(ctx, service.check, session_id, version, sizes, benchmark=False, trials=trials,
+                          progress=None))
 
-    @mcp.tool()
+    @mcp.tool(annotations=RUNS_ONLY)
     async def benchmark(
-        ctx: Context, session_id: str, version: VersionNumber | None = None,
-        sizes: dict[str, Size] | None = None,
+        ctx: Context, session_id: SessionId, version: Version = None,
+        sizes: Annotated[dict[str, Size] | None, Field(description="other sizes to time at (default: the session's)")]
+        = None,
         time_budget_s: Annotated[float | None, Field(description="seconds of timed launches, 0.05-60")] = None,
-    ) -> CheckReport:
+    ) -> Annotated[types.CallToolResult, CheckReport]:
         """Validate and time a version (default: head), optionally at other sizes; the vendor library is timed
         in the same run."""
-        return await call(ctx, service.check, session_id, version, sizes, benchmark=True,
-                          time_budget_s=time_budget_s, progress=None)
+        return result(await call(ctx, service.check, session_id, version, sizes, benchmark=True,
+                          time_budget_s=time_budget_s, progress=None))
 
-    @mcp.tool()
-    async def history(session_id: str, chart: bool = False) -> Annotated[types.CallToolResult, HistoryReport]:
+    @mcp.tool(annotations=READ_ONLY)
+    async def history(session_id: SessionId,
+                      chart: Annotated[bool, Field(description="also a PNG of the lineage")] = False
+                      ) -> Annotated[types.CallToolResult, HistoryReport]:
         """The version table (parent, transformation, status, time, TFLOP/s, speedups); with chart=true also a PNG
         of performance along the sequence."""
         report = await call(None, service.history, session_id)
@@ -217,63 +240,69 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
                                               mime_type="image/png"))
         return types.CallToolResult(content=content, structured_content=report.model_dump(mode="json"))
 
-    @mcp.tool()
-    async def get_version(session_id: str, version: VersionNumber | None = None) -> VersionDetail:
+    @mcp.tool(annotations=READ_ONLY)
+    async def get_version(session_id: SessionId,
+                          version: Version = None) -> Annotated[types.CallToolResult, VersionDetail]:
         """One version's source and report (default: head)."""
-        return await call(None, service.get_version, session_id, version)
+        return result(await call(None, service.get_version, session_id, version))
 
-    @mcp.tool()
-    async def diff(session_id: str, a: VersionNumber, b: VersionNumber | None = None) -> DiffReport:
+    @mcp.tool(annotations=READ_ONLY)
+    async def diff(session_id: SessionId, a: Annotated[VersionNumber, Field(description="the older version")],
+                   b: Annotated[VersionNumber | None, Field(description="the newer version (default: head)")] = None
+                   ) -> Annotated[types.CallToolResult, DiffReport]:
         """Unified diff between two versions' sources (b defaults to head)."""
-        return await call(None, service.diff, session_id, a, b)
+        return result(await call(None, service.diff, session_id, a, b))
 
-    @mcp.tool()
+    @mcp.tool(annotations=MOVES_HEAD)
     async def revert(
-        session_id: str, version: VersionNumber,
+        session_id: SessionId, version: Annotated[VersionNumber, Field(description="the version to make head")],
         require_generality: Annotated[bool, Field(
             description="refuse a version that failed at other sizes (generality)")] = True,
-    ) -> VersionReport:
+    ) -> Annotated[types.CallToolResult, VersionReport]:
         """Make an earlier passing version the head again; nothing is deleted."""
-        return await call(None, service.revert, session_id, version, require_generality)
+        return result(await call(None, service.revert, session_id, version, require_generality))
 
-    @mcp.tool()
-    async def get_transformation_stats() -> StatsReport:
+    @mcp.tool(annotations=READ_ONLY)
+    async def get_transformation_stats() -> Annotated[types.CallToolResult, StatsReport]:
         """Per transformation: attempts, first-try success rate, failure kinds, median speedup over the parent."""
-        return StatsReport(transformations=await call(None, applier.statistics))
+        return result(StatsReport(transformations=await call(None, applier.statistics)))
 
-    @mcp.tool()
+    @mcp.tool(annotations=READ_ONLY)
     async def list_transformations(
-        backend: str | None = None, device: Annotated[str | None, Field(
+        backend: Annotated[str | None, BACKEND] = None, device: Annotated[str | None, Field(
             description="device name, arch (sm_90) or family (hopper); portable ones always match")] = None,
-        problem: str | None = None, tag: str | None = None,
+        problem: Annotated[str | None, Field(description="e.g. matmul")] = None,
+        tag: Annotated[str | None, Field(description="e.g. memory, tensor-cores")] = None,
         text: Annotated[str | None, Field(description="case-insensitive search in id, title and text")] = None,
-        dtype: Annotated[str | None, Field(description="f32, f16 or bf16: only texts that apply to it")] = None,
-    ) -> TransformationList:
+        dtype: Annotated[str | None, DTYPE] = None,
+    ) -> Annotated[types.CallToolResult, TransformationList]:
         """The natural-transformation catalog, filtered."""
         descriptor = _device_descriptor(device)
         found = catalog.list(backend=backend, device=descriptor, problem=problem, tag=tag, text=text, dtype=dtype)
-        return TransformationList(transformations=[_summary(t) for t in found],
+        return result(TransformationList(transformations=[_summary(t) for t in found],
                                   errors=[e.model_dump() if hasattr(e, "model_dump") else dict(e.__dict__)
-                                          for e in catalog.errors])
+                                          for e in catalog.errors]))
 
-    @mcp.tool()
+    @mcp.tool(annotations=READ_ONLY)
     async def get_transformation(
-        id: str, backend: str | None = None,
+        id: Annotated[str, Field(description="catalog id, see list_transformations")],
+        backend: Annotated[str | None, BACKEND] = None,
         device: Annotated[str | None, Field(description="pick the most specific text for this device")] = None,
-    ) -> TransformationText:
+    ) -> Annotated[types.CallToolResult, TransformationText]:
         """The full text of one transformation; with backend (and device) the most specific specialization."""
         try:
             t = catalog.resolve(id, backend, _device_descriptor(device)) if backend else catalog.get(id)
         except PeakError as exc:
             raise ToolError(str(exc)) from None
-        return TransformationText(id=t.id, title=t.title, backends=list(t.backends), devices=list(t.devices),
+        return result(TransformationText(id=t.id, title=t.title, backends=list(t.backends),
+                                         devices=list(t.devices),
                                   problems=list(t.problems), tags=list(t.tags), after=list(t.after),
-                                  extends=t.extends, resolved_from=id if t.id != id else None, body=t.body)
+                                  extends=t.extends, resolved_from=id if t.id != id else None, body=t.body))
 
-    @mcp.tool()
+    @mcp.tool(annotations=RECORDS)
     async def apply_transformation(
         ctx: Context,
-        session_id: str,
+        session_id: SessionId,
         transformation: Annotated[str, Field(description="catalog id, see list_transformations")],
         version: Annotated[VersionNumber | None, Field(description="version to transform (default: head)")] = None,
         instructions: Annotated[str | None, Field(description="extra guidance for the LLM")] = None,
@@ -307,7 +336,7 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
             step = await call(ctx, applier.answer, step.run_id, _reply_text(reply), progress=None)
         return step
 
-    async def _apply_by_rounds(ctx: Context, session_id: str, transformation: str, version: int | None,
+    async def _apply_by_rounds(ctx: Context, session_id: SessionId, transformation: str, version: int | None,
                                instructions: str | None, max_attempts: int | None) -> ApplyStep | Any:
         """2026-07-28 clients: each LLM call is an input-required round; the run id rides request_state."""
         state = ctx.request_state
@@ -351,19 +380,21 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
         """How an agent runs the PEAK loop with this server."""
         return OPTIMIZE_PROMPT.format(problem=problem, backend=backend, dtype=dtype, sizes=sizes, goal=goal)
 
-    @mcp.tool()
-    async def profile(session_id: str, version: VersionNumber | None = None,
+    @mcp.tool(annotations=RUNS_ONLY)
+    async def profile(session_id: SessionId, version: Version = None,
                       counters: Annotated[bool, Field(description="CUDA on a GPU: one launch under Nsight Compute")]
                       = True, ctx: Context | None = None) -> dict[str, Any]:
         """Registers, shared/local memory, spills and occupancy; the instruction mix (SASS via nvdisasm on CUDA,
         SPIR-V on HLSL); Nsight Compute counters where ncu works. Each part says when it is unavailable and why."""
         return await call(ctx, service.profile, session_id, version, counters=counters, progress=None)
 
-    @mcp.tool()
-    async def suggest_next(session_id: str, limit: Annotated[int, Field(strict=True, ge=1, le=25)] = 5) -> Suggestions:
+    @mcp.tool(annotations=READ_ONLY)
+    async def suggest_next(session_id: SessionId, limit: Annotated[int, Field(strict=True, ge=1, le=25,
+                                                                         description="suggestions")] = 5
+                           ) -> Annotated[types.CallToolResult, Suggestions]:
         """Transformations ranked for the session's head (lineage, source features, catalog order, backend, dtype,
         device), each with one line of why; apply one with apply_transformation."""
-        return await call(None, rank_next, service, catalog, session_id, limit)
+        return result(await call(None, rank_next, service, catalog, session_id, limit))
 
     return mcp
 

@@ -29,12 +29,15 @@ from peak_mcp.models import (
     Missing,
     ProblemInfo,
     SessionInfo,
+    SessionList,
+    SessionSummary,
     VersionDetail,
     VersionReport,
 )
 from peak_mcp.problems import PROBLEMS, get_problem
 from peak_mcp.records import Status
 from peak_mcp.reports import history_rows, markdown_table, performance, trim_log
+from peak_mcp.responses import rate
 from peak_mcp.runner.ownership import ServerPresence
 from peak_mcp.runner.pool import DevicePool, JobFailed
 from peak_mcp.runner.probe import probe_all_in_subprocess
@@ -95,7 +98,8 @@ class PeakService:
             devices = [describe(d, self.profiles) for d in report.get("devices", [])]
             compiler_ok = bool(report.get("compiler", {}).get("available"))
             statuses.append(BackendStatus(
-                backend=name, usable=compiler_ok, can_run=compiler_ok and bool(devices), devices=devices,
+                backend=name, usable=compiler_ok, can_run=compiler_ok and bool(devices),
+                devices=[d.model_dump(exclude_none=True) for d in devices],
                 compiler=report.get("compiler", {}), missing=[Missing(**m) for m in report.get("missing", [])]))
         return DoctorReport(version=__version__, data_dir=str(self.settings.data_dir), backends=statuses,
                             catalog=catalog_info or {}, workers={"restarts": self.pool.restarts})
@@ -127,12 +131,15 @@ class PeakService:
                             abi={b: p.abi(b, p.dtypes[0]) for b in p.backends if b in BACKENDS})
                 for p in PROBLEMS.values()]
 
-    def start_session(self, problem: str, backend: str, dtype: str, sizes: dict[str, Any] | None,
+    def start_session(self, problem: str, backend: str, dtype: str, sizes: dict[str, Any] | str | None,
                       label: str | None = None, progress: Progress = _quiet,
                       constraints: list[str] | None = None) -> SessionInfo:
         spec = get_problem(problem)
         spec.check_dtype(dtype)
+        if isinstance(sizes, str):
+            sizes = spec.parse_sizes(sizes)
         spec.check_sizes(sizes)  # bad sizes fail before the device probe
+        left_out = [s for s in spec.symbols if sizes and s not in sizes]
         constraints = check_constraints(spec, constraints)
         naive = spec.naive_kernel(backend, dtype) if backend in BACKENDS else None
         device, index = self._device_for(backend)
@@ -151,6 +158,9 @@ class PeakService:
             self._measure_baseline(session_id, progress)
         info = self.session_info(session_id)
         info.version_0 = self.version_report(session_id, report.version)
+        if left_out:
+            filled = ", ".join(f"{s}={checked[s]}" for s in left_out)
+            note = (note + "; " if note else "") + f"sizes not given were taken from the problem's defaults: {filled}"
         info.note = note
         return info
 
@@ -192,12 +202,27 @@ class PeakService:
     def session_info(self, session_id: str) -> SessionInfo:
         s = self.store.session(session_id)
         return SessionInfo(session_id=s["id"], problem=s["problem"], backend=s["backend"], dtype=s["dtype"],
-                           sizes=s["sizes"], device=self.device_of(s), head=s["head"],
+                           sizes=s["sizes"], device=self.device_of(s).summary(), head=s["head"],
                            versions=len(self.store.versions(session_id)), baseline=s["baseline"], label=s["label"],
                            constraints=s.get("constraints") or [])
 
     def list_sessions(self) -> list[SessionInfo]:
         return [self.session_info(s["id"]) for s in self.store.sessions()]
+
+    def session_list(self, offset: int = 0, limit: int = 20) -> SessionList:
+        """One line per session, oldest first, a page at a time."""
+        sessions = self.store.sessions()
+        rows = []
+        for s in sessions[offset:offset + limit]:
+            best = None
+            if s["head"] is not None:
+                perf = self.version_report(s["id"], s["head"]).performance or {}
+                if perf.get("median_ms") is not None:
+                    best = f"v{s['head']}: {perf['median_ms']:.4g} ms, {rate(perf.get('tflops'))}"
+            rows.append(SessionSummary(session_id=s["id"], label=s["label"], problem=s["problem"],
+                                       backend=s["backend"], dtype=s["dtype"], sizes=s["sizes"], device=s["device"],
+                                       head=s["head"], versions=len(self.store.versions(s["id"])), best=best))
+        return SessionList(sessions=rows, total=len(sessions), offset=offset)
 
     # --- submissions -----------------------------------------------------------------------------------------
     def submit_kernel(self, session_id: str, source: str, parent: int | None = None,
@@ -376,7 +401,7 @@ class PeakService:
         status = Status.BENCHMARKED if timing else Status.VALIDATED
         message = verdict.get("message", "passed")
         if timing:
-            message += f"; median {timing['median_ms']:.4g} ms ({timing['tflops']:.3g} TFLOP/s)"
+            message += f"; median {timing['median_ms']:.4g} ms ({rate(timing['tflops'])})"
         return {"status": status, "failure": None, "compile": compiled, "validation": verdict, "timing": timing,
                 "message": message}
 

@@ -55,7 +55,9 @@ async def test_negative_parent_is_refused(make_client) -> None:
 
 async def test_boolean_sizes_are_refused(make_client) -> None:
     async with make_client() as (client, service):
-        await _refused(client, "start_session", {"backend": "cuda", "sizes": {"M": True, "N": 8, "K": 8}}, "sizes.M")
+        text = await _refused(client, "start_session", {"backend": "cuda", "sizes": {"M": True, "N": 8, "K": 8}},
+                              "M=True", "positive integer")
+        assert "pydantic" not in text
         sid = await _session(client)
         await _refused(client, "validate", {"session_id": sid, "sizes": {"M": False}}, "sizes.M")
         assert [s["id"] for s in service.store.sessions()] == [sid]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -130,6 +131,22 @@ class Problem(ABC):
 
     @abstractmethod
     def naive_kernel(self, backend: str, dtype: str) -> str: ...
+
+    def parse_sizes(self, text: str) -> dict[str, int]:
+        """'M=4096,N=2048,K=512' (or 'M=4096 N=2048'), or '4096x2048x512' in symbol order, as a size dict."""
+        example = ",".join(f"{s}={v}" for s, v in self.default_sizes.items())
+        hint = f"write sizes as {example!r}, as {'x'.join(map(str, self.default_sizes.values()))!r} or as an object"
+        parts = [p for p in re.split(r"[,\s;]+", text.strip()) if p]
+        try:
+            if len(parts) == 1 and "=" not in parts[0]:
+                values = [int(v) for v in parts[0].lower().split("x")]
+                if len(values) != len(self.symbols):
+                    raise ValueError
+                return dict(zip(self.symbols, values, strict=True))
+            pairs = [p.split("=", 1) for p in parts]
+            return {name.strip(): int(value) for name, value in pairs}
+        except ValueError:
+            raise InvalidInput(f"cannot read sizes {text[:80]!r}", hint + ".") from None
 
     def check_sizes(self, sizes: Mapping[str, object] | None) -> dict[str, int]:
         """Complete and validate a size set; raise InvalidInput with the reason."""

@@ -1,0 +1,52 @@
+"""What a client reads: model results made lean for an LLM's context, valid against the tools' output schemas.
+
+Fields left at their defaults are dropped (the schemas mark them optional), floats keep 4 significant digits
+(timings vary more than that from run to run), and the text block carries the same object as compact JSON (the
+MCP spec asks for a text copy of structured content, for clients that read only text).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import mcp.types as types
+from pydantic import BaseModel
+
+SIGNIFICANT = 4
+
+
+def rounded(value: Any) -> Any:
+    """`value` with every float rounded to SIGNIFICANT significant digits, recursively."""
+    if isinstance(value, float):
+        if value == 0 or not math.isfinite(value):
+            return value
+        return round(value, SIGNIFICANT - 1 - math.floor(math.log10(abs(value))))
+    if isinstance(value, dict):
+        return {k: rounded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rounded(v) for v in value]
+    return value
+
+
+def lean(model: BaseModel) -> dict[str, Any]:
+    return rounded(model.model_dump(mode="json", exclude_defaults=True))
+
+
+def result(model: BaseModel, *extra: types.ContentBlock, text: str | None = None) -> types.CallToolResult:
+    """A tool result: lean structured content, its compact JSON as text (or `text`), then `extra` blocks."""
+    structured = lean(model)
+    body = text if text is not None else json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=body), *extra],
+                                structured_content=structured)
+
+
+def rate(tflops: float | None) -> str:
+    """A FLOP rate in the unit that fits it: a CPU device's 6e-05 TFLOP/s reads 0.063 GFLOP/s, not 0.00."""
+    if tflops is None:
+        return "n/a"
+    for unit, scale in (("TFLOP/s", 1.0), ("GFLOP/s", 1e-3), ("MFLOP/s", 1e-6)):
+        if tflops >= scale:
+            return f"{tflops / scale:.3g} {unit}"
+    return f"{tflops / 1e-6:.2g} MFLOP/s"
