@@ -213,8 +213,8 @@ def lineage_figure(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_
 
     fig.canvas.draw()  # settle the layout, then freeze it so the labels are placed against final positions
     fig.set_layout_engine("none")
-    _place_labels(fig, ax, [(depth[v], speedup(r["median_ms"]), short_label(r)) for v, r in sorted(timed.items())],
-                  points, edges)
+    _place_labels(fig, ax, [(depth[v], speedup(r["median_ms"]), short_label(r), 6 if v == head else 0)
+                            for v, r in sorted(timed.items())], points, edges)
     return fig
 
 
@@ -223,7 +223,8 @@ _CANDIDATES = [(7, 0), (7, 9), (7, -9), (0, 12), (0, -14), (7, 18), (7, -18), (-
                (7, 28), (7, -28), (-7, 22), (-7, -22), (0, 30), (0, -32)]
 
 
-def _place_labels(fig: Any, ax: Any, labels: list[tuple[float, float, str]], points: list[tuple[float, float, float]],
+def _place_labels(fig: Any, ax: Any, labels: list[tuple[float, float, str, float]],
+                  points: list[tuple[float, float, float]],
                   edges: list[tuple[tuple[float, float], tuple[float, float]]]) -> None:
     """Greedy placement: each label takes the first candidate offset whose box overlaps no placed label, no marker,
     no edge and stays inside the axes; failing that, the one with the least overlap. Far ones get a leader line."""
@@ -248,10 +249,11 @@ def _place_labels(fig: Any, ax: Any, labels: list[tuple[float, float, str]], poi
         return w * h if w > 0 and h > 0 else 0.0
 
     # lowest first: labels of slow versions crowd near v0, fast ones spread out above
-    for x, y, text in sorted(labels, key=lambda item: (item[1], item[0])):
+    for x, y, text, extra in sorted(labels, key=lambda item: (item[1], item[0])):  # extra: room for a big marker
         own = ax.transData.transform((x, y))
         best = None
-        for dx, dy in _CANDIDATES:
+        for dx, dy in ((dx + math.copysign(extra, dx) if dx else dx, dy + math.copysign(extra, dy) if dy else dy)
+                       for dx, dy in _CANDIDATES):
             ha = "left" if dx > 0 else "right" if dx < 0 else "center"
             note = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va="center",
                                fontsize=7.5, zorder=5)
