@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import struct
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from mcp import Client, StdioServerParameters
 
 from peak_mcp.charts import depths, lineage_figure, short_label
@@ -53,8 +55,19 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def cli(*args: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exit_info:
-        main(list(args))
+    """main() in this process. It points logging at the captured stderr, which closes after the test: the logging
+    set-up is put back, or every later test that logs would write to a closed file."""
+    configured, saved, handlers = structlog.is_configured(), structlog.get_config(), list(logging.root.handlers)
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            main(list(args))
+    finally:
+        if configured:
+            structlog.configure(**saved)
+        else:
+            structlog.reset_defaults()
+        for handler in set(logging.root.handlers) - set(handlers):
+            logging.root.removeHandler(handler)
     out, err = capsys.readouterr()
     return exit_info.value.code or 0, out, err
 
