@@ -1,4 +1,5 @@
-"""Command line: `peak-mcp serve` (stdio or --http), `peak-mcp doctor`, `peak-mcp demo`."""
+"""Command line: `peak-mcp serve` (stdio or --http), `peak-mcp doctor`, `peak-mcp demo`, and the read-only views of
+a data dir: `peak-mcp sessions`, `peak-mcp show SESSION`, `peak-mcp export SESSION VERSION`."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from peak_mcp import __version__
 from peak_mcp.logging import configure
@@ -22,14 +24,24 @@ def parse_sizes(text: str) -> dict[str, int]:
     return sizes
 
 
-def main(argv: list[str] | None = None) -> None:
+SOURCE_SUFFIX = {"cuda": ".cu", "hip": ".hip", "hlsl": ".hlsl"}
+
+
+def _common_options(parser: argparse.ArgumentParser, default: object) -> None:
+    parser.add_argument("--data-dir", type=Path, default=default,
+                        help="where sessions are stored (default: $PEAK_MCP_DATA_DIR or $XDG_DATA_HOME/peak-mcp)")
+    parser.add_argument("--log-level", default=default, help="DEBUG, INFO, WARNING (logs go to stderr)")
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="peak-mcp", description=__doc__)
     parser.add_argument("--version", action="version", version=f"peak-mcp {__version__}")
-    parser.add_argument("--data-dir", type=Path, default=None,
-                        help="where sessions are stored (default: $PEAK_MCP_DATA_DIR or $XDG_DATA_HOME/peak-mcp)")
-    parser.add_argument("--log-level", default=None, help="DEBUG, INFO, WARNING (logs go to stderr)")
+    _common_options(parser, None)
+    # The same options after the command (`peak-mcp serve --data-dir X`); SUPPRESS keeps one given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    _common_options(common, argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the MCP server (stdio by default)")
+    serve = commands.add_parser("serve", parents=[common], help="run the MCP server (stdio by default)")
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000)
@@ -40,14 +52,28 @@ def main(argv: list[str] | None = None) -> None:
                        help="Host header to accept besides the loopback names (repeatable), e.g. gpu.example.org")
     serve.add_argument("--allowed-origin", action="append", default=[], metavar="ORIGIN",
                        help="Origin header to accept besides loopback (repeatable), e.g. https://gpu.example.org")
-    commands.add_parser("doctor", help="print what this machine can compile and run, and how to fix the rest")
-    demo = commands.add_parser("demo", help="drive the server through a real MCP client over stdio")
+    commands.add_parser("doctor", parents=[common],
+                        help="print what this machine can compile and run, and how to fix the rest")
+    demo = commands.add_parser("demo", parents=[common], help="drive the server through a real MCP client over stdio")
     demo.add_argument("--backend", default=None, help="cuda or hlsl (default: the first that can run)")
     demo.add_argument("--dtype", default="f32")
     demo.add_argument("--sizes", type=parse_sizes, default=None, help="e.g. M=1024,N=1024,K=1024")
     demo.add_argument("--kernels", type=Path, nargs="*", default=None,
                       help="kernel files to submit after version 0 (default: examples/matmul/<backend>/*)")
-    args = parser.parse_args(argv)
+    commands.add_parser("sessions", parents=[common], help="list the sessions of the data dir, one line each")
+    show = commands.add_parser("show", parents=[common], help="print a session's history; --out writes its chart")
+    show.add_argument("session")
+    show.add_argument("--out", type=Path, default=None, metavar="PNG", help="write the lineage chart here")
+    export = commands.add_parser("export", parents=[common],
+                                 help="write a version's kernel source and its report (JSON and Markdown)")
+    export.add_argument("session")
+    export.add_argument("version", help="a version number, or `head`")
+    export.add_argument("--out", type=Path, default=Path("."), metavar="DIR", help="folder to write to (default .)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     configure(args.log_level)
 
     if args.command == "serve":
@@ -84,3 +110,104 @@ def main(argv: list[str] | None = None) -> None:
         from peak_mcp.demo import run_demo
 
         sys.exit(run_demo(args.backend, args.dtype, args.sizes, args.kernels, args.data_dir))
+    else:
+        sys.exit(_view(args))
+
+
+def _view(args: argparse.Namespace) -> int:
+    """sessions / show / export: read the data dir through a service that never probes devices or starts workers
+    (workers start only when a job runs; the probe is replaced by an empty one)."""
+    from peak_mcp.config import Settings
+    from peak_mcp.errors import PeakError
+    from peak_mcp.service import PeakService
+
+    settings = Settings.from_env(args.data_dir)
+    if not settings.database.exists():  # opening the store would create an empty one
+        print(f"peak-mcp: no sessions in {settings.data_dir} (no {settings.database.name}); pass --data-dir or set "
+              f"$PEAK_MCP_DATA_DIR", file=sys.stderr)
+        return 0 if args.command == "sessions" else 1
+    service = PeakService(settings, probe=dict)
+    try:
+        if args.command == "sessions":
+            for line in session_lines(service):
+                print(line)
+        elif args.command == "show":
+            history = service.history(args.session)
+            print(session_lines(service, args.session)[0])
+            print(history.table)
+            if args.out is not None:
+                args.out.parent.mkdir(parents=True, exist_ok=True)
+                args.out.write_bytes(service.history_chart(args.session))
+                print(f"chart: {args.out}")
+        else:
+            for path in export_version(service, args.session, args.version, args.out):
+                print(path)
+        return 0
+    except PeakError as exc:
+        print(f"peak-mcp: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        service.close()
+
+
+def session_lines(service: Any, only: str | None = None) -> list[str]:
+    """One line per session: id, label, problem, backend, dtype, sizes, head, and the fastest timed version."""
+    lines = []
+    sessions = [service.store.session(only)] if only else service.store.sessions()
+    for s in sessions:
+        timed = [v for v in service.store.versions(s["id"]) if (v["timing"] or {}).get("median_ms")]
+        best = min(timed, key=lambda v: v["timing"]["median_ms"], default=None)
+        fastest = (f"best v{best['number']} {best['timing']['median_ms']:.4g} ms "
+                   f"{best['timing'].get('tflops') or 0:.4g} TFLOP/s" if best else "best -")
+        sizes = ",".join(f"{k}={v}" for k, v in s["sizes"].items())
+        head = f"v{s['head']}" if s["head"] is not None else "-"
+        lines.append(f"{s['id']}  {s['label'] or '-'}  {s['problem']} {s['backend']} {s['dtype']} {sizes}  "
+                     f"head {head}  {fastest}")
+    return lines
+
+
+def export_version(service: Any, session_id: str, version: str, out: Path) -> list[Path]:
+    """`<session>-v<N>.<cu|hlsl>` plus `.json` (the version report and session) and `.md` (a readable summary)."""
+    from peak_mcp.errors import InvalidInput
+
+    if version != "head" and not version.isdigit():
+        raise InvalidInput(f"version {version!r} is not a number", "pass a version number from `show`, or head.")
+    detail = service.get_version(session_id, None if version == "head" else int(version))
+    session = service.store.session(session_id)
+    report = detail.report
+    out.mkdir(parents=True, exist_ok=True)
+    stem = out / f"{session_id}-v{report.version}"
+    source = stem.with_suffix(SOURCE_SUFFIX.get(session["backend"], ".txt"))
+    source.write_text(detail.source)
+    meta = {"session": service.session_info(session_id).model_dump(mode="json"),
+            "report": report.model_dump(mode="json"), "source_file": source.name}
+    stem.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+    stem.with_suffix(".md").write_text(_markdown_report(session, report, source.name))
+    return [source, stem.with_suffix(".json"), stem.with_suffix(".md")]
+
+
+def _markdown_report(session: dict[str, Any], report: Any, source_name: str) -> str:
+    perf = report.performance or {}
+    sizes = " × ".join(f"{k}={v}" for k, v in session["sizes"].items())
+    lines = [f"# {session['problem']} {session['dtype']} v{report.version} ({session['backend']})", "",
+             f"- session: `{session['id']}`{' (' + session['label'] + ')' if session['label'] else ''}",
+             f"- device: {session['device']}", f"- sizes: {sizes}",
+             f"- parent: {'v' + str(report.parent) if report.parent is not None else '-'}; origin: {report.origin}; "
+             f"transformation: {report.transformation or '-'}",
+             f"- status: **{report.status}**" + (f" ({report.failure})" if report.failure else ""),
+             f"- source: `{source_name}`", ""]
+    if perf:
+        lines += ["| metric | value |", "|---|---|"]
+        lines += [f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in perf.items()]
+        lines.append("")
+    if report.generality:
+        checked = ", ".join("×".join(str(v) for v in sizes.values())
+                            for sizes in report.generality.get("sizes_checked") or [])
+        lines += [f"Generality: {'passed' if report.generality.get('passed') else 'FAILED'} at {checked}."]
+        lines += [f"- {f.get('sizes')}: {f.get('check')}: {f.get('message')}"
+                  for f in report.generality.get("failures") or []]
+        lines.append("")
+    lines += ["## Message", "", report.message or "-", ""]
+    if report.compile is not None and not report.compile.ok:
+        lines += ["## Compile log", "", "```", report.compile.log, "```", ""]
+    return "\n".join(lines)

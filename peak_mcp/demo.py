@@ -12,9 +12,10 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
+from peak_mcp.resources import data_dir
 from peak_mcp.service import CPU_DEVICE_SIZES  # the service picks these itself; the demo prints them up front
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "matmul"
+EXAMPLES = data_dir("examples") / "matmul"  # shipped in the wheel as peak_mcp/_data/examples
 
 
 def demo_sizes(device: dict[str, Any] | None, sizes: dict[str, int] | None) -> dict[str, int] | None:
@@ -74,6 +75,8 @@ async def _demo(backend: str | None, dtype: str, sizes: dict[str, int] | None, k
                   if not result.is_error else f"{path.name}: {result.content[0].text}")
         history = await client.call_tool("history", {"session_id": session["session_id"]})
         print(history.content[0].text)
+        where = f" --data-dir {data_dir}" if data_dir else ""
+        print(f"chart and table: peak-mcp{where} show {session['session_id']} --out chart.png")
     return 0
 
 

@@ -478,16 +478,15 @@ class PeakService:
     def history_chart(self, session_id: str) -> bytes:
         from peak_mcp.charts import history_chart
 
-        report = self.history(session_id)
         session = self.store.session(session_id)
         device = self.device_of(session)
         peak_path = get_problem(session["problem"]).peak_path(session["dtype"])
-        baseline = session["baseline"] or {}
-        sizes = "×".join(str(v) for v in session["sizes"].values())
-        return history_chart(report.rows, title=f"{session['problem']} {session['dtype']} {sizes} on "
-                                                f"{session['device']} ({session['backend']})",
-                             vendor_tflops=baseline.get("tflops") if baseline.get("available") else None,
-                             peak_tflops=device.peak(peak_path))
+        spread = {v["number"]: v["timing"] or {} for v in self.store.versions(session_id)}
+        rows = [{**row, "min_ms": spread[row["version"]].get("min_ms"), "max_ms": spread[row["version"]].get("max_ms")}
+                for row in self.history(session_id).rows]  # the timing spread, for error bars
+        vendor = backend_spec(session["backend"]).vendor_library or "vendor library"
+        return history_chart(rows, session, peak_tflops=device.peak(peak_path),
+                             vendor_name=vendor)
 
     # --- profile ---------------------------------------------------------------------------------------------
     def profile(self, session_id: str, version: int | None, *, counters: bool = True,
