@@ -11,6 +11,7 @@ from typing import Any
 
 from peak_mcp import __version__
 from peak_mcp.logging import configure
+from peak_mcp.responses import rate
 
 
 def parse_sizes(text: str) -> dict[str, int]:
@@ -158,7 +159,7 @@ def session_lines(service: Any, only: str | None = None) -> list[str]:
         timed = [v for v in service.store.versions(s["id"]) if (v["timing"] or {}).get("median_ms")]
         best = min(timed, key=lambda v: v["timing"]["median_ms"], default=None)
         fastest = (f"best v{best['number']} {best['timing']['median_ms']:.4g} ms "
-                   f"{best['timing'].get('tflops') or 0:.4g} TFLOP/s" if best else "best -")
+                   f"{rate(best['timing'].get('tflops'))}" if best else "best -")
         sizes = ",".join(f"{k}={v}" for k, v in s["sizes"].items())
         head = f"v{s['head']}" if s["head"] is not None else "-"
         lines.append(f"{s['id']}  {s['label'] or '-'}  {s['problem']} {s['backend']} {s['dtype']} {sizes}  "
