@@ -125,13 +125,13 @@ class Applier:
                          resolved_transformation=resolved, attempt=run["attempts"] + 1,
                          max_attempts=run["max_attempts"], done=run["state"] != "open", attempts=attempts)
         if run["state"] == "succeeded":
-            step.succeeded, step.result = True, attempts[-1]
+            step.succeeded, step.result = True, attempts[-1].version
             step.attempt = run["attempts"]
             step.message = f"applied in {run['attempts']} attempt(s): version {attempts[-1].version}"
             return step
         if run["state"] == "exhausted":
             step.attempt = run["attempts"]
-            step.result = attempts[-1] if attempts else None
+            step.result = attempts[-1].version if attempts else None
             step.message = (f"all {run['max_attempts']} attempts failed; the last: "
                             f"{attempts[-1].failure if attempts else 'none'}")
             return step

@@ -157,5 +157,6 @@ class ApplyStep(BaseModel):
     brief: str | None = Field(None, description="the prompt to send to an LLM when not done")
     system_prompt: str | None = None
     attempts: list[VersionReport] = Field(default_factory=list)
-    result: VersionReport | None = None
+    result: int | None = Field(None, description="the version the run ended with (its report is the last of "
+                                                "attempts)")
     message: str = ""

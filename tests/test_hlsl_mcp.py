@@ -75,3 +75,18 @@ async def test_a_wrong_shader_fails_validation_and_is_told_the_abi(make_client) 
         assert report["status"] == "failed" and report["failure"] == "wrong_result", report["message"]
         assert "This session's ABI (f32)" in report["message"] and "binding(2)" in report["message"]
         assert report["head"] == 0
+
+
+async def test_a_cpu_vulkan_device_has_a_yardstick(make_client) -> None:
+    """lavapipe has no vendor library and no peak: the same CPU's BLAS (numpy) is timed instead, and history
+    reports the kernels against it."""
+    async with make_client() as (client, service):
+        device, _ = service._device_for("hlsl")
+        if not device.is_cpu:
+            pytest.skip("the Vulkan device is not a CPU one")
+        info = (await client.call_tool("start_session", {"backend": "hlsl", "sizes": {"M": 64, "N": 64, "K": 64}})
+                ).structured_content
+        assert info["baseline"]["available"] and "numpy" in info["baseline"]["library"]
+        assert info["baseline"]["median_ms"] > 0
+        rows = (await client.call_tool("history", {"session_id": info["session_id"]})).structured_content["rows"]
+        assert rows[0]["pct_of_vendor"] is not None and rows[0]["pct_of_vendor"] > 0
