@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from peak_mcp.records import Status
+
 
 class Missing(BaseModel):
     what: str
@@ -53,8 +55,7 @@ class VersionReport(BaseModel):
     parent: int | None
     origin: str
     transformation: str | None
-    status: str = Field(description="pending | invalid_annotation | invalid_reply | compile_error | failed | error | "
-                                    "compiled | validated | benchmarked")
+    status: Status
     failure: str | None = Field(None, description="the first failing check or error kind")
     message: str
     compile: CompileInfo | None = None
