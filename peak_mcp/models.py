@@ -161,3 +161,35 @@ class ApplyStep(BaseModel):
     result: int | None = Field(None, description="the version the run ended with (its report is the last of "
                                                 "attempts)")
     message: str = ""
+
+
+class TransformationSummary(BaseModel):
+    id: str
+    title: str
+    backends: list[str]
+    devices: list[str]
+    tags: list[str]
+    extends: str | None
+    summary: str
+
+
+class TransformationList(BaseModel):
+    transformations: list[TransformationSummary]
+    errors: list[dict[str, Any]] = Field(default_factory=list, description="catalog files that failed to load")
+
+
+class TransformationText(BaseModel):
+    id: str
+    title: str
+    backends: list[str]
+    devices: list[str]
+    problems: list[str]
+    tags: list[str]
+    after: list[str]
+    extends: str | None
+    resolved_from: str | None = Field(None, description="the id asked for, when a specialization was chosen")
+    body: str
+
+
+class StatsReport(BaseModel):
+    transformations: list[dict[str, Any]]

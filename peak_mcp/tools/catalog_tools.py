@@ -1,0 +1,130 @@
+"""The catalog: list, read and rank transformations; its texts as resources; the loop as a prompt."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import mcp.types as types
+from mcp.server import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from peak_mcp.apply import Applier
+from peak_mcp.catalog import Catalog, Transformation
+from peak_mcp.errors import NotFound, PeakError
+from peak_mcp.models import StatsReport, TransformationList, TransformationSummary, TransformationText
+from peak_mcp.responses import result
+from peak_mcp.service import PeakService
+from peak_mcp.suggest import Suggestions
+from peak_mcp.suggest import suggest_next as rank_next
+from peak_mcp.tools.common import BACKEND, DTYPE, READ_ONLY, SessionId, call
+
+
+def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Applier) -> None:
+    @mcp.tool(annotations=READ_ONLY)
+    async def get_transformation_stats() -> Annotated[types.CallToolResult, StatsReport]:
+        """Per transformation: attempts, first-try success rate, failure kinds, median speedup over the parent."""
+        return result(StatsReport(transformations=await call(None, applier.statistics)))
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def list_transformations(
+        backend: Annotated[str | None, BACKEND] = None, device: Annotated[str | None, Field(
+            description="device name, arch (sm_90) or family (hopper); portable ones always match")] = None,
+        problem: Annotated[str | None, Field(description="e.g. matmul")] = None,
+        tag: Annotated[str | None, Field(description="e.g. memory, tensor-cores")] = None,
+        text: Annotated[str | None, Field(description="case-insensitive search in id, title and text")] = None,
+        dtype: Annotated[str | None, DTYPE] = None,
+    ) -> Annotated[types.CallToolResult, TransformationList]:
+        """The natural-transformation catalog, filtered."""
+        descriptor = _device_descriptor(device)
+        found = catalog.list(backend=backend, device=descriptor, problem=problem, tag=tag, text=text, dtype=dtype)
+        return result(TransformationList(transformations=[_summary(t) for t in found],
+                                  errors=[e.model_dump() if hasattr(e, "model_dump") else dict(e.__dict__)
+                                          for e in catalog.errors]))
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def get_transformation(
+        id: Annotated[str, Field(description="catalog id, see list_transformations")],
+        backend: Annotated[str | None, BACKEND] = None,
+        device: Annotated[str | None, Field(description="pick the most specific text for this device")] = None,
+    ) -> Annotated[types.CallToolResult, TransformationText]:
+        """The full text of one transformation; with backend (and device) the most specific specialization."""
+        try:
+            t = catalog.resolve(id, backend, _device_descriptor(device)) if backend else catalog.get(id)
+        except PeakError as exc:
+            raise ToolError(str(exc)) from None
+        return result(TransformationText(id=t.id, title=t.title, backends=list(t.backends),
+                                         devices=list(t.devices),
+                                  problems=list(t.problems), tags=list(t.tags), after=list(t.after),
+                                  extends=t.extends, resolved_from=id if t.id != id else None, body=t.body))
+
+    @mcp.resource("transformation://{transformation_id}", mime_type="text/markdown")
+    def transformation_text(transformation_id: str) -> str:
+        """The Markdown text of one natural transformation."""
+        try:
+            return catalog.get(transformation_id).raw_text()
+        except NotFound as exc:
+            raise ValueError(str(exc)) from None
+
+    # Listed one by one too, so clients that browse resources (not templates) see the whole catalog.
+    for item in catalog.list():
+        mcp.resource(f"transformation://{item.id}", name=item.id, title=item.title, description=item.summary,
+                     mime_type="text/markdown")(_text_reader(item))
+
+    @mcp.prompt()
+    def optimize_kernel(problem: str = "matmul", backend: str = "cuda", dtype: str = "f32",
+                        sizes: str = "M=4096,N=4096,K=4096", goal: str = "reach the vendor library's speed") -> str:
+        """How an agent runs the PEAK loop with this server."""
+        return OPTIMIZE_PROMPT.format(problem=problem, backend=backend, dtype=dtype, sizes=sizes, goal=goal)
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def suggest_next(session_id: SessionId, limit: Annotated[int, Field(strict=True, ge=1, le=25,
+                                                                         description="suggestions")] = 5
+                           ) -> Annotated[types.CallToolResult, Suggestions]:
+        """Transformations ranked for the session's head (lineage, source features, catalog order, backend, dtype,
+        device), each with one line of why; apply one with apply_transformation."""
+        return result(await call(None, rank_next, service, catalog, session_id, limit))
+
+
+def _summary(t: Any) -> TransformationSummary:
+    return TransformationSummary(id=t.id, title=t.title, backends=list(t.backends), devices=list(t.devices),
+                                 tags=list(t.tags), extends=t.extends, summary=t.summary)
+
+
+
+def _text_reader(item: Transformation) -> Callable[[], str]:
+    def read() -> str:
+        return item.raw_text()
+    return read
+
+
+OPTIMIZE_PROMPT = """Optimize the {problem} kernel on the {backend} backend ({dtype}, sizes {sizes}); goal: {goal}.
+
+1. Call doctor to see which backends and devices this machine has.
+2. Call start_session(problem="{problem}", backend="{backend}", dtype="{dtype}", sizes={{...}}). Read version 0's
+   time, TFLOP/s, % of peak and the vendor baseline: the gap tells you how far there is to go.
+3. Call list_transformations(backend="{backend}", device=<the session's device name>) and read the candidates'
+   summaries; fetch full texts with get_transformation(id, backend, device) when unsure.
+4. Apply one transformation at a time: apply_transformation(session_id, id). If your client cannot sample, the
+   tool returns a brief; rewrite the kernel as it says and call submit_kernel(session_id, source,
+   transformation=id). Before each step, predict what should move (time, TFLOP/s) and why.
+5. Read the report: a failed attempt names the failing check and gives numbers; fix and resubmit. A slower
+   version is legal but usually wrong direction: revert(session_id, version) moves head back.
+6. Check generality with validate(session_id, sizes={{...}}) at sizes that are not tile multiples.
+7. Finish with history(session_id, chart=true) and summarize what worked, with the measured numbers.
+"""
+
+
+def _device_descriptor(device: str | None) -> dict[str, str] | None:
+    if not device:
+        return None
+    text = device.strip()
+    lowered = text.lower()
+    family = {"h100": "hopper", "h200": "hopper", "gh200": "hopper", "a100": "ampere", "mi300": "cdna3",
+              "mi250": "cdna2", "mi200": "cdna2"}
+    found = next((f for key, f in family.items() if key in lowered), "")
+    arch = lowered if lowered.startswith(("sm_", "gfx")) else ""
+    if lowered in ("hopper", "ampere", "ada", "cdna2", "cdna3", "rdna3", "cpu"):
+        found = lowered
+    return {"name": text, "arch": arch, "family": found}

@@ -1,0 +1,176 @@
+"""Sessions and versions: start, submit, re-check, history, profile."""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated, Any
+
+import mcp.types as types
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from peak_mcp.apply import Applier
+from peak_mcp.catalog import Catalog
+from peak_mcp.errors import PeakError
+from peak_mcp.models import (
+    CheckReport,
+    DiffReport,
+    DoctorReport,
+    HistoryReport,
+    ProblemList,
+    SessionInfo,
+    SessionList,
+    VersionDetail,
+    VersionReport,
+)
+from peak_mcp.responses import result
+from peak_mcp.service import PeakService
+from peak_mcp.tools.common import (
+    BACKEND,
+    DTYPE,
+    MOVES_HEAD,
+    READ_ONLY,
+    RECORDS,
+    RUNS_ONLY,
+    SessionId,
+    Size,
+    Version,
+    VersionNumber,
+    call,
+)
+
+
+def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Applier) -> None:
+    @mcp.tool(annotations=READ_ONLY)
+    async def doctor() -> Annotated[types.CallToolResult, DoctorReport]:
+        """Backends and devices found on this machine, and for each one missing, why and how to fix it."""
+        return result(await call(None, service.doctor, catalog.info()))
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def list_problems() -> Annotated[types.CallToolResult, ProblemList]:
+        """Problems the server can check and time, with size symbols, dtypes and the kernel ABI per backend."""
+        return result(ProblemList(problems=service.list_problems()))
+
+    @mcp.tool(annotations=RECORDS)
+    async def start_session(
+        ctx: Context,
+        problem: Annotated[str, Field(description="problem name, e.g. matmul")] = "matmul",
+        backend: Annotated[str, BACKEND] = "cuda",
+        dtype: Annotated[str, DTYPE] = "f32",
+        # Any values: the problem checks each one and says which is wrong, in words rather than a schema error.
+        sizes: Annotated[dict[str, Any] | str | None, Field(
+            description="{'M': 4096, 'N': 4096, 'K': 4096}, or 'M=4096,N=4096,K=4096'; symbols left out take the "
+                        "problem's defaults (the answer's note says which); default: the problem's, less on a CPU "
+                        "device")] = None,
+        label: Annotated[str | None, Field(description="a name for the session, shown in list_sessions")] = None,
+        constraints: Annotated[list[str] | None, Field(
+            description="size conditions kernels may assume, e.g. ['M % 128 == 0', 'K >= 64']; generality checks "
+                        "only sizes that meet them")] = None,
+    ) -> Annotated[types.CallToolResult, SessionInfo]:
+        """Start a session: version 0 is the naive kernel, validated and benchmarked; the vendor library is timed
+        in the same run."""
+        return result(await call(ctx, service.start_session, problem, backend, dtype, sizes, label, progress=None,
+                          constraints=constraints))
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def list_sessions(
+        offset: Annotated[int, Field(strict=True, ge=0, description="sessions to skip")] = 0,
+        limit: Annotated[int, Field(strict=True, ge=1, le=100, description="sessions per page")] = 20,
+    ) -> Annotated[types.CallToolResult, SessionList]:
+        """Sessions in the data directory, oldest first, one line each (start_session's answer has the details);
+        `total` says how many there are, page with offset."""
+        return result(await call(None, service.session_list, offset, limit))
+
+    @mcp.tool(annotations=RECORDS)
+    async def submit_kernel(
+        ctx: Context,
+        session_id: SessionId,
+        source: Annotated[str, Field(description="the whole kernel file, with its `// peak:` annotation line")],
+        parent: Annotated[VersionNumber | None,
+                          Field(description="the version this derives from (default: head)")] = None,
+        transformation: Annotated[str | None, Field(description="catalog id of the transformation applied")] = None,
+        require_generality: Annotated[bool, Field(
+            description="head moves to this version only if it also passes at the sampled other sizes")] = True,
+    ) -> Annotated[types.CallToolResult, VersionReport]:
+        """Compile, validate and benchmark a kernel as a new version of the session; then validate it at sampled
+        other sizes (generality)."""
+        if transformation is not None:  # statistics count only catalog transformations
+            try:
+                catalog.get(transformation)
+            except PeakError as exc:
+                raise ToolError(f"{exc}\nOmit transformation for a kernel written freely.") from None
+        if transformation:
+            attached = await call(ctx, applier.attach_submission, session_id, transformation, source, parent,
+                                  progress=None)
+            if attached is not None:
+                return result(attached)
+        return result(await call(ctx, service.submit_kernel, session_id, source, parent, transformation,
+                                 progress=None, require_generality=require_generality))
+
+    @mcp.tool(annotations=RUNS_ONLY)
+    async def validate(
+        ctx: Context, session_id: SessionId, version: Version = None,
+        sizes: Annotated[dict[str, Size] | None, Field(description="other sizes to check generality")] = None,
+        trials: Annotated[int | None, Field(strict=True, description="random input sets, 1-20")] = None,
+    ) -> Annotated[types.CallToolResult, CheckReport]:
+        """Re-check a version (default: head) for correctness, optionally at other sizes."""
+        return result(await call(ctx, service.check, session_id, version, sizes, benchmark=False, trials=trials,
+                          progress=None))
+
+    @mcp.tool(annotations=RUNS_ONLY)
+    async def benchmark(
+        ctx: Context, session_id: SessionId, version: Version = None,
+        sizes: Annotated[dict[str, Size] | None, Field(description="other sizes to time at (default: the session's)")]
+        = None,
+        time_budget_s: Annotated[float | None, Field(description="seconds of timed launches, 0.05-60")] = None,
+    ) -> Annotated[types.CallToolResult, CheckReport]:
+        """Validate and time a version (default: head), optionally at other sizes; the vendor library is timed
+        in the same run."""
+        return result(await call(ctx, service.check, session_id, version, sizes, benchmark=True,
+                          time_budget_s=time_budget_s, progress=None))
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def history(session_id: SessionId,
+                      chart: Annotated[bool, Field(description="also a PNG of the lineage")] = False
+                      ) -> Annotated[types.CallToolResult, HistoryReport]:
+        """The version table (parent, transformation, status, time, TFLOP/s, speedups); with chart=true also a PNG
+        of performance along the sequence."""
+        report = await call(None, service.history, session_id)
+        content: list[Any] = [types.TextContent(type="text", text=report.table)]
+        if chart:
+            png = await call(None, service.history_chart, session_id)
+            content.append(types.ImageContent(type="image", data=base64.b64encode(png).decode(),
+                                              mime_type="image/png"))
+        return types.CallToolResult(content=content, structured_content=report.model_dump(mode="json"))
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def get_version(session_id: SessionId,
+                          version: Version = None) -> Annotated[types.CallToolResult, VersionDetail]:
+        """One version's source and report (default: head)."""
+        return result(await call(None, service.get_version, session_id, version))
+
+    @mcp.tool(annotations=READ_ONLY)
+    async def diff(session_id: SessionId, a: Annotated[VersionNumber, Field(description="the older version")],
+                   b: Annotated[VersionNumber | None, Field(description="the newer version (default: head)")] = None
+                   ) -> Annotated[types.CallToolResult, DiffReport]:
+        """Unified diff between two versions' sources (b defaults to head)."""
+        return result(await call(None, service.diff, session_id, a, b))
+
+    @mcp.tool(annotations=MOVES_HEAD)
+    async def revert(
+        session_id: SessionId, version: Annotated[VersionNumber, Field(description="the version to make head")],
+        require_generality: Annotated[bool, Field(
+            description="refuse a version that failed at other sizes (generality)")] = True,
+    ) -> Annotated[types.CallToolResult, VersionReport]:
+        """Make an earlier passing version the head again; nothing is deleted."""
+        return result(await call(None, service.revert, session_id, version, require_generality))
+
+    @mcp.tool(annotations=RUNS_ONLY)
+    async def profile(session_id: SessionId, version: Version = None,
+                      counters: Annotated[bool, Field(description="CUDA on a GPU: one launch under Nsight Compute")]
+                      = True, ctx: Context | None = None) -> dict[str, Any]:
+        """Registers, shared/local memory, spills and occupancy; the instruction mix (SASS via nvdisasm on CUDA,
+        SPIR-V on HLSL); Nsight Compute counters where ncu works. Each part says when it is unavailable and why."""
+        return await call(ctx, service.profile, session_id, version, counters=counters, progress=None)
