@@ -18,7 +18,10 @@ from peak_mcp.tools.common import RECORDS, SessionId, VersionNumber, call
 
 SAMPLING_MAX_TOKENS = 16384
 
+
 def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
+    """apply_transformation, by sampling or by input-required rounds."""
+
     @mcp.tool(annotations=RECORDS)
     async def apply_transformation(
         ctx: Context,

@@ -22,6 +22,8 @@ from peak_mcp.tools.common import BACKEND, DTYPE, READ_ONLY, SessionId, call
 
 
 def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Applier) -> None:
+    """The catalog tools, its texts as resources, and the optimize_kernel prompt."""
+
     @mcp.tool(annotations=READ_ONLY)
     async def get_transformation_stats() -> Annotated[types.CallToolResult, StatsReport]:
         """Per transformation: attempts, first-try success rate, failure kinds, median speedup over the parent."""

@@ -43,6 +43,8 @@ from peak_mcp.tools.common import (
 
 
 def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Applier) -> None:
+    """The session and version tools."""
+
     @mcp.tool(annotations=READ_ONLY)
     async def doctor() -> Annotated[types.CallToolResult, DoctorReport]:
         """Backends and devices found on this machine, and for each one missing, why and how to fix it."""
