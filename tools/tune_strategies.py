@@ -137,7 +137,7 @@ class _Reached(Exception):
 def needed(landscape: dict[str, Any], make: Any, seeds: int, batch: int) -> tuple[float, float, int]:
     """Mean and standard deviation over seeds of the configurations measured until one is within 2% of the
     table's best; and the space size."""
-    spec = LaunchSpec(entry="main", line=1, params=landscape["params"])
+    spec = LaunchSpec(entry="main", line=1, params=landscape["params"], where=landscape.get("where", []))
     space = Space(spec, landscape["sizes"])
     ms = {Config(params=row["params"]).key: row["ms"] for row in landscape["table"]}
     best = min(v for v in ms.values() if v is not None)
