@@ -1,17 +1,27 @@
-"""The `// peak:` annotation line: entry point and launch geometry as safe integer expressions.
+"""The `// peak:` annotation lines: entry point and launch geometry as safe integer expressions, and tuning
+parameters.
 
-    // peak: entry=sgemm grid=(cdiv(N, 64), cdiv(M, 64), 1) block=(256, 1, 1) shared=0
+    // peak: entry=sgemm grid=(cdiv(N, BN), cdiv(M, BM), 1) block=(256, 1, 1) shared=0
     // peak: entry=main groups=(cdiv(N, 64), cdiv(M, 64), 1)
+    // peak: params BM=[64, 128, 256] BN=[64, 128] BK=[8, 16, 32] STAGES=range(2, 5)
+    // peak: where=BM * BK + BK * BN <= 12288 and BM % 32 == 0
 
-Expressions are parsed with `ast` and evaluated by a small interpreter that admits only integer
-literals, the problem's size symbols, + - * // % and cdiv/min/max: never `eval`.
+Exactly one launch line; any number of `params` and `where` lines (all conditions must hold). Each parameter is a
+preprocessor macro in the compiled source (`with_params`) and a symbol in the launch expressions and conditions;
+the first value of each list is the default configuration. Expressions are parsed with `ast` and evaluated by a
+small interpreter that admits only integer literals, size and parameter symbols, + - * // % and cdiv/min/max:
+never `eval`.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import keyword
+import math
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -21,6 +31,10 @@ _LINE = re.compile(r"^\s*(?://|#|;)\s*peak\s*:(?P<body>.*)$", re.MULTILINE)
 _KEY = re.compile(r"(\w+)\s*=")
 _FUNCS = {"cdiv": lambda a, b: -(-a // b), "min": min, "max": max}
 _MAX_EXPR_CHARS = 200
+MAX_SPACE = 100_000  # configurations in a parameter space: beyond it, no strategy can cover a useful share
+_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a C identifier (ASCII: `\w` admits any letter)
+_PARAMS_LINE = re.compile(r"params(?:\s+|$)(?!\s*=)")
+_WHERE_LINE = re.compile(r"where\s*=")
 
 
 class LaunchSpec(BaseModel):
@@ -32,20 +46,56 @@ class LaunchSpec(BaseModel):
     groups: tuple[str, str, str] | None = None  # HLSL dispatch size
     shared: str = "0"  # dynamic shared memory bytes (CUDA / HIP)
     line: int  # 1-based line of the annotation in the source
+    params: dict[str, list[int]] = {}  # tuning parameters in declared order; the first value is the default
+    where: list[str] = []  # conditions every configuration must meet (over parameters and sizes)
+    bound: dict[str, int] = {}  # the configuration this spec was compiled for; empty = the default
 
-    def evaluate(self, sizes: Mapping[str, int]) -> dict[str, tuple[int, int, int] | int]:
+    def config(self, params: Mapping[str, int] | None = None) -> dict[str, int]:
+        """The full configuration: `params` where given, else the bound one, else the defaults."""
+        if not self.params:
+            return {}
+        chosen = params if params is not None else self.bound
+        return {name: int(chosen[name]) if name in chosen else values[0] for name, values in self.params.items()}
+
+    def space_size(self) -> int:
+        return math.prod(len(v) for v in self.params.values())
+
+    def bind(self, params: Mapping[str, int]) -> LaunchSpec:
+        """A copy compiled for one configuration: every name declared and every value one of its list's."""
+        unknown = sorted(set(params) - set(self.params))
+        if unknown:
+            raise AnnotationError(f"unknown tuning parameter(s) {unknown}; declared: {sorted(self.params)}", None)
+        config = self.config(params)
+        for name, value in config.items():
+            if value not in self.params[name]:
+                raise AnnotationError(f"{name}={value} is not one of the declared values {self.params[name]}", None)
+        return self.model_copy(update={"bound": config})
+
+    def violated(self, sizes: Mapping[str, int], params: Mapping[str, int] | None = None) -> str | None:
+        """The first `where` condition the configuration breaks at these sizes, or None."""
+        env = {**sizes, **self.config(params)}
+        for condition in self.where:
+            if not evaluate_condition(condition, env, where="where"):
+                return condition
+        return None
+
+    def evaluate(self, sizes: Mapping[str, int],
+                 params: Mapping[str, int] | None = None) -> dict[str, tuple[int, int, int] | int]:
+        """Launch geometry at these sizes for a configuration (default: the bound one, else the defaults)."""
+        env = {**sizes, **self.config(params)}
         out: dict[str, tuple[int, int, int] | int] = {}
         for name in ("grid", "block", "groups"):
             exprs = getattr(self, name)
             if exprs is not None:
-                dims = tuple(evaluate(e, sizes, where=f"{name}") for e in exprs)
+                dims = tuple(evaluate(e, env, where=f"{name}") for e in exprs)
                 if any(d < 1 for d in dims):
+                    at = f"sizes {dict(sizes)}" + (f" with {self.config(params)}" if self.params else "")
                     raise AnnotationError(
-                        f"{name}={dims} at sizes {dict(sizes)}: every dimension must be >= 1",
+                        f"{name}={dims} at {at}: every dimension must be >= 1",
                         "check the expression; cdiv(N, TILE) is the usual form.",
                     )
                 out[name] = dims  # type: ignore[assignment]
-        shared = evaluate(self.shared, sizes, where="shared")
+        shared = evaluate(self.shared, env, where="shared")
         if shared < 0:
             raise AnnotationError(f"shared={shared} is negative", "shared is a byte count >= 0.")
         out["shared"] = shared
@@ -53,18 +103,24 @@ class LaunchSpec(BaseModel):
 
 
 def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str, ...]) -> LaunchSpec:
-    """Find and parse the single `peak:` line. `needs` names the keys the backend requires."""
-    matches = list(_LINE.finditer(source))
+    """Find and parse the `peak:` lines: one launch line, optional `params` and `where` lines.
+
+    `needs` names the launch keys the backend requires; `symbols` are the problem's size symbols."""
+    launch, params_lines, where_lines = [], [], []
+    for match in _LINE.finditer(source):
+        body, line_no = match.group("body").strip(), source.count("\n", 0, match.start()) + 1
+        kind = params_lines if _PARAMS_LINE.match(body) else where_lines if _WHERE_LINE.match(body) else launch
+        kind.append((line_no, body))
     example = _example(needs)
-    if not matches:
+    if not launch:
         raise AnnotationError("the kernel has no `// peak:` annotation line", f"add one, e.g.\n    {example}")
-    if len(matches) > 1:
-        lines = [source.count("\n", 0, m.start()) + 1 for m in matches]
-        raise AnnotationError(f"found {len(matches)} `peak:` lines (lines {lines}); exactly one is allowed",
-                              "keep the one that matches the kernel's tiling and delete the others.")
-    match = matches[0]
-    line_no = source.count("\n", 0, match.start()) + 1
-    fields = _split_fields(match.group("body"), line_no)
+    if len(launch) > 1:
+        lines = [n for n, _ in launch]
+        raise AnnotationError(f"found {len(launch)} `peak:` launch lines (lines {lines}); exactly one is allowed",
+                              "keep the one that matches the kernel's tiling and delete the others (`params` and "
+                              "`where` lines may be several).")
+    line_no, body = launch[0]
+    fields = _split_fields(body, line_no)
     unknown = set(fields) - {"entry", "grid", "block", "groups", "shared"}
     if unknown:
         raise AnnotationError(f"line {line_no}: unknown annotation key(s) {sorted(unknown)}", f"use e.g. {example}")
@@ -74,6 +130,11 @@ def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str,
     entry = fields.get("entry", "")
     if not re.fullmatch(r"[A-Za-z_]\w*", entry):
         raise AnnotationError(f"line {line_no}: entry={entry!r} is not an identifier", "name the kernel function.")
+    params = _parse_params(params_lines, symbols, entry)
+    where = [_parse_where(n, text) for n, text in where_lines]
+    if where and not params:
+        raise AnnotationError(f"line {where_lines[0][0]}: a `where` line without a `params` line",
+                              "declare the tuning parameters, e.g. // peak: params TILE=[16, 32]")
     spec = LaunchSpec(
         entry=entry,
         grid=_triple(fields, "grid", line_no),
@@ -81,14 +142,122 @@ def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str,
         groups=_triple(fields, "groups", line_no),
         shared=fields.get("shared", "0"),
         line=line_no,
+        params=params,
+        where=where,
     )
-    # Validate every expression now, with dummy sizes, so syntax errors surface at submit time.
-    probe = dict.fromkeys(symbols, 1024)
+    # Validate every expression now, with dummy sizes and the default configuration, so syntax errors and unknown
+    # symbols surface at submit time.
+    probe = {**dict.fromkeys(symbols, 1024), **spec.config()}
     for name in ("grid", "block", "groups"):
         for expr in getattr(spec, name) or ():
             evaluate(expr, probe, where=f"line {line_no} {name}")
     evaluate(spec.shared, probe, where=f"line {line_no} shared")
+    for (where_no, _), condition in zip(where_lines, where, strict=True):
+        holds = evaluate_condition(condition, probe, where=f"line {where_no} where")
+        if not holds and not _names(condition) & set(symbols):
+            raise AnnotationError(f"line {where_no}: the default configuration {spec.config()} (each list's first "
+                                  f"value) breaks where={condition}",
+                                  "put a value that meets the condition first in each list.")
+    _check_own_defines(source, params)
     return spec
+
+
+def with_params(source: str, params: Mapping[str, int]) -> str:
+    """The source as compiled for one configuration: a `#define` per parameter, then `#line 1`, so that the
+    compiler's diagnostics keep the kernel's own line numbers (NVRTC and glslang both honour it)."""
+    if not params:
+        return source
+    defines = "".join(f"#define {name} {value if value >= 0 else f'({value})'}\n" for name, value in params.items())
+    return f"{defines}#line 1\n{source}"
+
+
+def _parse_params(lines: list[tuple[int, str]], symbols: tuple[str, ...], entry: str) -> dict[str, list[int]]:
+    hint = "write e.g. // peak: params BM=[64, 128] BK=[8, 16] STAGES=range(2, 5)"
+    params: dict[str, list[int]] = {}
+    for line_no, body in lines:
+        fields = _split_fields(body.removeprefix("params"), line_no, repeats=True)
+        if not fields:
+            raise AnnotationError(f"line {line_no}: the params line declares no parameter", hint)
+        for name, text in fields:
+            if not _PARAM_NAME.fullmatch(name) or keyword.iskeyword(name) or name.startswith("__"):
+                raise AnnotationError(f"line {line_no}: parameter name {name!r} is not a usable identifier",
+                                      "use a C identifier such as BM or TILE_K (no leading __, no Python keyword).")
+            clash = ("a size symbol of the problem" if name in symbols else "a function of the expression grammar"
+                     if name in _FUNCS else "the entry point" if name == entry else
+                     "declared twice" if name in params else None)
+            if clash:
+                raise AnnotationError(f"line {line_no}: parameter {name} is {clash}", "rename the parameter.")
+            params[name] = _values(name, text, line_no, hint)
+    total = math.prod(len(v) for v in params.values())
+    if total > MAX_SPACE:
+        sizes = " x ".join(f"{n}:{len(v)}" for n, v in params.items())
+        raise AnnotationError(f"the parameter space has {total:,} configurations ({sizes}), over the limit of "
+                              f"{MAX_SPACE:,}", "drop values that cannot win (keep powers of two, fewer stages).")
+    return params
+
+
+def _values(name: str, text: str, line_no: int, hint: str) -> list[int]:
+    where = f"line {line_no} {name}"
+    if len(text) > 10 * _MAX_EXPR_CHARS:
+        raise AnnotationError(f"{where}: the value list is longer than {10 * _MAX_EXPR_CHARS} characters", hint)
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        raise AnnotationError(f"{where}: cannot read the values {text!r}", hint) from None
+
+    def integer(n: ast.AST) -> int:
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
+            return -integer(n.operand)
+        if isinstance(n, ast.Constant) and type(n.value) is int and abs(n.value) < 2**31:
+            return n.value
+        raise AnnotationError(f"{where}: {ast.unparse(n)!r} is not a 32-bit integer literal", hint)
+
+    if isinstance(node, ast.List):
+        values = [integer(e) for e in node.elts]
+    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
+          and 1 <= len(node.args) <= 3 and not node.keywords):
+        args = [integer(a) for a in node.args]
+        if len(args) == 3 and args[2] == 0:
+            raise AnnotationError(f"{where}: range() step must not be zero", hint)
+        span = range(*args)
+        if len(span) > MAX_SPACE:  # measured before it is materialized
+            raise AnnotationError(f"{where}: {text} has {len(span):,} values, over the limit of {MAX_SPACE:,}", hint)
+        values = list(span)
+    else:
+        raise AnnotationError(f"{where}: values must be a list of integers or range(a, b[, step]), not {text!r}",
+                              hint)
+    if not values:
+        raise AnnotationError(f"{where}: the value list is empty", hint)
+    if len(set(values)) != len(values):
+        raise AnnotationError(f"{where}: repeated values in {text}", "list each value once.")
+    return values
+
+
+def _parse_where(line_no: int, body: str) -> str:
+    condition = body.split("=", 1)[1].strip()
+    if not condition:
+        raise AnnotationError(f"line {line_no}: empty where=", "write e.g. where=BM * BK <= 4096 and BM % 32 == 0")
+    return condition
+
+
+def _names(expr: str) -> set[str]:
+    return {n.id for n in ast.walk(_parse(expr)) if isinstance(n, ast.Name)}
+
+
+_GUARD = r"#\s*(?:ifndef\s+{0}\b|if\s+!\s*defined\s*\(?\s*{0}\b)"
+
+
+def _check_own_defines(source: str, params: Mapping[str, list[int]]) -> None:
+    """A parameter the kernel #defines itself would silently win over the configuration (NVRTC only warns on a
+    redefinition): allowed only under `#ifndef NAME`, as a default for compiling the file alone."""
+    lines = source.splitlines()
+    for name in params:
+        for i, line in enumerate(lines):
+            if re.match(rf"\s*#\s*define\s+{name}\b", line):
+                before = next((x for x in reversed(lines[:i]) if x.lstrip().startswith("#")), "")
+                if not re.match(_GUARD.format(name), before.strip()):
+                    raise AnnotationError(f"line {i + 1} #defines the tuning parameter {name}, which each "
+                                          "configuration defines", f"delete it, or guard it with #ifndef {name}.")
 
 
 def _example(needs: tuple[str, ...]) -> str:
@@ -97,26 +266,29 @@ def _example(needs: tuple[str, ...]) -> str:
     return "// peak: entry=kernel grid=(cdiv(N, 16), cdiv(M, 16), 1) block=(16, 16, 1) shared=0"
 
 
-def _split_fields(body: str, line_no: int) -> dict[str, str]:
-    """Split `k=v k=(a, b)` respecting parentheses."""
-    fields: dict[str, str] = {}
+def _split_fields(body: str, line_no: int, *, repeats: bool = False) -> Any:
+    """Split `k=v k=(a, b) k=[1, 2]` respecting brackets; a dict, or (key, value) pairs in order if `repeats`."""
+    fields: list[tuple[str, str]] = []
     pos, body = 0, body.strip()
     while pos < len(body):
         key_match = _KEY.match(body, pos)
         if not key_match:
             raise AnnotationError(f"line {line_no}: cannot read the annotation near {body[pos:pos + 30]!r}",
                                   "write key=value pairs separated by spaces.")
-        key, pos, depth, start = key_match.group(1), key_match.end(), 0, key_match.end()
-        while pos < len(body) and (depth > 0 or not body[pos].isspace()):
-            depth += {"(": 1, ")": -1}.get(body[pos], 0)
-            pos += 1
-        # A value may contain spaces inside parentheses; keep reading until depth returns to 0.
-        fields[key] = body[start:pos].strip()
+        key, pos, depth = key_match.group(1), key_match.end(), 0
         while pos < len(body) and body[pos].isspace():
             pos += 1
-        if key in fields and depth != 0:
-            raise AnnotationError(f"line {line_no}: unbalanced parentheses in {key}=", "close every '('.")
-    return fields
+        start = pos
+        # A value may contain spaces inside brackets; keep reading until depth returns to 0.
+        while pos < len(body) and (depth > 0 or not body[pos].isspace()):
+            depth += {"(": 1, ")": -1, "[": 1, "]": -1}.get(body[pos], 0)
+            pos += 1
+        if depth != 0:
+            raise AnnotationError(f"line {line_no}: unbalanced brackets in {key}=", "close every '(' and '['.")
+        fields.append((key, body[start:pos].strip()))
+        while pos < len(body) and body[pos].isspace():
+            pos += 1
+    return fields if repeats else dict(fields)
 
 
 def _triple(fields: dict[str, str], key: str, line_no: int) -> tuple[str, str, str] | None:
@@ -156,12 +328,18 @@ def evaluate_condition(expr: str, sizes: Mapping[str, int], *, where: str = "con
     if len(expr) > 4 * _MAX_EXPR_CHARS:
         raise AnnotationError(f"{where}: condition is longer than {4 * _MAX_EXPR_CHARS} characters", None)
     try:
-        tree = ast.parse(expr.strip(), mode="eval")
+        tree = _parse(expr)
     except SyntaxError as exc:
         raise AnnotationError(f"{where}: cannot parse {expr!r}: {exc.msg}",
                               "write comparisons of size expressions joined by and/or/not, e.g. M % 128 == 0.") \
             from None
     return _truth(tree.body, sizes, expr, where)
+
+
+@functools.lru_cache(maxsize=512)
+def _parse(expr: str) -> ast.Expression:
+    """Parsed once: a tuning run evaluates the same conditions for every configuration of its space."""
+    return ast.parse(expr.strip(), mode="eval")
 
 
 def _truth(node: ast.AST, sizes: Mapping[str, int], expr: str, where: str) -> bool:
@@ -189,7 +367,7 @@ def evaluate(expr: str, sizes: Mapping[str, int], *, where: str = "expression") 
     if len(expr) > _MAX_EXPR_CHARS:
         raise AnnotationError(f"{where}: expression is longer than {_MAX_EXPR_CHARS} characters", None)
     try:
-        tree = ast.parse(expr.strip(), mode="eval")
+        tree = _parse(expr)
     except SyntaxError as exc:
         raise AnnotationError(f"{where}: cannot parse {expr!r}: {exc.msg}",
                               "use integers, size symbols, + - * // % and cdiv/min/max.") from None

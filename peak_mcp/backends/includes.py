@@ -4,7 +4,7 @@ An agent's source is untrusted text. A compiler asked to `#include "/etc/passwd"
 its diagnostics, so every directive that can reach a file is vetted here first: only `#include <name>` or
 `#include "name"` where `name` is a header that really lies (symlinks resolved) under one of the toolkit's include
 directories. Everything else that can name a file (computed includes, `#include_next`, `#import`, `#embed`,
-`__has_include`, `#line`, GNU line markers, include pragmas) is refused with the line it is on.
+`__has_include`, `#line` with a file name, GNU line markers, include pragmas) is refused with the line it is on.
 
 The scan is deliberately conservative: it looks at the spliced, comment-free text the preprocessor sees and, in
 case that view is fooled (an unusual string or comment), at every physical line as well. Over-refusing a
@@ -152,6 +152,8 @@ def check_source(source: str, allowed_dirs: Sequence[str] | None) -> list[Refusa
         if name not in _FILE_NAMING:
             continue
         shown = f"#{name}{rest.rstrip()}"
+        if name == "line" and re.fullmatch(r"[ \t]+[0-9]+[ \t]*", rest):
+            continue  # a bare line number names no file (tuning parameters are prepended with `#line 1`)
         if name == "line":
             refuse(number, f"`{shown}` is not allowed: #line would make diagnostics name another file")
         elif allowed_dirs is None:

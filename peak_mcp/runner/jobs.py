@@ -9,7 +9,7 @@ from typing import Any
 from peak_mcp.backends.base import Compiled, CompileFailed, Executor
 from peak_mcp.errors import PeakError
 from peak_mcp.evaluation import benchmark, validate
-from peak_mcp.launch import LaunchSpec
+from peak_mcp.launch import LaunchSpec, with_params
 from peak_mcp.problems import get_problem
 from peak_mcp.problems.base import Problem
 
@@ -21,7 +21,7 @@ def _compile(executor: Executor, job: dict[str, Any], progress: Progress) -> tup
     started = time.perf_counter()
     progress("compile")
     try:
-        kernel = executor.compile(job["source"], spec)
+        kernel = executor.compile(with_params(job["source"], spec.config()), spec)
     except CompileFailed as failed:
         return None, {"ok": False, "log": failed.log, "seconds": time.perf_counter() - started}
     return kernel, {"ok": True, "log": kernel.log, "resources": kernel.resources,

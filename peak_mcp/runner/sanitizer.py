@@ -160,7 +160,7 @@ def target(job_file: str) -> int:
     cupy.cuda.set_allocator(None)  # every buffer its own cudaMalloc: the sanitizer knows each one's bounds
     from peak_mcp.backends.cuda import CudaExecutor
     from peak_mcp.dtypes import itemsize
-    from peak_mcp.launch import LaunchSpec
+    from peak_mcp.launch import LaunchSpec, with_params
     from peak_mcp.problems import get_problem
     from peak_mcp.problems.base import BufferArg, ScalarArg
 
@@ -168,7 +168,7 @@ def target(job_file: str) -> int:
     problem, dtype, sizes = get_problem(job["problem"]), job["dtype"], {k: int(v) for k, v in job["sizes"].items()}
     executor = CudaExecutor(int(job["device"]), flush=False)
     spec = LaunchSpec.model_validate(job["spec"])
-    kernel = executor.compile(job["source"], spec)
+    kernel = executor.compile(with_params(job["source"], spec.config()), spec)
     inputs = problem.make_inputs(sizes, dtype, 0, np)  # on the host: no cupy kernels under the sanitizer
     args = problem.arguments(dtype)
     buffers = []

@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     from peak_mcp.backends.registry import open_executor
     from peak_mcp.runner.jobs import evaluate, generality
     from peak_mcp.runner.profile_job import profile
+    from peak_mcp.runner.tune_job import tune
 
     try:
         executor = open_executor(args.backend, None if args.device < 0 else args.device, **json.loads(args.options))
@@ -65,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
                 result = generality(executor, job, progress)
             elif job["type"] == "profile":
                 result = profile(executor, job, progress)
+            elif job["type"] == "tune":
+                result = tune(executor, job, progress)
             else:
                 raise PeakError(f"unknown job type {job['type']!r}")
             send({"id": job_id, "event": "result", "ok": True, "result": result})

@@ -1,0 +1,169 @@
+"""The worker's `tune` job: compile a batch of configurations of one kernel in parallel, prune the invalid ones with
+a reason, validate the rest cheaply (one trial) and time them on a short budget.
+
+Compiles run on threads: NVRTC (cuda-python) and the HLSL compiler (a subprocess) and Vulkan pipeline creation
+release the GIL. Timing runs one configuration at a time, after every compile has finished, so that no compile
+competes with a timed launch for the CPU.
+
+Progress lines start with `config i/n` (1-based, in the order of job['configs']) while configuration i runs, so a
+job that dies (a kernel fault ends the worker) names the configuration that killed it: tuning.crashed_config.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import Any
+
+from peak_mcp.backends.base import Compiled, CompileFailed, Executor, KernelFault
+from peak_mcp.errors import AnnotationError, PeakError
+from peak_mcp.evaluation import benchmark, validate
+from peak_mcp.launch import LaunchSpec, with_params
+from peak_mcp.problems import get_problem
+
+Progress = Callable[[str], None]
+MAX_REASON_CHARS = 1500
+# Compile failures that are the device's limits rather than the source's errors (HLSL reflection, ptxas).
+_RESOURCES = re.compile(r"device limit|over the device|which .* lacks|too much shared data|too many resources|"
+                        r"uses too many registers", re.IGNORECASE)
+
+
+def _result(params: dict[str, int], status: str, kind: str | None = None, reason: str | None = None,
+            **timing: Any) -> dict[str, Any]:
+    """A tuning.ConfigResult as a dict (the worker's reply is JSON)."""
+    if reason and len(reason) > MAX_REASON_CHARS:
+        reason = reason[:MAX_REASON_CHARS] + " [...]"
+    return {"params": params, "status": status, "kind": kind, "reason": reason, **timing}
+
+
+def _current_device(executor: Executor) -> None:
+    """CUDA contexts are current per thread: a compile thread must see the worker's device (cuda.core Device)."""
+    device = getattr(executor, "device", None)
+    if device is not None and hasattr(device, "set_current"):
+        device.set_current()
+
+
+def _compile_all(executor: Executor, source: str, todo: list[tuple[int, LaunchSpec]], workers: int,
+                 progress: Progress) -> dict[int, Compiled | CompileFailed]:
+    """Compile on `workers` threads, with a progress line per finished compile (the hang detector's pulse). An
+    unexpected error on a thread (an executor cache raced) is retried alone on this thread; a kernel fault ends
+    the job as everywhere else."""
+    def one(item: tuple[int, LaunchSpec]) -> Compiled | CompileFailed:
+        _, spec = item
+        try:
+            return executor.compile(with_params(source, spec.bound), spec)
+        except CompileFailed as failed:
+            return failed
+
+    done: dict[int, Compiled | CompileFailed] = {}
+    retry: list[tuple[int, LaunchSpec]] = []
+    if workers <= 1 or len(todo) <= 1:
+        retry = todo
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tune-compile", initializer=_current_device,
+                                initargs=(executor,)) as pool:
+            futures = {pool.submit(one, item): item for item in todo}
+            for count, future in enumerate(as_completed(futures), start=1):
+                item = futures[future]
+                try:
+                    done[item[0]] = future.result()
+                except KernelFault:
+                    raise
+                except Exception:
+                    retry.append(item)
+                progress(f"compiled {count}/{len(todo)}")
+    for count, item in enumerate(retry, start=1):
+        done[item[0]] = one(item)
+        progress(f"compiled {count}/{len(retry)}")
+    return done
+
+
+def tune(executor: Executor, job: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Compile, prune, validate and time job['configs'] (each a full {name: value} configuration of job['spec']).
+
+    job keys: problem, dtype, sizes, source, spec (LaunchSpec dump), configs; optional: seed, trials (1),
+    time_budget_s (0.2 per configuration), min_reps (5), max_reps (200), compile_workers (CPU count).
+    Returns {'device', 'results': [ConfigResult dict per config, in order], 'compile_s', 'seconds'}."""
+    started = time.perf_counter()
+    problem = get_problem(job["problem"])
+    dtype, sizes = job["dtype"], {k: int(v) for k, v in job["sizes"].items()}
+    spec = LaunchSpec.model_validate(job["spec"])
+    configs = [{k: int(v) for k, v in c.items()} for c in job["configs"]]
+    n = len(configs)
+    seed = int(job.get("seed", 0))
+    results: list[dict[str, Any] | None] = [None] * n
+
+    todo: list[tuple[int, LaunchSpec]] = []
+    for i, params in enumerate(configs):
+        try:
+            bound = spec.bind(params)
+            broken = bound.violated(sizes)
+            if broken:
+                results[i] = _result(bound.bound, "pruned", "where", f"where {broken} is false at {sizes}")
+                continue
+            bound.evaluate(sizes)
+        except AnnotationError as exc:
+            results[i] = _result(params, "pruned", "geometry", str(exc))
+            continue
+        todo.append((i, bound))
+
+    workers = max(1, min(len(todo), int(job.get("compile_workers") or os.cpu_count() or 1)))
+    progress(f"compiling {len(todo)} of {n} configurations on {workers} thread(s)")
+    compile_started = time.perf_counter()
+    compiled = _compile_all(executor, job["source"], todo, workers, progress)
+    compile_s = time.perf_counter() - compile_started
+
+    best: float | None = None
+    for i, bound in todo:
+        params, kernel = bound.bound, compiled[i]
+        if isinstance(kernel, CompileFailed):
+            kind = "resources" if _RESOURCES.search(kernel.log) else "compile"
+            results[i] = _result(params, "pruned", kind, kernel.log.strip() or "the compiler failed without a log")
+            continue
+
+        so_far = f"{best:.4g} ms" if best is not None else "none yet"
+
+        def step(message: str, head: str = f"config {i + 1}/{n}, best so far {so_far}") -> None:
+            progress(f"{head}: {message}")
+
+        results[i] = _measure(executor, kernel, problem, dtype, sizes, job, seed, step)
+        if results[i]["status"] == "ok":
+            best = min(best if best is not None else float("inf"), results[i]["median_ms"])
+    return {"device": executor.facts.__dict__, "results": results, "compile_s": round(compile_s, 3),
+            "seconds": round(time.perf_counter() - started, 3)}
+
+
+def _measure(executor: Executor, kernel: Compiled, problem: Any, dtype: str, sizes: dict[str, int],
+             job: dict[str, Any], seed: int, step: Progress) -> dict[str, Any]:
+    params = kernel.spec.bound
+    if executor.facts.index < 0:
+        return _result(params, "compiled", reason="compiled; this executor is compile-only, nothing was run",
+                       resources=kernel.resources)
+    why = executor.check_geometry(kernel, kernel.spec.evaluate(sizes))
+    if why:
+        return _result(params, "pruned", "resources" if _RESOURCES.search(why) else "geometry", why)
+    try:
+        validated = validate(executor, kernel, problem, dtype, sizes, trials=int(job.get("trials", 1)), seed=seed,
+                             progress=step, sets=1)
+    except KernelFault:
+        raise
+    except PeakError as exc:  # e.g. the ABI does not match the problem, buffers over a device limit
+        return _result(params, "failed", "error", str(exc))
+    try:
+        verdict = validated.verdict
+        if not verdict["passed"]:
+            kind = "geometry" if verdict["check"] == "launch_geometry" else "validation"
+            status = "pruned" if kind == "geometry" else "failed"
+            return _result(params, status, kind, f"{verdict['check']}: {verdict['message']}")
+        timing = benchmark(executor, kernel, problem, dtype, sizes, validated,
+                           time_budget_s=float(job.get("time_budget_s", 0.2)), min_reps=int(job.get("min_reps", 5)),
+                           max_reps=int(job.get("max_reps", 200)), progress=step)
+    finally:
+        validated.close()
+    if not timing["recheck"]["passed"]:
+        return _result(params, "failed", "recheck", timing["recheck"]["message"])
+    return _result(params, "ok", median_ms=timing["median_ms"], tflops=timing["tflops"], cv=timing["cv"],
+                   reps=timing["reps"])
