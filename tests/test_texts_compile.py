@@ -166,8 +166,10 @@ def wrap(text_id: str, n: int, example: CodeExample) -> str:
 @pytest.fixture(scope="module")
 def compilers() -> dict[str, object]:
     from peak_mcp.backends import cuda as cuda_backend
+    from peak_mcp.backends import hip as hip_backend
 
-    return {"cuda": cuda_backend.CudaExecutor(None, arch="sm_90a"), "hlsl": hlsl_backend.open_executor(None)}
+    return {"cuda": cuda_backend.CudaExecutor(None, arch="sm_90a"), "hlsl": hlsl_backend.open_executor(None),
+            "hip": hip_backend.open_executor(None, hip_arch="sm_90a")}
 
 
 @pytest.mark.parametrize(("text_id", "n", "backend"), CASES, ids=[f"{t}#{n}-{b}" for t, n, b in CASES])
@@ -175,6 +177,8 @@ def test_example_compiles(compilers: dict[str, object], text_id: str, n: int, ba
     example = EXAMPLES[text_id][n]
     if backend not in BACKENDS:
         pytest.skip(f"no {backend} compiler in peak-mcp yet; the cuda build of this example stands for it")
+    if backend == "hip" and example.language != "hip":
+        pytest.skip("a cuda block: its cuda build stands for hip (HIP on NVIDIA compiles HIP headers only)")
     if backend == "hlsl" and hlsl_backend.find_compiler() is None:
         pytest.skip("no HLSL compiler on PATH (glslang-tools or dxc)")
     source = wrap(text_id, n, example)
