@@ -66,6 +66,8 @@ class VersionReport(BaseModel):
                           "message}]}; head moves only to versions that pass it unless asked otherwise")
     head: int | None
     seconds: float | None = Field(None, description="wall time of this submission on the server")
+    tuning: dict[str, Any] | None = Field(None, description="the last tune: strategy, configurations tried, the "
+                                                         "best and the five fastest")
     phases: dict[str, float] = Field(default_factory=dict,
                                      description="seconds spent compiling, validating and benchmarking in the worker")
 

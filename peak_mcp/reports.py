@@ -58,6 +58,7 @@ def history_rows(session: dict[str, Any], versions: list[dict[str, Any]], device
             "speedup_vs_parent": perf.get("speedup_vs_parent"), "speedup_vs_v0": perf.get("speedup_vs_v0"),
             "pct_of_vendor": perf.get("pct_of_vendor"), "pct_of_peak": perf.get("pct_of_peak"),
             "head": v["number"] == session.get("head"),
+            "params": (v.get("timing") or {}).get("params"),  # the tuned configuration timed, when tuned
         })
     return rows
 
@@ -73,6 +74,8 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         name = r["transformation"] or r["origin"]
         if r["attempt"]:
             name += f" #{r['attempt']}"
+        if r.get("params"):
+            name += " [" + " ".join(f"{k}={v}" for k, v in r["params"].items()) + "]"
         status = r["status"] + (f": {r['failure']}" if r["failure"] and r["status"] not in ("benchmarked",) else "")
         speed = rate(r["tflops"]) if r["tflops"] is not None else ""
         lines.append(f"| {r['version']}{mark} | {fmt(r['parent'], 'd')} | {name} | {status} | "

@@ -42,6 +42,7 @@ from peak_mcp.runner.ownership import ServerPresence
 from peak_mcp.runner.pool import DevicePool, JobFailed
 from peak_mcp.runner.probe import probe_all_in_subprocess
 from peak_mcp.store import Store
+from peak_mcp.tuning import Config, ConfigResult, Space, TuneReport, crashed_config, make_strategy, run_tuning
 
 log = structlog.get_logger("peak_mcp.service")
 PASSED = (Status.BENCHMARKED, Status.VALIDATED)
@@ -61,6 +62,17 @@ INTERRUPTED = ("the server stopped while this version was being evaluated (it wa
 
 def _quiet(_: str) -> None:
     pass
+
+
+def _tuning_brief(stored: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not stored:
+        return None
+    report = TuneReport.model_validate(stored)
+    timed = sorted((r for r in report.results if r.status == "ok"), key=lambda r: r.median_ms or 0.0)
+    return {"strategy": report.strategy, "space_size": report.space_size, "tried": report.tried,
+            "pruned": len(report.pruned) + report.where_pruned, "stopped": report.stopped,
+            "best": report.best.model_dump() if report.best else None,
+            "fastest": [{"params": r.params, "median_ms": r.median_ms} for r in timed[:5]]}
 
 
 class PeakService:
@@ -340,12 +352,19 @@ class PeakService:
     def _evaluate(self, session: dict[str, Any], source: str, progress: Progress,
                   sizes: dict[str, int] | None = None, steps: tuple[str, ...] = ("compile", "validate", "benchmark"),
                   trials: int | None = None, time_budget_s: float | None = None,
-                  vendor_ms: float | None = None) -> dict[str, Any]:
-        """Parse, compile, validate and time one source; return the version fields to record."""
+                  vendor_ms: float | None = None, params: dict[str, int] | None = None) -> dict[str, Any]:
+        """Parse, compile, validate and time one source (its default configuration, or `params`); return the
+        version fields to record."""
         problem = get_problem(session["problem"])
         try:
             spec = parse_annotation(source, needs=backend_spec(session["backend"]).annotation_keys,
                                     symbols=problem.symbols)
+            if params:
+                spec = spec.bind(params)
+            broken = spec.violated(sizes or session["sizes"])
+            if broken:
+                return {"status": Status.INVALID_ANNOTATION, "failure": "annotation",
+                        "message": f"the configuration {spec.config()} breaks `where` {broken} at these sizes"}
             spec.evaluate(sizes or session["sizes"])
         except PeakError as exc:
             return {"status": Status.INVALID_ANNOTATION, "failure": "annotation", "message": str(exc)}
@@ -425,7 +444,7 @@ class PeakService:
             compile=CompileInfo(ok=compiled["ok"], log=trim_log(compiled.get("log")),
                                 resources=compiled.get("resources", {}), seconds=compiled.get("seconds"))
             if compiled else None,
-            validation=v["validation"], generality=v.get("generality"),
+            validation=v["validation"], generality=v.get("generality"), tuning=_tuning_brief(v.get("tuning")),
             performance=performance(v, versions, session, self.device_of(session), problem.peak_path(session["dtype"])),
             head=session["head"],
             phases={phase: round(record["seconds"], 3) for phase, record in
@@ -487,6 +506,75 @@ class PeakService:
         vendor = backend_spec(session["backend"]).vendor_library or "vendor library"
         return history_chart(rows, session, peak_tflops=device.peak(peak_path),
                              vendor_name=vendor)
+
+    # --- tuning ----------------------------------------------------------------------------------------------
+    def tune(self, session_id: str, version: int | None, *, strategy: str = "auto", max_configs: int = 64,
+             budget_s: float | None = None, progress: Progress = _quiet) -> TuneReport:
+        """Search a version's tuning parameters (`// peak: params`): batches of configurations compiled in
+        parallel, pruned with their reasons, validated once and timed briefly in the worker; then the fastest is
+        validated and timed in full, and becomes the version's performance. Every configuration tried is stored;
+        the kept ones seed the tuning of the version's children."""
+        session = self.store.session(session_id)
+        v = self.resolve_version(session_id, version)
+        problem = get_problem(session["problem"])
+        if session["device_index"] < 0:
+            raise Unavailable(f"no {session['backend']} device on this machine: configurations can be compiled, "
+                              "not timed", "run the server on a machine with a device (see doctor).")
+        if not 1 <= max_configs <= 4096:
+            raise InvalidInput(f"max_configs={max_configs} is out of range", "use 1 to 4096.")
+        if budget_s is not None and not 1 <= budget_s <= 3600:
+            raise InvalidInput(f"budget_s={budget_s} is out of range", "use 1 to 3600 seconds.")
+        spec = parse_annotation(v["source"], needs=backend_spec(session["backend"]).annotation_keys,
+                                symbols=problem.symbols)
+        if not spec.params:
+            raise InvalidInput(f"version {v['number']} declares no tuning parameters",
+                               "add a line such as `// peak: params BM=[64, 128] BK=[8, 16]` and use the names as "
+                               "macros (and in the launch expressions); see design.md, Tuning parameters.")
+        space = Space(spec, session["sizes"])
+        parent = self.store.version(session_id, v["parent"]) if v["parent"] is not None else None
+        seeds = TuneReport.model_validate(parent["tuning"]).top() if parent and parent.get("tuning") else []
+        search = make_strategy(strategy, space, max_configs=max_configs, seed=v["number"], seed_configs=seeds)
+        done: list[ConfigResult] = []
+
+        def measure(batch: list[Config]) -> list[ConfigResult]:
+            job = {"type": "tune", "problem": session["problem"], "dtype": session["dtype"],
+                   "sizes": session["sizes"], "source": v["source"], "spec": spec.model_dump(),
+                   "configs": [c.params for c in batch]}
+            try:
+                results = [ConfigResult.model_validate(r) for r in self._run_job(session, job, progress)["results"]]
+            except JobFailed as exc:  # the worker died on one configuration: that one fails, the others go again
+                crashed = crashed_config(exc.stage, batch)
+                if crashed is None:
+                    raise
+                failed = ConfigResult(params=crashed.params, status="failed", kind="error", reason=str(exc)[:300])
+                rest = [c for c in batch if c.key != crashed.key]
+                results = [failed, *(measure(rest) if rest else [])]
+            done.extend(results)
+            timed = [r for r in done if r.status == "ok" and r.median_ms is not None]
+            best = min(timed, key=lambda r: r.median_ms or 0.0, default=None)
+            progress(f"tuning: {len(done)}/{max_configs} configurations"
+                     + (f", best {best.median_ms:.4g} ms ({Config(params=best.params).label()})" if best else ""))
+            return results
+
+        report = run_tuning(space, search, measure, version=v["number"], max_configs=max_configs,
+                            budget_s=budget_s)
+        fields: dict[str, Any] = {"tuning": report.model_dump(mode="json")}
+        if report.best is not None:
+            progress(f"tuning: full validation and timing of {Config(params=report.best.params).label()}")
+            baseline = session["baseline"] or {}
+            tuned = self._evaluate(session, v["source"], progress, params=report.best.params,
+                                   vendor_ms=baseline.get("median_ms") if baseline.get("available") else None)
+            if Status(tuned["status"]).passed and tuned.get("timing"):
+                fields["timing"] = {**tuned["timing"], "params": report.best.params}
+                fields["message"] = (f"{v['message'] or ''}; tuned over {report.tried} configurations: "
+                                     f"{Config(params=report.best.params).label()}, median "
+                                     f"{tuned['timing']['median_ms']:.4g} ms ({rate(tuned['timing']['tflops'])})")
+            else:
+                report.stopped += (f"; the fastest configuration then failed full validation "
+                                   f"({tuned.get('failure')}): {tuned.get('message', '')[:200]}")
+                fields["tuning"] = report.model_dump(mode="json")
+        self.store.update_version(session_id, v["number"], **fields)
+        return report
 
     # --- profile ---------------------------------------------------------------------------------------------
     def profile(self, session_id: str, version: int | None, *, counters: bool = True,

@@ -49,8 +49,10 @@ MIGRATIONS = (
     "ALTER TABLE versions ADD COLUMN generality TEXT",  # {passed, sizes_checked, failures}
     "ALTER TABLE sessions ADD COLUMN constraints TEXT",  # ["M % 128 == 0", ...]
     "ALTER TABLE sessions ADD COLUMN device_info TEXT",  # the described device (arch, family, peaks, limits)
+    "ALTER TABLE versions ADD COLUMN tuning TEXT",  # the last tune report: every configuration tried, the best
 )
-_JSON_FIELDS = {"sizes", "baseline", "compile", "validation", "timing", "generality", "constraints", "device_info"}
+_JSON_FIELDS = {"sizes", "baseline", "compile", "validation", "timing", "generality", "constraints", "device_info",
+                "tuning"}
 
 
 def _decode(row: sqlite3.Row | None) -> dict[str, Any] | None:

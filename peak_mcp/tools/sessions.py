@@ -40,6 +40,7 @@ from peak_mcp.tools.common import (
     VersionNumber,
     call,
 )
+from peak_mcp.tuning import TuneReport
 
 
 def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Applier) -> None:
@@ -168,6 +169,25 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
     ) -> Annotated[types.CallToolResult, VersionReport]:
         """Make an earlier passing version the head again; nothing is deleted."""
         return result(await call(None, service.revert, session_id, version, require_generality))
+
+    @mcp.tool(annotations=RECORDS)
+    async def tune(
+        ctx: Context, session_id: SessionId, version: Version = None,
+        strategy: Annotated[str, Field(description="auto (exhaustive when the space fits max_configs, else optuna), "
+                                                   "exhaustive, random or optuna",
+                                       json_schema_extra={"enum": ["auto", "exhaustive", "random", "optuna"]})]
+        = "auto",
+        max_configs: Annotated[int, Field(strict=True, ge=1, le=4096, description="configurations to try")] = 64,
+        budget_s: Annotated[float | None, Field(ge=1, le=3600, description="stop after this many seconds")] = None,
+    ) -> Annotated[types.CallToolResult, TuneReport]:
+        """Search a version's tuning parameters (`// peak: params` / `where` lines): configurations compiled in
+        parallel, invalid ones pruned with the reason, the rest validated and timed briefly; the fastest is then
+        validated and timed in full and becomes the version's performance. Every configuration is stored (history,
+        get_version); this answer lists the 16 fastest and 10 pruned."""
+        report = await call(ctx, service.tune, session_id, version, strategy=strategy, max_configs=max_configs,
+                            budget_s=budget_s, progress=None)
+        fastest = sorted(report.results, key=lambda r: (r.status != "ok", r.median_ms or 0.0))
+        return result(report.model_copy(update={"results": fastest[:16], "pruned": report.pruned[:10]}))
 
     @mcp.tool(annotations=RUNS_ONLY)
     async def profile(session_id: SessionId, version: Version = None,
