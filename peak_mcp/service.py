@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -111,18 +112,24 @@ class PeakService:
             compiler_ok = bool(report.get("compiler", {}).get("available"))
             statuses.append(BackendStatus(
                 backend=name, usable=compiler_ok, can_run=compiler_ok and bool(devices),
-                devices=[d.model_dump(exclude_none=True) for d in devices],
+                devices=[{**d.model_dump(exclude_none=True),
+                          "queued_jobs": self.pool.queue_length(name, int(d.index if d.index is not None else -1))}
+                         for d in devices],
                 compiler=report.get("compiler", {}), missing=[Missing(**m) for m in report.get("missing", [])]))
         return DoctorReport(version=__version__, data_dir=str(self.settings.data_dir), backends=statuses,
                             catalog=catalog_info or {}, workers={"restarts": self.pool.restarts})
 
-    def _device_for(self, backend: str) -> tuple[Device, int]:
-        """The first device of `backend`, or a compile-only target where a backend can compile without one."""
+    def _device_for(self, backend: str, device: str | int | None = None) -> tuple[Device, int]:
+        """A device of `backend` (see `place`), or a compile-only target where a backend can compile without one."""
         if backend not in BACKENDS:
             raise InvalidInput(f"unknown or unavailable backend {backend!r}", f"choose one of {sorted(BACKENDS)}.")
         report = self.probe().get(backend, {})
         if report.get("devices"):
-            return describe(report["devices"][0], self.profiles), int(report["devices"][0]["index"])
+            chosen = self.place(backend, report["devices"], device)
+            return describe(chosen, self.profiles), int(chosen["index"])
+        if device not in (None, "auto"):
+            raise InvalidInput(f"device={device!r}: this machine has no {backend} device",
+                               "omit device (a compile-only session), or run the doctor tool.")
         if not report.get("compiler", {}).get("available"):
             why = "; ".join(f"{m['what']}: {m['why']} (fix: {m['fix']})" for m in report.get("missing", []))
             raise Unavailable(f"the {backend} backend cannot compile on this machine: {why}",
@@ -136,6 +143,23 @@ class PeakService:
         why = "; ".join(f"{m['what']}: {m['why']} (fix: {m['fix']})" for m in report.get("missing", []))
         raise Unavailable(f"no {backend} device on this machine: {why}", "run the doctor tool for details.")
 
+    def place(self, backend: str, devices: list[dict[str, Any]], device: str | int | None) -> dict[str, Any]:
+        """`device`: an index, a name pattern (case-insensitive substring), or None/"auto". Among the candidates,
+        the least loaded: fewest jobs queued, then fewest sessions, then the lowest index."""
+        candidates = devices
+        if isinstance(device, bool):
+            raise InvalidInput(f"device={device!r} is not a device", "pass an index, a name pattern or 'auto'.")
+        if isinstance(device, int) or (isinstance(device, str) and device.strip().isdigit()):
+            candidates = [d for d in devices if int(d["index"]) == int(device)]
+        elif isinstance(device, str) and device.strip().lower() not in ("", "auto"):
+            candidates = [d for d in devices if device.strip().lower() in str(d.get("name", "")).lower()]
+        if not candidates:
+            listed = ", ".join(f"{d['index']}: {d.get('name')}" for d in devices)
+            raise InvalidInput(f"no {backend} device matches device={device!r}", f"this machine has {listed}.")
+        sessions = Counter(s["device_index"] for s in self.store.sessions() if s["backend"] == backend)
+        return min(candidates, key=lambda d: (self.pool.queue_length(backend, int(d["index"])),
+                                              sessions[int(d["index"])], int(d["index"])))
+
     # --- problems and sessions -------------------------------------------------------------------------------
     def list_problems(self) -> list[ProblemInfo]:
         return [ProblemInfo(name=p.name, title=p.title, sizes=list(p.symbols), default_sizes=p.default_sizes,
@@ -145,7 +169,7 @@ class PeakService:
 
     def start_session(self, problem: str, backend: str, dtype: str, sizes: dict[str, Any] | str | None,
                       label: str | None = None, progress: Progress = _quiet,
-                      constraints: list[str] | None = None) -> SessionInfo:
+                      constraints: list[str] | None = None, device: str | int | None = None) -> SessionInfo:
         spec = get_problem(problem)
         spec.check_dtype(dtype)
         if isinstance(sizes, str):
@@ -154,16 +178,16 @@ class PeakService:
         left_out = [s for s in spec.symbols if sizes and s not in sizes]
         constraints = check_constraints(spec, constraints)
         naive = spec.naive_kernel(backend, dtype) if backend in BACKENDS else None
-        device, index = self._device_for(backend)
-        sizes, note = self.session_sizes(spec, device, sizes)
+        placed, index = self._device_for(backend, device)
+        sizes, note = self.session_sizes(spec, placed, sizes)
         checked = spec.check_sizes(sizes)
         if not satisfies(checked, constraints):
             raise InvalidInput(f"the session's sizes {checked} do not meet its constraints {constraints}",
                                "choose sizes that meet them, or drop the constraint.")
         session_id = self.store.create_session(problem=problem, backend=backend, dtype=dtype, sizes=checked,
-                                               device=device.name, device_index=index, label=label,
-                                               constraints=constraints, device_info=device.model_dump())
-        self._devices[session_id] = device
+                                               device=placed.name, device_index=index, label=label,
+                                               constraints=constraints, device_info=placed.model_dump())
+        self._devices[session_id] = placed
         report = self._submit(session_id, naive or "", parent=None, origin="naive", transformation=None,
                               progress=progress)
         if index >= 0:
@@ -232,7 +256,9 @@ class PeakService:
                 if perf.get("median_ms") is not None:
                     best = f"v{s['head']}: {perf['median_ms']:.4g} ms, {rate(perf.get('tflops'))}"
             rows.append(SessionSummary(session_id=s["id"], label=s["label"], problem=s["problem"],
-                                       backend=s["backend"], dtype=s["dtype"], sizes=s["sizes"], device=s["device"],
+                                       backend=s["backend"], dtype=s["dtype"], sizes=s["sizes"],
+                                       device=f"{s['device']} (#{s['device_index']})" if s["device_index"] >= 0
+                                       else s["device"],
                                        head=s["head"], versions=len(self.store.versions(s["id"])), best=best))
         return SessionList(sessions=rows, total=len(sessions), offset=offset)
 

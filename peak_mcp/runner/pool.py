@@ -88,7 +88,13 @@ class DevicePool:
         self._workers: dict[tuple[str, int], _Worker] = {}
         self._locks: dict[tuple[str, int], threading.Lock] = collections.defaultdict(threading.Lock)
         self._guard = threading.Lock()
+        self._queued: collections.Counter[tuple[str, int]] = collections.Counter()  # waiting or running jobs
         self.restarts = 0
+
+    def queue_length(self, backend: str, index: int) -> int:
+        """Jobs waiting for or running on one device: what placement balances."""
+        with self._guard:
+            return self._queued[(backend, index)]
 
     def run(self, backend: str, index: int, job: dict[str, Any], *, inactivity_s: float, total_s: float,
             progress: Progress | None = None, cancel: threading.Event | None = None) -> dict[str, Any]:
@@ -98,6 +104,16 @@ class DevicePool:
         cancel = cancel if cancel is not None else CANCEL.get()
         with self._guard:
             lock = self._locks[key]
+            self._queued[key] += 1
+        try:
+            return self._run_queued(key, lock, job, inactivity_s, total_s, progress, cancel)
+        finally:
+            with self._guard:
+                self._queued[key] -= 1
+
+    def _run_queued(self, key: tuple[str, int], lock: threading.Lock, job: dict[str, Any], inactivity_s: float,
+                    total_s: float, progress: Progress | None, cancel: threading.Event | None) -> dict[str, Any]:
+        backend, index = key
         # the per-device queue: waiting threads are served by the OS lock; a cancelled waiter leaves the queue
         while not lock.acquire(timeout=POLL_S):
             if cancel is not None and cancel.is_set():

@@ -68,6 +68,9 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
                         "problem's defaults (the answer's note says which); default: the problem's, less on a CPU "
                         "device")] = None,
         label: Annotated[str | None, Field(description="a name for the session, shown in list_sessions")] = None,
+        device: Annotated[int | str | None, Field(
+            description="which device: an index, a name pattern such as 'H100', or 'auto' (default: the least "
+                        "loaded of the backend's devices; doctor lists them with their queues)")] = None,
         constraints: Annotated[list[str] | None, Field(
             description="size conditions kernels may assume, e.g. ['M % 128 == 0', 'K >= 64']; generality checks "
                         "only sizes that meet them")] = None,
@@ -75,7 +78,7 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         """Start a session: version 0 is the naive kernel, validated and benchmarked; the vendor library is timed
         in the same run."""
         return result(await call(ctx, service.start_session, problem, backend, dtype, sizes, label, progress=None,
-                          constraints=constraints))
+                                 constraints=constraints, device=device))
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_sessions(
