@@ -3,6 +3,8 @@ No GPU code here."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from mcp.server import MCPServer
 
 from peak_mcp import __version__
@@ -25,4 +27,23 @@ def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
     sessions.register(mcp, service, catalog, applier)
     catalog_tools.register(mcp, service, catalog, applier)
     apply.register(mcp, service, applier)
+    _drop_titles(mcp)
     return mcp
+
+
+def _drop_titles(mcp: MCPServer) -> None:
+    """pydantic titles every property with its own name respelled ("session_id" -> "Session Id"): a fifth of
+    tools/list for nothing. Schema keywords only: a property *named* title is a dict and stays. The SDK has no
+    public hook for the registered schemas; without its tool manager this does nothing."""
+    for tool in getattr(getattr(mcp, "_tool_manager", None), "_tools", {}).values():
+        tool.parameters = _without_titles(tool.parameters)
+        if tool.output_schema is not None:
+            tool.output_schema = _without_titles(tool.output_schema)
+
+
+def _without_titles(schema: Any) -> Any:
+    if isinstance(schema, dict):
+        return {k: _without_titles(v) for k, v in schema.items() if not (k == "title" and isinstance(v, str))}
+    if isinstance(schema, list):
+        return [_without_titles(v) for v in schema]
+    return schema

@@ -70,3 +70,12 @@ async def test_results_are_lean_and_valid(make_client) -> None:
         assert listed["total"] == 1 and len(listed["sessions"]) == 1 and "device" in listed["sessions"][0]
         empty = (await client.call_tool("list_sessions", {"offset": 5})).structured_content
         assert empty["sessions"] == [] and empty["total"] == 1
+
+
+async def test_schemas_carry_no_titles_and_stay_small(make_client) -> None:
+    async with make_client() as (client, _):
+        tools = (await client.list_tools()).tools
+        listed = json.dumps([t.model_dump(mode="json", exclude_none=True, by_alias=True) for t in tools])
+        assert '"title": "' not in listed  # pydantic's respelled property names, dropped
+        assert '"title": {' in listed  # a property named title (catalog models) is kept
+        assert len(listed) < 40_000, len(listed)  # 18 tools; each added tool must earn its schema
