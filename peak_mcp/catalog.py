@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -24,7 +23,6 @@ from peak_mcp.devices import Device
 from peak_mcp.errors import InvalidInput, NotFound
 from peak_mcp.resources import data_dir
 
-ENV_VAR = "PEAK_MCP_TRANSFORMATIONS"
 BACKENDS = ("cuda", "hip", "hlsl")
 DTYPES = ("f32", "f16", "bf16")
 SECTIONS = ("When it applies", "What to do", "Keep unchanged", "Pitfalls", "Expected effect")
@@ -160,12 +158,6 @@ class DeviceDescriptor:
 def builtin_transformations_dir() -> Path:
     """The shipped catalog: peak_mcp/_data/transformations in a wheel, else the checkout's transformations/."""
     return data_dir("transformations")
-
-
-def catalog_dirs_from_env(environ: Mapping[str, str] | None = None) -> list[Path]:
-    """Extra catalog directories from $PEAK_MCP_TRANSFORMATIONS (os.pathsep-separated)."""
-    value = (os.environ if environ is None else environ).get(ENV_VAR, "")
-    return [Path(p).expanduser() for p in value.split(os.pathsep) if p.strip()]
 
 
 def parse_file(path: Path, *, builtin: bool) -> tuple[Transformation | None, list[CatalogError]]:

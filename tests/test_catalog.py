@@ -13,7 +13,6 @@ from peak_mcp.catalog import (
     Catalog,
     DeviceDescriptor,
     builtin_transformations_dir,
-    catalog_dirs_from_env,
 )
 from peak_mcp.errors import InvalidInput, NotFound
 
@@ -268,10 +267,13 @@ def test_missing_directory_is_reported(tmp_path: Path) -> None:
     assert len(catalog) >= 16
 
 
-def test_directories_from_environment(tmp_path: Path) -> None:
-    value = os.pathsep.join([str(tmp_path / "one"), "", str(tmp_path / "two")])
-    assert catalog_dirs_from_env({"PEAK_MCP_TRANSFORMATIONS": value}) == [tmp_path / "one", tmp_path / "two"]
-    assert catalog_dirs_from_env({}) == []
+def test_directories_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from peak_mcp.config import Settings
+
+    monkeypatch.setenv("PEAK_MCP_TRANSFORMATIONS", os.pathsep.join([str(tmp_path / "one"), "", str(tmp_path / "two")]))
+    assert Settings.from_env().extra_catalog_dirs == [tmp_path / "one", tmp_path / "two"]
+    monkeypatch.delenv("PEAK_MCP_TRANSFORMATIONS")
+    assert Settings.from_env().extra_catalog_dirs == []
 
 
 def test_builtin_directory_is_found() -> None:
