@@ -16,6 +16,7 @@ from peak_mcp.catalog import Catalog
 from peak_mcp.errors import InvalidInput, PeakError
 from peak_mcp.models import ApplyStep, VersionReport
 from peak_mcp.problems import get_problem
+from peak_mcp.records import ApplyRunRow, SessionRow, Status, VersionRow
 from peak_mcp.sampling import (
     SYSTEM_PROMPT,
     FailedAttempt,
@@ -25,7 +26,7 @@ from peak_mcp.sampling import (
     build_retry,
     extract_kernel,
 )
-from peak_mcp.service import PASSED, PeakService, Progress, _quiet
+from peak_mcp.service import PeakService, Progress, _quiet
 
 LANGUAGE = {"cuda": "cuda", "hip": "cpp", "hlsl": "hlsl"}
 MAX_ATTEMPTS_LIMIT = 10
@@ -36,15 +37,15 @@ class Applier:
         self.service = service
         self.catalog = catalog
 
-    def _device_descriptor(self, session: dict[str, Any]) -> dict[str, Any]:
+    def _device_descriptor(self, session: SessionRow) -> dict[str, Any]:
         device = self.service.device_of(session)
         return {"name": device.name, "arch": device.arch, "family": device.family}
 
     def begin(self, session_id: str, transformation: str, version: int | None = None,
               instructions: str | None = None, max_attempts: int | None = None) -> ApplyStep:
         base = self.service.resolve_version(session_id, version)
-        if base["status"] not in (*PASSED, "compiled"):
-            raise InvalidInput(f"version {base['number']} has status {base['status']}; transformations apply to "
+        if not base.status.usable:
+            raise InvalidInput(f"version {base.number} has status {base.status}; transformations apply to "
                                "passing versions", "pick a benchmarked version (see history) or omit version.")
         self.catalog.get(transformation)  # NotFound with close matches
         attempts = self.service.settings.default_max_attempts if max_attempts is None else max_attempts
@@ -52,98 +53,98 @@ class Applier:
             raise InvalidInput(f"max_attempts={attempts} is out of range", f"use 1 to {MAX_ATTEMPTS_LIMIT}.")
         session = self.service.store.session(session_id)
         # Refused before a run is recorded: a CUDA text for an HLSL session, an f16-only text for an f32 one.
-        self.catalog.resolve_for_session(transformation, session["backend"], session["dtype"],
+        self.catalog.resolve_for_session(transformation, session.backend, session.dtype,
                                          self._device_descriptor(session))
         run_id = self.service.store.create_apply_run(session_id=session_id, transformation=transformation,
-                                                     base_version=base["number"], instructions=instructions,
+                                                     base_version=base.number, instructions=instructions,
                                                      max_attempts=attempts)
         return self.step(run_id)
 
-    def _task(self, run: dict[str, Any]) -> tuple[KernelTask, str]:
-        session = self.service.store.session(run["session_id"])
-        problem = get_problem(session["problem"])
-        resolved = self.catalog.resolve_for_session(run["transformation"], session["backend"], session["dtype"],
+    def _task(self, run: ApplyRunRow) -> tuple[KernelTask, str]:
+        session = self.service.store.session(run.session_id)
+        problem = get_problem(session.problem)
+        resolved = self.catalog.resolve_for_session(run.transformation, session.backend, session.dtype,
                                                     self._device_descriptor(session))
         task = KernelTask(
-            problem=problem.name, problem_title=problem.title, abi=problem.abi(session["backend"], session["dtype"]),
-            backend=session["backend"], dtype=session["dtype"], sizes=session["sizes"],
+            problem=problem.name, problem_title=problem.title, abi=problem.abi(session.backend, session.dtype),
+            backend=session.backend, dtype=session.dtype, sizes=session.sizes,
             device=self.service.device_of(session), transformation_id=resolved.id,
             transformation_title=resolved.title, transformation_body=resolved.body,
-            instructions=run["instructions"], language=LANGUAGE.get(session["backend"], "cpp"))
+            instructions=run.instructions, language=LANGUAGE.get(session.backend, "cpp"))
         return task, resolved.id
 
     def _standing(self, session_id: str) -> Standing:
         """The session's current best and its yardstick, read fresh for every brief (head moves between runs)."""
         session = self.service.store.session(session_id)
-        baseline = session["baseline"] or {}
+        baseline = session.baseline or {}
         device = self.service.device_of(session)
-        peak_path = get_problem(session["problem"]).peak_path(session["dtype"])
-        standing = Standing(head=session["head"], peak_path=peak_path,
+        peak_path = get_problem(session.problem).peak_path(session.dtype)
+        standing = Standing(head=session.head, peak_path=peak_path,
                             peak_tflops=device.peak(peak_path))
         if baseline.get("available"):
             standing.vendor_ms, standing.vendor_name = baseline.get("median_ms"), baseline.get("library")
-        if session["head"] is not None:
-            perf = self.service.version_report(session_id, session["head"]).performance or {}
+        if session.head is not None:
+            perf = self.service.version_report(session_id, session.head).performance or {}
             standing.head_ms, standing.head_tflops = perf.get("median_ms"), perf.get("tflops")
             standing.head_pct_of_peak = perf.get("pct_of_peak")
         return standing
 
-    def _brief(self, run: dict[str, Any], attempts: list[VersionReport]) -> tuple[str, str]:
+    def _brief(self, run: ApplyRunRow, attempts: list[VersionReport]) -> tuple[str, str]:
         task, resolved = self._task(run)
-        standing = self._standing(run["session_id"])
+        standing = self._standing(run.session_id)
         store = self.service.store
-        base = store.version(run["session_id"], run["base_version"])
+        base = store.version(run.session_id, run.base_version)
         if not attempts:
-            return build_brief(task, standing, base["source"], max_attempts=run["max_attempts"]), resolved
+            return build_brief(task, standing, base.source, max_attempts=run.max_attempts), resolved
         last = attempts[-1]
-        failed_row = store.version(run["session_id"], last.version)
-        parent = store.version(run["session_id"], last.parent) if last.parent is not None else base
+        failed_row = store.version(run.session_id, last.version)
+        parent = store.version(run.session_id, last.parent) if last.parent is not None else base
         failed = FailedAttempt(attempt=len(attempts), version=last.version, status=last.status,
-                               failure=last.failure, verdict=_verdict(last), source=failed_row["source"],
-                               parent=parent["number"], parent_source=parent["source"],
+                               failure=last.failure, verdict=_verdict(last), source=failed_row.source,
+                               parent=parent.number, parent_source=parent.source,
                                usable=last.status != "invalid_reply")
         earlier = [f"attempt {i} (version {a.version}): {a.status}" + (f" ({a.failure})" if a.failure else "")
                    for i, a in enumerate(attempts[:-1], start=1)]
-        brief = build_retry(task, standing, failed, attempt=run["attempts"] + 1, max_attempts=run["max_attempts"],
+        brief = build_retry(task, standing, failed, attempt=run.attempts + 1, max_attempts=run.max_attempts,
                             earlier=earlier)
         return brief, resolved
 
     def attempts(self, run_id: str) -> list[VersionReport]:
         run = self.service.store.apply_run(run_id)
-        return [self.service.version_report(run["session_id"], v["number"])
-                for v in self.service.store.versions(run["session_id"]) if v["apply_id"] == run_id]
+        return [self.service.version_report(run.session_id, v.number)
+                for v in self.service.store.versions(run.session_id) if v.apply_id == run_id]
 
     def step(self, run_id: str) -> ApplyStep:
         """Where the run stands: the next brief, or the outcome."""
         run = self.service.store.apply_run(run_id)
         attempts = self.attempts(run_id)
-        if run["state"] == "open":
+        if run.state == "open":
             brief, resolved = self._brief(run, attempts)
         else:
             brief, resolved = None, self._task(run)[1]
-        step = ApplyStep(run_id=run_id, session_id=run["session_id"], transformation=run["transformation"],
-                         resolved_transformation=resolved, attempt=run["attempts"] + 1,
-                         max_attempts=run["max_attempts"], done=run["state"] != "open", attempts=attempts)
-        if run["state"] == "succeeded":
+        step = ApplyStep(run_id=run_id, session_id=run.session_id, transformation=run.transformation,
+                         resolved_transformation=resolved, attempt=run.attempts + 1,
+                         max_attempts=run.max_attempts, done=run.state != "open", attempts=attempts)
+        if run.state == "succeeded":
             step.succeeded, step.result = True, attempts[-1].version
-            step.attempt = run["attempts"]
-            step.message = f"applied in {run['attempts']} attempt(s): version {attempts[-1].version}"
+            step.attempt = run.attempts
+            step.message = f"applied in {run.attempts} attempt(s): version {attempts[-1].version}"
             return step
-        if run["state"] == "exhausted":
-            step.attempt = run["attempts"]
+        if run.state == "exhausted":
+            step.attempt = run.attempts
             step.result = attempts[-1].version if attempts else None
-            step.message = (f"all {run['max_attempts']} attempts failed; the last: "
+            step.message = (f"all {run.max_attempts} attempts failed; the last: "
                             f"{attempts[-1].failure if attempts else 'none'}")
             return step
         step.brief, step.system_prompt = brief, SYSTEM_PROMPT
-        step.message = f"attempt {run['attempts'] + 1} of {run['max_attempts']}: waiting for a kernel"
+        step.message = f"attempt {run.attempts + 1} of {run.max_attempts}: waiting for a kernel"
         return step
 
     def answer(self, run_id: str, reply: str, progress: Progress = _quiet) -> ApplyStep:
         """Record one LLM reply as an attempt and advance the run."""
         run = self.service.store.apply_run(run_id)
-        if run["state"] != "open":
-            raise InvalidInput(f"apply run {run_id} is already {run['state']}",
+        if run.state != "open":
+            raise InvalidInput(f"apply run {run_id} is already {run.state}",
                                "start a new run with apply_transformation.")
         try:
             source = extract_kernel(reply)
@@ -151,44 +152,44 @@ class Applier:
             source = reply if reply.strip() else "(empty reply)"
             report = self._record_unparsable(run, source, str(exc))
         else:
-            report = self.service.submit_kernel(run["session_id"], source, parent=run["base_version"],
-                                                transformation=run["transformation"], progress=progress,
-                                                apply_id=run_id, attempt=run["attempts"] + 1)
+            report = self.service.submit_kernel(run.session_id, source, parent=run.base_version,
+                                                transformation=run.transformation, progress=progress,
+                                                apply_id=run_id, attempt=run.attempts + 1)
         return self._advance(run, report)
 
     def attach_submission(self, session_id: str, transformation: str, source: str, parent: int | None,
                           progress: Progress) -> VersionReport | None:
         """A submit_kernel naming a transformation with an open run answers that run (the no-sampling path)."""
         open_runs = [r for r in self.service.store.apply_runs(session_id, state="open")
-                     if r["transformation"] == transformation]
+                     if r.transformation == transformation]
         if not open_runs:
             return None
         run = open_runs[-1]
         report = self.service.submit_kernel(session_id, source, parent=parent if parent is not None
-                                            else run["base_version"], transformation=transformation,
-                                            progress=progress, apply_id=run["id"], attempt=run["attempts"] + 1)
+                                            else run.base_version, transformation=transformation,
+                                            progress=progress, apply_id=run.id, attempt=run.attempts + 1)
         self._advance(run, report)
         return report
 
-    def _record_unparsable(self, run: dict[str, Any], source: str, why: str) -> VersionReport:
+    def _record_unparsable(self, run: ApplyRunRow, source: str, why: str) -> VersionReport:
         store = self.service.store
-        number = store.add_version(run["session_id"], parent=run["base_version"], origin="apply",
-                                   transformation=run["transformation"], apply_id=run["id"],
-                                   attempt=run["attempts"] + 1, source=source, status="invalid_reply",
+        number = store.add_version(run.session_id, parent=run.base_version, origin="apply",
+                                   transformation=run.transformation, apply_id=run.id,
+                                   attempt=run.attempts + 1, source=source, status="invalid_reply",
                                    failure="reply_format", message=f"the reply could not be used: {why}")
-        return self.service.version_report(run["session_id"], number)
+        return self.service.version_report(run.session_id, number)
 
-    def _advance(self, run: dict[str, Any], report: VersionReport) -> ApplyStep:
-        attempts = run["attempts"] + 1
-        if report.status in PASSED or report.status == "compiled":
+    def _advance(self, run: ApplyRunRow, report: VersionReport) -> ApplyStep:
+        attempts = run.attempts + 1
+        if report.status.usable:
             state = "succeeded"
-        elif attempts >= run["max_attempts"]:
+        elif attempts >= run.max_attempts:
             state = "exhausted"
         else:
             state = "open"
-        self.service.store.update_apply_run(run["id"], attempts=attempts, state=state,
+        self.service.store.update_apply_run(run.id, attempts=attempts, state=state,
                                             result_version=report.version if state == "succeeded" else None)
-        return self.step(run["id"])
+        return self.step(run.id)
 
     # --- statistics ------------------------------------------------------------------------------------------
     def statistics(self) -> list[dict[str, Any]]:
@@ -196,28 +197,28 @@ class Applier:
         store = self.service.store
         runs = store.apply_runs()
         versions = store.all_versions()
-        by_key = {(v["session_id"], v["number"]): v for v in versions}
-        grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        by_key = {(v.session_id, v.number): v for v in versions}
+        grouped: dict[str, list[VersionRow]] = defaultdict(list)
         for v in versions:
-            if v["transformation"]:
-                grouped[v["transformation"]].append(v)
+            if v.transformation:
+                grouped[v.transformation].append(v)
         out = []
         for name, attempts in sorted(grouped.items()):
-            runs_for = [r for r in runs if r["transformation"] == name and r["attempts"] > 0]
-            first_try = [r for r in runs_for if r["state"] == "succeeded" and r["attempts"] == 1]
-            successes = [v for v in attempts if v["status"] in PASSED]
+            runs_for = [r for r in runs if r.transformation == name and r.attempts > 0]
+            first_try = [r for r in runs_for if r.state == "succeeded" and r.attempts == 1]
+            successes = [v for v in attempts if Status(v.status).passed]
             speedups = []
             for v in successes:
-                parent = by_key.get((v["session_id"], v["parent"]))
-                if v.get("timing") and parent and parent.get("timing"):
-                    speedups.append(parent["timing"]["median_ms"] / v["timing"]["median_ms"])
+                parent = by_key.get((v.session_id, v.parent))
+                if v.timing and parent and parent.timing:
+                    speedups.append(parent.timing["median_ms"] / v.timing["median_ms"])
             out.append({
                 "transformation": name, "attempts": len(attempts), "runs": len(runs_for),
                 "successes": len(successes),
                 "success_rate": len(successes) / len(attempts),
                 "first_try_success_rate": (len(first_try) / len(runs_for)) if runs_for else None,
-                "runs_succeeded": sum(r["state"] == "succeeded" for r in runs_for),
-                "failure_kinds": dict(Counter(v["failure"] for v in attempts if v["failure"])),
+                "runs_succeeded": sum(r.state == "succeeded" for r in runs_for),
+                "failure_kinds": dict(Counter(v.failure for v in attempts if v.failure)),
                 "median_speedup_vs_parent": statistics.median(speedups) if speedups else None,
                 "best_speedup_vs_parent": max(speedups) if speedups else None,
             })

@@ -11,6 +11,7 @@ from typing import Any
 
 from peak_mcp import __version__
 from peak_mcp.logging import configure
+from peak_mcp.records import SessionRow
 from peak_mcp.responses import rate
 
 
@@ -156,13 +157,13 @@ def session_lines(service: Any, only: str | None = None) -> list[str]:
     lines = []
     sessions = [service.store.session(only)] if only else service.store.sessions()
     for s in sessions:
-        timed = [v for v in service.store.versions(s["id"]) if (v["timing"] or {}).get("median_ms")]
-        best = min(timed, key=lambda v: v["timing"]["median_ms"], default=None)
-        fastest = (f"best v{best['number']} {best['timing']['median_ms']:.4g} ms "
-                   f"{rate(best['timing'].get('tflops'))}" if best else "best -")
-        sizes = ",".join(f"{k}={v}" for k, v in s["sizes"].items())
-        head = f"v{s['head']}" if s["head"] is not None else "-"
-        lines.append(f"{s['id']}  {s['label'] or '-'}  {s['problem']} {s['backend']} {s['dtype']} {sizes}  "
+        timed = [v for v in service.store.versions(s.id) if (v.timing or {}).get("median_ms")]
+        best = min(timed, key=lambda v: v.timing["median_ms"], default=None)
+        fastest = (f"best v{best.number} {best.timing['median_ms']:.4g} ms "
+                   f"{rate(best.timing.get('tflops'))}" if best else "best -")
+        sizes = ",".join(f"{k}={v}" for k, v in s.sizes.items())
+        head = f"v{s.head}" if s.head is not None else "-"
+        lines.append(f"{s.id}  {s.label or '-'}  {s.problem} {s.backend} {s.dtype} {sizes}  "
                      f"head {head}  {fastest}")
     return lines
 
@@ -178,7 +179,7 @@ def export_version(service: Any, session_id: str, version: str, out: Path) -> li
     report = detail.report
     out.mkdir(parents=True, exist_ok=True)
     stem = out / f"{session_id}-v{report.version}"
-    source = stem.with_suffix(SOURCE_SUFFIX.get(session["backend"], ".txt"))
+    source = stem.with_suffix(SOURCE_SUFFIX.get(session.backend, ".txt"))
     source.write_text(detail.source)
     meta = {"session": service.session_info(session_id).model_dump(mode="json"),
             "report": report.model_dump(mode="json"), "source_file": source.name}
@@ -187,12 +188,12 @@ def export_version(service: Any, session_id: str, version: str, out: Path) -> li
     return [source, stem.with_suffix(".json"), stem.with_suffix(".md")]
 
 
-def _markdown_report(session: dict[str, Any], report: Any, source_name: str) -> str:
+def _markdown_report(session: SessionRow, report: Any, source_name: str) -> str:
     perf = report.performance or {}
-    sizes = " × ".join(f"{k}={v}" for k, v in session["sizes"].items())
-    lines = [f"# {session['problem']} {session['dtype']} v{report.version} ({session['backend']})", "",
-             f"- session: `{session['id']}`{' (' + session['label'] + ')' if session['label'] else ''}",
-             f"- device: {session['device']}", f"- sizes: {sizes}",
+    sizes = " × ".join(f"{k}={v}" for k, v in session.sizes.items())
+    lines = [f"# {session.problem} {session.dtype} v{report.version} ({session.backend})", "",
+             f"- session: `{session.id}`{' (' + session.label + ')' if session.label else ''}",
+             f"- device: {session.device}", f"- sizes: {sizes}",
              f"- parent: {'v' + str(report.parent) if report.parent is not None else '-'}; origin: {report.origin}; "
              f"transformation: {report.transformation or '-'}",
              f"- status: **{report.status}**" + (f" ({report.failure})" if report.failure else ""),

@@ -1,8 +1,11 @@
-"""Typed records shared by the service, the store and the reports: a version's status."""
+"""Typed records shared by the service, the store and the reports: a version's status and the stored rows."""
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
 
 
 class Status(StrEnum):
@@ -27,3 +30,77 @@ class Status(StrEnum):
     def usable(self) -> bool:
         """May become head: passed, or compiled where nothing can run."""
         return self.passed or self is Status.COMPILED
+
+
+class SessionRow(BaseModel):
+    """A session as stored."""
+
+    id: str
+    problem: str
+    backend: str
+    dtype: str
+    sizes: dict[str, int]
+    device: str  # its name
+    device_index: int  # -1: compile-only
+    head: int | None = None
+    baseline: dict[str, Any] | None = None
+    created_at: float
+    label: str | None = None
+    constraints: list[str] = Field(default_factory=list)
+    device_info: dict[str, Any] | None = None  # the described device (devices.Device), for sessions since migration 3
+
+    @field_validator("constraints", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value  # rows from before migration 2
+
+    @property
+    def runs(self) -> bool:
+        """A device is there: versions are validated and timed, not only compiled."""
+        return self.device_index >= 0
+
+    @property
+    def vendor_ms(self) -> float | None:
+        baseline = self.baseline or {}
+        return baseline.get("median_ms") if baseline.get("available") else None
+
+
+class VersionRow(BaseModel):
+    """A version as stored: its source, its state and what each phase found."""
+
+    session_id: str
+    number: int
+    parent: int | None = None
+    origin: str  # naive | submit | apply
+    transformation: str | None = None
+    apply_id: str | None = None
+    attempt: int | None = None
+    source: str
+    status: Status
+    failure: str | None = None
+    message: str | None = None
+    compile: dict[str, Any] | None = None
+    validation: dict[str, Any] | None = None
+    timing: dict[str, Any] | None = None
+    generality: dict[str, Any] | None = None
+    tuning: dict[str, Any] | None = None
+    created_at: float
+
+    @property
+    def median_ms(self) -> float | None:
+        return (self.timing or {}).get("median_ms")
+
+
+class ApplyRunRow(BaseModel):
+    """One apply_transformation run: the attempts an LLM makes at one transformation of one version."""
+
+    id: str
+    session_id: str
+    transformation: str
+    base_version: int
+    instructions: str | None = None
+    max_attempts: int
+    attempts: int = 0
+    state: str  # open | succeeded | exhausted
+    result_version: int | None = None
+    created_at: float

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from peak_mcp.devices import Device
+from peak_mcp.records import SessionRow, VersionRow
 from peak_mcp.responses import rate
 
 _LOG_LIMIT = 4000
@@ -15,25 +16,24 @@ def trim_log(text: str | None, limit: int = _LOG_LIMIT) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"
 
 
-def median_ms(version: dict[str, Any] | None) -> float | None:
-    timing = (version or {}).get("timing") or {}
-    return timing.get("median_ms")
+def median_ms(version: VersionRow | None) -> float | None:
+    return version.median_ms if version is not None else None
 
 
-def performance(version: dict[str, Any], versions: dict[int, dict[str, Any]], session: dict[str, Any],
+def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: dict[str, Any] | None,
                 device: Device, peak_path: str) -> dict[str, Any] | None:
-    """Timing plus the ratios that give it meaning."""
-    timing = version.get("timing")
+    """Timing plus the ratios that give it meaning (`baseline`: the vendor library's timing in the session)."""
+    timing = version.timing
     if not timing:
         return None
     mine = timing["median_ms"]
     out = {k: timing[k] for k in ("median_ms", "min_ms", "max_ms", "cv", "reps", "tflops", "gbps") if k in timing}
-    parent = versions.get(version["parent"]) if version.get("parent") is not None else None
+    parent = versions.get(version.parent) if version.parent is not None else None
     if median_ms(parent):
         out["speedup_vs_parent"] = median_ms(parent) / mine
     if median_ms(versions.get(0)):
         out["speedup_vs_v0"] = median_ms(versions.get(0)) / mine
-    baseline = session.get("baseline") or {}
+    baseline = baseline or {}
     if baseline.get("available"):
         out["vendor_median_ms"] = baseline["median_ms"]
         out["pct_of_vendor"] = 100.0 * baseline["median_ms"] / mine
@@ -45,20 +45,20 @@ def performance(version: dict[str, Any], versions: dict[int, dict[str, Any]], se
     return out
 
 
-def history_rows(session: dict[str, Any], versions: list[dict[str, Any]], device: Device,
+def history_rows(session: SessionRow, versions: list[VersionRow], device: Device,
                  peak_path: str) -> list[dict[str, Any]]:
-    by_number = {v["number"]: v for v in versions}
+    by_number = {v.number: v for v in versions}
     rows = []
     for v in versions:
-        perf = performance(v, by_number, session, device, peak_path) or {}
+        perf = performance(v, by_number, session.baseline, device, peak_path) or {}
         rows.append({
-            "version": v["number"], "parent": v["parent"], "origin": v["origin"],
-            "transformation": v["transformation"], "attempt": v["attempt"], "status": v["status"],
-            "failure": v["failure"], "median_ms": perf.get("median_ms"), "tflops": perf.get("tflops"),
+            "version": v.number, "parent": v.parent, "origin": v.origin,
+            "transformation": v.transformation, "attempt": v.attempt, "status": v.status,
+            "failure": v.failure, "median_ms": perf.get("median_ms"), "tflops": perf.get("tflops"),
             "speedup_vs_parent": perf.get("speedup_vs_parent"), "speedup_vs_v0": perf.get("speedup_vs_v0"),
             "pct_of_vendor": perf.get("pct_of_vendor"), "pct_of_peak": perf.get("pct_of_peak"),
-            "head": v["number"] == session.get("head"),
-            "params": (v.get("timing") or {}).get("params"),  # the tuned configuration timed, when tuned
+            "head": v.number == session.head,
+            "params": (v.timing or {}).get("params"),  # the tuned configuration timed, when tuned
         })
     return rows
 

@@ -36,7 +36,7 @@ from peak_mcp.models import (
     VersionReport,
 )
 from peak_mcp.problems import PROBLEMS, get_problem
-from peak_mcp.records import Status
+from peak_mcp.records import SessionRow, Status, VersionRow
 from peak_mcp.reports import history_rows, markdown_table, performance, trim_log
 from peak_mcp.responses import rate
 from peak_mcp.runner.ownership import ServerPresence
@@ -46,7 +46,6 @@ from peak_mcp.store import Store
 from peak_mcp.tuning import Config, ConfigResult, Space, TuneReport, crashed_config, make_strategy, run_tuning
 
 log = structlog.get_logger("peak_mcp.service")
-PASSED = (Status.BENCHMARKED, Status.VALIDATED)
 Progress = Callable[[str], None]
 MAX_SOURCE_BYTES = 256 * 1024
 # Generality failures that make a version wrong, not merely specialized: at a legal (and small) size it crashes the
@@ -156,7 +155,7 @@ class PeakService:
         if not candidates:
             listed = ", ".join(f"{d['index']}: {d.get('name')}" for d in devices)
             raise InvalidInput(f"no {backend} device matches device={device!r}", f"this machine has {listed}.")
-        sessions = Counter(s["device_index"] for s in self.store.sessions() if s["backend"] == backend)
+        sessions = Counter(s.device_index for s in self.store.sessions() if s.backend == backend)
         return min(candidates, key=lambda d: (self.pool.queue_length(backend, int(d["index"])),
                                               sessions[int(d["index"])], int(d["index"])))
 
@@ -210,24 +209,24 @@ class PeakService:
                 f"{spec.default_sizes} would take it an hour or more; pass sizes to override")
         return sizes, None
 
-    def device_of(self, session: dict[str, Any]) -> Device:
+    def device_of(self, session: SessionRow) -> Device:
         """The device as described when the session started (stored with it, so everything resolved by device
         answers the same after a restart); sessions from before that was stored are described again."""
-        cached = self._devices.get(session["id"])
-        if cached is None and session.get("device_info"):
-            cached = Device.model_validate(session["device_info"])
+        cached = self._devices.get(session.id)
+        if cached is None and session.device_info:
+            cached = Device.model_validate(session.device_info)
         if cached is None:
-            report = self.probe().get(session["backend"], {})
-            found = [d for d in report.get("devices", []) if d.get("name") == session["device"]]
-            cached = describe(found[0], self.profiles) if found else describe({"name": session["device"]},
+            report = self.probe().get(session.backend, {})
+            found = [d for d in report.get("devices", []) if d.get("name") == session.device]
+            cached = describe(found[0], self.profiles) if found else describe({"name": session.device},
                                                                               self.profiles)
-        self._devices[session["id"]] = cached
+        self._devices[session.id] = cached
         return cached
 
     def _measure_baseline(self, session_id: str, progress: Progress) -> None:
         session = self.store.session(session_id)
-        job = {"type": "evaluate", "problem": session["problem"], "dtype": session["dtype"],
-               "sizes": session["sizes"], "steps": ["baseline"], "time_budget_s": self.settings.benchmark_budget_s}
+        job = {"type": "evaluate", "problem": session.problem, "dtype": session.dtype,
+               "sizes": session.sizes, "steps": ["baseline"], "time_budget_s": self.settings.benchmark_budget_s}
         try:
             result = self._run_job(session, job, progress)
             baseline = result.get("baseline") or {"available": False, "reason": "no result"}
@@ -237,13 +236,13 @@ class PeakService:
 
     def session_info(self, session_id: str) -> SessionInfo:
         s = self.store.session(session_id)
-        return SessionInfo(session_id=s["id"], problem=s["problem"], backend=s["backend"], dtype=s["dtype"],
-                           sizes=s["sizes"], device=self.device_of(s).summary(), head=s["head"],
-                           versions=len(self.store.versions(session_id)), baseline=s["baseline"], label=s["label"],
-                           constraints=s.get("constraints") or [])
+        return SessionInfo(session_id=s.id, problem=s.problem, backend=s.backend, dtype=s.dtype,
+                           sizes=s.sizes, device=self.device_of(s).summary(), head=s.head,
+                           versions=len(self.store.versions(session_id)), baseline=s.baseline, label=s.label,
+                           constraints=s.constraints or [])
 
     def list_sessions(self) -> list[SessionInfo]:
-        return [self.session_info(s["id"]) for s in self.store.sessions()]
+        return [self.session_info(s.id) for s in self.store.sessions()]
 
     def session_list(self, offset: int = 0, limit: int = 20) -> SessionList:
         """One line per session, oldest first, a page at a time."""
@@ -251,15 +250,15 @@ class PeakService:
         rows = []
         for s in sessions[offset:offset + limit]:
             best = None
-            if s["head"] is not None:
-                perf = self.version_report(s["id"], s["head"]).performance or {}
+            if s.head is not None:
+                perf = self.version_report(s.id, s.head).performance or {}
                 if perf.get("median_ms") is not None:
-                    best = f"v{s['head']}: {perf['median_ms']:.4g} ms, {rate(perf.get('tflops'))}"
-            rows.append(SessionSummary(session_id=s["id"], label=s["label"], problem=s["problem"],
-                                       backend=s["backend"], dtype=s["dtype"], sizes=s["sizes"],
-                                       device=f"{s['device']} (#{s['device_index']})" if s["device_index"] >= 0
-                                       else s["device"],
-                                       head=s["head"], versions=len(self.store.versions(s["id"])), best=best))
+                    best = f"v{s.head}: {perf['median_ms']:.4g} ms, {rate(perf.get('tflops'))}"
+            rows.append(SessionSummary(session_id=s.id, label=s.label, problem=s.problem,
+                                       backend=s.backend, dtype=s.dtype, sizes=s.sizes,
+                                       device=f"{s.device} (#{s.device_index})" if s.device_index >= 0
+                                       else s.device,
+                                       head=s.head, versions=len(self.store.versions(s.id)), best=best))
         return SessionList(sessions=rows, total=len(sessions), offset=offset)
 
     # --- submissions -----------------------------------------------------------------------------------------
@@ -269,7 +268,7 @@ class PeakService:
                       require_generality: bool = True) -> VersionReport:
         session = self.store.session(session_id)
         if parent is None:
-            parent = session["head"]
+            parent = session.head
         elif isinstance(parent, bool) or not isinstance(parent, int) or parent < 0:
             raise InvalidInput(f"parent={parent!r} is not a version number", "omit parent to derive from head, or "
                                "pass a version number from history (0 or more).")
@@ -292,7 +291,7 @@ class PeakService:
                                "limit", "submit one kernel file, without generated tables.")
         number = self.store.add_version(session_id, parent=parent, origin=origin, transformation=transformation,
                                         apply_id=apply_id, attempt=attempt, source=source, status=Status.PENDING)
-        baseline = session["baseline"] or {}
+        baseline = session.baseline or {}
         fields = self._evaluate(session, source, progress,
                                 vendor_ms=baseline.get("median_ms") if baseline.get("available") else None)
         general = True
@@ -305,8 +304,8 @@ class PeakService:
         self.store.update_version(session_id, number, **fields)
         # Without a device, "compiled" is as far as any version gets, so it is what moves head.
         status = Status(fields["status"])
-        best_possible = status.passed if session["device_index"] >= 0 else status is Status.COMPILED
-        first_compiled = status is Status.COMPILED and session["head"] is None
+        best_possible = status.passed if session.device_index >= 0 else status is Status.COMPILED
+        first_compiled = status is Status.COMPILED and session.head is None
         if (best_possible and general) or first_compiled:
             self.store.set_head(session_id, number)
         report = self.version_report(session_id, number)
@@ -315,7 +314,7 @@ class PeakService:
                  seconds=round(report.seconds, 3))
         return report
 
-    def _with_generality(self, session: dict[str, Any], source: str, fields: dict[str, Any],
+    def _with_generality(self, session: SessionRow, source: str, fields: dict[str, Any],
                          progress: Progress) -> dict[str, Any]:
         """The version's fields once generality and the sanitizer have run: a crash or hang at a sampled size, or
         a sanitizer finding, fails it; a guard-detected fault at another size only keeps head where it is."""
@@ -329,31 +328,31 @@ class PeakService:
                     "message": f"at sizes {unsafe['sizes']} (generality): {unsafe['message']}"}
         if sanitized and sanitized.get("failures"):
             first = sanitized["failures"][0]
-            return {**fields, "status": Status.FAILED, "failure": first["check"],
-                    "message": f"{first['message']} (at {sanitized['sizes']})"}
+            return {**fields, "status": Status.FAILED, "failure": first.check,
+                    "message": f"{first.message} (at {sanitized['sizes']})"}
         return fields
 
-    def _generality(self, session: dict[str, Any], source: str,
+    def _generality(self, session: SessionRow, source: str,
                     progress: Progress) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """Validate at the problem's awkward sizes within the session's constraints, then (CUDA, where installed)
         run compute-sanitizer at one of them. A fault at one size (the worker dies) is that size's verdict, not
         the version's. Returns (generality, sanitizer report or None)."""
-        problem = get_problem(session["problem"])
-        constraints = session.get("constraints") or []
-        sizes_list = sample_sizes(problem, session["sizes"], constraints)
+        problem = get_problem(session.problem)
+        constraints = session.constraints or []
+        sizes_list = sample_sizes(problem, session.sizes, constraints)
         sanitize_at = None
-        if self.settings.sanitizer and session["backend"] == "cuda":
+        if self.settings.sanitizer and session.backend == "cuda":
             # One of the sampled sizes; with none, the session's own when small (the sanitizer slows a launch a lot).
             fallback = sizes_list[-1] if sizes_list else (
-                session["sizes"] if problem.flops(session["sizes"]) <= SANITIZER_MAX_FLOPS else None)
+                session.sizes if problem.flops(session.sizes) <= SANITIZER_MAX_FLOPS else None)
             sanitize_at = next((s for s in sizes_list if min(s.values()) >= 16), fallback)
         unchecked = {"passed": None, "sizes_checked": [], "failures": [], "constraints": constraints,
                      "note": f"no sampled size meets the constraints {constraints}: generality is unchecked"}
         if not sizes_list and sanitize_at is None:
             return unchecked, None
         started = time.perf_counter()
-        spec = parse_annotation(source, needs=backend_spec(session["backend"]).annotation_keys, symbols=problem.symbols)
-        job = {"type": "generality", "problem": session["problem"], "dtype": session["dtype"], "source": source,
+        spec = parse_annotation(source, needs=backend_spec(session.backend).annotation_keys, symbols=problem.symbols)
+        job = {"type": "generality", "problem": session.problem, "dtype": session.dtype, "source": source,
                "spec": spec.model_dump(), "sizes_list": sizes_list}
         if sanitize_at is not None:
             job["sanitize_sizes"] = sanitize_at
@@ -375,28 +374,28 @@ class PeakService:
             generality["constraints"] = constraints
         return generality, sanitized
 
-    def _evaluate(self, session: dict[str, Any], source: str, progress: Progress,
+    def _evaluate(self, session: SessionRow, source: str, progress: Progress,
                   sizes: dict[str, int] | None = None, steps: tuple[str, ...] = ("compile", "validate", "benchmark"),
                   trials: int | None = None, time_budget_s: float | None = None,
                   vendor_ms: float | None = None, params: dict[str, int] | None = None) -> dict[str, Any]:
         """Parse, compile, validate and time one source (its default configuration, or `params`); return the
         version fields to record."""
-        problem = get_problem(session["problem"])
+        problem = get_problem(session.problem)
         try:
-            spec = parse_annotation(source, needs=backend_spec(session["backend"]).annotation_keys,
+            spec = parse_annotation(source, needs=backend_spec(session.backend).annotation_keys,
                                     symbols=problem.symbols)
             if params:
                 spec = spec.bind(params)
-            broken = spec.violated(sizes or session["sizes"])
+            broken = spec.violated(sizes or session.sizes)
             if broken:
                 return {"status": Status.INVALID_ANNOTATION, "failure": "annotation",
                         "message": f"the configuration {spec.config()} breaks `where` {broken} at these sizes"}
-            spec.evaluate(sizes or session["sizes"])
+            spec.evaluate(sizes or session.sizes)
         except PeakError as exc:
             return {"status": Status.INVALID_ANNOTATION, "failure": "annotation", "message": str(exc)}
-        runs = session["device_index"] >= 0
-        job = {"type": "evaluate", "problem": session["problem"], "dtype": session["dtype"],
-               "sizes": sizes or session["sizes"], "source": source, "spec": spec.model_dump(),
+        runs = session.device_index >= 0
+        job = {"type": "evaluate", "problem": session.problem, "dtype": session.dtype,
+               "sizes": sizes or session.sizes, "source": source, "spec": spec.model_dump(),
                "steps": list(steps) if runs else ["compile"],
                "trials": trials or self.settings.validation_trials,
                "time_budget_s": time_budget_s or self.settings.benchmark_budget_s, "vendor_ms": vendor_ms}
@@ -406,25 +405,25 @@ class PeakService:
             return {"status": Status.ERROR, "failure": exc.kind, "message": str(exc)}
         return self._verdict(session, result, runs)
 
-    def _verdict(self, session: dict[str, Any], result: dict[str, Any], runs: bool) -> dict[str, Any]:
+    def _verdict(self, session: SessionRow, result: dict[str, Any], runs: bool) -> dict[str, Any]:
         """The version fields for one worker result: the first failing check, in order of blame."""
-        problem = get_problem(session["problem"])
+        problem = get_problem(session.problem)
         compiled = result.get("compile") or {}
         if not compiled.get("ok"):
             return {"status": Status.COMPILE_ERROR, "failure": "compile", "compile": compiled,
                     "message": "compilation failed:\n" + trim_log(compiled.get("log"))}
         if not runs:
             return {"status": Status.COMPILED, "failure": None, "compile": compiled,
-                    "message": f"compiled for {compiled.get('resources', {}).get('arch')}; no {session['backend']} "
+                    "message": f"compiled for {compiled.get('resources', {}).get('arch')}; no {session.backend} "
                                "device on this machine, so it was not validated or timed"}
         verdict = result.get("validation") or {}
         failed = {"status": Status.FAILED, "compile": compiled, "validation": verdict}
         if not verdict.get("passed"):
             # A kernel written for another dtype is a common cause of NaN or garbage; restate the ABI.
-            abi = problem.abi(session["backend"], session["dtype"]).splitlines()[1]
+            abi = problem.abi(session.backend, session.dtype).splitlines()[1]
             return {**failed, "failure": verdict.get("check"),
                     "message": f"validation failed ({verdict.get('check')}): {verdict.get('message')}\n"
-                               f"This session's ABI ({session['dtype']}): {abi}"}
+                               f"This session's ABI ({session.dtype}): {abi}"}
         timing = result.get("timing")
         recheck = (timing or {}).get("recheck") or {}
         if timing and not recheck.get("passed", False):
@@ -437,11 +436,11 @@ class PeakService:
                     "message": f"faster than the vendor library, so validated again on fresh inputs, and that "
                                f"failed ({again.get('check')}): {again.get('message')}"}
         if timing:
-            peak = problem.speed_limit(session["dtype"], self.device_of(session).peak_tflops)
+            peak = problem.speed_limit(session.dtype, self.device_of(session).peak_tflops)
             if peak and timing["tflops"] > IMPOSSIBLE_SPEED_MARGIN * peak:
                 return {**failed, "failure": "impossible_speed", "timing": timing,
                         "message": f"measured {timing['tflops']:.1f} TFLOP/s, above the {peak:.1f} TFLOP/s this "
-                                   f"device can reach for {session['dtype']}: the kernel cannot have done all of the "
+                                   f"device can reach for {session.dtype}: the kernel cannot have done all of the "
                                    "work in the time measured (skipped work, or work done outside the timed launch)"}
         status = Status.BENCHMARKED if timing else Status.VALIDATED
         message = verdict.get("message", "passed")
@@ -450,61 +449,62 @@ class PeakService:
         return {"status": status, "failure": None, "compile": compiled, "validation": verdict, "timing": timing,
                 "message": message}
 
-    def _run_job(self, session: dict[str, Any], job: dict[str, Any], progress: Progress) -> dict[str, Any]:
-        return self.pool.run(session["backend"], session["device_index"], job,
+    def _run_job(self, session: SessionRow, job: dict[str, Any], progress: Progress) -> dict[str, Any]:
+        return self.pool.run(session.backend, session.device_index, job,
                              inactivity_s=self.settings.inactivity_timeout_s,
                              total_s=self.settings.job_total_timeout_s, progress=progress)
 
     # --- reports ---------------------------------------------------------------------------------------------
     def version_report(self, session_id: str, number: int) -> VersionReport:
         session = self.store.session(session_id)
-        versions = {v["number"]: v for v in self.store.versions(session_id)}
+        versions = {v.number: v for v in self.store.versions(session_id)}
         if number not in versions:
             self.store.version(session_id, number)  # raises NotFound with the hint
         v = versions[number]
-        compiled = v["compile"]
-        problem = get_problem(session["problem"])
+        compiled = v.compile
+        problem = get_problem(session.problem)
         return VersionReport(
-            session_id=session_id, version=number, parent=v["parent"], origin=v["origin"],
-            transformation=v["transformation"], status=v["status"], failure=v["failure"], message=v["message"] or "",
+            session_id=session_id, version=number, parent=v.parent, origin=v.origin,
+            transformation=v.transformation, status=v.status, failure=v.failure, message=v.message or "",
             compile=CompileInfo(ok=compiled["ok"], log=trim_log(compiled.get("log")),
                                 resources=compiled.get("resources", {}), seconds=compiled.get("seconds"))
             if compiled else None,
-            validation=v["validation"], generality=v.get("generality"), tuning=_tuning_brief(v.get("tuning")),
-            performance=performance(v, versions, session, self.device_of(session), problem.peak_path(session["dtype"])),
-            head=session["head"],
+            validation=v.validation, generality=v.generality, tuning=_tuning_brief(v.tuning),
+            performance=performance(v, versions, session.baseline, self.device_of(session),
+                                    problem.peak_path(session.dtype)),
+            head=session.head,
             phases={phase: round(record["seconds"], 3) for phase, record in
-                    (("compile", compiled), ("validate", v["validation"]), ("benchmark", v["timing"]),
-                     ("generality", v.get("generality")), ("sanitize", (v["validation"] or {}).get("sanitizer")))
+                    (("compile", compiled), ("validate", v.validation), ("benchmark", v.timing),
+                     ("generality", v.generality), ("sanitize", (v.validation or {}).get("sanitizer")))
                     if record and record.get("seconds") is not None})
 
-    def resolve_version(self, session_id: str, version: int | None) -> dict[str, Any]:
+    def resolve_version(self, session_id: str, version: int | None) -> VersionRow:
         session = self.store.session(session_id)
         if version is None:
-            if session["head"] is None:
+            if session.head is None:
                 raise NotFound(f"session {session_id} has no passing version yet",
                                "submit a kernel that compiles and validates first.")
-            version = session["head"]
+            version = session.head
         return self.store.version(session_id, version)
 
     def get_version(self, session_id: str, version: int | None) -> VersionDetail:
         v = self.resolve_version(session_id, version)
-        return VersionDetail(report=self.version_report(session_id, v["number"]), source=v["source"])
+        return VersionDetail(report=self.version_report(session_id, v.number), source=v.source)
 
     def diff(self, session_id: str, a: int, b: int | None) -> DiffReport:
         first = self.store.version(session_id, a)
         second = self.resolve_version(session_id, b)
-        text = "".join(difflib.unified_diff(first["source"].splitlines(keepends=True),
-                                            second["source"].splitlines(keepends=True),
-                                            fromfile=f"v{a}", tofile=f"v{second['number']}"))
-        return DiffReport(session_id=session_id, a=a, b=second["number"], diff=text or "(identical)")
+        text = "".join(difflib.unified_diff(first.source.splitlines(keepends=True),
+                                            second.source.splitlines(keepends=True),
+                                            fromfile=f"v{a}", tofile=f"v{second.number}"))
+        return DiffReport(session_id=session_id, a=a, b=second.number, diff=text or "(identical)")
 
     def revert(self, session_id: str, version: int, require_generality: bool = True) -> VersionReport:
         v = self.store.version(session_id, version)
-        if not Status(v["status"]).usable:
-            raise InvalidInput(f"version {version} has status {v['status']}; only passing versions can become head",
+        if not Status(v.status).usable:
+            raise InvalidInput(f"version {version} has status {v.status}; only passing versions can become head",
                                "pick a version whose status is benchmarked (see history).")
-        if require_generality and (v.get("generality") or {}).get("passed") is False:
+        if require_generality and (v.generality or {}).get("passed") is False:
             raise InvalidInput(f"version {version} failed at other sizes (generality); head moves only to general "
                                "versions", "pass require_generality=false to accept a specialized kernel.")
         self.store.set_head(session_id, version)
@@ -513,11 +513,11 @@ class PeakService:
     def history(self, session_id: str) -> HistoryReport:
         session = self.store.session(session_id)
         device = self.device_of(session)
-        problem = get_problem(session["problem"])
-        rows = history_rows(session, self.store.versions(session_id), device, problem.peak_path(session["dtype"]))
-        return HistoryReport(session_id=session_id, problem=session["problem"], backend=session["backend"],
-                             dtype=session["dtype"], sizes=session["sizes"], device=session["device"],
-                             head=session["head"], baseline=session["baseline"], rows=rows,
+        problem = get_problem(session.problem)
+        rows = history_rows(session, self.store.versions(session_id), device, problem.peak_path(session.dtype))
+        return HistoryReport(session_id=session_id, problem=session.problem, backend=session.backend,
+                             dtype=session.dtype, sizes=session.sizes, device=session.device,
+                             head=session.head, baseline=session.baseline, rows=rows,
                              table=markdown_table(rows))
 
     def history_chart(self, session_id: str) -> bytes:
@@ -525,12 +525,12 @@ class PeakService:
 
         session = self.store.session(session_id)
         device = self.device_of(session)
-        peak_path = get_problem(session["problem"]).peak_path(session["dtype"])
-        spread = {v["number"]: v["timing"] or {} for v in self.store.versions(session_id)}
+        peak_path = get_problem(session.problem).peak_path(session.dtype)
+        spread = {v.number: v.timing or {} for v in self.store.versions(session_id)}
         rows = [{**row, "min_ms": spread[row["version"]].get("min_ms"), "max_ms": spread[row["version"]].get("max_ms")}
                 for row in self.history(session_id).rows]  # the timing spread, for error bars
-        vendor = backend_spec(session["backend"]).vendor_library or "vendor library"
-        return history_chart(rows, session, peak_tflops=device.peak(peak_path),
+        vendor = backend_spec(session.backend).vendor_library or "vendor library"
+        return history_chart(rows, session.model_dump(), peak_tflops=device.peak(peak_path),
                              vendor_name=vendor)
 
     # --- tuning ----------------------------------------------------------------------------------------------
@@ -542,29 +542,29 @@ class PeakService:
         the kept ones seed the tuning of the version's children."""
         session = self.store.session(session_id)
         v = self.resolve_version(session_id, version)
-        problem = get_problem(session["problem"])
-        if session["device_index"] < 0:
-            raise Unavailable(f"no {session['backend']} device on this machine: configurations can be compiled, "
+        problem = get_problem(session.problem)
+        if session.device_index < 0:
+            raise Unavailable(f"no {session.backend} device on this machine: configurations can be compiled, "
                               "not timed", "run the server on a machine with a device (see doctor).")
         if not 1 <= max_configs <= 4096:
             raise InvalidInput(f"max_configs={max_configs} is out of range", "use 1 to 4096.")
         if budget_s is not None and not 1 <= budget_s <= 3600:
             raise InvalidInput(f"budget_s={budget_s} is out of range", "use 1 to 3600 seconds.")
-        spec = parse_annotation(v["source"], needs=backend_spec(session["backend"]).annotation_keys,
+        spec = parse_annotation(v.source, needs=backend_spec(session.backend).annotation_keys,
                                 symbols=problem.symbols)
         if not spec.params:
-            raise InvalidInput(f"version {v['number']} declares no tuning parameters",
+            raise InvalidInput(f"version {v.number} declares no tuning parameters",
                                "add a line such as `// peak: params BM=[64, 128] BK=[8, 16]` and use the names as "
                                "macros (and in the launch expressions); see design.md, Tuning parameters.")
-        space = Space(spec, session["sizes"])
-        parent = self.store.version(session_id, v["parent"]) if v["parent"] is not None else None
-        seeds = TuneReport.model_validate(parent["tuning"]).top() if parent and parent.get("tuning") else []
-        search = make_strategy(strategy, space, max_configs=max_configs, seed=v["number"], seed_configs=seeds)
+        space = Space(spec, session.sizes)
+        parent = self.store.version(session_id, v.parent) if v.parent is not None else None
+        seeds = TuneReport.model_validate(parent.tuning).top() if parent and parent.tuning else []
+        search = make_strategy(strategy, space, max_configs=max_configs, seed=v.number, seed_configs=seeds)
         done: list[ConfigResult] = []
 
         def measure(batch: list[Config]) -> list[ConfigResult]:
-            job = {"type": "tune", "problem": session["problem"], "dtype": session["dtype"],
-                   "sizes": session["sizes"], "source": v["source"], "spec": spec.model_dump(),
+            job = {"type": "tune", "problem": session.problem, "dtype": session.dtype,
+                   "sizes": session.sizes, "source": v.source, "spec": spec.model_dump(),
                    "configs": [c.params for c in batch]}
             try:
                 results = [ConfigResult.model_validate(r) for r in self._run_job(session, job, progress)["results"]]
@@ -582,24 +582,24 @@ class PeakService:
                      + (f", best {best.median_ms:.4g} ms ({Config(params=best.params).label()})" if best else ""))
             return results
 
-        report = run_tuning(space, search, measure, version=v["number"], max_configs=max_configs,
+        report = run_tuning(space, search, measure, version=v.number, max_configs=max_configs,
                             budget_s=budget_s)
         fields: dict[str, Any] = {"tuning": report.model_dump(mode="json")}
         if report.best is not None:
             progress(f"tuning: full validation and timing of {Config(params=report.best.params).label()}")
-            baseline = session["baseline"] or {}
-            tuned = self._evaluate(session, v["source"], progress, params=report.best.params,
+            baseline = session.baseline or {}
+            tuned = self._evaluate(session, v.source, progress, params=report.best.params,
                                    vendor_ms=baseline.get("median_ms") if baseline.get("available") else None)
             if Status(tuned["status"]).passed and tuned.get("timing"):
                 fields["timing"] = {**tuned["timing"], "params": report.best.params}
-                fields["message"] = (f"{v['message'] or ''}; tuned over {report.tried} configurations: "
+                fields["message"] = (f"{v.message or ''}; tuned over {report.tried} configurations: "
                                      f"{Config(params=report.best.params).label()}, median "
                                      f"{tuned['timing']['median_ms']:.4g} ms ({rate(tuned['timing']['tflops'])})")
             else:
                 report.stopped += (f"; the fastest configuration then failed full validation "
                                    f"({tuned.get('failure')}): {tuned.get('message', '')[:200]}")
                 fields["tuning"] = report.model_dump(mode="json")
-        self.store.update_version(session_id, v["number"], **fields)
+        self.store.update_version(session_id, v.number, **fields)
         return report
 
     # --- profile ---------------------------------------------------------------------------------------------
@@ -609,20 +609,20 @@ class PeakService:
         the session's sizes; every part says when it is unavailable and why."""
         session = self.store.session(session_id)
         v = self.resolve_version(session_id, version)
-        problem = get_problem(session["problem"])
-        spec = parse_annotation(v["source"], needs=backend_spec(session["backend"]).annotation_keys,
+        problem = get_problem(session.problem)
+        spec = parse_annotation(v.source, needs=backend_spec(session.backend).annotation_keys,
                                 symbols=problem.symbols)
-        job = {"type": "profile", "problem": session["problem"], "dtype": session["dtype"], "sizes": session["sizes"],
-               "source": v["source"], "spec": spec.model_dump(), "counters": counters and session["device_index"] >= 0}
+        job = {"type": "profile", "problem": session.problem, "dtype": session.dtype, "sizes": session.sizes,
+               "source": v.source, "spec": spec.model_dump(), "counters": counters and session.device_index >= 0}
         # nvdisasm may run a minute without progress, and ncu replays the kernel: longer limits than a timing job.
-        result = self.pool.run(session["backend"], session["device_index"], job,
+        result = self.pool.run(session.backend, session.device_index, job,
                                inactivity_s=max(self.settings.inactivity_timeout_s, PROFILE_INACTIVITY_S),
                                total_s=max(self.settings.job_total_timeout_s, PROFILE_TOTAL_S), progress=progress)
         if "profile" not in result:
             compiled = result.get("compile") or {}
-            raise InvalidInput(f"version {v['number']} does not compile here:\n{trim_log(compiled.get('log'))}",
+            raise InvalidInput(f"version {v.number} does not compile here:\n{trim_log(compiled.get('log'))}",
                                "profile a version that compiles (see history).")
-        return {"session_id": session_id, "version": v["number"], **result["profile"]}
+        return {"session_id": session_id, "version": v.number, **result["profile"]}
 
     # --- re-checks at other sizes ----------------------------------------------------------------------------
     def check(self, session_id: str, version: int | None, sizes: dict[str, Any] | None, *, benchmark: bool,
@@ -630,30 +630,30 @@ class PeakService:
               progress: Progress = _quiet) -> CheckReport:
         session = self.store.session(session_id)
         v = self.resolve_version(session_id, version)
-        problem = get_problem(session["problem"])
-        checked = problem.check_sizes({**session["sizes"], **(sizes or {})})
-        if session["device_index"] < 0:
-            raise Unavailable(f"no {session['backend']} device on this machine: versions can be compiled, not run",
+        problem = get_problem(session.problem)
+        checked = problem.check_sizes({**session.sizes, **(sizes or {})})
+        if session.device_index < 0:
+            raise Unavailable(f"no {session.backend} device on this machine: versions can be compiled, not run",
                               "run the server on a machine with a GPU (see doctor).")
         if trials is not None and not 1 <= trials <= 20:
             raise InvalidInput(f"trials={trials} is out of range", "use 1 to 20.")
         if time_budget_s is not None and not 0.05 <= time_budget_s <= 60:
             raise InvalidInput(f"time_budget_s={time_budget_s} is out of range", "use 0.05 to 60 seconds.")
         steps = ("compile", "validate", "benchmark") if benchmark else ("compile", "validate")
-        fields = self._evaluate(session, v["source"], progress, sizes=checked, steps=steps, trials=trials,
+        fields = self._evaluate(session, v.source, progress, sizes=checked, steps=steps, trials=trials,
                                 time_budget_s=time_budget_s)
         baseline = None
         if benchmark and fields["status"] == Status.BENCHMARKED:
-            job = {"type": "evaluate", "problem": session["problem"], "dtype": session["dtype"], "sizes": checked,
+            job = {"type": "evaluate", "problem": session.problem, "dtype": session.dtype, "sizes": checked,
                    "steps": ["baseline"], "time_budget_s": time_budget_s or self.settings.benchmark_budget_s}
             baseline = self._run_job(session, job, progress).get("baseline")
         perf = None
         if fields.get("timing"):
             device = self.device_of(session)
-            scratch = {**v, "timing": fields["timing"], "parent": None}
-            perf = performance(scratch, {}, {"baseline": baseline}, device, problem.peak_path(session["dtype"]))
+            scratch = v.model_copy(update={"timing": fields["timing"], "parent": None})
+            perf = performance(scratch, {}, baseline, device, problem.peak_path(session.dtype))
         validation = fields.get("validation") or {"passed": False, "check": fields.get("failure"),
                                                   "message": fields.get("message")}
-        return CheckReport(session_id=session_id, version=v["number"], sizes=checked,
+        return CheckReport(session_id=session_id, version=v.number, sizes=checked,
                            passed=Status(fields["status"]).passed, validation=validation, performance=perf,
                            baseline=baseline)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from peak_mcp.errors import NotFound
+from peak_mcp.records import ApplyRunRow, SessionRow, VersionRow
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -114,18 +115,18 @@ class Store:
                      json.dumps(constraints or []), json.dumps(device_info) if device_info else None))
         return session_id
 
-    def session(self, session_id: str) -> dict[str, Any]:
+    def session(self, session_id: str) -> SessionRow:
         with self._lock:
             row = self._db.execute("SELECT * FROM sessions WHERE id = ?", (session_id,)).fetchone()
         if row is None:
             raise NotFound(f"unknown session {session_id!r}", "call list_sessions to see the sessions, or "
                                                               "start_session to begin one.")
-        return _decode(row)  # type: ignore[return-value]
+        return SessionRow.model_validate(_decode(row))
 
-    def sessions(self) -> list[dict[str, Any]]:
+    def sessions(self) -> list[SessionRow]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM sessions ORDER BY created_at").fetchall()
-        return [_decode(r) for r in rows]  # type: ignore[misc]
+        return [SessionRow.model_validate(_decode(r)) for r in rows]
 
     def set_head(self, session_id: str, number: int) -> None:
         self._write("UPDATE sessions SET head = ? WHERE id = ?", (number, session_id))
@@ -162,7 +163,7 @@ class Store:
         self._write(f"UPDATE versions SET {assignments} WHERE session_id = ? AND number = ?",
                     (*fields.values(), session_id, number))
 
-    def version(self, session_id: str, number: int) -> dict[str, Any]:
+    def version(self, session_id: str, number: int) -> VersionRow:
         with self._lock:
             row = self._db.execute("SELECT * FROM versions WHERE session_id = ? AND number = ?",
                                    (session_id, number)).fetchone()
@@ -170,13 +171,13 @@ class Store:
             count = len(self.versions(session_id))
             raise NotFound(f"session {session_id} has no version {number}",
                            f"versions are numbered 0..{count - 1}; call history to see them.")
-        return _decode(row)  # type: ignore[return-value]
+        return VersionRow.model_validate(_decode(row))
 
-    def versions(self, session_id: str) -> list[dict[str, Any]]:
+    def versions(self, session_id: str) -> list[VersionRow]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM versions WHERE session_id = ? ORDER BY number",
                                     (session_id,)).fetchall()
-        return [_decode(r) for r in rows]  # type: ignore[misc]
+        return [VersionRow.model_validate(_decode(r)) for r in rows]
 
     def interrupt_pending(self, message: str) -> int:
         """Versions left `pending` by a server that stopped mid-evaluation become errors; returns how many."""
@@ -185,10 +186,10 @@ class Store:
                                       "WHERE status = 'pending'", (message,))
         return cursor.rowcount
 
-    def all_versions(self) -> list[dict[str, Any]]:
+    def all_versions(self) -> list[VersionRow]:
         with self._lock:
             rows = self._db.execute("SELECT * FROM versions ORDER BY session_id, number").fetchall()
-        return [_decode(r) for r in rows]  # type: ignore[misc]
+        return [VersionRow.model_validate(_decode(r)) for r in rows]
 
     # --- apply runs ------------------------------------------------------------------------------------------
     def create_apply_run(self, *, session_id: str, transformation: str, base_version: int,
@@ -199,14 +200,14 @@ class Store:
                     (run_id, session_id, transformation, base_version, instructions, max_attempts, time.time()))
         return run_id
 
-    def apply_run(self, run_id: str) -> dict[str, Any]:
+    def apply_run(self, run_id: str) -> ApplyRunRow:
         with self._lock:
             row = self._db.execute("SELECT * FROM apply_runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             raise NotFound(f"unknown apply run {run_id!r}", "start a new one with apply_transformation.")
-        return dict(row)
+        return ApplyRunRow.model_validate(dict(row))
 
-    def apply_runs(self, session_id: str | None = None, state: str | None = None) -> list[dict[str, Any]]:
+    def apply_runs(self, session_id: str | None = None, state: str | None = None) -> list[ApplyRunRow]:
         """Apply runs, oldest first, optionally of one session and in one state."""
         where, params = [], []
         for column, value in (("session_id", session_id), ("state", state)):
@@ -216,7 +217,7 @@ class Store:
         sql = "SELECT * FROM apply_runs" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY created_at"
         with self._lock:
             rows = self._db.execute(sql, params).fetchall()
-        return [dict(r) for r in rows]
+        return [ApplyRunRow.model_validate(dict(r)) for r in rows]
 
     def update_apply_run(self, run_id: str, **fields: Any) -> None:
         assignments = ", ".join(f"{k} = ?" for k in fields)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from peak_mcp.catalog import Catalog, DeviceDescriptor, Transformation
 from peak_mcp.devices import Device
 from peak_mcp.errors import InvalidInput
+from peak_mcp.records import VersionRow
 from peak_mcp.service import PeakService
 
 # Source features, and the transformations whose work a feature shows is already done.
@@ -71,13 +72,13 @@ def source_features(source: str) -> dict[str, tuple[str, ...]]:
     return found
 
 
-def lineage(versions: list[dict[str, Any]], head: int) -> list[dict[str, Any]]:
+def lineage(versions: list[VersionRow], head: int) -> list[VersionRow]:
     """The head and its ancestors, oldest first."""
-    by_number = {v["number"]: v for v in versions}
+    by_number = {v.number: v for v in versions}
     chain, cursor = [], by_number.get(head)
     while cursor is not None and cursor not in chain:
         chain.append(cursor)
-        cursor = by_number.get(cursor["parent"]) if cursor["parent"] is not None else None
+        cursor = by_number.get(cursor.parent) if cursor.parent is not None else None
     return chain[::-1]
 
 
@@ -89,15 +90,15 @@ def _next_steps(t: Transformation) -> set[str]:
 
 def suggest_next(service: PeakService, catalog: Catalog, session_id: str, limit: int = 5) -> Suggestions:
     session = service.store.session(session_id)
-    if session["head"] is None:
+    if session.head is None:
         raise InvalidInput(f"session {session_id} has no passing version yet",
                            "submit a kernel that compiles and validates first; suggestions start from the head.")
-    backend, dtype, sizes = session["backend"], session["dtype"], session["sizes"]
+    backend, dtype, sizes = session.backend, session.dtype, session.sizes
     device = service.device_of(session)
     descriptor = DeviceDescriptor.of(device)
-    chain = lineage(service.store.versions(session_id), session["head"])
-    applied = [v["transformation"] for v in chain if v["transformation"]]
-    features = source_features(chain[-1]["source"])
+    chain = lineage(service.store.versions(session_id), session.head)
+    applied = [v.transformation for v in chain if v.transformation]
+    features = source_features(chain[-1].source)
 
     done: set[str] = set()
     for name in applied:  # the text the session resolved it to, and whatever that one extends, are done
@@ -110,7 +111,7 @@ def suggest_next(service: PeakService, catalog: Catalog, session_id: str, limit:
     hinted = {step for name in done for step in _next_steps(catalog.get(name))}
 
     ranked: dict[str, Suggestion] = {}
-    for t in catalog.list(backend=backend, device=descriptor, problem=session["problem"], dtype=dtype):
+    for t in catalog.list(backend=backend, device=descriptor, problem=session.problem, dtype=dtype):
         target = catalog.resolve(t.id, backend, descriptor, dtype)
         if target.id in ranked or {t.id, target.id} & (done | by_feature):
             continue
@@ -120,8 +121,8 @@ def suggest_next(service: PeakService, catalog: Catalog, session_id: str, limit:
         ranked[target.id] = Suggestion(id=target.id, title=target.title, score=round(score, 2),
                                        why="; ".join(reasons) or target.summary)
     order = sorted(ranked.values(), key=lambda s: (-s.score, s.id))
-    return Suggestions(session_id=session_id, head=session["head"], backend=backend, dtype=dtype,
-                       device=device.name or session["device"], applied=applied,
+    return Suggestions(session_id=session_id, head=session.head, backend=backend, dtype=dtype,
+                       device=device.name or session.device, applied=applied,
                        features=sorted(features), suggestions=order[:limit])
 
 

@@ -46,8 +46,8 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         assert [r.status for r in reports] == ["benchmarked", "benchmarked", "invalid_annotation", "benchmarked"]
         assert reports[-1].head == 4
         rows = service.history(sid).rows
-        timings = {v["number"]: v["timing"] for v in service.store.versions(sid)}
-        session = service.store.session(sid)
+        timings = {v.number: v.timing for v in service.store.versions(sid)}
+        session = service.store.session(sid).model_dump()
     finally:
         service.close()
     return {"dir": settings.data_dir, "sid": sid, "rows": rows, "timings": timings, "session": session,

@@ -60,7 +60,7 @@ async def test_boolean_sizes_are_refused(make_client) -> None:
         assert "pydantic" not in text
         sid = await _session(client)
         await _refused(client, "validate", {"session_id": sid, "sizes": {"M": False}}, "sizes.M")
-        assert [s["id"] for s in service.store.sessions()] == [sid]
+        assert [s.id for s in service.store.sessions()] == [sid]
     with pytest.raises(InvalidInput, match="must be a positive integer"):
         Matmul().check_sizes({"M": True})
 
@@ -79,7 +79,7 @@ async def test_zero_max_attempts_is_refused_not_defaulted(make_client) -> None:
 async def test_unknown_transformation_on_submit_is_refused(make_client) -> None:
     async with make_client() as (client, service):
         sid = await _session(client)
-        source = service.store.version(sid, 0)["source"]
+        source = service.store.version(sid, 0).source
         await _refused(client, "submit_kernel", {"session_id": sid, "source": source,
                                                  "transformation": "no-such-transformation"}, "no-such-transformation")
         assert len(service.store.versions(sid)) == 1  # neither history nor statistics see it

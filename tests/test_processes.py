@@ -136,15 +136,15 @@ def test_pending_versions_are_marked_interrupted_when_no_server_is_left(tmp_path
     alive = PeakService(settings)  # a live server holds the data dir: a second one must not touch its work
     store.add_version(sid, parent=None, origin="submit", transformation=None, source="y", status="pending")
     second = PeakService(settings)
-    assert [v["status"] for v in second.store.versions(sid)] == ["error", "pending"]
+    assert [v.status for v in second.store.versions(sid)] == ["error", "pending"]
     alive.close()
     second.close()
     third = PeakService(settings)
     versions = third.store.versions(sid)
     third.close()
     store.close()
-    assert [(v["status"], v["failure"]) for v in versions] == [("error", "interrupted")] * 2
-    assert "server stopped while this version was being evaluated" in versions[1]["message"]
+    assert [(v.status, v.failure) for v in versions] == [("error", "interrupted")] * 2
+    assert "server stopped while this version was being evaluated" in versions[1].message
 
 
 needs_vulkan = pytest.mark.skipif(not has_device("hlsl"), reason="no Vulkan device")
@@ -162,7 +162,7 @@ def test_cancel_token_stops_a_running_job_and_restarts_the_worker(settings: Sett
         from peak_mcp.runner.pool import cancellation
 
         with cancellation(cancel):
-            report = service.submit_kernel(session["id"], HANG)
+            report = service.submit_kernel(session.id, HANG)
         assert time.monotonic() - started < 10
         assert (report.status, report.failure) == ("error", "cancelled"), report.message
         assert service.pool.restarts == 1
@@ -182,8 +182,8 @@ async def test_a_cancelled_mcp_call_cancels_its_job(make_client, settings) -> No
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             versions = service.store.versions(sid)
-            if len(versions) == 2 and versions[1]["status"] != "pending":
+            if len(versions) == 2 and versions[1].status != "pending":
                 break
             await anyio.sleep(0.2)
-        assert (versions[1]["status"], versions[1]["failure"]) == ("error", "cancelled"), versions[1]["message"]
+        assert (versions[1].status, versions[1].failure) == ("error", "cancelled"), versions[1].message
         assert time.monotonic() < deadline  # well before the 30 s fence timeout

@@ -98,6 +98,8 @@ def test_source_features_of_the_shipped_examples() -> None:
 
 
 def test_lineage_follows_parents_not_version_order() -> None:
-    versions = [{"number": 0, "parent": None}, {"number": 1, "parent": 0}, {"number": 2, "parent": 0},
-                {"number": 3, "parent": 2}]
-    assert [v["number"] for v in lineage(versions, 3)] == [0, 2, 3]
+    from peak_mcp.records import VersionRow
+
+    versions = [VersionRow(session_id="s", number=n, parent=p, origin="submit", source="", status="compiled",
+                           created_at=0.0) for n, p in ((0, None), (1, 0), (2, 0), (3, 2))]
+    assert [v.number for v in lineage(versions, 3)] == [0, 2, 3]

@@ -68,7 +68,7 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
         else:
             run_id, _, attempt = state.partition(":")
             run = await call(None, service.store.apply_run, run_id)
-            if run["session_id"] != session_id or run["transformation"] != transformation:
+            if run.session_id != session_id or run.transformation != transformation:
                 raise ToolError("request_state does not belong to this call; start apply_transformation again")
             response = (ctx.input_responses or {}).get(f"attempt-{attempt}")
             if response is None:
