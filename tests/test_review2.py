@@ -11,6 +11,9 @@ from peak_mcp.backends.base import CompileFailed
 from peak_mcp.backends.cuda import CudaExecutor
 from peak_mcp.backends.hip_portability import include_refusal_log
 from peak_mcp.backends.includes import check_source
+from peak_mcp.cli import export_version
+from peak_mcp.config import Settings
+from peak_mcp.errors import InvalidInput
 from peak_mcp.launch import parse_annotation
 
 CUDA_TAIL = ("// peak: entry=k grid=(1, 1, 1) block=(1, 1, 1) shared=0\n"
@@ -46,3 +49,20 @@ def test_a_fooled_comment_stripper_does_not_let_an_include_through(name: str) ->
 
 def test_bare_line_numbers_are_still_accepted() -> None:
     assert check_source("#line 1\n#line\t42\t\n" + CUDA_TAIL, CudaExecutor(None).sandbox_dirs()) == []
+
+
+@pytest.mark.parametrize("value", ["inf", "1e300"])
+def test_an_unbounded_vulkan_fence_timeout_is_a_clear_settings_error(monkeypatch: pytest.MonkeyPatch,
+                                                                     value: str) -> None:
+    # Before: accepted, then int(inf * 1e9) for vkWaitForFences raised OverflowError in the worker on every wait.
+    monkeypatch.setenv("PEAK_MCP_VK_FENCE_TIMEOUT_S", value)
+    with pytest.raises(InvalidInput, match="PEAK_MCP_VK_FENCE_TIMEOUT_S"):
+        Settings.from_env()
+
+
+@pytest.mark.parametrize("version", ["²", "١٢", "3\u0663"])
+def test_export_refuses_a_non_ascii_digit_version_with_a_usage_error(tmp_path: Path, version: str) -> None:
+    # Before: "²".isdigit() let it through to int(), and the CLI died with a ValueError traceback.
+    with pytest.raises(InvalidInput, match="is not a number"):
+        export_version(None, "0123456789ab", version, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
