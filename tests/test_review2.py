@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from peak_mcp.backends import amd_offline
 from peak_mcp.backends.base import CompileFailed
 from peak_mcp.backends.cuda import CudaExecutor
 from peak_mcp.backends.hip_portability import include_refusal_log
@@ -66,3 +67,37 @@ def test_export_refuses_a_non_ascii_digit_version_with_a_usage_error(tmp_path: P
     with pytest.raises(InvalidInput, match="is not a number"):
         export_version(None, "0123456789ab", version, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+AMD = amd_offline.find_toolchain()
+needs_amd = pytest.mark.skipif(AMD is None, reason="no AMD offline HIP compiler")
+HIP_TAIL = CUDA_TAIL
+
+
+@pytest.mark.parametrize("pragma", ["#pragma clang __debug crash", "#  pragma  clang __debug overflow_stack",
+                                    "#pragma clang __debug dump g"])
+def test_clang_debug_pragmas_are_refused(pragma: str) -> None:
+    log = include_refusal_log(pragma + "\n" + HIP_TAIL)
+    assert log is not None and "__debug" in log
+
+
+def test_a_clang_crash_report_is_withheld() -> None:
+    # What clang-15 printed for `#pragma clang __debug crash` before the sandbox refused it (shortened).
+    stderr = ("PLEASE submit a bug report to https://github.com/llvm/llvm-project/issues/ and include the crash "
+              "backtrace.\nStack dump:\n0.\tProgram arguments: /usr/bin/clang++-15 -x hip --rocm-path=/usr "
+              "kernel.hip\n1.\tkernel.hip:1:23: at annotation token\nclang: note: diagnostic msg: "
+              "/tmp/peak-hip-x/kernel-1.hip\n")
+    kept = amd_offline._without_crash_dump("kernel.hip:3:1: warning: w\n" + stderr)
+    assert "warning: w" in kept and "crashed" in kept
+    assert "/usr" not in kept and "/tmp" not in kept and "Program arguments" not in kept
+
+
+@needs_amd
+def test_offline_clang_diagnostics_name_headers_without_host_paths() -> None:
+    source = '__device__ int g() { return abs("s"); }\n' + HIP_TAIL
+    spec = parse_annotation(source, needs=("entry", "grid", "block"), symbols=("M", "N", "K"))
+    with pytest.raises(CompileFailed) as failed:
+        amd_offline.AmdOfflineExecutor("gfx90a", AMD).compile(source, spec)
+    log = str(failed.value)
+    assert "candidate function" in log and "<clang>/" in log  # the header's diagnostics stay, by a short name
+    assert not any(d in log for d in AMD.include_dirs()) and "/usr/" not in log

@@ -154,6 +154,9 @@ def check_source(source: str, allowed_dirs: Sequence[str] | None) -> list[Refusa
         if name.isdigit() or (not name and rest.strip()[:1].isdigit()):
             refuse(number, "line markers (`# N \"file\"`) are not allowed")
             continue
+        if name == "pragma" and re.search(r"\b__debug\b", rest):  # clang: crash, stack overflow, internal dumps
+            refuse(number, f"`#pragma{rest.rstrip()}` is not allowed: compiler debugging pragmas are refused")
+            continue
         if name == "pragma" and _PRAGMA_FILE_WORDS.search(rest):
             refuse(number, f"`#pragma{rest.rstrip()}` is not allowed: pragmas that name files are refused")
             continue
