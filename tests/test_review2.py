@@ -14,7 +14,7 @@ from peak_mcp.backends.hip_portability import include_refusal_log
 from peak_mcp.backends.includes import check_source
 from peak_mcp.cli import export_version
 from peak_mcp.config import Settings
-from peak_mcp.errors import InvalidInput
+from peak_mcp.errors import AnnotationError, InvalidInput
 from peak_mcp.launch import parse_annotation
 
 CUDA_TAIL = ("// peak: entry=k grid=(1, 1, 1) block=(1, 1, 1) shared=0\n"
@@ -101,3 +101,15 @@ def test_offline_clang_diagnostics_name_headers_without_host_paths() -> None:
     log = str(failed.value)
     assert "candidate function" in log and "<clang>/" in log  # the header's diagnostics stay, by a short name
     assert not any(d in log for d in AMD.include_dirs()) and "/usr/" not in log
+
+
+def test_where_lines_are_capped() -> None:
+    # Before: any number of 800-character where lines, each evaluated for all 100,000 configurations of a space
+    # while tune builds it (about 5 s per complex line), before budget_s is ever checked.
+    where = "// peak: where=A + B + A + B + A + B + A + B >= 0 and max(A, B, A, B) + min(A, B) * (A // 3) % 7 >= 0\n"
+    source = ("// peak: entry=k grid=(1, 1, 1) block=(A, 1, 1)\n// peak: params A=range(1, 1001) B=range(0, 100)\n"
+              + where * 40 + 'extern "C" __global__ void k() {}\n')
+    with pytest.raises(AnnotationError, match="more than 8 `where` lines"):
+        parse_annotation(source, needs=("entry", "grid", "block"), symbols=("M", "N", "K"))
+    capped = source.replace(where * 40, where * 8)
+    assert len(parse_annotation(capped, needs=("entry", "grid", "block"), symbols=("M", "N", "K")).where) == 8
