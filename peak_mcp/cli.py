@@ -172,7 +172,7 @@ def export_version(service: Any, session_id: str, version: str, out: Path) -> li
     """`<session>-v<N>.<cu|hlsl>` plus `.json` (the version report and session) and `.md` (a readable summary)."""
     from peak_mcp.errors import InvalidInput
 
-    if version != "head" and not version.isdigit():
+    if version != "head" and not (version.isascii() and version.isdigit()):  # "²".isdigit(), but int() refuses it
         raise InvalidInput(f"version {version!r} is not a number", "pass a version number from `show`, or head.")
     detail = service.get_version(session_id, None if version == "head" else int(version))
     session = service.store.session(session_id)

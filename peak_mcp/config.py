@@ -53,7 +53,9 @@ class Settings(BaseSettings):
                                              "compiler is installed), gfx942, or sm_90a for HIP on NVIDIA")
     hip_clang: str | None = Field(None, validation_alias=AliasChoices("hip_clang", "PEAK_HIP_CLANG"),
                                   description="a clang++ that targets amdgcn, for offline AMD compiles")
-    vk_fence_timeout_s: float = Field(30.0, gt=0, description="seconds a Vulkan dispatch may run before it is a hang")
+    # Bounded: the wait is passed to vkWaitForFences in nanoseconds (a uint64); inf or 1e300 crashed every wait.
+    vk_fence_timeout_s: float = Field(30.0, gt=0, le=86400,
+                                      description="seconds a Vulkan dispatch may run before it is a hang")
     hlsl_compiler: str | None = Field(None, pattern="^(dxc|glslangValidator)$",
                                       description="dxc or glslangValidator; default: the first found")
 

@@ -31,6 +31,7 @@ _LINE = re.compile(r"^\s*(?://|#|;)\s*peak\s*:(?P<body>.*)$", re.MULTILINE)
 _KEY = re.compile(r"(\w+)\s*=")
 _FUNCS = {"cdiv": lambda a, b: -(-a // b), "min": min, "max": max}
 _MAX_EXPR_CHARS = 200
+MAX_WHERE = 8  # where lines: a tune evaluates them all over the space before its budget starts counting
 MAX_SPACE = 100_000  # configurations in a parameter space: beyond it, no strategy can cover a useful share
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a C identifier (ASCII: `\w` admits any letter)
 _PARAMS_LINE = re.compile(r"params(?:\s+|$)(?!\s*=)")
@@ -131,6 +132,9 @@ def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str,
     if not re.fullmatch(r"[A-Za-z_]\w*", entry):
         raise AnnotationError(f"line {line_no}: entry={entry!r} is not an identifier", "name the kernel function.")
     params = _parse_params(params_lines, symbols, entry)
+    if len(where_lines) > MAX_WHERE:  # each is evaluated for every configuration of a space of up to MAX_SPACE
+        raise AnnotationError(f"line {where_lines[MAX_WHERE][0]}: more than {MAX_WHERE} `where` lines",
+                              "join conditions with `and` on fewer lines.")
     where = [_parse_where(n, text) for n, text in where_lines]
     if where and not params:
         raise AnnotationError(f"line {where_lines[0][0]}: a `where` line without a `params` line",

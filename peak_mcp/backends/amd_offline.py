@@ -183,6 +183,28 @@ def _without_remarks(log: str) -> str:
     return "\n".join(kept).strip()
 
 
+_CRASH = re.compile(r"^(?:PLEASE submit a bug report|Stack dump:)", re.MULTILINE)
+
+
+def _without_crash_dump(log: str) -> str:
+    """clang's crash report names the host's compiler, ROCm and temp paths (its full command line, the reproducer
+    files): the agent learns only that the compiler crashed on this source."""
+    match = _CRASH.search(log)
+    if not match:
+        return log
+    return (log[: match.start()].rstrip() + f"\n{SOURCE_NAME}: error: the compiler crashed on this source (a "
+            "compiler bug the kernel triggers, or a `#pragma clang __debug`); its crash report was withheld").strip()
+
+
+def _short_paths(log: str, header_dirs: list[str]) -> str:
+    """Diagnostics about a HIP or clang header read `<hip>/hip_runtime.h`, not the host's install paths."""
+    for directory in header_dirs:
+        label = "<hip>" if Path(directory).name == "hip" else "<clang>"
+        for prefix in sorted({directory, os.path.realpath(directory)}, key=len, reverse=True):
+            log = log.replace(prefix.rstrip(os.sep) + os.sep, label + "/")
+    return log
+
+
 def _kernel_body(assembly: str, entry: str) -> str:
     start = assembly.find(f"\n{entry}:")
     end = assembly.find(".Lfunc_end", start) if start >= 0 else -1
@@ -222,7 +244,8 @@ class AmdOfflineExecutor(Executor):
                 raise CompileFailed(f"{SOURCE_NAME}: the compiler did not finish in {COMPILE_TIMEOUT_S:.0f} s "
                                     "(deeply nested templates or a huge unrolled loop?)") from None
             assembly = Path(work, "kernel.s").read_text(errors="replace") if done.returncode == 0 else ""
-        diagnostics = sanitize_log(_without_remarks(done.stderr), SOURCE_NAME, self.header_dirs)
+        diagnostics = _short_paths(sanitize_log(_without_crash_dump(_without_remarks(done.stderr)), SOURCE_NAME,
+                                                self.header_dirs), self.header_dirs)
         if done.returncode != 0:
             raise CompileFailed(diagnostics or f"{self.chain.clang} exited with {done.returncode}")
         kept = persistent_state(assembly, source)

@@ -112,6 +112,14 @@ def _directives(source: str) -> list[tuple[int, str, str]]:
     # Python's notion of a line break is wider than C's (\v, \f, \x1c-\x1e, \x85, \u2028, \u2029); a compiler
     # that agrees with either notion must not see a directive that this scan misses.
     views.append([(n, _LEADING_COMMENTS.sub(" ", line)) for n, line in enumerate(source.splitlines(), 1)])
+    # The comment stripper knows neither raw strings (`R"x()"/*)x"` opens no comment) nor digit separators
+    # (`1'000 /*` does): fooled, it hides a spliced directive inside a "comment" or misses the comment that a
+    # directive follows (`*/ #include`). So the spliced text is also scanned unstripped, and every line from each
+    # `*/` on, whatever the stripper believed.
+    views.append([(n, _LEADING_COMMENTS.sub(" ", line)) for n, line in _splice(source)])
+    views.append([(n, _LEADING_COMMENTS.sub(" ", line[m.end():]))
+                  for lines in (_splice(source), enumerate(re.split(r"\r\n|\r|\n", source), 1))
+                  for n, line in lines for m in re.finditer(r"\*/", line)])
     found: dict[tuple[int, str, str], None] = {}
     for view in views:
         for number, line in view:
@@ -145,6 +153,9 @@ def check_source(source: str, allowed_dirs: Sequence[str] | None) -> list[Refusa
     for number, name, rest in _directives(source):
         if name.isdigit() or (not name and rest.strip()[:1].isdigit()):
             refuse(number, "line markers (`# N \"file\"`) are not allowed")
+            continue
+        if name == "pragma" and re.search(r"\b__debug\b", rest):  # clang: crash, stack overflow, internal dumps
+            refuse(number, f"`#pragma{rest.rstrip()}` is not allowed: compiler debugging pragmas are refused")
             continue
         if name == "pragma" and _PRAGMA_FILE_WORDS.search(rest):
             refuse(number, f"`#pragma{rest.rstrip()}` is not allowed: pragmas that name files are refused")
