@@ -348,3 +348,14 @@ def test_profile_on_a_gpu_agrees_with_the_driver_and_reads_counters() -> None:
         assert counters["metrics"]["duration"] > 0 and counters["sizes"] == {"M": 512, "N": 512, "K": 256}
     else:
         assert "permission" in counters["why"] or "ncu" in counters["why"]
+
+
+def test_tool_messages_lose_the_scratch_paths() -> None:
+    import tempfile
+
+    from peak_mcp.runner.isolated import safe_cwd
+    from peak_mcp.runner.profile_job import _scrub
+
+    workdir = tempfile.mkdtemp(prefix="peak-profile-", dir=safe_cwd())
+    said = _scrub(f"nvdisasm fatal: could not open {workdir}/kernel.cubin (in {safe_cwd()})", workdir)
+    assert workdir not in said and safe_cwd() not in said and "./kernel.cubin" in said

@@ -166,7 +166,8 @@ def _sass(kernel: Compiled, entry: str, progress: Progress) -> InstructionMix:
         cubin.write_bytes(kernel.binary)
         failures = []
         for name, path in tools:
-            command = [path, "-c", str(cubin)] if name == "nvdisasm" else [path, "-sass", str(cubin)]
+            # Relative names (the tools run in workdir), so their messages cannot quote this machine's paths.
+            command = [path, "-c", cubin.name] if name == "nvdisasm" else [path, "-sass", cubin.name]
             try:
                 done = subprocess.run(command, cwd=workdir, capture_output=True, text=True,
                                       timeout=DISASSEMBLE_TIMEOUT_S, errors="replace")
@@ -175,7 +176,8 @@ def _sass(kernel: Compiled, entry: str, progress: Progress) -> InstructionMix:
                 continue
             if done.returncode == 0:
                 return sass_mix(done.stdout, entry, source=name)
-            failures.append(f"{name} failed: {(done.stderr.strip().splitlines() or ['no output'])[-1][:200]}")
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            failures.append(f"{name} failed: {_scrub(last, workdir)[:200]}")
         return unavailable(InstructionMix, "SASS mix: " + "; ".join(failures))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -204,7 +206,7 @@ def _counters(executor: Executor, job: dict[str, Any], sizes: dict[str, int], en
                 break
         if failure is not None:
             return unavailable(Counters, f"ncu: {failure}", sizes=sizes)
-        done = subprocess.run([ncu, "--import", str(Path(workdir, "report.ncu-rep")), "--csv", "--page", "raw",
+        done = subprocess.run([ncu, "--import", "report.ncu-rep", "--csv", "--page", "raw",
                                "--print-units", "base"], cwd=workdir, capture_output=True, text=True,
                               timeout=DISASSEMBLE_TIMEOUT_S, errors="replace")
         metrics, units = ncu_raw_csv(done.stdout)
@@ -224,8 +226,8 @@ def _ncu_run(ncu: str, metrics: tuple[str, ...], entry: str, job_file: Path, wor
     from peak_mcp.runner.sanitizer import _kill_tree
 
     command = [ncu, "--kernel-name", entry, "--launch-count", "1", "--clock-control", "none",
-               "--metrics", ",".join(metrics), "--export", str(Path(workdir, "report")), "--force-overwrite",
-               *python_command(sys.executable, "peak_mcp.runner.sanitizer", str(job_file))]
+               "--metrics", ",".join(metrics), "--export", "report", "--force-overwrite",
+               *python_command(sys.executable, "peak_mcp.runner.sanitizer", job_file.name)]
     log = Path(workdir, "ncu.log")
     with log.open("wb") as out:
         proc = subprocess.Popen(command, cwd=workdir, stdout=out, stderr=subprocess.STDOUT)
@@ -247,7 +249,15 @@ def _ncu_run(ncu: str, metrics: tuple[str, ...], entry: str, job_file: Path, wor
     errors = [line.split("==ERROR==", 1)[1].strip() for line in text.splitlines() if "==ERROR==" in line]
     if "No kernels were profiled" in text:
         errors.append(f"no launch of '{entry}' was profiled")
-    return "; ".join(errors)[:300] or f"exited with status {proc.returncode}"
+    return _scrub("; ".join(errors), workdir)[:300] or f"exited with status {proc.returncode}"
+
+
+def _scrub(text: str, workdir: str) -> str:
+    """A tool's message without the paths of this machine's scratch directories."""
+    for path in sorted({workdir, os.path.realpath(workdir), safe_cwd(), os.path.realpath(safe_cwd())}, key=len,
+                       reverse=True):
+        text = text.replace(path, ".")
+    return text
 
 
 # --- HLSL -------------------------------------------------------------------------------------------------------
