@@ -15,9 +15,9 @@ from peak_mcp.service import PeakService
 
 
 def build(settings: Settings | None = None, data_dir: Path | None = None) -> tuple[MCPServer, PeakService]:
-    if not structlog.is_configured():  # structlog's default prints to stdout, which a stdio server must not touch
-        configure()
     settings = settings or Settings.from_env(data_dir)
+    if not structlog.is_configured():  # structlog's default prints to stdout, which a stdio server must not touch
+        configure(settings.log_level)
     catalog = Catalog.load(builtin_transformations_dir(), settings.extra_catalog_dirs)
     service = PeakService(settings)
     return create_server(service, catalog), service
