@@ -116,6 +116,14 @@ def describe_standing(standing: Standing) -> str:
     return "\n".join(lines)
 
 
+_TUNED = re.compile(r"^\s*//\s*peak\s*:\s*params\b", re.MULTILINE)
+TUNING_RULE = ("## Tuning parameters\nThis kernel declares tuning parameters (`// peak: params` lines; each name is a "
+               "macro at compile time). Keep them: write tile sizes and similar choices as those names, not as fixed "
+               "numbers; a new choice the transformation introduces becomes another parameter with its candidate "
+               "values (first = default) and, where some combinations are invalid, a `// peak: where=` line. The "
+               "tune tool then searches them, starting from this kernel's best configurations.")
+
+
 def build_brief(task: KernelTask, standing: Standing, source: str, *, max_attempts: int = 1) -> str:
     """The first attempt's brief: the parent kernel and the transformation text."""
     parts = _header(task, 1, max_attempts)
@@ -124,6 +132,8 @@ def build_brief(task: KernelTask, standing: Standing, source: str, *, max_attemp
               f"## Transformation to apply\n{task.transformation_body.strip()}"]
     if task.instructions:
         parts.append(f"## Additional instructions from the engineer\n{task.instructions.strip()}")
+    if _TUNED.search(source):
+        parts.append(TUNING_RULE)
     parts.append(f"## Answer format\nReply with exactly one ```{task.language} fenced block holding the whole new "
                  "kernel file with its `peak:` annotation line. Brief reasoning may come before the block, none after.")
     return "\n\n".join(parts)

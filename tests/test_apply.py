@@ -196,3 +196,16 @@ async def test_catalog_resolution_is_the_same_after_a_restart(make_client, setti
             assert not step.is_error, step.content[0].text
             steps.append(step.structured_content)
     assert steps[0]["resolved_transformation"] == steps[1]["resolved_transformation"] == resolved
+
+
+def test_a_brief_for_a_tuned_kernel_asks_to_keep_its_parameters() -> None:
+    from peak_mcp.devices import Device
+    from peak_mcp.sampling import TUNING_RULE, KernelTask, Standing, build_brief
+    from tests.test_tuning import TUNED
+
+    task = KernelTask(problem="matmul", problem_title="t", abi="abi", backend="hlsl", dtype="f32",
+                      sizes={"M": 64, "N": 64, "K": 64}, device=Device(name="d"), transformation_id="x",
+                      transformation_title="x", transformation_body="text", instructions=None, language="hlsl")
+    assert TUNING_RULE in build_brief(task, Standing(head=0, peak_path="fp32"), TUNED)
+    plain = TUNED.replace("// peak: params", "// params").replace("// peak: where", "// where")
+    assert TUNING_RULE not in build_brief(task, Standing(head=0, peak_path="fp32"), plain)
