@@ -39,6 +39,7 @@ from peak_mcp.problems import PROBLEMS, get_problem
 from peak_mcp.records import SessionRow, Status, VersionRow
 from peak_mcp.reports import history_rows, markdown_table, performance, trim_log
 from peak_mcp.responses import rate
+from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, Job, ProfileJob, TuneJob
 from peak_mcp.runner.ownership import ServerPresence
 from peak_mcp.runner.pool import DevicePool, JobFailed
 from peak_mcp.runner.probe import probe_all_in_subprocess
@@ -225,8 +226,8 @@ class PeakService:
 
     def _measure_baseline(self, session_id: str, progress: Progress) -> None:
         session = self.store.session(session_id)
-        job = {"type": "evaluate", "problem": session.problem, "dtype": session.dtype,
-               "sizes": session.sizes, "steps": ["baseline"], "time_budget_s": self.settings.benchmark_budget_s}
+        job = EvaluateJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, steps=["baseline"],
+                          time_budget_s=self.settings.benchmark_budget_s)
         try:
             result = self._run_job(session, job, progress)
             baseline = result.get("baseline") or {"available": False, "reason": "no result"}
@@ -352,10 +353,8 @@ class PeakService:
             return unchecked, None
         started = time.perf_counter()
         spec = parse_annotation(source, needs=backend_spec(session.backend).annotation_keys, symbols=problem.symbols)
-        job = {"type": "generality", "problem": session.problem, "dtype": session.dtype, "source": source,
-               "spec": spec.model_dump(), "sizes_list": sizes_list}
-        if sanitize_at is not None:
-            job["sanitize_sizes"] = sanitize_at
+        job = GeneralityJob(problem=session.problem, dtype=session.dtype, source=source, spec=spec.model_dump(),
+                            sizes_list=sizes_list, sanitize_sizes=sanitize_at)
         sanitized = None
         try:
             result = self._run_job(session, job, progress)
@@ -394,11 +393,10 @@ class PeakService:
         except PeakError as exc:
             return {"status": Status.INVALID_ANNOTATION, "failure": "annotation", "message": str(exc)}
         runs = session.device_index >= 0
-        job = {"type": "evaluate", "problem": session.problem, "dtype": session.dtype,
-               "sizes": sizes or session.sizes, "source": source, "spec": spec.model_dump(),
-               "steps": list(steps) if runs else ["compile"],
-               "trials": trials or self.settings.validation_trials,
-               "time_budget_s": time_budget_s or self.settings.benchmark_budget_s, "vendor_ms": vendor_ms}
+        job = EvaluateJob(problem=session.problem, dtype=session.dtype, sizes=sizes or session.sizes, source=source,
+                          spec=spec.model_dump(), steps=list(steps) if runs else ["compile"],
+                          trials=trials or self.settings.validation_trials,
+                          time_budget_s=time_budget_s or self.settings.benchmark_budget_s, vendor_ms=vendor_ms)
         try:
             result = self._run_job(session, job, progress)
         except JobFailed as exc:
@@ -449,8 +447,8 @@ class PeakService:
         return {"status": status, "failure": None, "compile": compiled, "validation": verdict, "timing": timing,
                 "message": message}
 
-    def _run_job(self, session: SessionRow, job: dict[str, Any], progress: Progress) -> dict[str, Any]:
-        return self.pool.run(session.backend, session.device_index, job,
+    def _run_job(self, session: SessionRow, job: Job, progress: Progress) -> dict[str, Any]:
+        return self.pool.run(session.backend, session.device_index, job.model_dump(),
                              inactivity_s=self.settings.inactivity_timeout_s,
                              total_s=self.settings.job_total_timeout_s, progress=progress)
 
@@ -563,9 +561,8 @@ class PeakService:
         done: list[ConfigResult] = []
 
         def measure(batch: list[Config]) -> list[ConfigResult]:
-            job = {"type": "tune", "problem": session.problem, "dtype": session.dtype,
-                   "sizes": session.sizes, "source": v.source, "spec": spec.model_dump(),
-                   "configs": [c.params for c in batch]}
+            job = TuneJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, source=v.source,
+                          spec=spec.model_dump(), configs=[c.params for c in batch])
             try:
                 results = [ConfigResult.model_validate(r) for r in self._run_job(session, job, progress)["results"]]
             except JobFailed as exc:  # the worker died on one configuration: that one fails, the others go again
@@ -612,10 +609,10 @@ class PeakService:
         problem = get_problem(session.problem)
         spec = parse_annotation(v.source, needs=backend_spec(session.backend).annotation_keys,
                                 symbols=problem.symbols)
-        job = {"type": "profile", "problem": session.problem, "dtype": session.dtype, "sizes": session.sizes,
-               "source": v.source, "spec": spec.model_dump(), "counters": counters and session.device_index >= 0}
+        job = ProfileJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, source=v.source,
+                         spec=spec.model_dump(), counters=counters and session.runs)
         # nvdisasm may run a minute without progress, and ncu replays the kernel: longer limits than a timing job.
-        result = self.pool.run(session.backend, session.device_index, job,
+        result = self.pool.run(session.backend, session.device_index, job.model_dump(),
                                inactivity_s=max(self.settings.inactivity_timeout_s, PROFILE_INACTIVITY_S),
                                total_s=max(self.settings.job_total_timeout_s, PROFILE_TOTAL_S), progress=progress)
         if "profile" not in result:
@@ -644,8 +641,8 @@ class PeakService:
                                 time_budget_s=time_budget_s)
         baseline = None
         if benchmark and fields["status"] == Status.BENCHMARKED:
-            job = {"type": "evaluate", "problem": session.problem, "dtype": session.dtype, "sizes": checked,
-                   "steps": ["baseline"], "time_budget_s": time_budget_s or self.settings.benchmark_budget_s}
+            job = EvaluateJob(problem=session.problem, dtype=session.dtype, sizes=checked, steps=["baseline"],
+                              time_budget_s=time_budget_s or self.settings.benchmark_budget_s)
             baseline = self._run_job(session, job, progress).get("baseline")
         perf = None
         if fields.get("timing"):

@@ -187,3 +187,21 @@ async def test_a_cancelled_mcp_call_cancels_its_job(make_client, settings) -> No
             await anyio.sleep(0.2)
         assert (versions[1].status, versions[1].failure) == ("error", "cancelled"), versions[1].message
         assert time.monotonic() < deadline  # well before the 30 s fence timeout
+
+
+def test_a_malformed_job_is_refused_by_the_worker_with_its_field_named() -> None:
+    """Jobs are typed records (runner/messages.py); the worker validates each one before running it."""
+    pool = DevicePool()
+    try:
+        with pytest.raises(JobFailed) as refused:
+            pool.run("cuda", -1, {"type": "evaluate", "problem": "matmul", "dtype": "f32", "sizes": {"M": "many"},
+                                  "stepz": ["compile"]}, inactivity_s=60, total_s=120)
+        assert "malformed job" in str(refused.value) and "sizes" in str(refused.value)
+        assert "stepz" in str(refused.value)
+        # The worker is still there for the next job.
+        done = pool.run("cuda", -1, {"type": "evaluate", "problem": "matmul", "dtype": "f32",
+                                     "sizes": {"M": 8, "N": 8, "K": 8}, "steps": ["baseline"]},
+                        inactivity_s=60, total_s=120)
+        assert "device" in done
+    finally:
+        pool.close()

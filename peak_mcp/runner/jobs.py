@@ -12,42 +12,47 @@ from peak_mcp.evaluation import benchmark, validate
 from peak_mcp.launch import LaunchSpec, with_params
 from peak_mcp.problems import get_problem
 from peak_mcp.problems.base import Problem
+from peak_mcp.runner.messages import EvaluateJob, GeneralityJob
 
 Progress = Callable[[str], None]
 
 
-def _compile(executor: Executor, job: dict[str, Any], progress: Progress) -> tuple[Compiled | None, dict[str, Any]]:
-    spec = LaunchSpec.model_validate(job["spec"])
+def _compile(executor: Executor, source: str, spec_dump: dict[str, Any],
+             progress: Progress) -> tuple[Compiled | None, dict[str, Any]]:
+    spec = LaunchSpec.model_validate(spec_dump)
     started = time.perf_counter()
     progress("compile")
     try:
-        kernel = executor.compile(with_params(job["source"], spec.config()), spec)
+        kernel = executor.compile(with_params(source, spec.config()), spec)
     except CompileFailed as failed:
         return None, {"ok": False, "log": failed.log, "seconds": time.perf_counter() - started}
     return kernel, {"ok": True, "log": kernel.log, "resources": kernel.resources,
                     "seconds": time.perf_counter() - started}
 
 
-def _seed(job: dict[str, Any]) -> int:
-    return int(job.get("seed", time.time_ns() % 2**31))
+def _seed(job: EvaluateJob | GeneralityJob) -> int:
+    return job.seed if job.seed is not None else time.time_ns() % 2**31
 
 
-def evaluate(executor: Executor, job: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    """Compile, then (as asked in job['steps']) validate, benchmark and time the vendor baseline.
+def evaluate(executor: Executor, job: EvaluateJob | dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Compile, then (as asked in job.steps) validate, benchmark and time the vendor baseline.
 
-    A version faster than job['vendor_ms'] (the vendor library's median) is validated once more on fresh
-    inputs before its time is believed."""
-    steps = set(job.get("steps", ["compile"]))
-    problem = get_problem(job["problem"])
-    dtype, sizes = job["dtype"], {k: int(v) for k, v in job["sizes"].items()}
+    A version faster than job.vendor_ms (the vendor library's median) is validated once more on fresh inputs
+    before its time is believed."""
+    job = EvaluateJob.model_validate(job)
+    steps = set(job.steps)
+    problem = get_problem(job.problem)
+    dtype, sizes = job.dtype, job.sizes
     result: dict[str, Any] = {"device": executor.facts.__dict__}
-    if "source" in job:
-        kernel, result["compile"] = _compile(executor, job, progress)
+    if job.source is not None:
+        if job.spec is None:
+            raise PeakError("an evaluate job with a source needs its spec")
+        kernel, result["compile"] = _compile(executor, job.source, job.spec, progress)
         if kernel is None or not steps & {"validate", "benchmark"}:
             return result
         seed = _seed(job)
         started = time.perf_counter()
-        validated = validate(executor, kernel, problem, dtype, sizes, trials=int(job.get("trials", 3)), seed=seed,
+        validated = validate(executor, kernel, problem, dtype, sizes, trials=job.trials, seed=seed,
                              progress=progress)
         result["validation"] = {**validated.verdict, "seconds": time.perf_counter() - started}
         try:
@@ -55,14 +60,14 @@ def evaluate(executor: Executor, job: dict[str, Any], progress: Progress) -> dic
                 started = time.perf_counter()
                 timing = benchmark(
                     executor, kernel, problem, dtype, sizes, validated,
-                    time_budget_s=float(job.get("time_budget_s", 1.0)), min_reps=int(job.get("min_reps", 10)),
-                    max_reps=int(job.get("max_reps", 1000)), progress=progress)
+                    time_budget_s=job.time_budget_s, min_reps=job.min_reps, max_reps=job.max_reps,
+                    progress=progress)
                 # wall_s is the timed loop alone; seconds adds warm-up and the output re-check
                 result["timing"] = {**timing, "device_name": executor.facts.name,
                                     "seconds": time.perf_counter() - started}
         finally:
             validated.close()
-        vendor_ms = job.get("vendor_ms")
+        vendor_ms = job.vendor_ms
         timing = result.get("timing")
         if vendor_ms and timing and timing["recheck"].get("passed") and timing["median_ms"] < float(vendor_ms):
             progress("faster than the vendor library: validating again on fresh inputs")
@@ -72,36 +77,35 @@ def evaluate(executor: Executor, job: dict[str, Any], progress: Progress) -> dic
             result["revalidation"] = again.verdict
     if "baseline" in steps:
         progress("vendor baseline")
-        inputs = problem.make_inputs(sizes, dtype, int(job.get("seed", 0)), executor.xp)
-        result["baseline"] = executor.baseline(problem.name, dtype, sizes, inputs,
-                                               float(job.get("time_budget_s", 1.0)))
+        inputs = problem.make_inputs(sizes, dtype, job.seed or 0, executor.xp)
+        result["baseline"] = executor.baseline(problem.name, dtype, sizes, inputs, job.time_budget_s)
     return result
 
 
-def generality(executor: Executor, job: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    """Validate one compiled kernel at each of job['sizes_list']: one trial and the race check per size."""
-    problem = get_problem(job["problem"])
-    kernel, compiled = _compile(executor, job, progress)
+def generality(executor: Executor, job: GeneralityJob | dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Validate one compiled kernel at each of job.sizes_list: one trial and the race check per size."""
+    job = GeneralityJob.model_validate(job)
+    problem = get_problem(job.problem)
+    kernel, compiled = _compile(executor, job.source, job.spec, progress)
     if kernel is None:
         return {"compile": compiled}
     seed = _seed(job)
     checked: list[dict[str, int]] = []
     failures: list[dict[str, Any]] = []
-    for sizes in job["sizes_list"]:
-        sizes = {k: int(v) for k, v in sizes.items()}
+    for sizes in job.sizes_list:
         progress(f"generality at {_label(sizes)}")
         checked.append(sizes)
-        failure = _validate_at(executor, kernel, problem, job["dtype"], sizes, seed)
+        failure = _validate_at(executor, kernel, problem, job.dtype, sizes, seed)
         if failure:
             failures.append({"sizes": sizes, **failure})
     result: dict[str, Any] = {"generality": {"passed": not failures, "sizes_checked": checked,
                                              "failures": failures}}
-    if job.get("sanitize_sizes") and executor.backend == "cuda" and executor.facts.index >= 0:
+    if job.sanitize_sizes and executor.backend == "cuda" and executor.facts.index >= 0:
         from peak_mcp.runner import sanitizer
 
-        result["sanitizer"] = sanitizer.run({**{k: job[k] for k in ("source", "spec", "problem", "dtype")},
-                                             "sizes": job["sanitize_sizes"], "device": executor.facts.index},
-                                            progress)
+        result["sanitizer"] = sanitizer.run({"source": job.source, "spec": job.spec, "problem": job.problem,
+                                             "dtype": job.dtype, "sizes": job.sanitize_sizes,
+                                             "device": executor.facts.index}, progress)
     return result
 
 

@@ -39,6 +39,7 @@ from peak_mcp.profiling import (
 )
 from peak_mcp.runner.isolated import python_command, safe_cwd
 from peak_mcp.runner.jobs import Progress, _compile
+from peak_mcp.runner.messages import ProfileJob
 
 DISASSEMBLE_TIMEOUT_S = 60.0
 NCU_TIMEOUT_S = 240.0
@@ -63,13 +64,14 @@ def find_tool(name: str) -> str | None:
     return next((str(c) for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
 
 
-def profile(executor: Executor, job: dict[str, Any], progress: Progress) -> dict[str, Any]:
+def profile(executor: Executor, job: ProfileJob | dict[str, Any], progress: Progress) -> dict[str, Any]:
     """job: source, spec, problem, dtype, sizes (the session's), counters (default True: run ncu where possible).
     Returns {'profile': ProfileReport as a dict}, or {'compile': {...}} when the source does not compile."""
-    kernel, compiled = _compile(executor, job, progress)
+    job = ProfileJob.model_validate(job)
+    kernel, compiled = _compile(executor, job.source, job.spec, progress)
     if kernel is None:
         return {"compile": compiled}
-    sizes = {k: int(v) for k, v in job["sizes"].items()}
+    sizes = job.sizes
     geometry = kernel.spec.evaluate(sizes)
     if executor.backend == "cuda":
         report = _cuda(executor, kernel, job, sizes, geometry, progress)
@@ -86,7 +88,7 @@ def profile(executor: Executor, job: dict[str, Any], progress: Progress) -> dict
 # --- CUDA -------------------------------------------------------------------------------------------------------
 
 
-def _cuda(executor: Executor, kernel: Compiled, job: dict[str, Any], sizes: dict[str, int], geometry: dict[str, Any],
+def _cuda(executor: Executor, kernel: Compiled, job: ProfileJob, sizes: dict[str, int], geometry: dict[str, Any],
           progress: Progress) -> ProfileReport:
     entry, arch = kernel.spec.entry, str(kernel.resources.get("arch", ""))
     block = tuple(geometry["block"])
@@ -183,9 +185,9 @@ def _sass(kernel: Compiled, entry: str, progress: Progress) -> InstructionMix:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _counters(executor: Executor, job: dict[str, Any], sizes: dict[str, int], entry: str,
+def _counters(executor: Executor, job: ProfileJob, sizes: dict[str, int], entry: str,
               progress: Progress) -> Counters:
-    if not job.get("counters", True):
+    if not job.counters:
         return unavailable(Counters, "ncu: not asked for (counters=false)")
     if executor.facts.index < 0:
         return unavailable(Counters, "ncu: needs a GPU; this worker only compiles")
@@ -197,7 +199,8 @@ def _counters(executor: Executor, job: dict[str, Any], sizes: dict[str, int], en
     workdir = tempfile.mkdtemp(prefix="peak-ncu-", dir=safe_cwd())
     try:
         job_file = Path(workdir, "job.json")
-        job_file.write_text(json.dumps({**{k: job[k] for k in ("source", "spec", "problem", "dtype")},
+        job_file.write_text(json.dumps({"source": job.source, "spec": job.spec, "problem": job.problem,
+                                        "dtype": job.dtype,
                                         "sizes": sizes, "device": executor.facts.index}))
         failure = None
         for metrics in (tuple(NCU_METRICS), _NCU_CORE):

@@ -23,6 +23,7 @@ from peak_mcp.errors import AnnotationError, PeakError
 from peak_mcp.evaluation import benchmark, validate
 from peak_mcp.launch import LaunchSpec, with_params
 from peak_mcp.problems import get_problem
+from peak_mcp.runner.messages import TuneJob
 
 Progress = Callable[[str], None]
 MAX_REASON_CHARS = 1500
@@ -81,19 +82,18 @@ def _compile_all(executor: Executor, source: str, todo: list[tuple[int, LaunchSp
     return done
 
 
-def tune(executor: Executor, job: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    """Compile, prune, validate and time job['configs'] (each a full {name: value} configuration of job['spec']).
+def tune(executor: Executor, job: TuneJob | dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Compile, prune, validate and time job.configs (each a full {name: value} configuration of job.spec).
 
-    job keys: problem, dtype, sizes, source, spec (LaunchSpec dump), configs; optional: seed, trials (1),
-    time_budget_s (0.2 per configuration), min_reps (5), max_reps (200), compile_workers (CPU count).
     Returns {'device', 'results': [ConfigResult dict per config, in order], 'compile_s', 'seconds'}."""
+    job = TuneJob.model_validate(job)
     started = time.perf_counter()
-    problem = get_problem(job["problem"])
-    dtype, sizes = job["dtype"], {k: int(v) for k, v in job["sizes"].items()}
-    spec = LaunchSpec.model_validate(job["spec"])
-    configs = [{k: int(v) for k, v in c.items()} for c in job["configs"]]
+    problem = get_problem(job.problem)
+    dtype, sizes = job.dtype, job.sizes
+    spec = LaunchSpec.model_validate(job.spec)
+    configs = job.configs
     n = len(configs)
-    seed = int(job.get("seed", 0))
+    seed = job.seed or 0
     results: list[dict[str, Any] | None] = [None] * n
 
     todo: list[tuple[int, LaunchSpec]] = []
@@ -110,10 +110,10 @@ def tune(executor: Executor, job: dict[str, Any], progress: Progress) -> dict[st
             continue
         todo.append((i, bound))
 
-    workers = max(1, min(len(todo), int(job.get("compile_workers") or os.cpu_count() or 1)))
+    workers = max(1, min(len(todo), job.compile_workers or os.cpu_count() or 1))
     progress(f"compiling {len(todo)} of {n} configurations on {workers} thread(s)")
     compile_started = time.perf_counter()
-    compiled = _compile_all(executor, job["source"], todo, workers, progress)
+    compiled = _compile_all(executor, job.source, todo, workers, progress)
     compile_s = time.perf_counter() - compile_started
 
     best: float | None = None
@@ -146,7 +146,7 @@ def _measure(executor: Executor, kernel: Compiled, problem: Any, dtype: str, siz
     if why:
         return _result(params, "pruned", "resources" if _RESOURCES.search(why) else "geometry", why)
     try:
-        validated = validate(executor, kernel, problem, dtype, sizes, trials=int(job.get("trials", 1)), seed=seed,
+        validated = validate(executor, kernel, problem, dtype, sizes, trials=job.trials, seed=seed,
                              progress=step, sets=1)
     except KernelFault:
         raise
@@ -159,8 +159,8 @@ def _measure(executor: Executor, kernel: Compiled, problem: Any, dtype: str, siz
             status = "pruned" if kind == "geometry" else "failed"
             return _result(params, status, kind, f"{verdict['check']}: {verdict['message']}")
         timing = benchmark(executor, kernel, problem, dtype, sizes, validated,
-                           time_budget_s=float(job.get("time_budget_s", 0.2)), min_reps=int(job.get("min_reps", 5)),
-                           max_reps=int(job.get("max_reps", 200)), progress=step)
+                           time_budget_s=job.time_budget_s, min_reps=job.min_reps, max_reps=job.max_reps,
+                           progress=step)
     finally:
         validated.close()
     if not timing["recheck"]["passed"]:

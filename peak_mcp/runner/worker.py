@@ -19,6 +19,8 @@ import time
 import traceback
 from typing import Any
 
+from pydantic import ValidationError
+
 from peak_mcp.backends.base import KernelFault
 from peak_mcp.errors import PeakError
 
@@ -40,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from peak_mcp.backends.registry import open_executor
     from peak_mcp.runner.jobs import evaluate, generality
+    from peak_mcp.runner.messages import JOB
     from peak_mcp.runner.profile_job import profile
     from peak_mcp.runner.tune_job import tune
 
@@ -53,23 +56,19 @@ def main(argv: list[str] | None = None) -> int:
 
     while True:
         line = jobs.get()
-        job = json.loads(line)
-        job_id = job.get("id")
+        message = json.loads(line)
+        job_id = message.pop("id", None)
 
         def progress(message: str, job_id: Any = job_id) -> None:
             send({"id": job_id, "event": "progress", "message": message})
 
         try:
-            if job["type"] == "evaluate":
-                result = evaluate(executor, job, progress)
-            elif job["type"] == "generality":
-                result = generality(executor, job, progress)
-            elif job["type"] == "profile":
-                result = profile(executor, job, progress)
-            elif job["type"] == "tune":
-                result = tune(executor, job, progress)
-            else:
-                raise PeakError(f"unknown job type {job['type']!r}")
+            try:
+                job = JOB.validate_python(message)
+            except ValidationError as exc:
+                raise PeakError(f"malformed job: {exc.errors(include_url=False)[:3]}") from None
+            run = {"evaluate": evaluate, "generality": generality, "profile": profile, "tune": tune}[job.type]
+            result = run(executor, job, progress)
             send({"id": job_id, "event": "result", "ok": True, "result": result})
         except KernelFault as fault:
             send({"id": job_id, "event": "result", "ok": False, "fatal": True, "kind": fault.kind,

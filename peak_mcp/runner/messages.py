@@ -1,0 +1,74 @@
+"""The jobs the service sends a worker, as typed records shared by both ends.
+
+The service builds them; the pool carries them as JSON lines; the worker validates each one on arrival
+(`JOB.validate_python`), so a malformed job is refused with its field named instead of failing deep in a run.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+Sizes = dict[str, int]
+
+
+class _Job(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    problem: str
+    dtype: str
+    seed: int | None = None  # None: drawn per job (validation inputs differ between submissions)
+
+
+class _KernelJob(_Job):
+    source: str
+    spec: dict[str, Any]  # a launch.LaunchSpec, dumped (bound to one configuration where tuned)
+
+
+class EvaluateJob(_Job):
+    """Compile, then as `steps` say: validate, benchmark, time the vendor baseline (no source: baseline only)."""
+
+    type: Literal["evaluate"] = "evaluate"
+    sizes: Sizes
+    source: str | None = None
+    spec: dict[str, Any] | None = None
+    steps: list[Literal["compile", "validate", "benchmark", "baseline"]] = Field(default_factory=lambda: ["compile"])
+    trials: int = 3
+    time_budget_s: float = 1.0
+    min_reps: int = 10
+    max_reps: int = 1000
+    vendor_ms: float | None = None  # faster than this: validated once more on fresh inputs
+
+
+class GeneralityJob(_KernelJob):
+    """Validate at each sampled size; then (CUDA) compute-sanitizer at `sanitize_sizes`."""
+
+    type: Literal["generality"] = "generality"
+    sizes_list: list[Sizes]
+    sanitize_sizes: Sizes | None = None
+
+
+class TuneJob(_KernelJob):
+    """Compile `configs` in parallel, prune, validate once and time each briefly."""
+
+    type: Literal["tune"] = "tune"
+    sizes: Sizes
+    configs: list[dict[str, int]]
+    trials: int = 1
+    time_budget_s: float = 0.2
+    min_reps: int = 5
+    max_reps: int = 200
+    compile_workers: int | None = None
+
+
+class ProfileJob(_KernelJob):
+    """Resources, occupancy, instruction mix and (where ncu works) counters of one kernel."""
+
+    type: Literal["profile"] = "profile"
+    sizes: Sizes
+    counters: bool = True
+
+
+Job = Annotated[EvaluateJob | GeneralityJob | TuneJob | ProfileJob, Field(discriminator="type")]
+JOB: TypeAdapter[Job] = TypeAdapter(Job)
