@@ -279,3 +279,25 @@ def test_directories_from_environment(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_builtin_directory_is_found() -> None:
     directory = builtin_transformations_dir()
     assert directory.is_dir() and (directory / "shared-memory-tiling.md").is_file()
+
+
+def test_tuning_parameter_lines_in_texts_parse() -> None:
+    """Texts that name tuning parameters write them as annotation lines the server accepts."""
+    from peak_mcp.launch import parse_annotation
+
+    catalog = Catalog.load(builtin_transformations_dir(), [])
+    checked = 0
+    for t in catalog.list():
+        section = t.body.split("## Tuning parameters", 1)
+        if len(section) < 2:
+            continue
+        text = section[1].split("\n## ", 1)[0]
+        for line in text.splitlines():
+            lines = re.findall(r"`(// peak: (?:params|where=)[^`]*)`", line)
+            if not any(x.startswith("// peak: params") for x in lines):
+                continue
+            source = "// peak: entry=k grid=(1, 1, 1) block=(32, 1, 1)\n" + "\n".join(lines) + "\n"
+            spec = parse_annotation(source, needs=("entry", "grid", "block"), symbols=("M", "N", "K"))
+            assert spec.space_size() > 1 or len(spec.params) == 1, (t.id, line)
+            checked += 1
+    assert checked >= 12
