@@ -24,6 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from peak_mcp.backends.spirv import instructions
+
 # --- the report -------------------------------------------------------------------------------------------------
 
 
@@ -458,7 +460,6 @@ def sass_mix(text: str, entry: str | None = None, source: str = "SASS") -> Instr
 
 # --- SPIR-V instruction mix ---------------------------------------------------------------------------------------
 
-_SPIRV_MAGIC = 0x07230203
 _OP = {"ExtInstImport": 11, "ExtInst": 12, "TypeBool": 20, "TypeInt": 21, "TypeFloat": 22, "TypeVector": 23,
        "TypeMatrix": 24, "TypeArray": 28, "TypeRuntimeArray": 29, "TypeStruct": 30, "TypePointer": 32,
        "Constant": 43, "Function": 54, "FunctionParameter": 55, "Variable": 59, "Load": 61, "Store": 62,
@@ -487,11 +488,6 @@ def spirv_mix(spirv: bytes) -> InstructionMix:
 
     Loads and stores are named by the storage class of the variable they reach (a Uniform block decorated
     BufferBlock, as glslang emits for StructuredBuffer, counts as StorageBuffer) and by the bits moved."""
-    if len(spirv) < 20 or len(spirv) % 4:
-        raise ValueError("not a SPIR-V module")
-    words = struct.unpack(f"<{len(spirv) // 4}I", spirv)
-    if words[0] != _SPIRV_MAGIC:
-        raise ValueError("not a SPIR-V module (bad magic number)")
     types: dict[int, tuple[Any, ...]] = {}
     buffer_blocks: set[int] = set()
     constants: dict[int, int] = {}
@@ -523,13 +519,7 @@ def spirv_mix(spirv: bytes) -> InstructionMix:
             return "StorageBuffer"
         return _STORAGE.get(storage, f"StorageClass{storage}")
 
-    pos = 5
-    while pos < len(words):
-        count, op = words[pos] >> 16, words[pos] & 0xFFFF
-        if count == 0:
-            raise ValueError("malformed SPIR-V (zero-length instruction)")
-        args = words[pos + 1: pos + count]
-        pos += count
+    for op, args in instructions(spirv):
         if op == _OP["ExtInstImport"] and bytes(struct.pack(f"<{len(args) - 1}I", *args[1:])).startswith(b"GLSL"):
             glsl_set = args[0]
         elif op == _OP["TypeBool"]:

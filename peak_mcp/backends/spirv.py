@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -71,15 +72,27 @@ def _string(words: list[int]) -> str:
     return raw.split(b"\0", 1)[0].decode(errors="replace")
 
 
-def reflect(spirv: bytes, entry: str) -> SpirvInfo:
-    """Read what we need from a SPIR-V module: entry points, LocalSize, capabilities, descriptors, sizes.
-
-    Raises ValueError for bytes that are not a well-formed SPIR-V word stream."""
+def instructions(spirv: bytes) -> Iterator[tuple[int, list[int]]]:
+    """(opcode, operand words) of each instruction after the header. ValueError for bytes that are not a
+    well-formed SPIR-V word stream."""
     if len(spirv) < 20 or len(spirv) % 4:
         raise ValueError("not a SPIR-V module")
     words = list(struct.unpack(f"<{len(spirv) // 4}I", spirv))
     if words[0] != MAGIC:
         raise ValueError("not a SPIR-V module (bad magic number)")
+    pos = 5  # after the header: magic, version, generator, bound, schema
+    while pos < len(words):
+        count, op = words[pos] >> 16, words[pos] & 0xFFFF
+        if count == 0:
+            raise ValueError("malformed SPIR-V (zero-length instruction)")
+        yield op, words[pos + 1: pos + count]
+        pos += count
+
+
+def reflect(spirv: bytes, entry: str) -> SpirvInfo:
+    """Read what we need from a SPIR-V module: entry points, LocalSize, capabilities, descriptors, sizes.
+
+    Raises ValueError for bytes that are not a well-formed SPIR-V word stream."""
     names: dict[int, str] = {}
     entries: dict[int, str] = {}
     modes: dict[int, tuple[int, list[int]]] = {}
@@ -89,13 +102,7 @@ def reflect(spirv: bytes, entry: str) -> SpirvInfo:
     decorations: dict[int, dict[int, list[int]]] = collections.defaultdict(dict)
     member_offsets: dict[tuple[int, int], int] = {}
     variables: list[tuple[int, int, int]] = []
-    pos = 5  # after the header: magic, version, generator, bound, schema
-    while pos < len(words):
-        count, op = words[pos] >> 16, words[pos] & 0xFFFF
-        if count == 0:
-            raise ValueError("malformed SPIR-V (zero-length instruction)")
-        ops = words[pos + 1: pos + count]
-        pos += count
+    for op, ops in instructions(spirv):
         if op == _OP_NAME:
             names[ops[0]] = _string(ops[1:])
         elif op == _OP_ENTRY_POINT and ops[0] == _EXEC_MODEL_GLCOMPUTE:
