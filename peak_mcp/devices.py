@@ -16,11 +16,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from peak_mcp.resources import data_dir
 
 
-class DeviceProfile(BaseModel):
-    name: str
-    patterns: list[str]
-    family: str = ""
-    arch: str = ""
+class _Facts(BaseModel):
+    """What a profile file states and a device description carries: family, limits, peaks."""
+
+    name: str = "unknown"
+    family: str = ""  # "hopper", "cdna3", ...
+    arch: str = ""  # "sm_90a", "gfx942", ...
     vendor: str = ""
     sm_count: int | None = None
     boost_clock_mhz: int | None = None
@@ -32,33 +33,24 @@ class DeviceProfile(BaseModel):
     memory_gb: float | None = None
     memory_bandwidth_gbps: float | None = None
     peak_tflops: dict[str, float] = Field(default_factory=dict)
+
+
+class DeviceProfile(_Facts):
+    name: str
+    patterns: list[str]
     source: str = ""
 
 
-class Device(BaseModel):
+class Device(_Facts):
     """One device as a session sees it. Fields every backend can fill are typed; a backend's other detected
     properties (Vulkan limits, feature flags) are kept as extra fields, so the stored JSON round-trips."""
 
     model_config = ConfigDict(extra="allow")
 
-    name: str = "unknown"
     backend: str | None = None
     index: int | None = None  # -1: a compile-only target
     profile: str | None = None  # the devices/*.toml file it matched
-    family: str = ""  # "hopper", "cdna3", ...
-    arch: str = ""  # "sm_90a", "gfx942", ...
-    vendor: str = ""
     device_type: str | None = None  # Vulkan's: "discrete", "cpu", ...
-    sm_count: int | None = None
-    boost_clock_mhz: int | None = None
-    warp_size: int | None = None
-    shared_per_block_kb: int | None = None
-    shared_per_sm_kb: int | None = None
-    registers_per_sm: int | None = None
-    l2_mb: float | None = None
-    memory_gb: float | None = None
-    memory_bandwidth_gbps: float | None = None
-    peak_tflops: dict[str, float] = Field(default_factory=dict)
 
     @property
     def is_cpu(self) -> bool:
