@@ -28,23 +28,10 @@ extern "C" __global__ void matmul(const {T}* A, const {T}* B, float* C, int M, i
 }}
 """
 
-# HIP: the same kernel in HIP's spelling. It runs on AMD and, through the CUDA device header, on NVIDIA.
+# HIP: the same kernel in HIP's spelling (HIP's header, types and casts). It runs on AMD and, through the CUDA
+# device header, on NVIDIA.
 _HIP_TYPES = {"f32": "float", "f16": "__half", "bf16": "hip_bfloat16"}
 _HIP_HEADERS = {"f32": "", "f16": "#include <hip/hip_fp16.h>\n", "bf16": "#include <hip/hip_bfloat16.h>\n"}
-_HIP_NAIVE = """#include <hip/hip_runtime.h>
-{headers}// Naive matmul: one thread per element of C, no reuse of loaded data.
-// peak: entry=matmul grid=(cdiv(N, 16), cdiv(M, 16), 1) block=(16, 16, 1) shared=0
-extern "C" __global__ void matmul(const {T}* A, const {T}* B, float* C, int M, int N, int K)
-{{
-    int row = blockIdx.y * blockDim.y + threadIdx.y;
-    int col = blockIdx.x * blockDim.x + threadIdx.x;
-    if (row >= M || col >= N) return;
-    float acc = 0.0f;
-    for (int k = 0; k < K; ++k)
-        acc += static_cast<float>(A[row * K + k]) * static_cast<float>(B[k * N + col]);
-    C[row * N + col] = acc;
-}}
-"""
 
 _HLSL_NAIVE = """// Naive matmul: one thread per element of C, no reuse of loaded data.
 // peak: entry=main groups=(cdiv(N, 16), cdiv(M, 16), 1)
@@ -217,7 +204,9 @@ class Matmul(Problem):
 
     def naive_kernel(self, backend: str, dtype: str) -> str:
         if backend == "hip":
-            return _HIP_NAIVE.format(headers=_HIP_HEADERS[dtype], T=_HIP_TYPES[dtype])
+            return _CUDA_NAIVE.format(headers="#include <hip/hip_runtime.h>\n" + _HIP_HEADERS[dtype],
+                                      T=_HIP_TYPES[dtype], a="static_cast<float>(A[row * K + k])",
+                                      b="static_cast<float>(B[k * N + col])")
         if backend == "cuda":
             load = _CUDA_LOAD[dtype]
             return _CUDA_NAIVE.format(
