@@ -22,7 +22,8 @@ from peak_mcp.profiling import (
     spirv_mix,
 )
 from peak_mcp.runner.pool import DevicePool
-from peak_mcp.runner.profile_job import find_tool, profile
+from peak_mcp.runner.profile_job import profile
+from peak_mcp.runner.toolkit import find_tool
 from tests.conftest import EXAMPLES, has_device, skip_reason
 
 DATA = Path(__file__).parent / "data"

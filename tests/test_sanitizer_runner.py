@@ -80,6 +80,6 @@ def test_a_tool_that_never_finishes_is_killed_with_its_children(tmp_path, monkey
 
 
 def test_missing_tool_is_reported_with_a_fix(monkeypatch) -> None:
-    monkeypatch.setattr(sanitizer, "find", lambda: None)
+    monkeypatch.setattr(sanitizer, "find_tool", lambda _name: None)
     report = sanitizer.run(JOB, None)
     assert report["available"] is False and "compute-sanitizer" in report["what"] and report["fix"]

@@ -323,8 +323,9 @@ def probe(**_options: Any) -> dict[str, Any]:
         report["missing"].append({"what": "NVRTC", "why": f"{type(exc).__name__}: {exc}",
                                   "fix": "pip install 'nvidia-cuda-nvrtc>=13,<14' 'nvidia-cuda-crt>=13,<14'"})
     from peak_mcp.runner import sanitizer
+    from peak_mcp.runner.toolkit import find_tool
 
-    found = sanitizer.find()
+    found = find_tool("compute-sanitizer")
     report["tools"] = {"compute-sanitizer": found}
     if found is None:
         report["missing"].append(sanitizer.missing_note())

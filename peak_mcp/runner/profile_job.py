@@ -8,7 +8,6 @@ limits. Every tool runs with a timeout in the worker's private directory; only p
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import shutil
@@ -40,6 +39,7 @@ from peak_mcp.profiling import (
 from peak_mcp.runner.isolated import python_command, safe_cwd
 from peak_mcp.runner.jobs import Progress, _compile
 from peak_mcp.runner.messages import ProfileJob
+from peak_mcp.runner.toolkit import find_tool, kill_tree
 
 DISASSEMBLE_TIMEOUT_S = 60.0
 NCU_TIMEOUT_S = 240.0
@@ -48,20 +48,6 @@ _WHERE = "PATH, $CUDA_HOME/bin, /usr/local/cuda/bin or the nvidia-cuda-* wheels"
 _NCU_CORE = ("gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed",
              "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
              "sm__warps_active.avg.pct_of_peak_sustained_active")
-
-
-def find_tool(name: str) -> str | None:
-    """A CUDA tool on PATH, under $CUDA_HOME/$CUDA_PATH or /usr/local/cuda, in a pip wheel (nvidia/cu13/bin), or
-    (ncu) in Nsight Compute's own install directory."""
-    found = shutil.which(name)
-    if found:
-        return found
-    homes = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
-    candidates = [Path(h, "bin", name) for h in homes if h]
-    candidates += [Path(p, "nvidia", "cu13", "bin", name) for p in sys.path if p]
-    if name == "ncu":
-        candidates += [Path(p) for p in sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"), reverse=True)]
-    return next((str(c) for c in candidates if c.is_file() and os.access(c, os.X_OK)), None)
 
 
 def profile(executor: Executor, job: ProfileJob | dict[str, Any], progress: Progress) -> dict[str, Any]:
@@ -226,8 +212,6 @@ def _ncu_run(ncu: str, metrics: tuple[str, ...], entry: str, job_file: Path, wor
              progress: Progress) -> str | None:
     """Profile one launch of `entry` (the sanitizer's one-launch target serves) into report.ncu-rep; why not, or
     None. The child stays in the worker's process group so that a worker killed as hung takes it along."""
-    from peak_mcp.runner.sanitizer import _kill_tree
-
     command = [ncu, "--kernel-name", entry, "--launch-count", "1", "--clock-control", "none",
                "--metrics", ",".join(metrics), "--export", "report", "--force-overwrite",
                *python_command(sys.executable, "peak_mcp.runner.sanitizer", job_file.name)]
@@ -237,7 +221,7 @@ def _ncu_run(ncu: str, metrics: tuple[str, ...], entry: str, job_file: Path, wor
         started = beat = time.perf_counter()
         while proc.poll() is None:
             if time.perf_counter() - started > NCU_TIMEOUT_S:
-                _kill_tree(proc.pid)
+                kill_tree(proc.pid)
                 return f"did not finish within {NCU_TIMEOUT_S:.0f} s"
             if time.perf_counter() - beat > 2.0:  # keeps the pool's hang detector quiet
                 beat = time.perf_counter()

@@ -10,12 +10,9 @@ frames or paths.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -26,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.runner.isolated import python_command, safe_cwd
+from peak_mcp.runner.toolkit import find_tool, kill_tree
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 ERROR_EXIT = 86
@@ -34,17 +32,6 @@ _SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
 _KEEP = re.compile(r"(Invalid|out of bounds|Race|race|Barrier|barrier|Uninitialized|uninitialized|Misaligned|"
                    r"Error|error|kernel\.cu|thread \(|block \(|Address|hazard|Hazard)")
 _ADDRESS = re.compile(r"0x[0-9a-f]{6,}")
-
-
-def find() -> str | None:
-    """compute-sanitizer on PATH, under $CUDA_HOME, or in /usr/local/cuda."""
-    found = shutil.which("compute-sanitizer")
-    if found:
-        return found
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
-        if home and Path(home, "bin", "compute-sanitizer").is_file():
-            return str(Path(home, "bin", "compute-sanitizer"))
-    return None
 
 
 def missing_note() -> dict[str, str]:
@@ -58,7 +45,7 @@ def run(job: dict[str, Any], progress: Any = None, tools: tuple[str, ...] = TOOL
 
     The tools stay in the worker's process group, so a worker killed as hung takes them along; a heartbeat every
     two seconds keeps the worker's hang detector from taking a slow sanitizer for a hung kernel."""
-    path = find()
+    path = find_tool("compute-sanitizer")
     if path is None:
         return {"available": False, **missing_note()}
     started = time.perf_counter()
@@ -77,7 +64,7 @@ def run(job: dict[str, Any], progress: Any = None, tools: tuple[str, ...] = TOOL
                 if proc.poll() is not None:
                     results[tool] = _result(tool, proc, Path(workdir, f"{tool}.log"))
                 elif time.perf_counter() - started > TIMEOUT_S:
-                    _kill_tree(proc.pid)
+                    kill_tree(proc.pid)
                     results[tool] = {"errors": 0, "ran": False,
                                      "message": f"{tool} did not finish within {TIMEOUT_S:.0f} s"}
             if progress and time.perf_counter() - beat > 2.0:
@@ -87,7 +74,7 @@ def run(job: dict[str, Any], progress: Any = None, tools: tuple[str, ...] = TOOL
     finally:
         for proc in running.values():
             if proc.poll() is None:
-                _kill_tree(proc.pid)
+                kill_tree(proc.pid)
         shutil.rmtree(workdir, ignore_errors=True)
     # Lean for the agent: clean tools by name; only a failing or unchecked tool says more.
     failures = [{"check": f"sanitizer_{tool}", "message": r["message"]} for tool, r in results.items()
@@ -116,25 +103,6 @@ def _result(tool: str, proc: subprocess.Popen[bytes], log_file: Path) -> dict[st
         tail = stderr.strip().splitlines()[-1:] or ["no output"]
         return {"errors": 0, "ran": False, "message": f"{tool} could not run the kernel: {tail[0][:200]}"}
     return {"errors": errors, "ran": True, "message": _first_report(text, tool) if errors else "clean"}
-
-
-def _kill_tree(pid: int) -> None:
-    """SIGKILL a process and its descendants (compute-sanitizer's target is its child)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
-            continue
-    todo, doomed = [pid], []
-    while todo:
-        current = todo.pop()
-        doomed.append(current)
-        todo += children.get(current, [])
-    for victim in doomed:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(victim, signal.SIGKILL)
 
 
 def _first_report(text: str, tool: str) -> str:
