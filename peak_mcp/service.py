@@ -19,7 +19,7 @@ from peak_mcp.config import Settings
 from peak_mcp.devices import Device, cuda_family, describe, load_profiles
 from peak_mcp.errors import InvalidInput, NotFound, PeakError, Unavailable
 from peak_mcp.generality import check_constraints, sample_sizes, satisfies
-from peak_mcp.launch import parse_annotation
+from peak_mcp.launch import LaunchSpec, parse_annotation
 from peak_mcp.models import (
     BackendStatus,
     CheckReport,
@@ -352,7 +352,7 @@ class PeakService:
         if not sizes_list and sanitize_at is None:
             return unchecked, None
         started = time.perf_counter()
-        spec = parse_annotation(source, needs=backend_spec(session.backend).annotation_keys, symbols=problem.symbols)
+        spec = self._spec(session, source)
         job = GeneralityJob(problem=session.problem, dtype=session.dtype, source=source, spec=spec.model_dump(),
                             sizes_list=sizes_list, sanitize_sizes=sanitize_at)
         sanitized = None
@@ -379,10 +379,8 @@ class PeakService:
                   vendor_ms: float | None = None, params: dict[str, int] | None = None) -> dict[str, Any]:
         """Parse, compile, validate and time one source (its default configuration, or `params`); return the
         version fields to record."""
-        problem = get_problem(session.problem)
         try:
-            spec = parse_annotation(source, needs=backend_spec(session.backend).annotation_keys,
-                                    symbols=problem.symbols)
+            spec = self._spec(session, source)
             if params:
                 spec = spec.bind(params)
             broken = spec.violated(sizes or session.sizes)
@@ -446,6 +444,12 @@ class PeakService:
             message += f"; median {timing['median_ms']:.4g} ms ({rate(timing['tflops'])})"
         return {"status": status, "failure": None, "compile": compiled, "validation": verdict, "timing": timing,
                 "message": message}
+
+    @staticmethod
+    def _spec(session: SessionRow, source: str) -> LaunchSpec:
+        """The source's annotation, checked against what the session's backend needs and its problem's sizes."""
+        return parse_annotation(source, needs=backend_spec(session.backend).annotation_keys,
+                                symbols=get_problem(session.problem).symbols)
 
     def _run_job(self, session: SessionRow, job: Job, progress: Progress) -> dict[str, Any]:
         return self.pool.run(session.backend, session.device_index, job.model_dump(),
@@ -540,7 +544,6 @@ class PeakService:
         the kept ones seed the tuning of the version's children."""
         session = self.store.session(session_id)
         v = self.resolve_version(session_id, version)
-        problem = get_problem(session.problem)
         if session.device_index < 0:
             raise Unavailable(f"no {session.backend} device on this machine: configurations can be compiled, "
                               "not timed", "run the server on a machine with a device (see doctor).")
@@ -548,8 +551,7 @@ class PeakService:
             raise InvalidInput(f"max_configs={max_configs} is out of range", "use 1 to 4096.")
         if budget_s is not None and not 1 <= budget_s <= 3600:
             raise InvalidInput(f"budget_s={budget_s} is out of range", "use 1 to 3600 seconds.")
-        spec = parse_annotation(v.source, needs=backend_spec(session.backend).annotation_keys,
-                                symbols=problem.symbols)
+        spec = self._spec(session, v.source)
         if not spec.params:
             raise InvalidInput(f"version {v.number} declares no tuning parameters",
                                "add a line such as `// peak: params BM=[64, 128] BK=[8, 16]` and use the names as "
@@ -606,9 +608,7 @@ class PeakService:
         the session's sizes; every part says when it is unavailable and why."""
         session = self.store.session(session_id)
         v = self.resolve_version(session_id, version)
-        problem = get_problem(session.problem)
-        spec = parse_annotation(v.source, needs=backend_spec(session.backend).annotation_keys,
-                                symbols=problem.symbols)
+        spec = self._spec(session, v.source)
         job = ProfileJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, source=v.source,
                          spec=spec.model_dump(), counters=counters and session.runs)
         # nvdisasm may run a minute without progress, and ncu replays the kernel: longer limits than a timing job.
