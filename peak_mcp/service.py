@@ -242,24 +242,20 @@ class PeakService:
                            versions=len(self.store.versions(session_id)), baseline=s.baseline, label=s.label,
                            constraints=s.constraints or [])
 
-    def list_sessions(self) -> list[SessionInfo]:
-        return [self.session_info(s.id) for s in self.store.sessions()]
-
     def session_list(self, offset: int = 0, limit: int = 20) -> SessionList:
         """One line per session, oldest first, a page at a time."""
         sessions = self.store.sessions()
         rows = []
         for s in sessions[offset:offset + limit]:
-            best = None
-            if s.head is not None:
-                perf = self.version_report(s.id, s.head).performance or {}
-                if perf.get("median_ms") is not None:
-                    best = f"v{s.head}: {perf['median_ms']:.4g} ms, {rate(perf.get('tflops'))}"
+            versions = self.store.versions(s.id)  # once per session: the count and head's time
+            timing = next((v.timing for v in versions if v.number == s.head), None) or {}
+            best = (f"v{s.head}: {timing['median_ms']:.4g} ms, {rate(timing.get('tflops'))}"
+                    if timing.get("median_ms") is not None else None)
             rows.append(SessionSummary(session_id=s.id, label=s.label, problem=s.problem,
                                        backend=s.backend, dtype=s.dtype, sizes=s.sizes,
                                        device=f"{s.device} (#{s.device_index})" if s.device_index >= 0
                                        else s.device,
-                                       head=s.head, versions=len(self.store.versions(s.id)), best=best))
+                                       head=s.head, versions=len(versions), best=best))
         return SessionList(sessions=rows, total=len(sessions), offset=offset)
 
     # --- submissions -----------------------------------------------------------------------------------------
