@@ -144,12 +144,11 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         """The version table (parent, transformation, status, time, TFLOP/s, speedups); with chart=true also a PNG
         of performance along the sequence."""
         report = await call(None, service.history, session_id)
-        content: list[Any] = [types.TextContent(type="text", text=report.table)]
+        images = []
         if chart:
             png = await call(None, service.history_chart, session_id)
-            content.append(types.ImageContent(type="image", data=base64.b64encode(png).decode(),
-                                              mime_type="image/png"))
-        return types.CallToolResult(content=content, structured_content=report.model_dump(mode="json"))
+            images.append(types.ImageContent(type="image", data=base64.b64encode(png).decode(), mime_type="image/png"))
+        return result(report, *images, text=report.table)  # the table reads better than the JSON here
 
     @mcp.tool(annotations=READ_ONLY)
     async def get_version(session_id: SessionId,
