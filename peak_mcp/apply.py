@@ -16,7 +16,7 @@ from peak_mcp.catalog import Catalog
 from peak_mcp.errors import InvalidInput, PeakError
 from peak_mcp.models import ApplyStep, VersionReport
 from peak_mcp.problems import get_problem
-from peak_mcp.records import ApplyRunRow, SessionRow, Status, VersionRow
+from peak_mcp.records import ApplyRunRow, Status, VersionRow
 from peak_mcp.sampling import (
     SYSTEM_PROMPT,
     FailedAttempt,
@@ -37,10 +37,6 @@ class Applier:
         self.service = service
         self.catalog = catalog
 
-    def _device_descriptor(self, session: SessionRow) -> dict[str, Any]:
-        device = self.service.device_of(session)
-        return {"name": device.name, "arch": device.arch, "family": device.family}
-
     def begin(self, session_id: str, transformation: str, version: int | None = None,
               instructions: str | None = None, max_attempts: int | None = None) -> ApplyStep:
         base = self.service.resolve_version(session_id, version)
@@ -54,7 +50,7 @@ class Applier:
         session = self.service.store.session(session_id)
         # Refused before a run is recorded: a CUDA text for an HLSL session, an f16-only text for an f32 one.
         self.catalog.resolve_for_session(transformation, session.backend, session.dtype,
-                                         self._device_descriptor(session))
+                                         self.service.device_of(session))
         run_id = self.service.store.create_apply_run(session_id=session_id, transformation=transformation,
                                                      base_version=base.number, instructions=instructions,
                                                      max_attempts=attempts)
@@ -64,7 +60,7 @@ class Applier:
         session = self.service.store.session(run.session_id)
         problem = get_problem(session.problem)
         resolved = self.catalog.resolve_for_session(run.transformation, session.backend, session.dtype,
-                                                    self._device_descriptor(session))
+                                                    self.service.device_of(session))
         task = KernelTask(
             problem=problem.name, problem_title=problem.title, abi=problem.abi(session.backend, session.dtype),
             backend=session.backend, dtype=session.dtype, sizes=session.sizes,

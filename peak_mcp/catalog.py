@@ -133,7 +133,7 @@ class DeviceDescriptor:
     family: str = ""
 
     @classmethod
-    def of(cls, device: DeviceDescriptor | Device | Mapping[str, Any] | str | None) -> DeviceDescriptor | None:
+    def of(cls, device: DeviceLike) -> DeviceDescriptor | None:
         if device is None or isinstance(device, DeviceDescriptor):
             return device
         if isinstance(device, str):
@@ -153,6 +153,10 @@ class DeviceDescriptor:
         base = re.sub(r"^(sm_\d+)[a-z]$", r"\1", arch)
         names = [n for n in (self.family.lower(), arch, base) if n]
         return any(fnmatch.fnmatchcase(n, pat) for n in names) or (bool(self.name) and pat in self.name.lower())
+
+
+# Whatever names a device: a descriptor, a described Device, a mapping with name/arch/family, or a name.
+DeviceLike = DeviceDescriptor | Device | Mapping[str, Any] | str | None
 
 
 def builtin_transformations_dir() -> Path:
@@ -295,7 +299,7 @@ class Catalog:
             hint = (f"did you mean {', '.join(close)}? " if close else "") + "list_transformations shows every id."
             raise NotFound(f"no transformation with id {id!r}", hint) from None
 
-    def list(self, backend: str | None = None, device: DeviceDescriptor | Mapping[str, Any] | str | None = None,
+    def list(self, backend: str | None = None, device: DeviceLike = None,
              problem: str | None = None, tag: str | None = None, text: str | None = None,
              dtype: str | None = None) -> list[Transformation]:
         dev = DeviceDescriptor.of(device)
@@ -318,7 +322,7 @@ class Catalog:
         return found
 
     def resolve(self, id: str, backend: str | None,
-                device: DeviceDescriptor | Mapping[str, Any] | str | None = None,
+                device: DeviceLike = None,
                 dtype: str | None = None) -> Transformation:
         """The most specific text for `id` on (backend, device, dtype): a matching transformation that extends it
         (device-specific over backend-specific over portable, following chains), else `id` itself."""
@@ -335,7 +339,7 @@ class Catalog:
 
 
     def resolve_for_session(self, id: str, backend: str, dtype: str,
-                            device: DeviceDescriptor | Mapping[str, Any] | str | None = None) -> Transformation:
+                            device: DeviceLike = None) -> Transformation:
         """`resolve`, refusing a text that does not cover the session: a CUDA text for an HLSL session, an f16 text
         for an f32 one. The refusal names the texts that do apply and share a tag, so the agent can pick one."""
         found = self.resolve(id, backend, device, dtype)
