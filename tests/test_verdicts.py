@@ -146,8 +146,11 @@ async def test_a_hang_at_another_size_fails_the_version(make_client, settings) -
     kernel that is not general."""
     settings.vk_fence_timeout_s = 3
     settings.inactivity_timeout_s = 20
+    # llvmpipe ends any invocation's loop after ~65535 iterations, so a bare endless loop can finish before the
+    # fence timeout on a fast, idle machine; 64 unrolled loads per iteration keep it running far past 3 s there too.
     source = _naive_with(STORE, STORE + "\n    uint i = 0;\n    [loop] while ((p.N & 1) == 1 && A[0] < 1e30) "
-                                        "{ i += 1; C[row * p.N + col] = float(i); }")
+                                        "{ i += 1; float s = 0.0; [unroll] for (uint u = 0; u < 64; ++u) "
+                                        "s += A[(i + u) % (p.M * p.K)]; C[row * p.N + col] = s + float(i); }")
     async with make_client() as (client, _):
         session = await _session(client, {"M": 128, "N": 128, "K": 128})
         report = await _submit(client, session["session_id"], source, require_generality=False)
