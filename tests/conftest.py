@@ -23,7 +23,10 @@ def probe() -> dict[str, Any]:
 
 
 def has_device(backend: str) -> bool:
-    return bool(probe().get(backend, {}).get("devices"))
+    """A device that can run this backend's kernels: detected, and its compiler present (a GPU machine without
+    glslang has a Vulkan device but cannot build a shader)."""
+    found = probe().get(backend, {})
+    return bool(found.get("devices")) and found.get("compiler", {}).get("available", True) is not False
 
 
 def skip_reason(backend: str) -> str:

@@ -9,7 +9,7 @@ import pytest
 from peak_mcp.backends import cuda as cuda_backend
 from peak_mcp.backends.registry import backend_spec
 from peak_mcp.demo import CPU_DEVICE_SIZES, demo_sizes, example_kernels
-from peak_mcp.launch import parse_annotation
+from peak_mcp.launch import parse_annotation, with_params
 from peak_mcp.problems.matmul import Matmul
 
 CUDA_EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples" / "matmul" / "cuda").rglob("*.cu"))
@@ -25,7 +25,7 @@ def test_cuda_example_compiles_without_spills(compiler: cuda_backend.CudaExecuto
     source = path.read_text()
     spec = parse_annotation(source, needs=backend_spec("cuda").annotation_keys, symbols=Matmul.symbols)
     spec.evaluate({"M": 1000, "N": 1032, "K": 520})
-    resources = compiler.compile(source, spec).resources
+    resources = compiler.compile(with_params(source, spec.config()), spec).resources  # the default configuration
     assert resources["registers"] > 0
     assert resources.get("spill_store_bytes", 0) == 0 and resources.get("stack_frame_bytes", 0) == 0, resources
 

@@ -81,7 +81,7 @@ def test_design_example_parses_with_defaults_first() -> None:
 
 
 def test_kernels_without_params_are_unchanged() -> None:
-    source = (ROOT / "examples/matmul/cuda/smem_tiled.cu").read_text()
+    source = (ROOT / "examples/matmul/cuda/naive.cu").read_text()
     spec = parse_annotation(source, needs=CUDA_NEEDS, symbols=SYMBOLS)
     assert spec.params == {} and spec.config() == {} and spec.where == []
     assert with_params(source, spec.config()) is source

@@ -25,7 +25,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 python3 -m peak_mcp doctor > "$RESULTS/doctor.json" 2> "$RESULTS/doctor.log"; echo "doctor rc=$?"
 
 # PARTS picks what runs, so the suite can be split over calls that each fit the device's per-call limit.
-# Not in the default PARTS: hostile, hostile_tests (the hostile-kernel corpus, tests/hostile/), lavapipe.
+# Not in the default PARTS: hostile, hostile_tests (the hostile-kernel corpus, tests/hostile/), lavapipe, ladder.
 bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $RESULTS
     local name=$1; shift
     echo "== bench $name"
@@ -70,6 +70,15 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
     hlsl)
         PEAK_MCP_VK_FENCE_TIMEOUT_S=5 bench hlsl --backend hlsl --size "${SIZE:-4096}" --faults \
             --apply hlsl-groupshared-tiling=examples/matmul/hlsl/tiled_groupshared.hlsl ;;
+    ladder)  # issue 11's tuned ladders at 4096^3 (f32 with the HIP twin of each tuned step, then bf16)
+        for dtype in ${LADDER_DTYPES:-f32 bf16}; do
+            echo "== ladder $dtype"
+            timeout "${LADDER_TIMEOUT:-300}" python3 tools/tune_ladder.py --dtype "$dtype" --size "${SIZE:-4096}" \
+                --data-dir "/tmp/peak-ladder-$dtype" --out "$RESULTS/ladder_$dtype.json" \
+                --landscape "$RESULTS/landscape_$dtype.json" --tune-budget "${TUNE_BUDGET:-120}" \
+                $([ "$dtype" = f32 ] && echo --hip-twin) \
+                2> "$RESULTS/ladder_$dtype.log" | tee "$RESULTS/ladder_$dtype.txt"
+        done ;;
     lavapipe)  # the same shaders on Mesa's CPU Vulkan, at a size a CPU finishes in minutes
         [ -f /tmp/vk/lvp_icd.json ] || { echo "lavapipe needs .vk carried"; continue; }
         VK_DRIVER_FILES=/tmp/vk/lvp_icd.json BENCH_TIMEOUT=400 bench lavapipe --backend hlsl \

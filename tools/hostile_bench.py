@@ -27,7 +27,8 @@ sys.path.insert(0, str(ROOT))  # tests.hostile.harness, when run as a script fro
 
 from tests.hostile.harness import Outcome, load_manifest, markdown, run_all  # noqa: E402
 
-DEFAULT_SIZES = {"cuda": ["256,256,256", "100,77,53"], "hlsl": ["128,128,128", "100,77,53"]}
+DEFAULT_SIZES = {"cuda": ["256,256,256", "100,77,53"], "hip": ["256,256,256", "100,77,53"],
+                 "hlsl": ["128,128,128", "100,77,53"]}
 
 
 def parse_sizes(text: str) -> dict[str, int]:
@@ -71,7 +72,8 @@ async def bench(backend: str, all_sizes: list[dict[str, int]], data_dir: Path, o
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", default="cuda", choices=["cuda", "hlsl"])
+    parser.add_argument("--backend", default="cuda", choices=["cuda", "hip", "hlsl"],
+                        help="hip: the CUDA kernels as HIP twins, judged against the CUDA expectations")
     parser.add_argument("--sizes", action="append", type=parse_sizes, default=None,
                         help="M,N,K (repeatable); default 256^3 and 100x77x53 (CUDA), 128^3 and 100x77x53 (HLSL)")
     parser.add_argument("--only", action="append", default=[], help="class or file stem to run (repeatable)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,11 @@ HOSTILE = Path(__file__).resolve().parent
 ROOT = HOSTILE.parent.parent
 MANIFEST = HOSTILE / "manifest.yaml"
 GOOD = {"cuda": ROOT / "examples" / "matmul" / "cuda" / "smem_tiled.cu",
+        "hip": ROOT / "examples" / "matmul" / "hip" / "smem_tiled.hip",
         "hlsl": ROOT / "examples" / "matmul" / "hlsl" / "tiled_groupshared.hlsl"}
+# What hipify would rename in these kernels: CUDA's 16-bit headers and the one CUDA-only type name they use.
+HIP_RENAMES = {"#include <cuda_fp16.h>": "#include <hip/hip_fp16.h>",
+               "#include <cuda_bf16.h>": "#include <hip/hip_bfloat16.h>", "__nv_bfloat16": "__hip_bfloat16"}
 UNALIGNED = {"M": 100, "N": 77, "K": 53}
 TILE = 32  # sizes that are multiples of this count as "aligned" for the `unaligned` override
 
@@ -43,6 +47,16 @@ class Entry:
     @property
     def name(self) -> str:
         return Path(self.file).stem
+
+    def source(self) -> str:
+        """The kernel as submitted: a HIP twin is its CUDA kernel with HIP's headers in place of CUDA's, which is
+        all that kernel code in CUDA's spelling needs to be HIP."""
+        text = self.path.read_text()
+        if self.backend != "hip":
+            return text
+        for cuda_name, hip_name in HIP_RENAMES.items():
+            text = text.replace(cuda_name, hip_name)
+        return f"#include <hip/hip_runtime.h>\n{text}"
 
     def expect(self, sizes: dict[str, int]) -> dict[str, Any]:
         """The expectation at these sizes: {status, failure, generality_fails} (tuples of acceptable values)."""
@@ -75,6 +89,8 @@ def load_manifest(backend: str | None = None) -> list[Entry]:
                              generality_fails=bool(item.get("generality_fails", False)),
                              unaligned=item.get("unaligned"), fault=bool(item.get("fault", False)),
                              note=str(item.get("note", ""))))
+    if backend == "hip":  # the CUDA kernels, as HIP: each must get the verdict its CUDA twin gets
+        return [replace(e, backend="hip") for e in entries if e.backend == "cuda"]
     return [e for e in entries if backend is None or e.backend == backend]
 
 
@@ -185,7 +201,7 @@ async def run_entry(client: Any, session_id: str, entry: Entry, sizes: dict[str,
     expect = entry.expect(sizes)
     t0 = time.perf_counter()
     report = await _call(client, "submit_kernel", {"session_id": session_id, "parent": 0,
-                                                   "source": tagged(entry.path.read_text(), label)})
+                                                   "source": tagged(entry.source(), label)})
     seconds = time.perf_counter() - t0
     outcome = Outcome(entry=entry, sizes=dict(sizes), expected=describe(expect), status=report.get("status"),
                       failure=report.get("failure"), message=str(report.get("message", "")), seconds=seconds,

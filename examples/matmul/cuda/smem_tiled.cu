@@ -1,7 +1,7 @@
-// Shared-memory tiling: each 32x32 block stages 32x32 tiles of A and B in shared memory, so every element
-// loaded from global memory is reused 32 times. Works for any M, N, K (out-of-range tile elements are zero).
-// peak: entry=matmul_tiled grid=(cdiv(N, 32), cdiv(M, 32), 1) block=(32, 32, 1) shared=0
-#define TILE 32
+// Shared-memory tiling: each TILE x TILE block stages TILE x TILE tiles of A and B in shared memory, so every
+// element loaded from global memory is reused TILE times. Works for any M, N, K (out-of-range tile elements are zero).
+// peak: entry=matmul_tiled grid=(cdiv(N, TILE), cdiv(M, TILE), 1) block=(TILE, TILE, 1) shared=0
+// peak: params TILE=[32, 16, 8]
 
 extern "C" __global__ void matmul_tiled(const float* A, const float* B, float* C, int M, int N, int K)
 {

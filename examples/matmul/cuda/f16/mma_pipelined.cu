@@ -1,32 +1,32 @@
 // Tensor cores through inline PTX (f16 inputs, f32 accumulation and output): mma.sync m16n8k16 fed by ldmatrix, with
-// a 4-stage cp.async pipeline. Block tile 128x256, K steps of 32; 8 warps as 2 (M) x 4 (N), each owning a 64x64 warp
-// tile = 4 m16 x 8 n8 tiles, 128 f32 accumulators per thread. Per k16 sub-step a warp issues 4 ldmatrix.x4 (A),
+// a STAGES-deep cp.async pipeline (STAGES is a tuning parameter). Block tile 128x256, K steps of 32; 8 warps as
+// 2 (M) x 4 (N), each owning a 64x64 warp tile = 4 m16 x 8 n8 tiles, 128 f32 accumulators per thread. Per k16 sub-step a warp issues 4 ldmatrix.x4 (A),
 // 4 ldmatrix.x4.trans (B: row-major K x N tiles become the k-pairs mma wants) and 32 mma.
-// Shared memory (dynamic, 4 stages of A 128x(32+8) and B 32x(256+8) in the input type): the padded row strides of 80
+// Shared memory (dynamic, STAGES stages of A 128x(32+8) and B 32x(256+8) in the input type): the padded row strides of 80
 // and 528 bytes are odd multiples of 16 B, so the 8 row addresses of every ldmatrix phase fall in distinct banks.
-// Pipeline: tile t+3 is copied with 16-byte cp.async.cg while tile t is multiplied, one commit group per tile (empty
+// Pipeline: tile t+STAGES-1 is copied with 16-byte cp.async.cg while tile t is multiplied, one commit group per tile (empty
 // ones too, so wait_group counts stay in step). Fragments are double-buffered in registers: the ldmatrix for the next
 // k16 sub-step (across the tile boundary too) is issued before the mma of the current one. One barrier per tile, at
 // its last sub-step: after it tile t+1 may be read, and every warp has read all of tile t, whose stage the next
-// iteration refills with tile t+4. Copies past K are zero-filled rather than skipped: the loop body has no branch.
+// iteration refills with tile t+STAGES. Copies past K are zero-filled rather than skipped: the loop body has no branch.
 // Any M, N, K >= 1. Fast path when K % 8 == 0 and N % 8 == 0: every 16-byte chunk is aligned and either wholly inside
 // its matrix or wholly outside, where the cp.async source size 0 zero-fills it. Otherwise (decided once per launch)
 // the same pipeline runs with guarded scalar loads and 16-byte shared stores. Epilogue straight from the mma registers.
-// peak: entry=matmul_mma grid=(cdiv(N, 256), cdiv(M, 128), 1) block=(256, 1, 1) shared=108544
+// peak: entry=matmul_mma grid=(cdiv(N, 256), cdiv(M, 128), 1) block=(256, 1, 1) shared=STAGES*27136
+// peak: params STAGES=[4, 3, 5, 6]
 #include <cuda_fp16.h>
 
 typedef __half T;
 #define BM 128
 #define BN 256
 #define BK 32
-#define STAGES 4
 #define NT 8                                        // n8 tiles per warp (warp tile 64 x 64)
 #define A_LD (BK + 8)                               // elements per A row in shared memory (80 bytes)
 #define B_LD (BN + 8)                               // elements per B row in shared memory (528 bytes)
 #define A_STAGE_BYTES (BM * A_LD * 2)               // 10240
 #define B_STAGE_BYTES (BK * B_LD * 2)               // 16896
 #define STAGE_BYTES (A_STAGE_BYTES + B_STAGE_BYTES) // 27136
-static_assert(STAGES * STAGE_BYTES == 108544, "keep shared= on the peak: line equal to the stage bytes");
+static_assert(STAGE_BYTES == 27136, "keep shared= on the peak: line equal to STAGES stages of these bytes");
 
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, int src_bytes)
 {

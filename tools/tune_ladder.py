@@ -1,0 +1,220 @@
+"""A tuned ladder through MCP: each step a catalog transformation applied to the previous step (the sampled reply is
+a shipped example kernel), then its tuning parameters searched with `tune`; TFLOP/s and % of the vendor library per
+step, before and after tuning, and configurations per minute while tuning.
+
+    python tools/tune_ladder.py --dtype f32 --size 4096 --out ladder_f32.json
+    python tools/tune_ladder.py --dtype bf16 --size 4096 --out ladder_bf16.json
+    python tools/tune_ladder.py --dtype f32 --hip-twin --out ladder_f32.json   # + the top step as HIP, same config
+
+Like tools/bench_matmul.py it runs a real MCP client against `python -m peak_mcp serve` over stdio. --landscape FILE
+also writes every configuration the first exhaustively tuned step measured (read back from the server's store) in
+the table format tools/tune_strategies.py replays, to count how many configurations each strategy needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sqlite3
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp import Client, StdioServerParameters
+
+ROOT = Path(__file__).resolve().parent.parent
+CUDA = ROOT / "examples" / "matmul" / "cuda"
+# (transformation, the kernel the sampled reply carries, strategy, max_configs)
+LADDERS: dict[str, list[tuple[str, Path, str, int]]] = {
+    "f32": [("shared-memory-tiling", CUDA / "smem_tiled.cu", "exhaustive", 8),
+            ("register-blocking-2d", CUDA / "tuned" / "regblock.cu", "exhaustive", 256),
+            ("double-buffering", CUDA / "double_buffered.cu", "none", 0),
+            ("warp-tiling", CUDA / "tuned" / "warptile.cu", "optuna", 96)],
+    "f16": [("tensor-cores", CUDA / "f16" / "wmma_tiled.cu", "none", 0),
+            ("mma-sync-ptx", CUDA / "f16" / "mma_pipelined.cu", "exhaustive", 8)],
+    "bf16": [("tensor-cores", CUDA / "bf16" / "wmma_tiled.cu", "none", 0),
+             ("mma-sync-ptx", CUDA / "bf16" / "mma_pipelined.cu", "exhaustive", 8)],
+}
+
+
+class Replay:
+    """Sampling callback: answers each request with the kernel of the step in progress."""
+
+    def __init__(self) -> None:
+        self.source = ""
+
+    async def __call__(self, context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        return types.CreateMessageResult(role="assistant", model="replay",
+                                         content=types.TextContent(type="text", text=f"```cuda\n{self.source}```\n"))
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+async def _call(client: Client, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    async def progress(value: float, total: float | None, message: str | None) -> None:
+        if message:
+            _log(f"    {tool}: {message}")
+
+    result = await client.call_tool(tool, args, progress_callback=progress)
+    if result.is_error:
+        raise RuntimeError(f"{tool}({args.get('transformation') or args.get('version')}): {result.content[0].text}")
+    return result.structured_content or {}
+
+
+def _perf(report: dict[str, Any]) -> dict[str, Any]:
+    perf = report.get("performance") or {}
+    return {k: perf.get(k) for k in ("median_ms", "tflops", "pct_of_vendor", "cv", "params") if k in perf}
+
+
+def default_first(source: str, params: dict[str, int]) -> str:
+    """The source with each parameter's value in `params` moved to the front of its list: submit_kernel then
+    compiles exactly that configuration."""
+    def reorder(match: re.Match[str]) -> str:
+        name, values = match.group(1), [v.strip() for v in match.group(2).split(",")]
+        if name in params:
+            values = [str(params[name])] + [v for v in values if v != str(params[name])]
+        return f"{name}=[{', '.join(values)}]"
+
+    lines = [re.sub(r"(\w+)=\[([^\]]*)\]", reorder, line) if line.startswith("// peak: params") else line
+             for line in source.splitlines()]
+    return "\n".join(lines) + "\n"
+
+
+async def ladder(args: argparse.Namespace) -> dict[str, Any]:
+    server = StdioServerParameters(command=sys.executable, args=["-m", "peak_mcp", "--data-dir", str(args.data_dir),
+                                                                  "serve"], env=dict(os.environ))
+    replay = Replay()
+    sizes = {"M": args.size, "N": args.size, "K": args.size}
+    out: dict[str, Any] = {"dtype": args.dtype, "sizes": sizes, "steps": []}
+    async with Client(server, read_timeout_seconds=3600, sampling_callback=replay) as client:
+        session = await _call(client, "start_session", {"backend": "cuda", "dtype": args.dtype, "sizes": sizes})
+        sid = session["session_id"]
+        out["device"] = session["device"].get("name")
+        out["baseline"] = session.get("baseline")
+        out["steps"].append({"step": "naive (version 0)", "version": 0, **_perf(session["version_0"])})
+        _log(f"v0 {out['steps'][-1]}")
+        parent = 0
+        for transformation, path, strategy, max_configs in LADDERS[args.dtype]:
+            replay.source = path.read_text()
+            t0 = time.perf_counter()
+            applied = await _call(client, "apply_transformation", {"session_id": sid, "transformation": transformation,
+                                                                   "version": parent})
+            version = applied.get("result")
+            report = await _call(client, "get_version", {"session_id": sid, "version": version}) \
+                if version is not None else {}
+            report = report.get("report", report)
+            step: dict[str, Any] = {"step": transformation, "kernel": str(path.relative_to(ROOT)), "version": version,
+                                    "status": report.get("status"), "apply_s": round(time.perf_counter() - t0, 1),
+                                    "default": _perf(report)}
+            if report.get("status") != "benchmarked":
+                step["message"] = report.get("message") or applied
+                out["steps"].append(step)
+                _log(f"{transformation}: not benchmarked: {str(step['message'])[:500]}")
+                continue
+            if strategy != "none":
+                t0 = time.perf_counter()
+                tuned = await _call(client, "tune", {"session_id": sid, "version": version, "strategy": strategy,
+                                                     "max_configs": max_configs, "budget_s": args.tune_budget})
+                wall = time.perf_counter() - t0
+                final = (await _call(client, "get_version", {"session_id": sid, "version": version}))
+                final = final.get("report", final)
+                step.update(tuned=_perf(final), tune={
+                    "strategy": tuned.get("strategy"), "space": tuned.get("space_size"),
+                    "valid": tuned.get("valid_size"), "tried": tuned.get("tried"),
+                    "pruned": len(tuned.get("pruned") or []), "best": tuned.get("best"), "wall_s": round(wall, 1),
+                    "configs_per_min": round(60 * (tuned.get("tried") or 0) / wall, 1), "stopped": tuned.get("stopped"),
+                    "top": [(r.get("params"), r.get("median_ms")) for r in (tuned.get("results") or [])[:5]]})
+            out["steps"].append(step)
+            _log(f"{transformation}: {json.dumps({k: v for k, v in step.items() if k != 'top'})}")
+            parent = version
+        if args.hip_twin:
+            out["hip_twin"] = await hip_twin(client, out, sizes)
+        history = await client.call_tool("history", {"session_id": sid})
+        out["history"] = history.content[0].text
+        out["session_id"] = sid
+    return out
+
+
+async def hip_twin(client: Client, out: dict[str, Any], sizes: dict[str, int]) -> list[dict[str, Any]]:
+    """The tuned steps' kernels at their best configuration, submitted to a CUDA session and to a HIP session (the
+    same source with HIP's runtime header): the same kernel written in HIP, timed beside CUDA."""
+    rows = []
+    sessions = {}
+    for backend in ("cuda", "hip"):
+        sessions[backend] = (await _call(client, "start_session", {"backend": backend, "dtype": "f32",
+                                                                   "sizes": sizes}))["session_id"]
+    for step in out["steps"]:
+        best = (step.get("tune") or {}).get("best")
+        if not best:
+            continue
+        source = default_first((ROOT / step["kernel"]).read_text(), best["params"])
+        row: dict[str, Any] = {"kernel": step["kernel"], "params": best["params"]}
+        for backend, text in (("cuda", source), ("hip", f"#include <hip/hip_runtime.h>\n{source}")):
+            report = await _call(client, "submit_kernel", {"session_id": sessions[backend], "source": text})
+            row[backend] = {"status": report.get("status"), **_perf(report)}
+            if report.get("status") != "benchmarked":
+                row[backend]["message"] = str(report.get("message"))[:500]
+        if row["cuda"].get("median_ms") and row["hip"].get("median_ms"):
+            row["hip_vs_cuda_pct"] = round(100 * (row["hip"]["median_ms"] / row["cuda"]["median_ms"] - 1), 2)
+        _log(f"hip twin: {row}")
+        rows.append(row)
+    return rows
+
+
+def landscape(data_dir: Path, out: dict[str, Any]) -> dict[str, Any] | None:
+    """Every configuration of the first exhaustively tuned step, from the server's store."""
+    step = next((s for s in out["steps"] if (s.get("tune") or {}).get("strategy") == "exhaustive"
+                 and (s["tune"].get("tried") or 0) >= 16), None)
+    if step is None:
+        return None
+    db = sqlite3.connect(data_dir / "peak.sqlite3")
+    row = db.execute("SELECT tuning FROM versions WHERE session_id = ? AND number = ?",
+                     (out["session_id"], step["version"])).fetchone()
+    report = json.loads(row[0])
+    spec_source = (ROOT / step["kernel"]).read_text()
+    params = {m.group(1): [int(v) for v in m.group(2).split(",")]
+              for line in spec_source.splitlines() if line.startswith("// peak: params")
+              for m in re.finditer(r"(\w+)=\[([^\]]*)\]", line)}
+    where = [line.split("where=", 1)[1] for line in spec_source.splitlines() if line.startswith("// peak: where=")]
+    table = [{"params": r["params"], "ms": r.get("median_ms") if r["status"] == "ok" else None,
+              "status": r["status"], "kind": r.get("kind")} for r in report["results"] + report["pruned"]]
+    return {"what": f"median ms of each configuration of {step['kernel']}, measured by the tune tool",
+            "device": out.get("device"), "sizes": out["sizes"], "params": params, "where": where, "table": table}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dtype", default="f32", choices=sorted(LADDERS))
+    parser.add_argument("--size", type=int, default=4096)
+    parser.add_argument("--data-dir", type=Path, default=Path("/tmp/peak-ladder"))
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--hip-twin", action="store_true", help="also time the tuned kernels as HIP beside CUDA")
+    parser.add_argument("--tune-budget", type=float, default=180.0, help="seconds each tune may search")
+    parser.add_argument("--landscape", type=Path, default=None, help="write the exhaustive step's table here")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    out = anyio.run(ladder, args)
+    out["seconds"] = round(time.perf_counter() - started, 1)
+    if args.landscape:
+        table = landscape(args.data_dir, out)
+        if table:
+            args.landscape.write_text(json.dumps(table, indent=1) + "\n")
+    text = json.dumps(out, indent=1, default=str)
+    if args.out:
+        args.out.write_text(text + "\n")
+    for step in out["steps"]:
+        tuned = step.get("tuned") or step.get("default") or step
+        print(f"{step['step']:<24} {tuned.get('median_ms')!s:>10} ms {tuned.get('tflops')!s:>8} TFLOP/s "
+              f"{tuned.get('pct_of_vendor')!s:>6} % of vendor  {(step.get('tune') or {}).get('configs_per_min', '')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
