@@ -6,6 +6,7 @@ Synchronous on purpose: each call may block on a worker; the MCP layer runs it i
 from __future__ import annotations
 
 import difflib
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -577,8 +578,10 @@ class PeakService:
                      + (f", best {best.median_ms:.4g} ms ({Config(params=best.params).label()})" if best else ""))
             return results
 
+        # A batch per worker job: as many configurations as this host has cores to compile them on (8 at least, so
+        # a model-based search still learns between batches).
         report = run_tuning(space, search, measure, version=v.number, max_configs=max_configs,
-                            budget_s=budget_s)
+                            budget_s=budget_s, batch_size=max(8, min(32, os.cpu_count() or 8)))
         fields: dict[str, Any] = {"tuning": report.model_dump(mode="json")}
         if report.best is not None:
             progress(f"tuning: full validation and timing of {Config(params=report.best.params).label()}")

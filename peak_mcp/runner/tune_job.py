@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
@@ -48,10 +48,11 @@ def _current_device(executor: Executor) -> None:
 
 
 def _compile_all(executor: Executor, source: str, todo: list[tuple[int, LaunchSpec]], workers: int,
-                 progress: Progress) -> dict[int, Compiled | CompileFailed]:
-    """Compile on `workers` threads, with a progress line per finished compile (the hang detector's pulse). An
-    unexpected error on a thread (an executor cache raced) is retried alone on this thread; a kernel fault ends
-    the job as everywhere else."""
+                 progress: Progress) -> Iterator[tuple[int, Compiled | CompileFailed]]:
+    """Compile on `workers` threads and yield each configuration as soon as it is compiled, so that the device
+    validates and times the first ones while the rest still compile. A progress line per compile is the hang
+    detector's pulse. An unexpected error on a thread (an executor cache raced) is retried alone on this thread at
+    the end; a kernel fault ends the job as everywhere else."""
     def one(item: tuple[int, LaunchSpec]) -> Compiled | CompileFailed:
         _, spec = item
         try:
@@ -59,7 +60,6 @@ def _compile_all(executor: Executor, source: str, todo: list[tuple[int, LaunchSp
         except CompileFailed as failed:
             return failed
 
-    done: dict[int, Compiled | CompileFailed] = {}
     retry: list[tuple[int, LaunchSpec]] = []
     if workers <= 1 or len(todo) <= 1:
         retry = todo
@@ -69,23 +69,24 @@ def _compile_all(executor: Executor, source: str, todo: list[tuple[int, LaunchSp
             futures = {pool.submit(one, item): item for item in todo}
             for count, future in enumerate(as_completed(futures), start=1):
                 item = futures[future]
+                progress(f"compiled {count}/{len(todo)}")
                 try:
-                    done[item[0]] = future.result()
+                    kernel = future.result()
                 except KernelFault:
                     raise
                 except Exception:
                     retry.append(item)
-                progress(f"compiled {count}/{len(todo)}")
+                    continue
+                yield item[0], kernel
     for count, item in enumerate(retry, start=1):
-        done[item[0]] = one(item)
-        progress(f"compiled {count}/{len(retry)}")
-    return done
+        progress(f"compiling {count}/{len(retry)} on this thread")
+        yield item[0], one(item)
 
 
 def tune(executor: Executor, job: TuneJob | dict[str, Any], progress: Progress) -> dict[str, Any]:
     """Compile, prune, validate and time job.configs (each a full {name: value} configuration of job.spec).
 
-    Returns {'device', 'results': [ConfigResult dict per config, in order], 'compile_s', 'seconds'}."""
+    Returns {"device", "results": [ConfigResult dict per config, in order], "seconds"}."""
     job = TuneJob.model_validate(job)
     started = time.perf_counter()
     problem = get_problem(job.problem)
@@ -112,13 +113,10 @@ def tune(executor: Executor, job: TuneJob | dict[str, Any], progress: Progress) 
 
     workers = max(1, min(len(todo), job.compile_workers or os.cpu_count() or 1))
     progress(f"compiling {len(todo)} of {n} configurations on {workers} thread(s)")
-    compile_started = time.perf_counter()
-    compiled = _compile_all(executor, job.source, todo, workers, progress)
-    compile_s = time.perf_counter() - compile_started
-
+    bounds = dict(todo)
     best: float | None = None
-    for i, bound in todo:
-        params, kernel = bound.bound, compiled[i]
+    for done, (i, kernel) in enumerate(_compile_all(executor, job.source, todo, workers, progress), start=1):
+        params = bounds[i].bound
         if isinstance(kernel, CompileFailed):
             kind = "resources" if _RESOURCES.search(kernel.log) else "compile"
             results[i] = _result(params, "pruned", kind, kernel.log.strip() or "the compiler failed without a log")
@@ -126,14 +124,13 @@ def tune(executor: Executor, job: TuneJob | dict[str, Any], progress: Progress) 
 
         so_far = f"{best:.4g} ms" if best is not None else "none yet"
 
-        def step(message: str, head: str = f"config {i + 1}/{n}, best so far {so_far}") -> None:
+        def step(message: str, head: str = f"config {done}/{len(todo)}, best so far {so_far}") -> None:
             progress(f"{head}: {message}")
 
         results[i] = _measure(executor, kernel, problem, dtype, sizes, job, seed, step)
         if results[i]["status"] == "ok":
             best = min(best if best is not None else float("inf"), results[i]["median_ms"])
-    return {"device": executor.facts.__dict__, "results": results, "compile_s": round(compile_s, 3),
-            "seconds": round(time.perf_counter() - started, 3)}
+    return {"device": executor.facts.__dict__, "results": results, "seconds": round(time.perf_counter() - started, 3)}
 
 
 def _measure(executor: Executor, kernel: Compiled, problem: Any, dtype: str, sizes: dict[str, int],

@@ -4,10 +4,11 @@
 // (WMITER*TM) x (WNITER*TN) accumulators and reads its operands from shared memory as float4s that a warp shares
 // (A) or reads contiguously (B). The next K tile is loaded into registers while the current one is multiplied,
 // then stored into the other shared buffer: one barrier per tile. A is stored transposed, rows padded by 4 floats.
+// MINB blocks per SM bound the registers (__launch_bounds__), trading accumulators in registers for occupancy.
 // Any M, N, K: 128-bit global loads and stores where a row is 16-byte aligned and wholly inside, guarded scalars
 // otherwise; out-of-range tile elements are zero.
 // peak: entry=matmul_wt grid=(cdiv(N, BN), cdiv(M, BM), 1) block=((BM // WM) * (BN // WN) * 32, 1, 1) shared=8*BK*(BM+4+BN)
-// peak: params BM=[128, 64, 256] BN=[128, 64, 256] BK=[16, 8, 32] WM=[64, 32, 128] WN=[64, 32, 128] WMITER=[2, 1, 4] WNITER=[2, 1, 4] TM=[8, 4] TN=[4, 8]
+// peak: params BM=[128, 64, 256] BN=[128, 64, 256] BK=[16, 8, 32] WM=[64, 32, 128] WN=[64, 32, 128] WMITER=[2, 1, 4] WNITER=[2, 1, 4] TM=[8, 4] TN=[4, 8] MINB=[2, 1]
 // peak: where=BM % WM == 0 and BN % WN == 0 and WM % (WMITER * TM) == 0 and WN % (WNITER * TN) == 0
 // peak: where=(WM // (WMITER * TM)) * (WN // (WNITER * TN)) == 32
 // peak: where=(BM // WM) * (BN // WN) >= 2 and (BM // WM) * (BN // WN) <= 8 and WMITER * TM * WNITER * TN <= 128
@@ -30,7 +31,7 @@ __device__ __forceinline__ float4 load4(const float* base, int row, int col, int
                        (r && col + 2 < cols) ? base[at + 2] : 0.0f, (r && col + 3 < cols) ? base[at + 3] : 0.0f);
 }
 
-extern "C" __global__ void __launch_bounds__(NT) matmul_wt(const float* A, const float* B, float* C,
+extern "C" __global__ void __launch_bounds__(NT, MINB) matmul_wt(const float* A, const float* B, float* C,
                                                            int M, int N, int K)
 {
     extern __shared__ __align__(16) float smem[];
