@@ -72,13 +72,13 @@ class Applier:
     def _standing(self, session_id: str) -> Standing:
         """The session's current best and its yardstick, read fresh for every brief (head moves between runs)."""
         session = self.service.store.session(session_id)
-        baseline = session.baseline or {}
+        baseline = session.baseline
         device = self.service.device_of(session)
         peak_path = get_problem(session.problem).peak_path(session.dtype)
         standing = Standing(head=session.head, peak_path=peak_path,
                             peak_tflops=device.peak(peak_path))
-        if baseline.get("available"):
-            standing.vendor_ms, standing.vendor_name = baseline.get("median_ms"), baseline.get("library")
+        if baseline and baseline.available:
+            standing.vendor_ms, standing.vendor_name = baseline.median_ms, baseline.library
         if session.head is not None:
             perf = self.service.version_report(session_id, session.head).performance or {}
             standing.head_ms, standing.head_tflops = perf.get("median_ms"), perf.get("tflops")
@@ -207,7 +207,7 @@ class Applier:
             for v in successes:
                 parent = by_key.get((v.session_id, v.parent))
                 if v.timing and parent and parent.timing:
-                    speedups.append(parent.timing["median_ms"] / v.timing["median_ms"])
+                    speedups.append(parent.timing.median_ms / v.timing.median_ms)
             out.append({
                 "transformation": name, "attempts": len(attempts), "runs": len(runs_for),
                 "successes": len(successes),

@@ -157,10 +157,10 @@ def session_lines(service: Any, only: str | None = None) -> list[str]:
     lines = []
     sessions = [service.store.session(only)] if only else service.store.sessions()
     for s in sessions:
-        timed = [v for v in service.store.versions(s.id) if (v.timing or {}).get("median_ms")]
-        best = min(timed, key=lambda v: v.timing["median_ms"], default=None)
-        fastest = (f"best v{best.number} {best.timing['median_ms']:.4g} ms "
-                   f"{rate(best.timing.get('tflops'))}" if best else "best -")
+        timed = [v for v in service.store.versions(s.id) if v.median_ms]
+        best = min(timed, key=lambda v: v.median_ms or 0.0, default=None)
+        fastest = (f"best v{best.number} {best.median_ms:.4g} ms "
+                   f"{rate(best.timing.tflops if best.timing else None)}" if best else "best -")
         sizes = ",".join(f"{k}={v}" for k, v in s.sizes.items())
         head = f"v{s.head}" if s.head is not None else "-"
         lines.append(f"{s.id}  {s.label or '-'}  {s.problem} {s.backend} {s.dtype} {sizes}  "

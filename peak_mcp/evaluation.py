@@ -23,6 +23,7 @@ import numpy as np
 from peak_mcp.backends.base import Compiled, Executor
 from peak_mcp.checks import Finding, check_guards, check_inputs, check_outputs, check_same, where
 from peak_mcp.dtypes import to_float64
+from peak_mcp.phases import Recheck, Timing, Verdict
 from peak_mcp.problems.base import Problem, Reference
 from peak_mcp.timing import Chunk, measure
 from peak_mcp.workspace import ALT_POISON, Workspace
@@ -47,7 +48,7 @@ class InputSet:
 class Validated:
     """A verdict plus what the benchmark reuses: the workspaces, loaded with inputs and their references."""
 
-    verdict: dict[str, Any]
+    verdict: Verdict
     sets: list[InputSet] = field(default_factory=list)
 
     def close(self) -> None:
@@ -57,7 +58,7 @@ class Validated:
 
 
 def _fail(finding: Finding, trials: int, sets: list[InputSet]) -> Validated:
-    return Validated({**finding.as_verdict(), "trials": trials}, sets)
+    return Validated(Verdict.model_validate({**finding.as_verdict(), "trials": trials}), sets)
 
 
 def _on_device(executor: Executor) -> bool:
@@ -144,7 +145,7 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
     geometry = kernel.spec.evaluate(sizes)
     why = executor.check_geometry(kernel, geometry)
     if why:
-        return Validated({"passed": False, "check": "launch_geometry", "message": why, "trials": 0})
+        return Validated(Verdict(passed=False, check="launch_geometry", message=why, trials=0))
     made: list[InputSet] = []
     try:
         for _ in range(max(1, min(sets, trials))):
@@ -172,9 +173,9 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
                 if finding:
                     return _fail(finding, 1, made)
         tol = problem.tolerance(dtype, sizes)
-        return Validated({"passed": True, "check": None, "trials": trials,
-                          "message": f"all {trials} trials passed (rel L2 tolerance {tol.rel_l2:.0e}, elementwise "
-                                     f"{tol.factor:g} roundoffs × |row|·|column|)", **stats}, made)
+        return Validated(Verdict(passed=True, check=None, trials=trials,
+                                 message=f"all {trials} trials passed (rel L2 tolerance {tol.rel_l2:.0e}, elementwise "
+                                         f"{tol.factor:g} roundoffs × |row|·|column|)", **stats), made)
     except BaseException:
         for s in made:
             s.ws.close()
@@ -217,7 +218,7 @@ class _LaunchAudit:
 
 def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int],
               validated: Validated, *, time_budget_s: float, min_reps: int, max_reps: int,
-              progress: Progress) -> dict[str, Any]:
+              progress: Progress) -> Timing:
     """Time the kernel from a cold cache over the validated input sets; check every set's output afterwards."""
     sets = validated.sets
     assert sets, "benchmark needs a validated workspace"
@@ -258,12 +259,12 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
                       flops=problem.flops(sizes), min_bytes=problem.min_bytes(sizes, dtype), rotation=len(sets),
                       after_chunk=checked, progress=progress)
     recheck = _recheck(sets, problem, dtype, audit, launches, late)
-    return {**summary, "input_sets": len(sets), "recheck": recheck}
+    return Timing(**summary, input_sets=len(sets), recheck=recheck)
 
 
 def _recheck(sets: list[InputSet], problem: Problem, dtype: str, audit: _LaunchAudit | None,
-             launches: int, late: dict[int, Finding]) -> dict[str, Any]:
-    """Guards, inputs and outputs after the timed loop; {'passed': True} or the failing check. Host-copied
+             launches: int, late: dict[int, Finding]) -> Recheck:
+    """Guards, inputs and outputs after the timed loop: passed, or the failing check. Host-copied
     outputs were checked after every chunk, the last included (`late`); device ones by the audit and here."""
     for i, s in enumerate(sets):
         finding = check_guards(s.ws) or check_inputs(s.ws, s.inputs) or late.get(i)
@@ -274,11 +275,11 @@ def _recheck(sets: list[InputSet], problem: Problem, dtype: str, audit: _LaunchA
             finding = Finding("wrong_result", f"{bad} of the {per_set} timed launches on input set {i + 1} left a "
                                               "wrong or unwritten output", None, {"launches": bad})
         if finding:
-            return {"passed": False, "check": finding.check, "input_set": i + 1,
-                    "message": f"after {launches} timed launches rotating {len(sets)} input sets, input set {i + 1}: "
-                               f"{finding.message}. A kernel must do all of its work on every launch: no skipping "
-                               "work on repeated launches, no results cached between launches"}
-    return {"passed": True}
+            return Recheck(passed=False, check=finding.check, input_set=i + 1,
+                           message=f"after {launches} timed launches rotating {len(sets)} input sets, input set "
+                                   f"{i + 1}: {finding.message}. A kernel must do all of its work on every launch: "
+                                   "no skipping work on repeated launches, no results cached between launches")
+    return Recheck(passed=True)
 
 
 def _host_spot_check(s: InputSet, problem: Problem, dtype: str, count: int = 32) -> Finding | None:

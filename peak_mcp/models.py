@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from peak_mcp.phases import CompileInfo  # the stored compile record, shown as it is (log trimmed)
 from peak_mcp.records import Status
 
 
@@ -40,13 +41,6 @@ class ProblemInfo(BaseModel):
     dtypes: list[str]
     backends: list[str]
     abi: dict[str, str]
-
-
-class CompileInfo(BaseModel):
-    ok: bool
-    log: str = ""
-    resources: dict[str, Any] = Field(default_factory=dict)
-    seconds: float | None = None
 
 
 class VersionReport(BaseModel):

@@ -1,4 +1,5 @@
-"""Typed records shared by the service, the store and the reports: a version's status and the stored rows."""
+"""Typed records shared by the service, the store and the reports: a version's status, the stored rows, and what
+one evaluation came to (the version fields it sets). The JSON columns hold phases.py's records."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
+
+from peak_mcp.phases import Baseline, CompileInfo, Generality, Timing, Verdict
+from peak_mcp.tuning import TuneReport
 
 
 class Status(StrEnum):
@@ -43,7 +47,7 @@ class SessionRow(BaseModel):
     device: str  # its name
     device_index: int  # -1: compile-only
     head: int | None = None
-    baseline: dict[str, Any] | None = None
+    baseline: Baseline | None = None
     created_at: float
     label: str | None = None
     constraints: list[str] = Field(default_factory=list)
@@ -61,8 +65,7 @@ class SessionRow(BaseModel):
 
     @property
     def vendor_ms(self) -> float | None:
-        baseline = self.baseline or {}
-        return baseline.get("median_ms") if baseline.get("available") else None
+        return self.baseline.median_ms if self.baseline and self.baseline.available else None
 
 
 class VersionRow(BaseModel):
@@ -79,16 +82,32 @@ class VersionRow(BaseModel):
     status: Status
     failure: str | None = None
     message: str | None = None
-    compile: dict[str, Any] | None = None
-    validation: dict[str, Any] | None = None
-    timing: dict[str, Any] | None = None
-    generality: dict[str, Any] | None = None
-    tuning: dict[str, Any] | None = None
+    compile: CompileInfo | None = None
+    validation: Verdict | None = None
+    timing: Timing | None = None
+    generality: Generality | None = None
+    tuning: TuneReport | None = None
     created_at: float
 
     @property
     def median_ms(self) -> float | None:
-        return (self.timing or {}).get("median_ms")
+        return self.timing.median_ms if self.timing else None
+
+
+class Outcome(BaseModel):
+    """What evaluating a source came to: the version fields one evaluation sets (those left unset stay as stored)."""
+
+    status: Status
+    failure: str | None = None
+    message: str | None = None
+    compile: CompileInfo | None = None
+    validation: Verdict | None = None
+    timing: Timing | None = None
+    generality: Generality | None = None
+
+    def columns(self) -> dict[str, Any]:
+        """The fields that were set, as Store.update_version takes them (records dumped to JSON objects)."""
+        return self.model_dump(mode="json", exclude_unset=True)
 
 
 class ApplyRunRow(BaseModel):

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from peak_mcp.devices import Device
+from peak_mcp.phases import Baseline
 from peak_mcp.records import SessionRow, VersionRow
 from peak_mcp.responses import rate
 
 _LOG_LIMIT = 4000
+_SHOWN_TIMING = ("median_ms", "min_ms", "max_ms", "cv", "reps", "tflops", "gbps")
 
 
 def trim_log(text: str | None, limit: int = _LOG_LIMIT) -> str:
@@ -20,26 +22,25 @@ def median_ms(version: VersionRow | None) -> float | None:
     return version.median_ms if version is not None else None
 
 
-def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: dict[str, Any] | None,
+def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: Baseline | None,
                 device: Device, peak_path: str) -> dict[str, Any] | None:
     """Timing plus the ratios that give it meaning (`baseline`: the vendor library's timing in the session)."""
     timing = version.timing
     if not timing:
         return None
-    mine = timing["median_ms"]
-    out = {k: timing[k] for k in ("median_ms", "min_ms", "max_ms", "cv", "reps", "tflops", "gbps") if k in timing}
+    mine = timing.median_ms
+    out: dict[str, Any] = {k: getattr(timing, k) for k in _SHOWN_TIMING if k in timing.model_fields_set}
     parent = versions.get(version.parent) if version.parent is not None else None
     if median_ms(parent):
         out["speedup_vs_parent"] = median_ms(parent) / mine
     if median_ms(versions.get(0)):
         out["speedup_vs_v0"] = median_ms(versions.get(0)) / mine
-    baseline = baseline or {}
-    if baseline.get("available"):
-        out["vendor_median_ms"] = baseline["median_ms"]
-        out["pct_of_vendor"] = 100.0 * baseline["median_ms"] / mine
+    if baseline and baseline.available and baseline.median_ms:
+        out["vendor_median_ms"] = baseline.median_ms
+        out["pct_of_vendor"] = 100.0 * baseline.median_ms / mine
     peak = device.peak(peak_path)
-    if peak:
-        out["pct_of_peak"] = 100.0 * timing["tflops"] / peak
+    if peak and timing.tflops is not None:
+        out["pct_of_peak"] = 100.0 * timing.tflops / peak
         out["peak_path"] = peak_path
         out["peak_tflops"] = peak
     return out
@@ -58,7 +59,7 @@ def history_rows(session: SessionRow, versions: list[VersionRow], device: Device
             "speedup_vs_parent": perf.get("speedup_vs_parent"), "speedup_vs_v0": perf.get("speedup_vs_v0"),
             "pct_of_vendor": perf.get("pct_of_vendor"), "pct_of_peak": perf.get("pct_of_peak"),
             "head": v.number == session.head,
-            "params": (v.timing or {}).get("params"),  # the tuned configuration timed, when tuned
+            "params": v.timing.params if v.timing else None,  # the tuned configuration timed, when tuned
         })
     return rows
 

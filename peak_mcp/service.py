@@ -10,7 +10,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, overload
 
 import structlog
 
@@ -24,7 +24,6 @@ from peak_mcp.launch import LaunchSpec, parse_annotation
 from peak_mcp.models import (
     BackendStatus,
     CheckReport,
-    CompileInfo,
     DiffReport,
     DoctorReport,
     HistoryReport,
@@ -36,14 +35,16 @@ from peak_mcp.models import (
     VersionDetail,
     VersionReport,
 )
+from peak_mcp.phases import Baseline, Generality, Recheck, SanitizerReport, SizeFailure, Verdict, dumped
 from peak_mcp.problems import PROBLEMS, get_problem
-from peak_mcp.records import SessionRow, Status, VersionRow
+from peak_mcp.records import Outcome, SessionRow, Status, VersionRow
 from peak_mcp.reports import history_rows, markdown_table, performance, trim_log
 from peak_mcp.responses import rate
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, Job, ProfileJob, TuneJob
 from peak_mcp.runner.ownership import ServerPresence
 from peak_mcp.runner.pool import DevicePool, JobFailed
 from peak_mcp.runner.probe import probe_all_in_subprocess
+from peak_mcp.runner.replies import EvaluateResult, GeneralityResult, JobResult, ProfileResult, TuneResult
 from peak_mcp.store import Store
 from peak_mcp.tuning import Config, ConfigResult, Space, TuneReport, crashed_config, make_strategy, run_tuning
 
@@ -66,10 +67,9 @@ def _quiet(_: str) -> None:
     pass
 
 
-def _tuning_brief(stored: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not stored:
+def _tuning_brief(report: TuneReport | None) -> dict[str, Any] | None:
+    if report is None:
         return None
-    report = TuneReport.model_validate(stored)
     timed = sorted((r for r in report.results if r.status == "ok"), key=lambda r: r.median_ms or 0.0)
     return {"strategy": report.strategy, "space_size": report.space_size, "tried": report.tried,
             "pruned": len(report.pruned) + report.where_pruned, "stopped": report.stopped,
@@ -230,17 +230,16 @@ class PeakService:
         job = EvaluateJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, steps=["baseline"],
                           time_budget_s=self.settings.benchmark_budget_s)
         try:
-            result = self._run_job(session, job, progress)
-            baseline = result.get("baseline") or {"available": False, "reason": "no result"}
+            baseline = self._run_job(session, job, progress).baseline or Baseline(available=False, reason="no result")
         except PeakError as exc:
-            baseline = {"available": False, "reason": str(exc)}
-        self.store.set_baseline(session_id, baseline)
+            baseline = Baseline(available=False, reason=str(exc))
+        self.store.set_baseline(session_id, baseline.model_dump(mode="json"))
 
     def session_info(self, session_id: str) -> SessionInfo:
         s = self.store.session(session_id)
         return SessionInfo(session_id=s.id, problem=s.problem, backend=s.backend, dtype=s.dtype,
                            sizes=s.sizes, device=self.device_of(s).summary(), head=s.head,
-                           versions=len(self.store.versions(session_id)), baseline=s.baseline, label=s.label,
+                           versions=len(self.store.versions(session_id)), baseline=dumped(s.baseline), label=s.label,
                            constraints=s.constraints or [])
 
     def session_list(self, offset: int = 0, limit: int = 20) -> SessionList:
@@ -249,9 +248,8 @@ class PeakService:
         rows = []
         for s in sessions[offset:offset + limit]:
             versions = self.store.versions(s.id)  # once per session: the count and head's time
-            timing = next((v.timing for v in versions if v.number == s.head), None) or {}
-            best = (f"v{s.head}: {timing['median_ms']:.4g} ms, {rate(timing.get('tflops'))}"
-                    if timing.get("median_ms") is not None else None)
+            timing = next((v.timing for v in versions if v.number == s.head), None)
+            best = f"v{s.head}: {timing.median_ms:.4g} ms, {rate(timing.tflops)}" if timing else None
             rows.append(SessionSummary(session_id=s.id, label=s.label, problem=s.problem,
                                        backend=s.backend, dtype=s.dtype, sizes=s.sizes,
                                        device=f"{s.device} (#{s.device_index})" if s.device_index >= 0
@@ -289,19 +287,18 @@ class PeakService:
                                "limit", "submit one kernel file, without generated tables.")
         number = self.store.add_version(session_id, parent=parent, origin=origin, transformation=transformation,
                                         apply_id=apply_id, attempt=attempt, source=source, status=Status.PENDING)
-        baseline = session.baseline or {}
-        fields = self._evaluate(session, source, progress,
-                                vendor_ms=baseline.get("median_ms") if baseline.get("available") else None)
+        outcome = self._evaluate(session, source, progress, vendor_ms=session.vendor_ms)
         general = True
-        if Status(fields["status"]).passed:
+        if outcome.status.passed:
             # Everything measured so far is recorded now, but the version stays pending until it is checked at the
             # other sizes: a server that dies meanwhile leaves it interrupted, never passed unchecked.
-            self.store.update_version(session_id, number, **{**fields, "status": Status.PENDING})
-            fields = self._with_generality(session, source, fields, progress)
-            general = fields["generality"].get("passed") is not False or not require_generality
-        self.store.update_version(session_id, number, **fields)
+            self.store.update_version(session_id, number,
+                                      **outcome.model_copy(update={"status": Status.PENDING}).columns())
+            outcome = self._with_generality(session, source, outcome, progress)
+            general = outcome.generality is None or outcome.generality.passed is not False or not require_generality
+        self.store.update_version(session_id, number, **outcome.columns())
         # Without a device, "compiled" is as far as any version gets, so it is what moves head.
-        status = Status(fields["status"])
+        status = outcome.status
         best_possible = status.passed if session.device_index >= 0 else status is Status.COMPILED
         first_compiled = status is Status.COMPILED and session.head is None
         if (best_possible and general) or first_compiled:
@@ -312,26 +309,26 @@ class PeakService:
                  seconds=round(report.seconds, 3))
         return report
 
-    def _with_generality(self, session: SessionRow, source: str, fields: dict[str, Any],
-                         progress: Progress) -> dict[str, Any]:
-        """The version's fields once generality and the sanitizer have run: a crash or hang at a sampled size, or
-        a sanitizer finding, fails it; a guard-detected fault at another size only keeps head where it is."""
+    def _with_generality(self, session: SessionRow, source: str, outcome: Outcome, progress: Progress) -> Outcome:
+        """The outcome once generality and the sanitizer have run: a crash or hang at a sampled size, or a
+        sanitizer finding, fails it; a guard-detected fault at another size only keeps head where it is."""
         generality, sanitized = self._generality(session, source, progress)
-        fields = {**fields, "generality": generality}
-        if sanitized:
-            fields["validation"] = {**(fields.get("validation") or {}), "sanitizer": sanitized}
-        unsafe = next((f for f in generality.get("failures", []) if f.get("check") in DEVICE_FAULTS), None)
+        update: dict[str, Any] = {"generality": generality}
+        if sanitized and outcome.validation is not None:  # kept with the verdict at the session's sizes
+            update["validation"] = outcome.validation.model_copy(update={"sanitizer": sanitized})
+        outcome = outcome.model_copy(update=update)
+        unsafe = next((f for f in generality.failures if f.check in DEVICE_FAULTS), None)
         if unsafe:
-            return {**fields, "status": Status.FAILED, "failure": unsafe["check"],
-                    "message": f"at sizes {unsafe['sizes']} (generality): {unsafe['message']}"}
-        if sanitized and sanitized.get("failures"):
-            first = sanitized["failures"][0]
-            return {**fields, "status": Status.FAILED, "failure": first.check,
-                    "message": f"{first.message} (at {sanitized['sizes']})"}
-        return fields
+            return outcome.model_copy(update={"status": Status.FAILED, "failure": unsafe.check,
+                                              "message": f"at sizes {unsafe.sizes} (generality): {unsafe.message}"})
+        if sanitized and sanitized.failures:
+            first = sanitized.failures[0]
+            return outcome.model_copy(update={"status": Status.FAILED, "failure": first.check,
+                                              "message": f"{first.message} (at {sanitized.sizes})"})
+        return outcome
 
     def _generality(self, session: SessionRow, source: str,
-                    progress: Progress) -> tuple[dict[str, Any], dict[str, Any] | None]:
+                    progress: Progress) -> tuple[Generality, SanitizerReport | None]:
         """Validate at the problem's awkward sizes within the session's constraints, then (CUDA, where installed)
         run compute-sanitizer at one of them. A fault at one size (the worker dies) is that size's verdict, not
         the version's. Returns (generality, sanitizer report or None)."""
@@ -344,103 +341,103 @@ class PeakService:
             fallback = sizes_list[-1] if sizes_list else (
                 session.sizes if problem.flops(session.sizes) <= SANITIZER_MAX_FLOPS else None)
             sanitize_at = next((s for s in sizes_list if min(s.values()) >= 16), fallback)
-        unchecked = {"passed": None, "sizes_checked": [], "failures": [], "constraints": constraints,
-                     "note": f"no sampled size meets the constraints {constraints}: generality is unchecked"}
+        unchecked = Generality(passed=None, sizes_checked=[], failures=[], constraints=constraints,
+                               note=f"no sampled size meets the constraints {constraints}: generality is unchecked")
         if not sizes_list and sanitize_at is None:
             return unchecked, None
         started = time.perf_counter()
         spec = self._spec(session, source)
-        job = GeneralityJob(problem=session.problem, dtype=session.dtype, source=source, spec=spec.model_dump(),
+        job = GeneralityJob(problem=session.problem, dtype=session.dtype, source=source, spec=spec,
                             sizes_list=sizes_list, sanitize_sizes=sanitize_at)
         sanitized = None
         try:
             result = self._run_job(session, job, progress)
-            generality, sanitized = result.get("generality") or {}, result.get("sanitizer")
+            generality, sanitized = result.generality or Generality(), result.sanitizer  # none: did not compile
         except JobFailed as exc:
             if not exc.stage.startswith("generality at "):  # e.g. during compute-sanitizer: nothing known of sizes
-                return {"passed": None, "sizes_checked": [], "failures": [],
-                        "note": f"the check stopped during '{exc.stage}': {exc}"}, None
+                return Generality(passed=None, sizes_checked=[], failures=[],
+                                  note=f"the check stopped during '{exc.stage}': {exc}"), None
             at = exc.stage.removeprefix("generality at ")
-            generality = {"passed": False, "sizes_checked": sizes_list,
-                          "failures": [{"sizes": at, "check": exc.kind, "message": str(exc)}]}
+            generality = Generality(passed=False, sizes_checked=sizes_list,
+                                    failures=[SizeFailure(sizes=at, check=exc.kind, message=str(exc))])
         if not sizes_list:
             generality = unchecked
-        generality["seconds"] = round(time.perf_counter() - started, 3)
+        generality.seconds = round(time.perf_counter() - started, 3)
         if constraints:
-            generality["constraints"] = constraints
+            generality.constraints = constraints
         return generality, sanitized
 
     def _evaluate(self, session: SessionRow, source: str, progress: Progress,
                   sizes: dict[str, int] | None = None, steps: tuple[str, ...] = ("compile", "validate", "benchmark"),
                   trials: int | None = None, time_budget_s: float | None = None,
-                  vendor_ms: float | None = None, params: dict[str, int] | None = None) -> dict[str, Any]:
-        """Parse, compile, validate and time one source (its default configuration, or `params`); return the
-        version fields to record."""
+                  vendor_ms: float | None = None, params: dict[str, int] | None = None) -> Outcome:
+        """Parse, compile, validate and time one source (its default configuration, or `params`)."""
         try:
             spec = self._spec(session, source)
             if params:
                 spec = spec.bind(params)
             broken = spec.violated(sizes or session.sizes)
             if broken:
-                return {"status": Status.INVALID_ANNOTATION, "failure": "annotation",
-                        "message": f"the configuration {spec.config()} breaks `where` {broken} at these sizes"}
+                return Outcome(status=Status.INVALID_ANNOTATION, failure="annotation",
+                               message=f"the configuration {spec.config()} breaks `where` {broken} at these sizes")
             spec.evaluate(sizes or session.sizes)
         except PeakError as exc:
-            return {"status": Status.INVALID_ANNOTATION, "failure": "annotation", "message": str(exc)}
+            return Outcome(status=Status.INVALID_ANNOTATION, failure="annotation", message=str(exc))
         runs = session.device_index >= 0
         job = EvaluateJob(problem=session.problem, dtype=session.dtype, sizes=sizes or session.sizes, source=source,
-                          spec=spec.model_dump(), steps=list(steps) if runs else ["compile"],
+                          spec=spec, steps=list(steps) if runs else ["compile"],
                           trials=trials or self.settings.validation_trials,
                           time_budget_s=time_budget_s or self.settings.benchmark_budget_s, vendor_ms=vendor_ms)
         try:
             result = self._run_job(session, job, progress)
         except JobFailed as exc:
-            return {"status": Status.ERROR, "failure": exc.kind, "message": str(exc)}
+            return Outcome(status=Status.ERROR, failure=exc.kind, message=str(exc))
         return self._verdict(session, result, runs)
 
-    def _verdict(self, session: SessionRow, result: dict[str, Any], runs: bool) -> dict[str, Any]:
-        """The version fields for one worker result: the first failing check, in order of blame."""
+    def _verdict(self, session: SessionRow, result: EvaluateResult, runs: bool) -> Outcome:
+        """The outcome of one worker result: the first failing check, in order of blame."""
         problem = get_problem(session.problem)
-        compiled = result.get("compile") or {}
-        if not compiled.get("ok"):
-            return {"status": Status.COMPILE_ERROR, "failure": "compile", "compile": compiled,
-                    "message": "compilation failed:\n" + trim_log(compiled.get("log"))}
+        compiled = result.compile
+        if compiled is None or not compiled.ok:
+            return Outcome(status=Status.COMPILE_ERROR, failure="compile", compile=compiled,
+                           message="compilation failed:\n" + trim_log(compiled.log if compiled else None))
         if not runs:
-            return {"status": Status.COMPILED, "failure": None, "compile": compiled,
-                    "message": f"compiled for {compiled.get('resources', {}).get('arch')}; no {session.backend} "
-                               "device on this machine, so it was not validated or timed"}
-        verdict = result.get("validation") or {}
-        failed = {"status": Status.FAILED, "compile": compiled, "validation": verdict}
-        if not verdict.get("passed"):
+            return Outcome(status=Status.COMPILED, failure=None, compile=compiled,
+                           message=f"compiled for {compiled.resources.get('arch')}; no {session.backend} device on "
+                                   "this machine, so it was not validated or timed")
+        verdict = result.validation or Verdict(passed=False, message="the worker returned no validation")
+        failed = Outcome(status=Status.FAILED, compile=compiled, validation=verdict)
+        if not verdict.passed:
             # A kernel written for another dtype is a common cause of NaN or garbage; restate the ABI.
             abi = problem.abi(session.backend, session.dtype).splitlines()[1]
-            return {**failed, "failure": verdict.get("check"),
-                    "message": f"validation failed ({verdict.get('check')}): {verdict.get('message')}\n"
-                               f"This session's ABI ({session.dtype}): {abi}"}
-        timing = result.get("timing")
-        recheck = (timing or {}).get("recheck") or {}
-        if timing and not recheck.get("passed", False):
-            return {**failed, "failure": "recheck_" + str(recheck.get("check")),
-                    "message": f"the output of the timed launches was wrong ({recheck.get('check')}): "
-                               f"{recheck.get('message')}"}
-        again = result.get("revalidation")
-        if again and not again.get("passed"):
-            return {**failed, "failure": "revalidation_" + str(again.get("check")), "timing": timing,
-                    "message": f"faster than the vendor library, so validated again on fresh inputs, and that "
-                               f"failed ({again.get('check')}): {again.get('message')}"}
-        if timing:
+            return failed.model_copy(update={
+                "failure": verdict.check, "message": f"validation failed ({verdict.check}): {verdict.message}\n"
+                                                     f"This session's ABI ({session.dtype}): {abi}"})
+        timing = result.timing
+        if timing and not (timing.recheck and timing.recheck.passed):
+            recheck = timing.recheck or Recheck(passed=False)
+            return failed.model_copy(update={
+                "failure": f"recheck_{recheck.check}",
+                "message": f"the output of the timed launches was wrong ({recheck.check}): {recheck.message}"})
+        again = result.revalidation
+        if again and not again.passed:
+            return failed.model_copy(update={
+                "failure": f"revalidation_{again.check}", "timing": timing,
+                "message": f"faster than the vendor library, so validated again on fresh inputs, and that failed "
+                           f"({again.check}): {again.message}"})
+        if timing and timing.tflops is not None:
             peak = problem.speed_limit(session.dtype, self.device_of(session).peak_tflops)
-            if peak and timing["tflops"] > IMPOSSIBLE_SPEED_MARGIN * peak:
-                return {**failed, "failure": "impossible_speed", "timing": timing,
-                        "message": f"measured {timing['tflops']:.1f} TFLOP/s, above the {peak:.1f} TFLOP/s this "
-                                   f"device can reach for {session.dtype}: the kernel cannot have done all of the "
-                                   "work in the time measured (skipped work, or work done outside the timed launch)"}
-        status = Status.BENCHMARKED if timing else Status.VALIDATED
-        message = verdict.get("message", "passed")
+            if peak and timing.tflops > IMPOSSIBLE_SPEED_MARGIN * peak:
+                return failed.model_copy(update={
+                    "failure": "impossible_speed", "timing": timing,
+                    "message": f"measured {timing.tflops:.1f} TFLOP/s, above the {peak:.1f} TFLOP/s this device can "
+                               f"reach for {session.dtype}: the kernel cannot have done all of the work in the time "
+                               "measured (skipped work, or work done outside the timed launch)"})
+        message = verdict.message or "passed"
         if timing:
-            message += f"; median {timing['median_ms']:.4g} ms ({rate(timing['tflops'])})"
-        return {"status": status, "failure": None, "compile": compiled, "validation": verdict, "timing": timing,
-                "message": message}
+            message += f"; median {timing.median_ms:.4g} ms ({rate(timing.tflops)})"
+        return Outcome(status=Status.BENCHMARKED if timing else Status.VALIDATED, failure=None, compile=compiled,
+                       validation=verdict, timing=timing, message=message)
 
     @staticmethod
     def _spec(session: SessionRow, source: str) -> LaunchSpec:
@@ -448,10 +445,22 @@ class PeakService:
         return parse_annotation(source, needs=backend_spec(session.backend).annotation_keys,
                                 symbols=get_problem(session.problem).symbols)
 
-    def _run_job(self, session: SessionRow, job: Job, progress: Progress) -> dict[str, Any]:
-        return self.pool.run(session.backend, session.device_index, job.model_dump(),
-                             inactivity_s=self.settings.inactivity_timeout_s,
-                             total_s=self.settings.job_total_timeout_s, progress=progress)
+    @overload
+    def _run_job(self, session: SessionRow, job: EvaluateJob, progress: Progress) -> EvaluateResult: ...
+    @overload
+    def _run_job(self, session: SessionRow, job: GeneralityJob, progress: Progress) -> GeneralityResult: ...
+    @overload
+    def _run_job(self, session: SessionRow, job: TuneJob, progress: Progress) -> TuneResult: ...
+    @overload
+    def _run_job(self, session: SessionRow, job: ProfileJob, progress: Progress, *, inactivity_s: float,
+                 total_s: float) -> ProfileResult: ...
+
+    def _run_job(self, session: SessionRow, job: Job, progress: Progress, *, inactivity_s: float | None = None,
+                 total_s: float | None = None) -> JobResult:
+        """Run one job on the session's device; the pool answers with the result type of the job's type."""
+        return self.pool.run(session.backend, session.device_index, job,
+                             inactivity_s=inactivity_s or self.settings.inactivity_timeout_s,
+                             total_s=total_s or self.settings.job_total_timeout_s, progress=progress)
 
     # --- reports ---------------------------------------------------------------------------------------------
     def version_report(self, session_id: str, number: int) -> VersionReport:
@@ -460,22 +469,19 @@ class PeakService:
         if number not in versions:
             self.store.version(session_id, number)  # raises NotFound with the hint
         v = versions[number]
-        compiled = v.compile
         problem = get_problem(session.problem)
+        spent = {"compile": v.compile, "validate": v.validation, "benchmark": v.timing, "generality": v.generality,
+                 "sanitize": v.validation.sanitizer if v.validation else None}
         return VersionReport(
             session_id=session_id, version=number, parent=v.parent, origin=v.origin,
             transformation=v.transformation, status=v.status, failure=v.failure, message=v.message or "",
-            compile=CompileInfo(ok=compiled["ok"], log=trim_log(compiled.get("log")),
-                                resources=compiled.get("resources", {}), seconds=compiled.get("seconds"))
-            if compiled else None,
-            validation=v.validation, generality=v.generality, tuning=_tuning_brief(v.tuning),
+            compile=v.compile.model_copy(update={"log": trim_log(v.compile.log)}) if v.compile else None,
+            validation=dumped(v.validation), generality=dumped(v.generality), tuning=_tuning_brief(v.tuning),
             performance=performance(v, versions, session.baseline, self.device_of(session),
                                     problem.peak_path(session.dtype)),
             head=session.head,
-            phases={phase: round(record["seconds"], 3) for phase, record in
-                    (("compile", compiled), ("validate", v.validation), ("benchmark", v.timing),
-                     ("generality", v.generality), ("sanitize", (v.validation or {}).get("sanitizer")))
-                    if record and record.get("seconds") is not None})
+            phases={phase: round(record.seconds, 3) for phase, record in spent.items()
+                    if record is not None and record.seconds is not None})
 
     def resolve_version(self, session_id: str, version: int | None) -> VersionRow:
         session = self.store.session(session_id)
@@ -503,7 +509,7 @@ class PeakService:
         if not Status(v.status).usable:
             raise InvalidInput(f"version {version} has status {v.status}; only passing versions can become head",
                                "pick a version whose status is benchmarked (see history).")
-        if require_generality and (v.generality or {}).get("passed") is False:
+        if require_generality and v.generality is not None and v.generality.passed is False:
             raise InvalidInput(f"version {version} failed at other sizes (generality); head moves only to general "
                                "versions", "pass require_generality=false to accept a specialized kernel.")
         self.store.set_head(session_id, version)
@@ -516,7 +522,7 @@ class PeakService:
         rows = history_rows(session, self.store.versions(session_id), device, problem.peak_path(session.dtype))
         return HistoryReport(session_id=session_id, problem=session.problem, backend=session.backend,
                              dtype=session.dtype, sizes=session.sizes, device=session.device,
-                             head=session.head, baseline=session.baseline, rows=rows,
+                             head=session.head, baseline=dumped(session.baseline), rows=rows,
                              table=markdown_table(rows))
 
     def history_chart(self, session_id: str) -> bytes:
@@ -525,9 +531,12 @@ class PeakService:
         session = self.store.session(session_id)
         device = self.device_of(session)
         peak_path = get_problem(session.problem).peak_path(session.dtype)
-        spread = {v.number: v.timing or {} for v in self.store.versions(session_id)}
-        rows = [{**row, "min_ms": spread[row["version"]].get("min_ms"), "max_ms": spread[row["version"]].get("max_ms")}
-                for row in self.history(session_id).rows]  # the timing spread, for error bars
+        timings = {v.number: v.timing for v in self.store.versions(session_id)}
+        rows = []
+        for row in self.history(session_id).rows:  # with the timing spread, for error bars
+            timing = timings.get(row["version"])
+            rows.append({**row, "min_ms": timing.min_ms if timing else None,
+                         "max_ms": timing.max_ms if timing else None})
         vendor = backend_spec(session.backend).vendor_library or "vendor library"
         return history_chart(rows, session.model_dump(), peak_tflops=device.peak(peak_path),
                              vendor_name=vendor)
@@ -555,15 +564,15 @@ class PeakService:
                                "macros (and in the launch expressions); see design.md, Tuning parameters.")
         space = Space(spec, session.sizes)
         parent = self.store.version(session_id, v.parent) if v.parent is not None else None
-        seeds = TuneReport.model_validate(parent.tuning).top() if parent and parent.tuning else []
+        seeds = parent.tuning.top() if parent and parent.tuning else []
         search = make_strategy(strategy, space, max_configs=max_configs, seed=v.number, seed_configs=seeds)
         done: list[ConfigResult] = []
 
         def measure(batch: list[Config]) -> list[ConfigResult]:
             job = TuneJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, source=v.source,
-                          spec=spec.model_dump(), configs=[c.params for c in batch])
+                          spec=spec, configs=[c.params for c in batch])
             try:
-                results = [ConfigResult.model_validate(r) for r in self._run_job(session, job, progress)["results"]]
+                results = self._run_job(session, job, progress).results
             except JobFailed as exc:  # the worker died on one configuration: that one fails, the others go again
                 crashed = crashed_config(exc.stage, batch)
                 if crashed is None:
@@ -582,22 +591,20 @@ class PeakService:
         # a model-based search still learns between batches).
         report = run_tuning(space, search, measure, version=v.number, max_configs=max_configs,
                             budget_s=budget_s, batch_size=max(8, min(32, os.cpu_count() or 8)))
-        fields: dict[str, Any] = {"tuning": report.model_dump(mode="json")}
+        columns: dict[str, Any] = {}
         if report.best is not None:
             progress(f"tuning: full validation and timing of {Config(params=report.best.params).label()}")
-            baseline = session.baseline or {}
-            tuned = self._evaluate(session, v.source, progress, params=report.best.params,
-                                   vendor_ms=baseline.get("median_ms") if baseline.get("available") else None)
-            if Status(tuned["status"]).passed and tuned.get("timing"):
-                fields["timing"] = {**tuned["timing"], "params": report.best.params}
-                fields["message"] = (f"{v.message or ''}; tuned over {report.tried} configurations: "
-                                     f"{Config(params=report.best.params).label()}, median "
-                                     f"{tuned['timing']['median_ms']:.4g} ms ({rate(tuned['timing']['tflops'])})")
+            tuned = self._evaluate(session, v.source, progress, params=report.best.params, vendor_ms=session.vendor_ms)
+            if tuned.status.passed and tuned.timing:
+                timing = tuned.timing.model_copy(update={"params": report.best.params})
+                columns["timing"] = timing.model_dump(mode="json")
+                columns["message"] = (f"{v.message or ''}; tuned over {report.tried} configurations: "
+                                      f"{Config(params=report.best.params).label()}, median "
+                                      f"{timing.median_ms:.4g} ms ({rate(timing.tflops)})")
             else:
                 report.stopped += (f"; the fastest configuration then failed full validation "
-                                   f"({tuned.get('failure')}): {tuned.get('message', '')[:200]}")
-                fields["tuning"] = report.model_dump(mode="json")
-        self.store.update_version(session_id, v.number, **fields)
+                                   f"({tuned.failure}): {(tuned.message or '')[:200]}")
+        self.store.update_version(session_id, v.number, tuning=report.model_dump(mode="json"), **columns)
         return report
 
     # --- profile ---------------------------------------------------------------------------------------------
@@ -609,16 +616,16 @@ class PeakService:
         v = self.resolve_version(session_id, version)
         spec = self._spec(session, v.source)
         job = ProfileJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, source=v.source,
-                         spec=spec.model_dump(), counters=counters and session.runs)
+                         spec=spec, counters=counters and session.runs)
         # nvdisasm may run a minute without progress, and ncu replays the kernel: longer limits than a timing job.
-        result = self.pool.run(session.backend, session.device_index, job.model_dump(),
+        result = self._run_job(session, job, progress,
                                inactivity_s=max(self.settings.inactivity_timeout_s, PROFILE_INACTIVITY_S),
-                               total_s=max(self.settings.job_total_timeout_s, PROFILE_TOTAL_S), progress=progress)
-        if "profile" not in result:
-            compiled = result.get("compile") or {}
-            raise InvalidInput(f"version {v.number} does not compile here:\n{trim_log(compiled.get('log'))}",
+                               total_s=max(self.settings.job_total_timeout_s, PROFILE_TOTAL_S))
+        if result.profile is None:
+            log_text = result.compile.log if result.compile else None
+            raise InvalidInput(f"version {v.number} does not compile here:\n{trim_log(log_text)}",
                                "profile a version that compiles (see history).")
-        return {"session_id": session_id, "version": v.number, **result["profile"]}
+        return {"session_id": session_id, "version": v.number, **result.profile.lean()}
 
     # --- re-checks at other sizes ----------------------------------------------------------------------------
     def check(self, session_id: str, version: int | None, sizes: dict[str, Any] | None, *, benchmark: bool,
@@ -636,20 +643,19 @@ class PeakService:
         if time_budget_s is not None and not 0.05 <= time_budget_s <= 60:
             raise InvalidInput(f"time_budget_s={time_budget_s} is out of range", "use 0.05 to 60 seconds.")
         steps = ("compile", "validate", "benchmark") if benchmark else ("compile", "validate")
-        fields = self._evaluate(session, v.source, progress, sizes=checked, steps=steps, trials=trials,
-                                time_budget_s=time_budget_s)
+        outcome = self._evaluate(session, v.source, progress, sizes=checked, steps=steps, trials=trials,
+                                 time_budget_s=time_budget_s)
         baseline = None
-        if benchmark and fields["status"] == Status.BENCHMARKED:
+        if benchmark and outcome.status is Status.BENCHMARKED:
             job = EvaluateJob(problem=session.problem, dtype=session.dtype, sizes=checked, steps=["baseline"],
                               time_budget_s=time_budget_s or self.settings.benchmark_budget_s)
-            baseline = self._run_job(session, job, progress).get("baseline")
+            baseline = self._run_job(session, job, progress).baseline
         perf = None
-        if fields.get("timing"):
+        if outcome.timing:
             device = self.device_of(session)
-            scratch = v.model_copy(update={"timing": fields["timing"], "parent": None})
+            scratch = v.model_copy(update={"timing": outcome.timing, "parent": None})
             perf = performance(scratch, {}, baseline, device, problem.peak_path(session.dtype))
-        validation = fields.get("validation") or {"passed": False, "check": fields.get("failure"),
-                                                  "message": fields.get("message")}
-        return CheckReport(session_id=session_id, version=v.number, sizes=checked,
-                           passed=Status(fields["status"]).passed, validation=validation, performance=perf,
-                           baseline=baseline)
+        validation = outcome.validation or Verdict(passed=False, check=outcome.failure, message=outcome.message)
+        return CheckReport(session_id=session_id, version=v.number, sizes=checked, passed=outcome.status.passed,
+                           validation=validation.model_dump(mode="json"), performance=perf,
+                           baseline=dumped(baseline))

@@ -46,7 +46,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         assert [r.status for r in reports] == ["benchmarked", "benchmarked", "invalid_annotation", "benchmarked"]
         assert reports[-1].head == 4
         rows = service.history(sid).rows
-        timings = {v.number: v.timing for v in service.store.versions(sid)}
+        timings = {v.number: v.timing.model_dump() if v.timing else None for v in service.store.versions(sid)}
         session = service.store.session(sid).model_dump()
     finally:
         service.close()

@@ -245,12 +245,12 @@ def test_examples_validate_and_benchmark(executor: Any, name: str, sizes: dict[s
     source = (EXAMPLES / name).read_text()
     messages: list[str] = []
     result = evaluate(executor, job(source, sizes), messages.append)
-    assert result["compile"]["ok"], result["compile"]["log"]
-    assert result["validation"]["passed"], result["validation"]
-    assert result["validation"]["rel_l2_error"] < 1e-5
-    timing = result["timing"]
-    assert timing["median_ms"] > 0 and timing["min_ms"] > 0 and timing["reps"] >= 3
-    assert timing["recheck"] == {"passed": True}
+    assert result.compile and result.compile.ok, result.compile
+    assert result.validation and result.validation.passed, result.validation
+    assert result.validation.model_extra and result.validation.model_extra["rel_l2_error"] < 1e-5
+    timing = result.timing
+    assert timing and timing.median_ms > 0 and timing.min_ms and timing.min_ms > 0 and (timing.reps or 0) >= 3
+    assert timing.recheck and timing.recheck.model_dump() == {"passed": True}
     assert any(m.startswith("benchmark") for m in messages)
 
 
@@ -268,8 +268,9 @@ def test_f16_inputs(executor: Any) -> None:
             executor.compile(source, spec_of(source))
         return
     result = evaluate(executor, job(source, sizes, ("compile", "validate"), dtype="f16"), lambda _: None)
-    assert result["compile"]["ok"] and "StorageBuffer16BitAccess" in result["compile"]["resources"]["capabilities"]
-    assert result["validation"]["passed"], result["validation"]
+    assert result.compile and result.compile.ok
+    assert "StorageBuffer16BitAccess" in result.compile.resources["capabilities"]
+    assert result.validation and result.validation.passed, result.validation
 
 
 @needs_device
@@ -311,10 +312,10 @@ BUGS = {
 @pytest.mark.parametrize("check", sorted(BUGS))
 def test_buggy_kernels_fail_the_right_check(executor: Any, check: str) -> None:
     result = evaluate(executor, job(kernel(BUGS[check]), {"M": 33, "N": 20, "K": 17}), lambda _: None)
-    assert result["compile"]["ok"], result["compile"]["log"]
-    verdict = result["validation"]
-    assert not verdict["passed"] and verdict["check"] == check, verdict
-    assert "timing" not in result
+    assert result.compile and result.compile.ok, result.compile
+    verdict = result.validation
+    assert verdict and not verdict.passed and verdict.check == check, verdict
+    assert result.timing is None
 
 
 @needs_device
@@ -322,8 +323,8 @@ def test_kernel_that_writes_the_poison_bits_is_not_called_unwritten(executor: An
     """All-ones NaN written by the kernel (what racing shared memory can propagate) is the kernel's NaN."""
     body = CORRECT_BODY.replace("C[row * p.N + col] = acc;",
                                 "C[row * p.N + col] = row == 2 ? asfloat(0xffffffffu) : acc;")
-    verdict = evaluate(executor, job(kernel(body), {"M": 33, "N": 20, "K": 17}), lambda _: None)["validation"]
-    assert verdict["check"] == "nan_or_inf" and "wrote them" in verdict["message"], verdict
+    verdict = evaluate(executor, job(kernel(body), {"M": 33, "N": 20, "K": 17}), lambda _: None).validation
+    assert verdict and verdict.check == "nan_or_inf" and "wrote them" in (verdict.message or ""), verdict
 
 
 @needs_device
@@ -332,9 +333,10 @@ def test_modified_input_is_caught(executor: Any) -> None:
         "[[vk::binding(0)]] StructuredBuffer<float> A;",
         "[[vk::binding(0)]] StructuredBuffer<float> A;\n[[vk::binding(0)]] RWStructuredBuffer<float> A2;")
     result = evaluate(executor, job(source, {"M": 16, "N": 16, "K": 16}), lambda _: None)
-    if not result["compile"]["ok"]:  # some compilers refuse two views of one binding; nothing to test then
-        pytest.skip(f"aliased bindings not accepted: {result['compile']['log'][:200]}")
-    assert result["validation"]["check"] == "input_modified", result["validation"]
+    assert result.compile is not None
+    if not result.compile.ok:  # some compilers refuse two views of one binding; nothing to test then
+        pytest.skip(f"aliased bindings not accepted: {result.compile.log[:200]}")
+    assert result.validation and result.validation.check == "input_modified", result.validation
 
 
 @needs_device
@@ -342,8 +344,8 @@ def test_launch_limits_are_checked(executor: Any) -> None:
     limit = executor.facts.properties["max_compute_workgroup_count"][0]
     too_many = kernel(CORRECT_BODY, groups=f"({limit + 1}, 1, 1)")
     result = evaluate(executor, job(too_many, {"M": 16, "N": 16, "K": 16}), lambda _: None)
-    assert result["validation"]["check"] == "launch_geometry"
-    assert str(limit) in result["validation"]["message"]
+    assert result.validation and result.validation.check == "launch_geometry"
+    assert str(limit) in (result.validation.message or "")
     threads = executor.facts.properties["max_compute_workgroup_invocations"]
     too_wide = kernel(CORRECT_BODY, numthreads=f"{min(threads * 2, 2048)}, 1, 1")
     with pytest.raises(CompileFailed, match="maxComputeWorkGroup"):
@@ -533,7 +535,9 @@ def test_hang_with_short_fence_timeout_in_process_that_is_killed() -> None:
 
 @needs_device
 def test_pool_stops_a_job_at_the_total_limit_and_says_which_limit() -> None:
+    from peak_mcp.runner.messages import EvaluateJob
     from peak_mcp.runner.pool import DevicePool, JobFailed
+    from peak_mcp.runner.replies import EvaluateResult
 
     # The fence timeout and the inactivity limit are far away: only the whole-job limit can stop this.
     pool = DevicePool(env={**os.environ, "PYTHONPATH": PYTHONPATH},
@@ -541,13 +545,13 @@ def test_pool_stops_a_job_at_the_total_limit_and_says_which_limit() -> None:
     try:
         started = time.monotonic()
         with pytest.raises(JobFailed) as failed:
-            pool.run("hlsl", 0, {"type": "evaluate", **job(HANG, {"M": 8, "N": 8, "K": 8}, ("compile", "validate"))},
+            pool.run("hlsl", 0, EvaluateJob(**job(HANG, {"M": 8, "N": 8, "K": 8}, ("compile", "validate"))),
                      inactivity_s=120, total_s=4)
         assert failed.value.kind == "timeout"
         assert "still running after" in str(failed.value) and "PEAK_MCP_JOB_MAX_SECONDS" in str(failed.value)
         assert time.monotonic() - started < 60 and pool.restarts == 1
-        after = pool.run("hlsl", 0, {"type": "evaluate", **job(kernel(CORRECT_BODY), {"M": 8, "N": 8, "K": 8},
-                                                                 ("compile", "validate"))}, inactivity_s=60, total_s=60)
-        assert after["validation"]["passed"], after  # a fresh worker serves the next job
+        after = pool.run("hlsl", 0, EvaluateJob(**job(kernel(CORRECT_BODY), {"M": 8, "N": 8, "K": 8},
+                                                     ("compile", "validate"))), inactivity_s=60, total_s=60)
+        assert isinstance(after, EvaluateResult) and after.validation and after.validation.passed, after
     finally:
         pool.close()

@@ -11,6 +11,7 @@ import pytest
 from peak_mcp.config import Settings
 from peak_mcp.errors import InvalidInput
 from peak_mcp.launch import parse_annotation
+from peak_mcp.runner.messages import EvaluateJob
 from peak_mcp.runner.pool import DevicePool
 from peak_mcp.service import PeakService
 from tests.conftest import has_device
@@ -52,8 +53,8 @@ def test_queue_length_counts_waiting_and_running_jobs(tmp_path: Path) -> None:
     source = ('// peak: entry=k grid=(1, 1, 1) block=(32, 1, 1)\n'
               'extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {}\n')
     spec = parse_annotation(source, needs=("entry", "grid", "block"), symbols=("M", "N", "K"))
-    job = {"type": "evaluate", "problem": "matmul", "dtype": "f32", "sizes": {"M": 8, "N": 8, "K": 8},
-           "source": source, "spec": spec.model_dump(), "steps": ["compile"]}
+    job = EvaluateJob(problem="matmul", dtype="f32", sizes={"M": 8, "N": 8, "K": 8}, source=source,
+                      spec=spec.model_dump(), steps=["compile"])
     seen: list[int] = []
     threads = [threading.Thread(target=pool.run, args=("cuda", -1, job), kwargs={"inactivity_s": 60, "total_s": 120})
                for _ in range(2)]

@@ -17,7 +17,9 @@ import anyio
 import pytest
 
 from peak_mcp.config import Settings
+from peak_mcp.runner.messages import EvaluateJob
 from peak_mcp.runner.pool import DevicePool, JobFailed
+from peak_mcp.runner.replies import Done, EvaluateResult, Failed, Ready, parse_reply
 from peak_mcp.service import PeakService
 from peak_mcp.store import Store
 from tests.conftest import ROOT, has_device
@@ -52,7 +54,7 @@ def test_doctor_run_from_a_hostile_cwd_imports_nothing_from_it(tmp_path: Path) -
 
 
 # A job with nothing to compile: the worker answers with its device facts.
-NO_OP = {"type": "evaluate", "problem": "matmul", "dtype": "f32", "sizes": {"M": 1, "N": 1, "K": 1}}
+NO_OP = EvaluateJob(problem="matmul", dtype="f32", sizes={"M": 1, "N": 1, "K": 1})
 
 
 def test_workers_ignore_the_cwd_even_when_it_is_on_the_parent_path(tmp_path: Path, monkeypatch) -> None:
@@ -61,7 +63,8 @@ def test_workers_ignore_the_cwd_even_when_it_is_on_the_parent_path(tmp_path: Pat
     monkeypatch.syspath_prepend(str(evil))  # as `python -m` would do; numpy is already imported here
     pool = DevicePool()
     try:
-        assert "device" in pool.run("cuda", -1, NO_OP, inactivity_s=60, total_s=60)
+        result = pool.run("cuda", -1, NO_OP, inactivity_s=60, total_s=60)
+        assert isinstance(result, EvaluateResult) and result.device.backend == "cuda"
         worker = pool._workers[("cuda", -1)].process
         assert worker is not None and worker.args[1] == "-I"
         assert Path(f"/proc/{worker.pid}/cwd").resolve() != evil.resolve()
@@ -82,10 +85,11 @@ def _alive(pid: int) -> bool:
 def test_a_worker_exits_when_its_server_is_killed(tmp_path: Path) -> None:
     script = textwrap.dedent("""
         import sys, time
+        from peak_mcp.runner.messages import EvaluateJob
         from peak_mcp.runner.pool import DevicePool
         pool = DevicePool()
-        pool.run("cuda", -1, {"type": "evaluate", "problem": "matmul", "dtype": "f32",
-                              "sizes": {"M": 1, "N": 1, "K": 1}}, inactivity_s=60, total_s=60)
+        pool.run("cuda", -1, EvaluateJob(problem="matmul", dtype="f32", sizes={"M": 1, "N": 1, "K": 1}),
+                 inactivity_s=60, total_s=60)
         print("WORKER", pool._workers[("cuda", -1)].process.pid, flush=True)
         time.sleep(600)
     """)
@@ -190,18 +194,34 @@ async def test_a_cancelled_mcp_call_cancels_its_job(make_client, settings) -> No
 
 
 def test_a_malformed_job_is_refused_by_the_worker_with_its_field_named() -> None:
-    """Jobs are typed records (runner/messages.py); the worker validates each one before running it."""
-    pool = DevicePool()
+    """Jobs are typed records (runner/messages.py); the worker validates each one before running it. The pool only
+    sends valid ones, so the job goes to a worker process directly, as one raw JSON line."""
+    read_fd, write_fd = os.pipe()
+    worker = subprocess.Popen([sys.executable, "-m", "peak_mcp.runner.worker", "--backend", "cuda", "--device", "-1",
+                               "--result-fd", str(write_fd)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                              pass_fds=(write_fd,), cwd=ROOT, env={**os.environ, "PYTHONPATH": PYTHONPATH})
+    os.close(write_fd)
+    replies = os.fdopen(read_fd, "rb")
+    assert worker.stdin is not None
+
+    def send(job: dict) -> Done | Failed:
+        worker.stdin.write(json.dumps(job).encode() + b"\n")
+        worker.stdin.flush()
+        while not isinstance(reply := parse_reply(replies.readline()), Done | Failed):
+            pass
+        return reply
+
     try:
-        with pytest.raises(JobFailed) as refused:
-            pool.run("cuda", -1, {"type": "evaluate", "problem": "matmul", "dtype": "f32", "sizes": {"M": "many"},
-                                  "stepz": ["compile"]}, inactivity_s=60, total_s=120)
-        assert "malformed job" in str(refused.value) and "sizes" in str(refused.value)
-        assert "stepz" in str(refused.value)
+        assert isinstance(parse_reply(replies.readline()), Ready)
+        refused = send({"id": 1, "type": "evaluate", "problem": "matmul", "dtype": "f32", "sizes": {"M": "many"},
+                        "stepz": ["compile"]})
+        assert isinstance(refused, Failed) and refused.id == 1 and not refused.fatal
+        assert "malformed job" in refused.error and "sizes" in refused.error and "stepz" in refused.error
         # The worker is still there for the next job.
-        done = pool.run("cuda", -1, {"type": "evaluate", "problem": "matmul", "dtype": "f32",
-                                     "sizes": {"M": 8, "N": 8, "K": 8}, "steps": ["baseline"]},
-                        inactivity_s=60, total_s=120)
-        assert "device" in done
+        done = send({"id": 2, **NO_OP.model_dump(mode="json"), "steps": ["baseline"]})
+        assert isinstance(done, Done) and done.id == 2 and isinstance(done.result, EvaluateResult)
+        assert done.result.baseline is not None
     finally:
-        pool.close()
+        worker.kill()
+        worker.wait(timeout=30)
+        replies.close()

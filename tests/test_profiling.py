@@ -21,8 +21,10 @@ from peak_mcp.profiling import (
     sass_mix,
     spirv_mix,
 )
+from peak_mcp.runner.messages import ProfileJob
 from peak_mcp.runner.pool import DevicePool
 from peak_mcp.runner.profile_job import profile
+from peak_mcp.runner.replies import ProfileResult
 from peak_mcp.runner.toolkit import find_tool
 from tests.conftest import EXAMPLES, has_device, skip_reason
 
@@ -199,16 +201,21 @@ def test_ptxas_resources_pick_the_named_function() -> None:
     assert ptxas_resources(log, "c") == {}
 
 
-def _job(source: str, sizes: dict[str, int], spec) -> dict:
-    return {"type": "profile", "problem": "matmul", "dtype": "f32", "sizes": sizes, "source": source,
-            "spec": spec.model_dump()}
+def _job(source: str, sizes: dict[str, int], spec) -> ProfileJob:
+    return ProfileJob(problem="matmul", dtype="f32", sizes=sizes, source=source, spec=spec.model_dump())
+
+
+def _lean(result: ProfileResult) -> dict:
+    """The report as the profile tool shows it."""
+    assert result.profile is not None, result.compile
+    return result.profile.lean()
 
 
 def test_profile_job_compile_only_cuda() -> None:
     source = (EXAMPLES / "cuda" / "regblock_2d.cu").read_text()
     result = profile(CudaExecutor(None, arch="sm_90a"), _job(source, {"M": 256, "N": 256, "K": 64},
                                                             _cuda_spec(source)), lambda _: None)
-    report = result["profile"]
+    report = _lean(result)
     res, occ, mix, counters = (report[k] for k in ("resources", "occupancy", "instruction_mix", "counters"))
     assert res["block"] == [256, 1, 1] and res["static_shared_bytes"] == 8192 and res["spill_store_bytes"] == 0
     assert occ["available"] and occ["block_threads"] == 256
@@ -226,7 +233,7 @@ def test_profile_job_compile_only_cuda() -> None:
 def test_profile_job_reports_a_compile_failure() -> None:
     bad = "// peak: entry=k grid=(1, 1, 1) block=(32, 1, 1) shared=0\nextern \"C\" __global__ void k() { nope; }\n"
     result = profile(CudaExecutor(None), _job(bad, {"M": 1, "N": 1, "K": 1}, _cuda_spec(bad)), lambda _: None)
-    assert set(result) == {"compile"} and not result["compile"]["ok"] and "nope" in result["compile"]["log"]
+    assert result.profile is None and result.compile and not result.compile.ok and "nope" in result.compile.log
 
 
 def test_the_worker_dispatches_profile_jobs() -> None:
@@ -237,7 +244,8 @@ def test_the_worker_dispatches_profile_jobs() -> None:
                           inactivity_s=120, total_s=120)
     finally:
         pool.close()
-    assert result["profile"]["resources"]["registers"] > 0 and result["profile"]["occupancy"]["available"]
+    assert isinstance(result, ProfileResult) and result.profile
+    assert (result.profile.resources.registers or 0) > 0 and result.profile.occupancy.available
 
 
 def test_find_tool_looks_under_cuda_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -298,8 +306,8 @@ def test_spirv_mix_of_the_tiled_example_and_the_hlsl_report() -> None:
     assert mix.memory["Workgroup.store.32"] == 2 and mix.memory["Workgroup.load.32"] >= 2
     assert mix.memory["StorageBuffer.load.32"] == 2 and mix.memory["StorageBuffer.store.32"] == 1
     assert mix.ops["OpControlBarrier"] == 2
-    report = profile(hlsl.open_executor(None), _job(source, {"M": 64, "N": 64, "K": 64}, spec),
-                     lambda _: None)["profile"]
+    report = _lean(profile(hlsl.open_executor(None), _job(source, {"M": 64, "N": 64, "K": 64}, spec),
+                           lambda _: None))
     assert report["resources"]["block"] == [16, 16, 1]
     assert report["resources"]["static_shared_bytes"] == 16 * 16 * 4 + 16 * 17 * 4
     assert not report["occupancy"]["available"] and "Vulkan defines no occupancy" in report["occupancy"]["why"]
@@ -335,8 +343,8 @@ def test_profile_on_a_gpu_agrees_with_the_driver_and_reads_counters() -> None:
     source = (EXAMPLES / "cuda" / "regblock_2d.cu").read_text()
     executor = CudaExecutor(0)
     try:
-        report = profile(executor, _job(source, {"M": 512, "N": 512, "K": 256}, _cuda_spec(source)),
-                         lambda _: None)["profile"]
+        report = _lean(profile(executor, _job(source, {"M": 512, "N": 512, "K": 256}, _cuda_spec(source)),
+                               lambda _: None))
     finally:
         executor.close()
     occ = report["occupancy"]

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from peak_mcp.launch import LaunchSpec
 from peak_mcp.runner import sanitizer
+from peak_mcp.runner.messages import LaunchTarget
 
 REPORTING = """#!/bin/sh
 while [ $# -gt 0 ]; do [ "$1" = --log-file ] && log=$2; [ "$1" = --tool ] && tool=$2; shift; done
@@ -35,8 +37,8 @@ echo $! > "$PEAK_TEST_CHILDREN/$$"
 wait
 """
 
-JOB = {"source": "", "spec": {}, "problem": "matmul", "dtype": "f32", "sizes": {"M": 100, "N": 77, "K": 53},
-       "device": 0}
+JOB = LaunchTarget(source="", spec=LaunchSpec(entry="k", line=1), problem="matmul", dtype="f32",
+                   sizes={"M": 100, "N": 77, "K": 53}, device=0)
 
 
 def _install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> None:
@@ -51,12 +53,12 @@ def test_a_reported_error_names_the_tool_and_the_kernel_line_only(tmp_path, monk
     _install(tmp_path, monkeypatch, REPORTING)
     beats: list[str] = []
     report = sanitizer.run(JOB, beats.append)
-    assert report["available"] and not report["passed"] and report["unchecked"] == []
-    assert [f["check"] for f in report["failures"]] == ["sanitizer_memcheck"]
-    message = report["failures"][0]["message"]
+    assert report.available and report.passed is False and report.unchecked == []
+    assert [f.check for f in report.failures] == ["sanitizer_memcheck"]
+    message = report.failures[0].message
     assert "kernel.cu:28" in message and "Invalid __global__ write" in message and "out of bounds" in message
     assert "libcuda" not in message and "/usr" not in message and "0x7f3a9c000000" not in message
-    assert sorted(report["clean"]) == ["initcheck", "racecheck", "synccheck"]
+    assert sorted(report.clean) == ["initcheck", "racecheck", "synccheck"]
     assert beats and "compute-sanitizer at M=100 N=77 K=53" in beats[0]
 
 
@@ -69,8 +71,8 @@ def test_a_tool_that_never_finishes_is_killed_with_its_children(tmp_path, monkey
     started = time.monotonic()
     report = sanitizer.run(JOB, None)
     assert time.monotonic() - started < 10
-    assert report["passed"] and {u["tool"] for u in report["unchecked"]} == set(sanitizer.TOOLS)  # not clean
-    assert report["clean"] == [] and all("did not finish" in u["message"] for u in report["unchecked"])
+    assert report.passed and {u.tool for u in report.unchecked} == set(sanitizer.TOOLS)  # not clean
+    assert report.clean == [] and all("did not finish" in u.message for u in report.unchecked)
     time.sleep(0.2)
     pids = [int(p.read_text()) for p in children.iterdir()]
     assert len(pids) == len(sanitizer.TOOLS)
@@ -82,4 +84,4 @@ def test_a_tool_that_never_finishes_is_killed_with_its_children(tmp_path, monkey
 def test_missing_tool_is_reported_with_a_fix(monkeypatch) -> None:
     monkeypatch.setattr(sanitizer, "find_tool", lambda _name: None)
     report = sanitizer.run(JOB, None)
-    assert report["available"] is False and "compute-sanitizer" in report["what"] and report["fix"]
+    assert report.available is False and "compute-sanitizer" in (report.what or "") and report.fix

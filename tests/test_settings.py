@@ -8,7 +8,9 @@ import pytest
 
 from peak_mcp.config import Settings
 from peak_mcp.errors import InvalidInput
+from peak_mcp.runner.messages import EvaluateJob
 from peak_mcp.runner.pool import DevicePool
+from peak_mcp.runner.replies import EvaluateResult
 
 
 def test_environment_names_and_types(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -48,14 +50,13 @@ def test_the_compile_only_cuda_worker_gets_the_configured_arch(tmp_path: Path) -
 
     spec = parse_annotation(source, needs=("entry", "grid", "block"), symbols=("M", "N", "K"))
     try:
-        result = pool.run("cuda", -1, {"type": "evaluate", "problem": "matmul", "dtype": "f32",
-                                       "sizes": {"M": 8, "N": 8, "K": 8}, "source": source,
-                                       "spec": spec.model_dump(), "steps": ["compile"]},
+        result = pool.run("cuda", -1, EvaluateJob(problem="matmul", dtype="f32", sizes={"M": 8, "N": 8, "K": 8},
+                                                  source=source, spec=spec.model_dump(), steps=["compile"]),
                           inactivity_s=60, total_s=120)
     finally:
         pool.close()
-    assert result["compile"]["ok"], result["compile"]
-    assert result["compile"]["resources"]["arch"] == "sm_80"
+    assert isinstance(result, EvaluateResult) and result.compile and result.compile.ok, result
+    assert result.compile.resources["arch"] == "sm_80"
 
 
 def test_server_json_declares_every_setting() -> None:

@@ -33,8 +33,8 @@ async def test_tune_records_every_configuration_and_times_the_best_in_full(make_
         assert any(r["status"] == "ok" for r in report["results"])
         assert any(e.startswith("tuning: ") and "configurations" in e for e in events)
         stored = service.store.version(sid, v)
-        assert stored.tuning["tried"] == report["tried"]  # every configuration is kept, not only the answer's
-        assert stored.timing["params"] == report["best"]["params"]  # the version's time is the tuned one's
+        assert stored.tuning and stored.tuning.tried == report["tried"]  # every configuration is kept
+        assert stored.timing and stored.timing.params == report["best"]["params"]  # the version's time: the tuned one
         assert "tuned over" in stored.message
         detail = (await client.call_tool("get_version", {"session_id": sid, "version": v})).structured_content
         assert detail["report"]["tuning"]["best"]["params"] == report["best"]["params"]
@@ -48,8 +48,8 @@ async def test_tune_records_every_configuration_and_times_the_best_in_full(make_
                                                  "max_configs": 1})).structured_content
         assert again["tried"] == 1
         first = (again["results"] or again["pruned"])[0]["params"]
-        assert first == stored.tuning["best"]["params"] or first in [
-            r["params"] for r in stored.tuning["results"] if r["status"] == "ok"]
+        assert stored.tuning.best and (first == stored.tuning.best.params or first in [
+            r.params for r in stored.tuning.results if r.status == "ok"])
 
 
 async def test_tune_refuses_a_kernel_without_parameters(make_client) -> None:

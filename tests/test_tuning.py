@@ -20,6 +20,7 @@ from peak_mcp.backends.includes import check_source
 from peak_mcp.errors import AnnotationError, InvalidInput
 from peak_mcp.launch import MAX_SPACE, LaunchSpec, parse_annotation, with_params
 from peak_mcp.problems.matmul import Matmul
+from peak_mcp.runner.replies import TuneResult
 from peak_mcp.runner.tune_job import tune
 from peak_mcp.tuning import (
     Config,
@@ -445,7 +446,7 @@ def test_real_tuning_of_a_parameterized_hlsl_matmul_on_the_vulkan_device() -> No
     space = Space(spec, sizes)
     assert (space.size, len(space.valid)) == (15, 12)  # where drops 32x4, 64x2, 64x4
     executor = hlsl.open_executor(0)
-    jobs: list[dict[str, Any]] = []
+    jobs: list[TuneResult] = []
     messages: list[str] = []
 
     def measure(configs: list[Config]) -> list[ConfigResult]:
@@ -454,8 +455,8 @@ def test_real_tuning_of_a_parameterized_hlsl_matmul_on_the_vulkan_device() -> No
                "max_reps": 20}
         result = tune(executor, job, messages.append)
         jobs.append(result)
-        assert [r["params"] for r in result["results"]] == job["configs"]  # one result per config, in order
-        return [ConfigResult.model_validate(r) for r in result["results"]]
+        assert [r.params for r in result.results] == job["configs"]  # one result per config, in order
+        return result.results
 
     try:
         report = run_tuning(space, make_strategy("auto", space, max_configs=16), measure, version=1,
@@ -477,33 +478,34 @@ def test_real_tuning_of_a_parameterized_hlsl_matmul_on_the_vulkan_device() -> No
     assert report.where_pruned == 3 and {r.kind for r in report.pruned} == {"compile", "resources", "where"}
     assert report.best is not None and report.best.median_ms == min(r.median_ms or 0 for r in timed)
     assert report.top(1) == [report.best.params]
-    assert extra["results"][0]["status"] == "pruned" and extra["results"][0]["kind"] == "where"
+    assert extra.results[0].status == "pruned" and extra.results[0].kind == "where"
     progress = [m for m in messages if m.startswith("config ")]
     # "config i/n": the i-th configuration of the batch's n that reached the device (where-pruned ones do not)
     assert progress and all(re.match(r"config \d+/[56], best so far (none yet|[0-9.e+-]+ ms): ", m) for m in progress)
     assert any(re.match(r"config \d+/[56], best so far [0-9.]+ ms", m) for m in progress)
-    assert all(j["seconds"] > 0 for j in jobs)
+    assert all(j.seconds > 0 for j in jobs)
 
 
 def test_the_worker_runs_tune_jobs_compile_only_cuda() -> None:
     """Through a real worker process (the dispatch table): NVRTC compiles a batch on threads; a config's compile
     error is pruned with the kernel's own line; a compile-only device times nothing."""
+    from peak_mcp.runner.messages import TuneJob
     from peak_mcp.runner.pool import DevicePool
 
     source = CUDA_KERNEL.replace(" + undefined_thing", "")
     spec = parse_annotation(source, needs=CUDA_NEEDS, symbols=SYMBOLS)
     pool = DevicePool()
     try:
-        result = pool.run("cuda", -1, {"type": "tune", "problem": "matmul", "dtype": "f32",
-                                       "sizes": {"M": 64, "N": 64, "K": 64}, "source": source,
-                                       "spec": spec.model_dump(), "configs": [{"BM": 64}, {"BM": 128}],
-                                       "compile_workers": 2},
+        result = pool.run("cuda", -1, TuneJob(problem="matmul", dtype="f32", sizes={"M": 64, "N": 64, "K": 64},
+                                              source=source, spec=spec.model_dump(),
+                                              configs=[{"BM": 64}, {"BM": 128}], compile_workers=2),
                           inactivity_s=120, total_s=300)
     finally:
         pool.close()
-    first, second = result["results"]
-    assert first["status"] == "pruned" and first["kind"] == "compile" and "kernel.cu(3)" in first["reason"]
-    assert second["status"] == "compiled" and second["params"] == {"BM": 128}
+    assert isinstance(result, TuneResult)
+    first, second = result.results
+    assert first.status == "pruned" and first.kind == "compile" and "kernel.cu(3)" in (first.reason or "")
+    assert second.status == "compiled" and second.params == {"BM": 128}
 
 
 def test_space_enumeration_stays_fast_at_the_size_limit() -> None:

@@ -100,7 +100,7 @@ def record(path: Path, sizes: dict[str, int], budget_s: float) -> None:
     finally:
         executor.close()
     table = [{"params": r["params"], "ms": r.get("median_ms") if r["status"] == "ok" else None,
-              "status": r["status"], "kind": r.get("kind")} for r in result["results"]]
+              "status": r["status"], "kind": r.get("kind")} for r in result.model_dump()["results"]]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({
         "what": "median ms of each configuration of tools/tune_strategies.py's KERNEL, measured by tune_job.tune",

@@ -10,31 +10,32 @@ from peak_mcp.backends.base import Compiled, CompileFailed, Executor
 from peak_mcp.errors import PeakError
 from peak_mcp.evaluation import benchmark, validate
 from peak_mcp.launch import LaunchSpec, with_params
+from peak_mcp.phases import Baseline, CompileInfo, Generality, SizeFailure
 from peak_mcp.problems import get_problem
 from peak_mcp.problems.base import Problem
-from peak_mcp.runner.messages import EvaluateJob, GeneralityJob
+from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, LaunchTarget
+from peak_mcp.runner.replies import EvaluateResult, GeneralityResult
 
 Progress = Callable[[str], None]
 
 
-def _compile(executor: Executor, source: str, spec_dump: dict[str, Any],
-             progress: Progress) -> tuple[Compiled | None, dict[str, Any]]:
-    spec = LaunchSpec.model_validate(spec_dump)
+def _compile(executor: Executor, source: str, spec: LaunchSpec,
+             progress: Progress) -> tuple[Compiled | None, CompileInfo]:
     started = time.perf_counter()
     progress("compile")
     try:
         kernel = executor.compile(with_params(source, spec.config()), spec)
     except CompileFailed as failed:
-        return None, {"ok": False, "log": failed.log, "seconds": time.perf_counter() - started}
-    return kernel, {"ok": True, "log": kernel.log, "resources": kernel.resources,
-                    "seconds": time.perf_counter() - started}
+        return None, CompileInfo(ok=False, log=failed.log, seconds=time.perf_counter() - started)
+    return kernel, CompileInfo(ok=True, log=kernel.log, resources=kernel.resources,
+                               seconds=time.perf_counter() - started)
 
 
 def _seed(job: EvaluateJob | GeneralityJob) -> int:
     return job.seed if job.seed is not None else time.time_ns() % 2**31
 
 
-def evaluate(executor: Executor, job: EvaluateJob | dict[str, Any], progress: Progress) -> dict[str, Any]:
+def evaluate(executor: Executor, job: EvaluateJob | dict[str, Any], progress: Progress) -> EvaluateResult:
     """Compile, then (as asked in job.steps) validate, benchmark and time the vendor baseline.
 
     A version faster than job.vendor_ms (the vendor library's median) is validated once more on fresh inputs
@@ -43,83 +44,84 @@ def evaluate(executor: Executor, job: EvaluateJob | dict[str, Any], progress: Pr
     steps = set(job.steps)
     problem = get_problem(job.problem)
     dtype, sizes = job.dtype, job.sizes
-    result: dict[str, Any] = {"device": executor.facts.__dict__}
+    result = EvaluateResult(device=executor.facts)
     if job.source is not None:
         if job.spec is None:
             raise PeakError("an evaluate job with a source needs its spec")
-        kernel, result["compile"] = _compile(executor, job.source, job.spec, progress)
+        kernel, result.compile = _compile(executor, job.source, job.spec, progress)
         if kernel is None or not steps & {"validate", "benchmark"}:
             return result
         seed = _seed(job)
         started = time.perf_counter()
         validated = validate(executor, kernel, problem, dtype, sizes, trials=job.trials, seed=seed,
                              progress=progress)
-        result["validation"] = {**validated.verdict, "seconds": time.perf_counter() - started}
+        result.validation = validated.verdict
+        result.validation.seconds = time.perf_counter() - started
         try:
-            if validated.verdict["passed"] and "benchmark" in steps:
+            if validated.verdict.passed and "benchmark" in steps:
                 started = time.perf_counter()
                 timing = benchmark(
                     executor, kernel, problem, dtype, sizes, validated,
                     time_budget_s=job.time_budget_s, min_reps=job.min_reps, max_reps=job.max_reps,
                     progress=progress)
                 # wall_s is the timed loop alone; seconds adds warm-up and the output re-check
-                result["timing"] = {**timing, "device_name": executor.facts.name,
-                                    "seconds": time.perf_counter() - started}
+                timing.device_name, timing.seconds = executor.facts.name, time.perf_counter() - started
+                result.timing = timing
         finally:
             validated.close()
-        vendor_ms = job.vendor_ms
-        timing = result.get("timing")
-        if vendor_ms and timing and timing["recheck"].get("passed") and timing["median_ms"] < float(vendor_ms):
+        timing = result.timing
+        if (job.vendor_ms and timing and timing.recheck and timing.recheck.passed
+                and timing.median_ms < job.vendor_ms):
             progress("faster than the vendor library: validating again on fresh inputs")
             again = validate(executor, kernel, problem, dtype, sizes, trials=2, seed=seed + 1000, progress=progress,
                              sets=1)
             again.close()
-            result["revalidation"] = again.verdict
+            result.revalidation = again.verdict
     if "baseline" in steps:
         progress("vendor baseline")
         inputs = problem.make_inputs(sizes, dtype, job.seed or 0, executor.xp)
-        result["baseline"] = executor.baseline(problem.name, dtype, sizes, inputs, job.time_budget_s)
+        result.baseline = Baseline.model_validate(
+            executor.baseline(problem.name, dtype, sizes, inputs, job.time_budget_s))
     return result
 
 
-def generality(executor: Executor, job: GeneralityJob | dict[str, Any], progress: Progress) -> dict[str, Any]:
+def generality(executor: Executor, job: GeneralityJob | dict[str, Any], progress: Progress) -> GeneralityResult:
     """Validate one compiled kernel at each of job.sizes_list: one trial and the race check per size."""
     job = GeneralityJob.model_validate(job)
     problem = get_problem(job.problem)
     kernel, compiled = _compile(executor, job.source, job.spec, progress)
     if kernel is None:
-        return {"compile": compiled}
+        return GeneralityResult(compile=compiled)
     seed = _seed(job)
     checked: list[dict[str, int]] = []
-    failures: list[dict[str, Any]] = []
+    failures: list[SizeFailure] = []
     for sizes in job.sizes_list:
         progress(f"generality at {_label(sizes)}")
         checked.append(sizes)
         failure = _validate_at(executor, kernel, problem, job.dtype, sizes, seed)
         if failure:
-            failures.append({"sizes": sizes, **failure})
-    result: dict[str, Any] = {"generality": {"passed": not failures, "sizes_checked": checked,
-                                             "failures": failures}}
+            failures.append(failure)
+    result = GeneralityResult(generality=Generality(passed=not failures, sizes_checked=checked, failures=failures))
     if job.sanitize_sizes and executor.backend == "cuda" and executor.facts.index >= 0:
         from peak_mcp.runner import sanitizer
 
-        result["sanitizer"] = sanitizer.run({"source": job.source, "spec": job.spec, "problem": job.problem,
-                                             "dtype": job.dtype, "sizes": job.sanitize_sizes,
-                                             "device": executor.facts.index}, progress)
+        result.sanitizer = sanitizer.run(LaunchTarget(source=job.source, spec=job.spec, problem=job.problem,
+                                                      dtype=job.dtype, sizes=job.sanitize_sizes,
+                                                      device=executor.facts.index), progress)
     return result
 
 
 def _validate_at(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int],
-                 seed: int) -> dict[str, Any] | None:
+                 seed: int) -> SizeFailure | None:
     try:
         validated = validate(executor, kernel, problem, dtype, sizes, trials=1, seed=seed, progress=lambda _: None,
                              sets=1)
     except PeakError as exc:  # sizes the annotation cannot launch, or a device limit
-        return {"check": getattr(exc, "kind", "annotation"), "message": str(exc)}
+        return SizeFailure(sizes=sizes, check=getattr(exc, "kind", "annotation"), message=str(exc))
     validated.close()
-    if validated.verdict["passed"]:
+    if validated.verdict.passed:
         return None
-    return {"check": validated.verdict["check"], "message": validated.verdict["message"]}
+    return SizeFailure(sizes=sizes, check=validated.verdict.check, message=validated.verdict.message)
 
 
 def _label(sizes: dict[str, int]) -> str:

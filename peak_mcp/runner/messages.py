@@ -6,9 +6,11 @@ The service builds them; the pool carries them as JSON lines; the worker validat
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from peak_mcp.launch import LaunchSpec
 
 Sizes = dict[str, int]
 
@@ -23,7 +25,7 @@ class _Job(BaseModel):
 
 class _KernelJob(_Job):
     source: str
-    spec: dict[str, Any]  # a launch.LaunchSpec, dumped (bound to one configuration where tuned)
+    spec: LaunchSpec  # bound to one configuration where tuned
 
 
 class EvaluateJob(_Job):
@@ -32,7 +34,7 @@ class EvaluateJob(_Job):
     type: Literal["evaluate"] = "evaluate"
     sizes: Sizes
     source: str | None = None
-    spec: dict[str, Any] | None = None
+    spec: LaunchSpec | None = None
     steps: list[Literal["compile", "validate", "benchmark", "baseline"]] = Field(default_factory=lambda: ["compile"])
     trials: int = 3
     time_budget_s: float = 1.0
@@ -60,6 +62,14 @@ class TuneJob(_KernelJob):
     min_reps: int = 5
     max_reps: int = 200
     compile_workers: int | None = None
+
+
+class LaunchTarget(_KernelJob):
+    """One launch of a kernel in a child process that a tool watches (sanitizer.target, under compute-sanitizer or
+    Nsight Compute); written to a file for it."""
+
+    sizes: Sizes
+    device: int
 
 
 class ProfileJob(_KernelJob):

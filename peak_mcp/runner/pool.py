@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import io
 import json
 import os
 import select
@@ -27,7 +28,19 @@ import structlog
 
 from peak_mcp.errors import PeakError
 from peak_mcp.runner.isolated import python_command, safe_cwd
+from peak_mcp.runner.messages import Job
 from peak_mcp.runner.ownership import DeviceLocks, DeviceOwned
+from peak_mcp.runner.replies import (
+    Done,
+    Failed,
+    Fatal,
+    JobResult,
+    MalformedReply,
+    ProgressNote,
+    Ready,
+    Reply,
+    parse_reply,
+)
 
 log = structlog.get_logger("peak_mcp.pool")
 Progress = Callable[[str], None]
@@ -64,7 +77,7 @@ class _Worker:
     backend: str
     index: int  # -1 = compile only
     process: subprocess.Popen[bytes] | None = None
-    results: Any = None
+    results: io.FileIO | None = None  # the worker's reply pipe
     buffer: bytes = b""
     stderr_tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=40))
     next_id: int = 0
@@ -96,8 +109,8 @@ class DevicePool:
         with self._guard:
             return self._queued[(backend, index)]
 
-    def run(self, backend: str, index: int, job: dict[str, Any], *, inactivity_s: float, total_s: float,
-            progress: Progress | None = None, cancel: threading.Event | None = None) -> dict[str, Any]:
+    def run(self, backend: str, index: int, job: Job, *, inactivity_s: float, total_s: float,
+            progress: Progress | None = None, cancel: threading.Event | None = None) -> JobResult:
         """Run one job. `cancel` (default: the calling request's token), once set, kills the job and its worker:
         JobFailed('cancelled')."""
         key = (backend, index)
@@ -111,8 +124,8 @@ class DevicePool:
             with self._guard:
                 self._queued[key] -= 1
 
-    def _run_queued(self, key: tuple[str, int], lock: threading.Lock, job: dict[str, Any], inactivity_s: float,
-                    total_s: float, progress: Progress | None, cancel: threading.Event | None) -> dict[str, Any]:
+    def _run_queued(self, key: tuple[str, int], lock: threading.Lock, job: Job, inactivity_s: float,
+                    total_s: float, progress: Progress | None, cancel: threading.Event | None) -> JobResult:
         backend, index = key
         # the per-device queue: waiting threads are served by the OS lock; a cancelled waiter leaves the queue
         while not lock.acquire(timeout=POLL_S):
@@ -159,9 +172,12 @@ class DevicePool:
         worker = _Worker(backend, index, process, os.fdopen(read_fd, "rb", buffering=0))
         threading.Thread(target=self._drain_output, args=(worker,), daemon=True).start()
         log.info("worker started", backend=backend, device=index, pid=process.pid)
-        ready = self._read_message(worker, self.start_timeout_s)
-        if ready is None or ready.get("event") != "ready":
-            reason = (ready or {}).get("error") or self._death_note(worker)
+        try:
+            ready = self._read_message(worker, self.start_timeout_s)
+        except MalformedReply as exc:
+            ready = Fatal(error=f"its first message was not a reply this server reads: {exc}")
+        if not isinstance(ready, Ready):
+            reason = ready.error if isinstance(ready, Fatal) else self._death_note(worker)
             self._kill(worker)
             raise JobFailed("worker_start", f"the {backend} worker for device {index} did not start: {reason}",
                             "run the doctor tool to see what is missing on this machine.")
@@ -182,9 +198,10 @@ class DevicePool:
             worker.stderr_tail.append(pending.decode(errors="replace").rstrip()[:500])
 
     def _read_message(self, worker: _Worker, timeout_s: float,
-                      cancel: threading.Event | None = None) -> dict[str, Any] | None:
-        """Next JSON message, or None on timeout or EOF (check worker.alive() to tell which); _Cancelled when
-        `cancel` is set meanwhile."""
+                      cancel: threading.Event | None = None) -> Reply | None:
+        """Next reply, or None on timeout or EOF (check worker.alive() to tell which); _Cancelled when `cancel` is
+        set meanwhile; MalformedReply for a line that is not a reply."""
+        assert worker.results is not None
         deadline = time.monotonic() + timeout_s
         while b"\n" not in worker.buffer:
             if cancel is not None and cancel.is_set():
@@ -200,15 +217,15 @@ class DevicePool:
                 return None
             worker.buffer += chunk
         line, _, worker.buffer = worker.buffer.partition(b"\n")
-        return json.loads(line)
+        return parse_reply(line)
 
-    def _exchange(self, worker: _Worker, job: dict[str, Any], inactivity_s: float, total_s: float,
-                  progress: Progress | None, cancel: threading.Event | None = None) -> dict[str, Any]:
+    def _exchange(self, worker: _Worker, job: Job, inactivity_s: float, total_s: float,
+                  progress: Progress | None, cancel: threading.Event | None = None) -> JobResult:
         worker.next_id += 1
-        job = {**job, "id": worker.next_id}
+        job_id = worker.next_id
         assert worker.process is not None and worker.process.stdin is not None
         try:
-            worker.process.stdin.write((json.dumps(job) + "\n").encode())
+            worker.process.stdin.write((json.dumps({**job.model_dump(mode="json"), "id": job_id}) + "\n").encode())
             worker.process.stdin.flush()
         except BrokenPipeError:
             self._kill(worker)
@@ -225,6 +242,13 @@ class DevicePool:
                 self.restarts += 1
                 raise JobFailed("cancelled", f"the request was cancelled during '{last_stage}'; the job was stopped "
                                 "and its worker restarted.") from None
+            except MalformedReply as exc:
+                self._kill(worker)  # whatever it sends next is as suspect: a fresh worker takes the next job
+                self.restarts += 1
+                raise JobFailed("internal", f"internal error: the worker's reply during '{last_stage}' does not match "
+                                f"what this server reads ({exc}); the job was stopped and its worker restarted.",
+                                "this is a bug in peak-mcp (or a worker from another installed version), not in the "
+                                "kernel: submit again, and report it if it repeats.") from None
             if message is None:
                 if worker.alive():
                     self._kill(worker)
@@ -249,21 +273,24 @@ class DevicePool:
                 raise JobFailed("worker_died", f"the worker died during '{last_stage}': {self._death_note(worker)}. "
                                 "The worker was restarted.",
                                 "the kernel probably crashed the device context: check bounds on every access.")
-            if message.get("id") != job["id"]:
-                continue
-            if message.get("event") == "progress":
-                last_stage = worker.stage = message.get("message", last_stage)
+            if not isinstance(message, ProgressNote | Done | Failed) or message.id != job_id:
+                continue  # not about this job
+            if isinstance(message, ProgressNote):
+                last_stage = worker.stage = message.message
                 if progress:
                     progress(last_stage)
                 continue
-            if message.get("ok"):
-                return message["result"]
-            if message.get("fatal"):
+            if isinstance(message, Done):
+                if message.result.type != job.type:
+                    raise JobFailed("internal", f"internal error: the worker answered a {job.type} job with a "
+                                    f"{message.result.type} result")
+                return message.result
+            if message.fatal:
                 self._kill(worker)
                 self.restarts += 1
-                raise JobFailed(message.get("kind", "kernel_fault"), message["error"],
+                raise JobFailed(message.kind, message.error,
                                 "the worker was restarted; fix the kernel and submit again.")
-            raise JobFailed(message.get("kind", "internal"), message["error"])
+            raise JobFailed(message.kind, message.error)
 
     def _death_note(self, worker: _Worker) -> str:
         code = worker.process.poll() if worker.process else None

@@ -8,7 +8,6 @@ limits. Every tool runs with a timeout in the worker's private directory; only p
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import struct
@@ -38,7 +37,8 @@ from peak_mcp.profiling import (
 )
 from peak_mcp.runner.isolated import python_command, safe_cwd
 from peak_mcp.runner.jobs import Progress, _compile
-from peak_mcp.runner.messages import ProfileJob
+from peak_mcp.runner.messages import LaunchTarget, ProfileJob
+from peak_mcp.runner.replies import ProfileResult
 from peak_mcp.runner.toolkit import find_tool, kill_tree
 
 DISASSEMBLE_TIMEOUT_S = 60.0
@@ -50,13 +50,13 @@ _NCU_CORE = ("gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained
              "sm__warps_active.avg.pct_of_peak_sustained_active")
 
 
-def profile(executor: Executor, job: ProfileJob | dict[str, Any], progress: Progress) -> dict[str, Any]:
-    """job: source, spec, problem, dtype, sizes (the session's), counters (default True: run ncu where possible).
-    Returns {'profile': ProfileReport as a dict}, or {'compile': {...}} when the source does not compile."""
+def profile(executor: Executor, job: ProfileJob | dict[str, Any], progress: Progress) -> ProfileResult:
+    """The kernel's profile at job.sizes (the session's), Nsight Compute counters where asked and possible; only
+    the compile record when the source does not compile."""
     job = ProfileJob.model_validate(job)
     kernel, compiled = _compile(executor, job.source, job.spec, progress)
     if kernel is None:
-        return {"compile": compiled}
+        return ProfileResult(compile=compiled)
     sizes = job.sizes
     geometry = kernel.spec.evaluate(sizes)
     if executor.backend == "cuda":
@@ -68,7 +68,7 @@ def profile(executor: Executor, job: ProfileJob | dict[str, Any], progress: Prog
         report = ProfileReport(backend=executor.backend, entry=kernel.spec.entry, device=executor.facts.name,
                                resources=unavailable(Resources, why), occupancy=unavailable(Occupancy, why),
                                instruction_mix=unavailable(InstructionMix, why), counters=unavailable(Counters, why))
-    return {"profile": report.lean()}
+    return ProfileResult(profile=report)
 
 
 # --- CUDA -------------------------------------------------------------------------------------------------------
@@ -185,9 +185,8 @@ def _counters(executor: Executor, job: ProfileJob, sizes: dict[str, int], entry:
     workdir = tempfile.mkdtemp(prefix="peak-ncu-", dir=safe_cwd())
     try:
         job_file = Path(workdir, "job.json")
-        job_file.write_text(json.dumps({"source": job.source, "spec": job.spec, "problem": job.problem,
-                                        "dtype": job.dtype,
-                                        "sizes": sizes, "device": executor.facts.index}))
+        job_file.write_text(LaunchTarget(source=job.source, spec=job.spec, problem=job.problem, dtype=job.dtype,
+                                         sizes=sizes, device=executor.facts.index).model_dump_json())
         failure = None
         for metrics in (tuple(NCU_METRICS), _NCU_CORE):
             failure = _ncu_run(ncu, metrics, entry, job_file, workdir, progress)

@@ -10,19 +10,21 @@ frames or paths.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 
+from peak_mcp.phases import SanitizerFinding, SanitizerReport, UncheckedTool
 from peak_mcp.runner.isolated import python_command, safe_cwd
+from peak_mcp.runner.messages import LaunchTarget
 from peak_mcp.runner.toolkit import find_tool, kill_tree
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -34,27 +36,34 @@ _KEEP = re.compile(r"(Invalid|out of bounds|Race|race|Barrier|barrier|Uninitiali
 _ADDRESS = re.compile(r"0x[0-9a-f]{6,}")
 
 
+class _ToolRun(NamedTuple):
+    errors: int
+    ran: bool
+    message: str
+
+
 def missing_note() -> dict[str, str]:
     return {"what": "compute-sanitizer", "why": "not on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin",
             "fix": "install the CUDA toolkit's sanitizer (e.g. apt-get install cuda-sanitizer-13-0) or put it on "
                    "PATH; without it, accesses far outside a buffer and shared-memory races go unchecked"}
 
 
-def run(job: dict[str, Any], progress: Any = None, tools: tuple[str, ...] = TOOLS) -> dict[str, Any]:
-    """Run every tool on the job (source, spec, problem, dtype, sizes, device) at once; never raises.
+def run(job: LaunchTarget, progress: Callable[[str], None] | None = None,
+        tools: tuple[str, ...] = TOOLS) -> SanitizerReport:
+    """Run every tool on one launch of the job's kernel at once; never raises.
 
     The tools stay in the worker's process group, so a worker killed as hung takes them along; a heartbeat every
     two seconds keeps the worker's hang detector from taking a slow sanitizer for a hung kernel."""
     path = find_tool("compute-sanitizer")
     if path is None:
-        return {"available": False, **missing_note()}
+        return SanitizerReport(available=False, **missing_note())
     started = time.perf_counter()
     workdir = tempfile.mkdtemp(prefix="peak-sanitize-", dir=safe_cwd())
     job_file = Path(workdir, "job.json")
-    job_file.write_text(json.dumps(job))
-    where = " ".join(f"{k}={v}" for k, v in job["sizes"].items())
+    job_file.write_text(job.model_dump_json())
+    where = " ".join(f"{k}={v}" for k, v in job.sizes.items())
     running = {tool: _start(path, tool, job_file, workdir) for tool in tools}
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, _ToolRun] = {}
     beat = 0.0
     try:
         while len(results) < len(tools):
@@ -65,8 +74,7 @@ def run(job: dict[str, Any], progress: Any = None, tools: tuple[str, ...] = TOOL
                     results[tool] = _result(tool, proc, Path(workdir, f"{tool}.log"))
                 elif time.perf_counter() - started > TIMEOUT_S:
                     kill_tree(proc.pid)
-                    results[tool] = {"errors": 0, "ran": False,
-                                     "message": f"{tool} did not finish within {TIMEOUT_S:.0f} s"}
+                    results[tool] = _ToolRun(0, False, f"{tool} did not finish within {TIMEOUT_S:.0f} s")
             if progress and time.perf_counter() - beat > 2.0:
                 beat = time.perf_counter()
                 progress(f"compute-sanitizer at {where}: {len(results)} of {len(tools)} tools done")
@@ -77,12 +85,12 @@ def run(job: dict[str, Any], progress: Any = None, tools: tuple[str, ...] = TOOL
                 kill_tree(proc.pid)
         shutil.rmtree(workdir, ignore_errors=True)
     # Lean for the agent: clean tools by name; only a failing or unchecked tool says more.
-    failures = [{"check": f"sanitizer_{tool}", "message": r["message"]} for tool, r in results.items()
-                if r.get("errors")]
-    unchecked = [{"tool": tool, "message": r["message"]} for tool, r in results.items() if not r.get("ran")]
-    clean = [tool for tool, r in results.items() if r.get("ran") and not r.get("errors")]
-    return {"available": True, "passed": not failures, "sizes": job["sizes"], "clean": clean, "failures": failures,
-            "unchecked": unchecked, "seconds": round(time.perf_counter() - started, 3)}
+    failures = [SanitizerFinding(check=f"sanitizer_{tool}", message=r.message) for tool, r in results.items()
+                if r.errors]
+    unchecked = [UncheckedTool(tool=tool, message=r.message) for tool, r in results.items() if not r.ran]
+    clean = [tool for tool, r in results.items() if r.ran and not r.errors]
+    return SanitizerReport(available=True, passed=not failures, sizes=job.sizes, clean=clean, failures=failures,
+                           unchecked=unchecked, seconds=round(time.perf_counter() - started, 3))
 
 
 def _start(sanitizer: str, tool: str, job_file: Path, workdir: str) -> subprocess.Popen[bytes]:
@@ -94,15 +102,15 @@ def _start(sanitizer: str, tool: str, job_file: Path, workdir: str) -> subproces
     return subprocess.Popen(command, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
-def _result(tool: str, proc: subprocess.Popen[bytes], log_file: Path) -> dict[str, Any]:
+def _result(tool: str, proc: subprocess.Popen[bytes], log_file: Path) -> _ToolRun:
     text = log_file.read_text(errors="replace") if log_file.exists() else ""
     summary = _SUMMARY.search(text)
     errors = int(summary.group(1)) if summary else (1 if proc.returncode == ERROR_EXIT else 0)
     if proc.returncode not in (0, ERROR_EXIT) and not summary:
         stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
         tail = stderr.strip().splitlines()[-1:] or ["no output"]
-        return {"errors": 0, "ran": False, "message": f"{tool} could not run the kernel: {tail[0][:200]}"}
-    return {"errors": errors, "ran": True, "message": _first_report(text, tool) if errors else "clean"}
+        return _ToolRun(0, False, f"{tool} could not run the kernel: {tail[0][:200]}")
+    return _ToolRun(errors, True, _first_report(text, tool) if errors else "clean")
 
 
 def _first_report(text: str, tool: str) -> str:
@@ -128,15 +136,15 @@ def target(job_file: str) -> int:
     cupy.cuda.set_allocator(None)  # every buffer its own cudaMalloc: the sanitizer knows each one's bounds
     from peak_mcp.backends.cuda import CudaExecutor
     from peak_mcp.dtypes import itemsize
-    from peak_mcp.launch import LaunchSpec, with_params
+    from peak_mcp.launch import with_params
     from peak_mcp.problems import get_problem
     from peak_mcp.problems.base import BufferArg, ScalarArg
 
-    job = json.loads(Path(job_file).read_text())
-    problem, dtype, sizes = get_problem(job["problem"]), job["dtype"], {k: int(v) for k, v in job["sizes"].items()}
-    executor = CudaExecutor(int(job["device"]), flush=False)
-    spec = LaunchSpec.model_validate(job["spec"])
-    kernel = executor.compile(with_params(job["source"], spec.config()), spec)
+    job = LaunchTarget.model_validate_json(Path(job_file).read_text())
+    problem, dtype, sizes = get_problem(job.problem), job.dtype, job.sizes
+    executor = CudaExecutor(job.device, flush=False)
+    spec = job.spec
+    kernel = executor.compile(with_params(job.source, spec.config()), spec)
     inputs = problem.make_inputs(sizes, dtype, 0, np)  # on the host: no cupy kernels under the sanitizer
     args = problem.arguments(dtype)
     buffers = []

@@ -23,7 +23,10 @@ from peak_mcp.errors import AnnotationError, PeakError
 from peak_mcp.evaluation import benchmark, validate
 from peak_mcp.launch import LaunchSpec, with_params
 from peak_mcp.problems import get_problem
+from peak_mcp.problems.base import Problem
 from peak_mcp.runner.messages import TuneJob
+from peak_mcp.runner.replies import TuneResult
+from peak_mcp.tuning import ConfigResult, Kind, Status
 
 Progress = Callable[[str], None]
 MAX_REASON_CHARS = 1500
@@ -32,12 +35,11 @@ _RESOURCES = re.compile(r"device limit|over the device|which .* lacks|too much s
                         r"uses too many registers", re.IGNORECASE)
 
 
-def _result(params: dict[str, int], status: str, kind: str | None = None, reason: str | None = None,
-            **timing: Any) -> dict[str, Any]:
-    """A tuning.ConfigResult as a dict (the worker's reply is JSON)."""
+def _result(params: dict[str, int], status: Status, kind: Kind | None = None, reason: str | None = None,
+            **timing: Any) -> ConfigResult:
     if reason and len(reason) > MAX_REASON_CHARS:
         reason = reason[:MAX_REASON_CHARS] + " [...]"
-    return {"params": params, "status": status, "kind": kind, "reason": reason, **timing}
+    return ConfigResult(params=params, status=status, kind=kind, reason=reason, **timing)
 
 
 def _current_device(executor: Executor) -> None:
@@ -83,19 +85,18 @@ def _compile_all(executor: Executor, source: str, todo: list[tuple[int, LaunchSp
         yield item[0], one(item)
 
 
-def tune(executor: Executor, job: TuneJob | dict[str, Any], progress: Progress) -> dict[str, Any]:
-    """Compile, prune, validate and time job.configs (each a full {name: value} configuration of job.spec).
-
-    Returns {"device", "results": [ConfigResult dict per config, in order], "seconds"}."""
+def tune(executor: Executor, job: TuneJob | dict[str, Any], progress: Progress) -> TuneResult:
+    """Compile, prune, validate and time job.configs (each a full {name: value} configuration of job.spec): a
+    ConfigResult per configuration, in order."""
     job = TuneJob.model_validate(job)
     started = time.perf_counter()
     problem = get_problem(job.problem)
     dtype, sizes = job.dtype, job.sizes
-    spec = LaunchSpec.model_validate(job.spec)
+    spec = job.spec
     configs = job.configs
     n = len(configs)
     seed = job.seed or 0
-    results: list[dict[str, Any] | None] = [None] * n
+    results: list[ConfigResult | None] = [None] * n
 
     todo: list[tuple[int, LaunchSpec]] = []
     for i, params in enumerate(configs):
@@ -127,18 +128,18 @@ def tune(executor: Executor, job: TuneJob | dict[str, Any], progress: Progress) 
         def step(message: str, head: str = f"config {done}/{len(todo)}, best so far {so_far}") -> None:
             progress(f"{head}: {message}")
 
-        results[i] = _measure(executor, kernel, problem, dtype, sizes, job, seed, step)
-        if results[i]["status"] == "ok":
-            best = min(best if best is not None else float("inf"), results[i]["median_ms"])
-    return {"device": executor.facts.__dict__, "results": results, "seconds": round(time.perf_counter() - started, 3)}
+        measured = results[i] = _measure(executor, kernel, problem, dtype, sizes, job, seed, step)
+        if measured.status == "ok" and measured.median_ms is not None:
+            best = min(best if best is not None else float("inf"), measured.median_ms)
+    # every configuration was pruned, or compiled and measured: no None is left
+    return TuneResult(device=executor.facts, results=results, seconds=round(time.perf_counter() - started, 3))
 
 
-def _measure(executor: Executor, kernel: Compiled, problem: Any, dtype: str, sizes: dict[str, int],
-             job: dict[str, Any], seed: int, step: Progress) -> dict[str, Any]:
+def _measure(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int],
+             job: TuneJob, seed: int, step: Progress) -> ConfigResult:
     params = kernel.spec.bound
     if executor.facts.index < 0:
-        return _result(params, "compiled", reason="compiled; this executor is compile-only, nothing was run",
-                       resources=kernel.resources)
+        return _result(params, "compiled", reason="compiled; this executor is compile-only, nothing was run")
     why = executor.check_geometry(kernel, kernel.spec.evaluate(sizes))
     if why:
         return _result(params, "pruned", "resources" if _RESOURCES.search(why) else "geometry", why)
@@ -151,16 +152,15 @@ def _measure(executor: Executor, kernel: Compiled, problem: Any, dtype: str, siz
         return _result(params, "failed", "error", str(exc))
     try:
         verdict = validated.verdict
-        if not verdict["passed"]:
-            kind = "geometry" if verdict["check"] == "launch_geometry" else "validation"
-            status = "pruned" if kind == "geometry" else "failed"
-            return _result(params, status, kind, f"{verdict['check']}: {verdict['message']}")
+        if not verdict.passed:
+            if verdict.check == "launch_geometry":
+                return _result(params, "pruned", "geometry", f"{verdict.check}: {verdict.message}")
+            return _result(params, "failed", "validation", f"{verdict.check}: {verdict.message}")
         timing = benchmark(executor, kernel, problem, dtype, sizes, validated,
                            time_budget_s=job.time_budget_s, min_reps=job.min_reps, max_reps=job.max_reps,
                            progress=step)
     finally:
         validated.close()
-    if not timing["recheck"]["passed"]:
-        return _result(params, "failed", "recheck", timing["recheck"]["message"])
-    return _result(params, "ok", median_ms=timing["median_ms"], tflops=timing["tflops"], cv=timing["cv"],
-                   reps=timing["reps"])
+    if timing.recheck is not None and not timing.recheck.passed:
+        return _result(params, "failed", "recheck", timing.recheck.message)
+    return _result(params, "ok", median_ms=timing.median_ms, tflops=timing.tflops, cv=timing.cv, reps=timing.reps)

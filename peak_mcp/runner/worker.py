@@ -17,9 +17,8 @@ import sys
 import threading
 import time
 import traceback
-from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from peak_mcp.backends.base import KernelFault
 from peak_mcp.errors import PeakError
@@ -36,31 +35,32 @@ def main(argv: list[str] | None = None) -> int:
     jobs = _watch_parent(args.parent_pid)
     out = os.fdopen(args.result_fd, "w", buffering=1)
 
-    def send(message: dict[str, Any]) -> None:
-        out.write(json.dumps(message, default=str) + "\n")
+    def send(reply: BaseModel) -> None:
+        # fallback: numpy scalars in a backend's resources, as the JSON encoder wrote them before (str)
+        out.write(reply.model_dump_json(fallback=str) + "\n")
         out.flush()
 
     from peak_mcp.backends.registry import open_executor
     from peak_mcp.runner.jobs import evaluate, generality
     from peak_mcp.runner.messages import JOB
     from peak_mcp.runner.profile_job import profile
+    from peak_mcp.runner.replies import Done, Failed, Fatal, ProgressNote, Ready
     from peak_mcp.runner.tune_job import tune
 
     try:
         executor = open_executor(args.backend, None if args.device < 0 else args.device, **json.loads(args.options))
     except Exception as exc:
-        send({"event": "fatal", "error": f"cannot open {args.backend} device {args.device}: "
-                                         f"{type(exc).__name__}: {exc}"})
+        send(Fatal(error=f"cannot open {args.backend} device {args.device}: {type(exc).__name__}: {exc}"))
         return 2
-    send({"event": "ready", "device": executor.facts.__dict__})
+    send(Ready(device=executor.facts))
 
     while True:
         line = jobs.get()
         message = json.loads(line)
         job_id = message.pop("id", None)
 
-        def progress(message: str, job_id: Any = job_id) -> None:
-            send({"id": job_id, "event": "progress", "message": message})
+        def progress(message: str, job_id: int | None = job_id) -> None:
+            send(ProgressNote(id=job_id, message=message))
 
         try:
             try:
@@ -68,18 +68,15 @@ def main(argv: list[str] | None = None) -> int:
             except ValidationError as exc:
                 raise PeakError(f"malformed job: {exc.errors(include_url=False)[:3]}") from None
             run = {"evaluate": evaluate, "generality": generality, "profile": profile, "tune": tune}[job.type]
-            result = run(executor, job, progress)
-            send({"id": job_id, "event": "result", "ok": True, "result": result})
+            send(Done(id=job_id, result=run(executor, job, progress)))
         except KernelFault as fault:
-            send({"id": job_id, "event": "result", "ok": False, "fatal": True, "kind": fault.kind,
-                  "error": str(fault)})
+            send(Failed(id=job_id, fatal=True, kind=fault.kind, error=str(fault)))
             return 3  # the device context is unusable now
         except PeakError as exc:
-            send({"id": job_id, "event": "result", "ok": False, "kind": exc.kind, "error": str(exc)})
+            send(Failed(id=job_id, kind=exc.kind, error=str(exc)))
         except Exception as exc:
             traceback.print_exc(file=sys.stderr)
-            send({"id": job_id, "event": "result", "ok": False, "kind": "internal",
-                  "error": f"{type(exc).__name__}: {exc}"})
+            send(Failed(id=job_id, kind="internal", error=f"{type(exc).__name__}: {exc}"))
     return 0
 
 

@@ -1,0 +1,132 @@
+"""What each phase of an evaluation found, as typed records: built in a worker, carried in its reply, kept in a
+version's (or session's) JSON columns and read back from them.
+
+A `Record` dumps only the fields that were set (passed to its constructor, assigned, or present in the JSON it was
+read from), so a worker's reply, the stored row and the report an agent reads stay the same JSON, rows written by
+earlier releases included. Check-specific numbers (a finding's indices and samples, error statistics, a library's
+name) stay extra fields: they vary by check and backend, and are shown, never read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    @model_serializer(mode="wrap")
+    def _only_what_was_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if k in self.model_fields_set}
+
+
+def dumped(record: BaseModel | None) -> dict[str, Any] | None:
+    """A record as the JSON object the MCP models carry (None stays None)."""
+    return None if record is None else record.model_dump(mode="json")
+
+
+class CompileInfo(BaseModel):
+    ok: bool
+    log: str = ""
+    resources: dict[str, Any] = Field(default_factory=dict)  # per backend: registers, shared bytes, arch, ...
+    seconds: float | None = None
+
+
+class SanitizerFinding(Record):
+    check: str  # sanitizer_<tool>
+    message: str
+
+
+class UncheckedTool(Record):
+    tool: str
+    message: str
+
+
+class SanitizerReport(Record):
+    """compute-sanitizer over one launch; where it is not installed, what is missing (what, why, fix)."""
+
+    available: bool
+    passed: bool | None = None
+    sizes: dict[str, int] | None = None
+    clean: list[str] = Field(default_factory=list)
+    failures: list[SanitizerFinding] = Field(default_factory=list)
+    unchecked: list[UncheckedTool] = Field(default_factory=list)
+    seconds: float | None = None
+    what: str | None = None
+    why: str | None = None
+    fix: str | None = None
+
+
+class Verdict(Record):
+    """Validation's answer: passed, or the first failing check with a message the agent can act on."""
+
+    passed: bool
+    check: str | None = None
+    message: str | None = None
+    trials: int | None = None
+    buffer: str | None = None
+    seconds: float | None = None
+    sanitizer: SanitizerReport | None = None  # kept with the version's validation once generality ran it
+
+
+class Recheck(Record):
+    """Guards, inputs and outputs after the timed launches."""
+
+    passed: bool
+    check: str | None = None
+    input_set: int | None = None
+    message: str | None = None
+
+
+class Summary(Record):
+    """A timed loop's statistics (timing.summarize), for kernels and vendor libraries alike."""
+
+    reps: int | None = None
+    median_ms: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    mean_ms: float | None = None
+    cv: float | None = None
+    tflops: float | None = None
+    gbps: float | None = None
+    cold_cache: bool | None = None
+    wall_s: float | None = None  # the timed loop alone
+
+
+class Timing(Summary):
+    """A kernel's benchmark. Only the median is sure to be there: the first release stored little else."""
+
+    median_ms: float
+    input_sets: int | None = None
+    recheck: Recheck | None = None
+    device_name: str | None = None
+    seconds: float | None = None  # warm-up and the output re-check included
+    params: dict[str, int] | None = None  # the tuned configuration timed, once tuned
+
+
+class Baseline(Summary):
+    """The vendor library at the session's sizes, or why there is none."""
+
+    available: bool
+    reason: str | None = None
+    library: str | None = None
+    note: str | None = None
+
+
+class SizeFailure(Record):
+    sizes: dict[str, int] | str  # a string where only the worker's last progress line named them
+    check: str | None = None
+    message: str | None = None
+
+
+class Generality(Record):
+    """Validation at sampled other sizes. passed None: unchecked (the note says why)."""
+
+    passed: bool | None = None
+    sizes_checked: list[dict[str, int]] = Field(default_factory=list)
+    failures: list[SizeFailure] = Field(default_factory=list)
+    constraints: list[str] | None = None
+    note: str | None = None
+    seconds: float | None = None
