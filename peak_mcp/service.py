@@ -336,7 +336,7 @@ class PeakService:
         constraints = session.constraints or []
         sizes_list = sample_sizes(problem, session.sizes, constraints)
         sanitize_at = None
-        if self.settings.sanitizer and session.backend == "cuda":
+        if self.settings.sanitizer and backend_spec(session.backend).sanitizer:
             # One of the sampled sizes; with none, the session's own when small (the sanitizer slows a launch a lot).
             fallback = sizes_list[-1] if sizes_list else (
                 session.sizes if problem.flops(session.sizes) <= SANITIZER_MAX_FLOPS else None)

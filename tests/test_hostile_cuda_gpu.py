@@ -75,3 +75,20 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Ou
 def test_hostile_cuda(outcomes: dict[str, dict[str, Outcome]], entry: Any, size: str) -> None:
     outcome = outcomes[size][entry.file]
     assert outcome.ok, f"{entry.cls} ({entry.file}) at {size}: {outcome.why()}"
+
+
+HIP_TWINS = load_manifest("hip")  # the same kernels as HIP source: on NVIDIA they must get the CUDA verdicts
+needs_hip_gpu = pytest.mark.skipif(not has_device("hip"), reason=f"no HIP GPU: {skip_reason('hip')}")
+
+
+@pytest.fixture(scope="module")
+def hip_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    return run_in_process(tmp_path_factory.mktemp("hostile-hip") / "data", "hip", UNALIGNED, HIP_TWINS, 8)
+
+
+@pytest.mark.gpu
+@needs_hip_gpu
+@pytest.mark.parametrize("entry", HIP_TWINS, ids=lambda e: e.name)
+def test_hostile_hip_twin(hip_outcomes: dict[str, Outcome], entry: Any) -> None:
+    outcome = hip_outcomes[entry.file]
+    assert outcome.ok, f"HIP twin of {entry.file} at 100x77x53: {outcome.why()}"

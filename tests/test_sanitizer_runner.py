@@ -85,3 +85,24 @@ def test_missing_tool_is_reported_with_a_fix(monkeypatch) -> None:
     monkeypatch.setattr(sanitizer, "find_tool", lambda _name: None)
     report = sanitizer.run(JOB, None)
     assert report.available is False and "compute-sanitizer" in (report.what or "") and report.fix
+
+
+def test_a_hip_kernel_on_nvidia_is_sanitized_and_reported_with_its_own_file(tmp_path, monkeypatch) -> None:
+    """HIP source runs on NVIDIA through the CUDA driver, so compute-sanitizer watches it as it does CUDA: the
+    backends say so, the target carries the backend (its child opens the HIP executor), and a report naming
+    kernel.hip keeps that line."""
+    from peak_mcp.backends.cuda import CudaExecutor
+    from peak_mcp.backends.hip import HipOnCudaExecutor
+    from peak_mcp.backends.hip_amd import HipAmdExecutor
+    from peak_mcp.backends.registry import backend_spec
+
+    assert backend_spec("cuda").sanitizer and backend_spec("hip").sanitizer and not backend_spec("hlsl").sanitizer
+    assert CudaExecutor.sanitizer and HipOnCudaExecutor.sanitizer and not HipAmdExecutor.sanitizer
+    hip_job = JOB.model_copy(update={"backend": "hip"})
+    assert LaunchTarget.model_validate_json(hip_job.model_dump_json()).backend == "hip"
+    with pytest.raises(ValueError, match="backend"):
+        LaunchTarget.model_validate({**JOB.model_dump(), "backend": "hlsl"})
+    _install(tmp_path, monkeypatch, REPORTING.replace("kernel.cu:28", "kernel.hip:29"))
+    report = sanitizer.run(hip_job)
+    assert [f.check for f in report.failures] == ["sanitizer_memcheck"]
+    assert "kernel.hip:29" in report.failures[0].message and "/usr" not in report.failures[0].message

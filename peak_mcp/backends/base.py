@@ -59,6 +59,7 @@ class Executor(ABC):
     backend: str
     facts: DeviceFacts
     xp: Any = np
+    sanitizer: bool = False  # compute-sanitizer can watch its launches (the CUDA driver runs them)
 
     @abstractmethod
     def compile(self, source: str, spec: LaunchSpec) -> Compiled:

@@ -95,6 +95,7 @@ def _as_fault(exc: Exception) -> Exception:
 
 class CudaExecutor(Executor):
     backend = "cuda"
+    sanitizer = True  # HIP on NVIDIA inherits it: the same driver runs its launches
     source_name = "kernel.cu"  # what diagnostics call the agent's file
     pre_include: str | None = None  # a header NVRTC reads before the source (the HIP backend's device header)
 

@@ -23,6 +23,7 @@ class BackendSpec:
     language: str  # the fence tag of code in catalog texts
     compiles_without_device: bool  # compile-only sessions where no device exists
     vendor_library: str | None = None  # the yardstick timed beside the kernels, where there is one
+    sanitizer: bool = False  # compute-sanitizer can watch its launches (where the worker's executor allows)
 
 
 BACKENDS: dict[str, BackendSpec] = {}
@@ -34,10 +35,10 @@ def register(spec: BackendSpec) -> BackendSpec:
 
 
 register(BackendSpec("cuda", "peak_mcp.backends.cuda", ".cu", ("entry", "grid", "block"), "cuda",
-                     compiles_without_device=True, vendor_library="cuBLAS"))
+                     compiles_without_device=True, vendor_library="cuBLAS", sanitizer=True))
 # HIP runs on AMD (hip-python), on NVIDIA through a device header and NVRTC, and compiles offline for gfx targets.
 register(BackendSpec("hip", "peak_mcp.backends.hip", ".hip", ("entry", "grid", "block"), "hip",
-                     compiles_without_device=True, vendor_library="cuBLAS on NVIDIA"))
+                     compiles_without_device=True, vendor_library="cuBLAS on NVIDIA", sanitizer=True))
 register(BackendSpec("hlsl", "peak_mcp.backends.hlsl", ".hlsl", ("entry", "groups"), "hlsl",
                      compiles_without_device=True))
 

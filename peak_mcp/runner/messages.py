@@ -70,6 +70,7 @@ class LaunchTarget(_KernelJob):
 
     sizes: Sizes
     device: int
+    backend: Literal["cuda", "hip"] = "cuda"  # hip: HIP source on NVIDIA, through the CUDA driver
 
 
 class ProfileJob(_KernelJob):

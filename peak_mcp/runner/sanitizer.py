@@ -32,7 +32,7 @@ ERROR_EXIT = 86
 TIMEOUT_S = 180.0
 _SUMMARY = re.compile(r"ERROR SUMMARY: (\d+) error")
 _KEEP = re.compile(r"(Invalid|out of bounds|Race|race|Barrier|barrier|Uninitialized|uninitialized|Misaligned|"
-                   r"Error|error|kernel\.cu|thread \(|block \(|Address|hazard|Hazard)")
+                   r"Error|error|kernel\.(cu|hip):|thread \(|block \(|Address|hazard|Hazard)")
 _ADDRESS = re.compile(r"0x[0-9a-f]{6,}")
 
 
@@ -122,7 +122,7 @@ def _first_report(text: str, tool: str) -> str:
             if block:
                 break
             continue
-        if _KEEP.search(line) and "Host Frame" not in line and "/" not in line.replace("kernel.cu", ""):
+        if _KEEP.search(line) and "Host Frame" not in line and "/" not in re.sub(r"kernel\.(cu|hip)", "", line):
             block.append(_ADDRESS.sub("0x…", line))
         if len(block) >= 6:
             break
@@ -135,6 +135,7 @@ def target(job_file: str) -> int:
 
     cupy.cuda.set_allocator(None)  # every buffer its own cudaMalloc: the sanitizer knows each one's bounds
     from peak_mcp.backends.cuda import CudaExecutor
+    from peak_mcp.backends.hip import HipOnCudaExecutor
     from peak_mcp.dtypes import itemsize
     from peak_mcp.launch import with_params
     from peak_mcp.problems import get_problem
@@ -142,7 +143,7 @@ def target(job_file: str) -> int:
 
     job = LaunchTarget.model_validate_json(Path(job_file).read_text())
     problem, dtype, sizes = get_problem(job.problem), job.dtype, job.sizes
-    executor = CudaExecutor(job.device, flush=False)
+    executor = (HipOnCudaExecutor if job.backend == "hip" else CudaExecutor)(job.device, flush=False)
     spec = job.spec
     kernel = executor.compile(with_params(job.source, spec.config()), spec)
     inputs = problem.make_inputs(sizes, dtype, 0, np)  # on the host: no cupy kernels under the sanitizer
