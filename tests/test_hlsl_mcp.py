@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import EXAMPLES, ROOT, has_device, skip_reason
+from tests.conftest import EXAMPLES, ROOT, has_device, probe, skip_reason
 
 pytestmark = [pytest.mark.vulkan, pytest.mark.anyio]
 if not has_device("hlsl"):
@@ -81,10 +81,12 @@ async def test_a_wrong_shader_fails_validation_and_is_told_the_abi(make_client) 
 async def test_a_cpu_vulkan_device_has_a_yardstick(make_client) -> None:
     """lavapipe has no vendor library and no peak: the same CPU's BLAS (numpy) is timed instead, and history
     reports the kernels against it."""
+    devices = probe().get("hlsl", {}).get("devices") or [{}]
+    if devices[0].get("properties", {}).get("device_type") != "cpu":  # before the client opens: the reason shows
+        pytest.skip(f"the Vulkan device is not a CPU one: {devices[0].get('name')}")
     async with make_client() as (client, service):
         device, _ = service._device_for("hlsl")
-        if not device.is_cpu:
-            pytest.skip("the Vulkan device is not a CPU one")
+        assert device.is_cpu
         info = (await client.call_tool("start_session", {"backend": "hlsl", "sizes": {"M": 64, "N": 64, "K": 64}})
                 ).structured_content
         assert info["baseline"]["available"] and "numpy" in info["baseline"]["library"]
