@@ -4,6 +4,7 @@ compile-only session picks its target."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from peak_mcp.backends import amd_offline, hip, hip_amd
@@ -289,6 +290,20 @@ def test_hip_python_absence_is_reported_not_raised() -> None:
         pytest.skip("hip-python is installed here")
     assert report["devices"] == [] and report["missing"][0]["fix"].startswith("pip install hip-python")
     assert hip_amd.device_count() == 0
+
+
+def test_the_hipblas_yardstick_says_what_to_install_where_hip_python_is_missing() -> None:
+    """On AMD the vendor baseline is hipBLAS through hip-python; without the module the session still starts and
+    the baseline says why it is unavailable (the executor never raises for its yardstick)."""
+    if hip_amd.probe()["compiler"]["available"]:
+        pytest.skip("hip-python is installed here")
+    executor = object.__new__(hip_amd.HipAmdExecutor)  # no AMD GPU here: only the baseline's import path runs
+    inputs = {"A": np.ones(4, np.float32), "B": np.ones(4, np.float32)}
+    baseline = executor.baseline("matmul", "f32", {"M": 2, "N": 2, "K": 2}, inputs, 0.1)
+    assert baseline["available"] is False and "hipblas" in baseline["reason"] and "pip install hip-python" in \
+        baseline["reason"]
+    other = executor.baseline("softmax", "f32", {}, {}, 0.1)
+    assert other["available"] is False and "softmax" in other["reason"]
 
 
 def test_the_hip_abi_names_hip_types_and_headers() -> None:

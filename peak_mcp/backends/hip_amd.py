@@ -189,7 +189,17 @@ class HipAmdExecutor(Executor):
 
     def baseline(self, problem: str, dtype: str, sizes: dict[str, int], inputs: dict[str, np.ndarray],
                  reps_budget_s: float) -> dict[str, Any]:
-        return {"available": False, "reason": "the rocBLAS baseline is not wired for the hip-python executor yet"}
+        if problem != "matmul":
+            return {"available": False, "reason": f"no vendor baseline is wired for {problem}"}
+        try:
+            from peak_mcp.backends.hipblas_baseline import time_hipblas_matmul
+
+            return time_hipblas_matmul(self, dtype, sizes, inputs, reps_budget_s)
+        except ImportError as exc:
+            return {"available": False, "reason": f"hip-python's hipblas module is missing ({exc}): install hipBLAS "
+                                                  f"(ROCm) and {INSTALL}"}
+        except Exception as exc:  # unverified on AMD hardware: a failing yardstick must not fail the session
+            return {"available": False, "reason": f"the hipBLAS baseline failed: {type(exc).__name__}: {exc}"}
 
     def close(self) -> None:
         if self.flush is not None:
