@@ -169,15 +169,28 @@ class HipAmdExecutor(Executor):
              reps: int, cold_cache: bool, poison: list[Regions] | None = None,
              after_each: Callable[[int], None] | None = None) -> list[float]:
         # after_each is for device arrays; these buffers are checked through host copies after the loop.
+        def before(rep: int) -> None:
+            for pointer, nbytes in poison[rep % len(poison)] if poison else ():
+                _check(self.hip.hipMemsetAsync(pointer.value, 0xFF, nbytes, self.stream))
+            if cold_cache:
+                self.flush_l2(rep)
+
+        return self.event_times(reps, before, lambda rep: self._launch(kernel, geometry,
+                                                                       buffer_sets[rep % len(buffer_sets)], scalars))
+
+    def flush_l2(self, value: int) -> None:
+        if self.flush is not None:
+            _check(self.hip.hipMemsetD32Async(self.flush.ptr, value, self.flush.nbytes // 4, self.stream))
+
+    def event_times(self, reps: int, before: Callable[[int], None], launch: Callable[[int], None]) -> list[float]:
+        """HIP-event milliseconds of `launch(rep)` for each rep, `before(rep)` enqueued ahead of its start event;
+        one synchronization at the end. Kernels and the hipBLAS yardstick are timed by this same loop."""
         hip, pairs = self.hip, []
         for rep in range(reps):
-            for pointer, nbytes in poison[rep % len(poison)] if poison else ():
-                _check(hip.hipMemsetAsync(pointer.value, 0xFF, nbytes, self.stream))
-            if cold_cache and self.flush is not None:
-                _check(hip.hipMemsetD32Async(self.flush.ptr, rep, self.flush.nbytes // 4, self.stream))
+            before(rep)
             start, end = _check(hip.hipEventCreate()), _check(hip.hipEventCreate())
             _check(hip.hipEventRecord(start, self.stream))
-            self._launch(kernel, geometry, buffer_sets[rep % len(buffer_sets)], scalars)
+            launch(rep)
             _check(hip.hipEventRecord(end, self.stream))
             pairs.append((start, end))
         _check(hip.hipStreamSynchronize(self.stream))

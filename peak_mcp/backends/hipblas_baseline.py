@@ -24,7 +24,7 @@ def time_hipblas_matmul(executor: Any, dtype: str, sizes: dict[str, int], inputs
 
     from peak_mcp.backends.hip_amd import _check
 
-    hip, m, n, k = executor.hip, sizes["M"], sizes["N"], sizes["K"]
+    m, n, k = sizes["M"], sizes["N"], sizes["K"]
     kind = hipblas.hipblasDatatype_t
     element = {"f32": kind.HIPBLAS_R_32F, "f16": kind.HIPBLAS_R_16F, "bf16": kind.HIPBLAS_R_16B}[dtype]
     a, b = (executor.alloc(inputs[x].nbytes) for x in ("A", "B"))
@@ -44,22 +44,8 @@ def time_hipblas_matmul(executor: Any, dtype: str, sizes: dict[str, int], inputs
                                          kind.HIPBLAS_R_32F, hipblas.hipblasGemmAlgo_t.HIPBLAS_GEMM_DEFAULT))
 
         def timed(chunk: Chunk) -> list[float]:
-            pairs = []
-            for rep in range(chunk.reps):
-                if executor.flush is not None:
-                    _check(hip.hipMemsetD32Async(executor.flush.ptr, chunk.offset + rep, executor.flush.nbytes // 4,
-                                                 executor.stream))
-                start, end = _check(hip.hipEventCreate()), _check(hip.hipEventCreate())
-                _check(hip.hipEventRecord(start, executor.stream))
-                gemm()
-                _check(hip.hipEventRecord(end, executor.stream))
-                pairs.append((start, end))
-            _check(hip.hipStreamSynchronize(executor.stream))
-            times = [float(_check(hip.hipEventElapsedTime(s, e))) for s, e in pairs]
-            for s, e in pairs:
-                hip.hipEventDestroy(s)
-                hip.hipEventDestroy(e)
-            return times
+            return executor.event_times(chunk.reps, lambda rep: executor.flush_l2(chunk.offset + rep),
+                                        lambda rep: gemm())
 
         summary = measure(timed, budget_s=budget_s, min_reps=min_reps, max_reps=max_reps, flops=2.0 * m * n * k)
         # A few rows against float64 on the host, so that a wrong call never becomes the yardstick.
