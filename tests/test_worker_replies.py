@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from stand_in_worker import FINDING  # tests/ is on sys.path (no __init__.py: pytest's rootdir import)
 
 from peak_mcp.catalog import Catalog, builtin_transformations_dir
 from peak_mcp.config import Settings
@@ -34,6 +35,9 @@ from peak_mcp.service import PeakService
 
 DEVICE = '{"backend": "cuda", "index": -1, "name": "x", "properties": {}}'
 CUDA_ONLY = {"cuda": {"backend": "cuda", "devices": [], "compiler": {"available": True}, "missing": []}}
+H100 = {"backend": "cuda", "index": 0, "name": "NVIDIA H100 80GB HBM3",
+        "properties": {"compute_capability": "9.0", "sm_count": 132}}
+CUDA_GPU = {"cuda": {**CUDA_ONLY["cuda"], "devices": [H100]}}
 
 
 def test_each_event_parses_into_its_record() -> None:
@@ -113,6 +117,57 @@ async def test_a_malformed_reply_fails_the_submission_not_the_server(tmp_path: P
             good = (await client.call_tool("submit_kernel", {"session_id": session["session_id"],
                                                              "source": naive + "// fine\n"})).structured_content
             assert good["status"] == "compiled" and pool.restarts == 1
+    finally:
+        service.close()
+
+
+@pytest.mark.anyio
+async def test_a_sanitizer_finding_fails_the_version_not_the_server(tmp_path: Path) -> None:
+    """On an H100, compute-sanitizer caught a write 1.2 MB before the output buffer in the generality job, and the
+    service then crashed turning the finding into the version's verdict (a dict read as a record): the client got
+    a tool error and the version stayed pending. The stand-in worker of a GPU (device 0) replays that job."""
+    settings = Settings(data_dir=tmp_path / "data", sanitizer=True)
+    pool = DevicePool(python=_stand_in_python(tmp_path), lock_dir=settings.data_dir / "locks")
+    service = PeakService(settings, pool=pool, probe=lambda: CUDA_GPU)
+    server = create_server(service, Catalog.load(builtin_transformations_dir(), []))
+    try:
+        async with Client(server) as client:
+            started = await client.call_tool("start_session", {"backend": "cuda"})
+            assert not started.is_error, started.content
+            session = started.structured_content
+            sid = session["session_id"]
+            assert session["version_0"]["status"] == "benchmarked", session["version_0"]
+            assert session["head"] == 0 and session["baseline"]["available"] is False
+            assert session["version_0"]["validation"]["sanitizer"]["passed"] is True  # clean: the sanitizer ran
+            naive = service.store.version(sid, 0).source
+
+            hostile = await client.call_tool("submit_kernel", {"session_id": sid,
+                                                               "source": naive + "// SANITIZER_FINDING\n"})
+            assert not hostile.is_error, hostile.content  # a report, not "Error executing tool submit_kernel"
+            report = hostile.structured_content
+            assert (report["version"], report["status"], report["failure"]) == (1, "failed", "sanitizer_memcheck")
+            sanitizer = report["validation"]["sanitizer"]
+            assert sanitizer["passed"] is False and min(sanitizer["sizes"].values()) >= 16
+            assert sanitizer["failures"] == [{"check": "sanitizer_memcheck", "message": FINDING}]
+            assert report["message"] == f"{FINDING} (at {sanitizer['sizes']})"
+            assert "Invalid __global__ write of size 4" in report["message"]
+            assert "1,200,000 bytes before the nearest allocation" in report["message"]
+            assert report["generality"]["passed"] is True  # the generality itself passed: the sanitizer fails it
+            assert report["head"] == 0
+
+            history = (await client.call_tool("history", {"session_id": sid})).structured_content
+            assert history["head"] == 0
+            rows = {row["version"]: row for row in history["rows"]}
+            assert (rows[1]["status"], rows[1]["failure"], rows[1]["head"]) == ("failed", "sanitizer_memcheck", False)
+            detail = (await client.call_tool("get_version", {"session_id": sid, "version": 1})).structured_content
+            assert detail["report"]["status"] == "failed" and detail["report"]["message"] == report["message"]
+            assert "SANITIZER_FINDING" in detail["source"]
+            assert service.store.version(sid, 1).status == "failed"  # recorded, not left pending
+
+            good = (await client.call_tool("submit_kernel", {"session_id": sid,
+                                                             "source": naive + "// fine\n"})).structured_content
+            assert (good["version"], good["status"], good["head"]) == (2, "benchmarked", 2), good
+            assert good["validation"]["sanitizer"]["passed"] is True and pool.restarts == 0
     finally:
         service.close()
 
