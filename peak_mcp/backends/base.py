@@ -40,6 +40,7 @@ class Compiled:
     resources: dict[str, Any] = field(default_factory=dict)  # registers, shared_bytes, local_bytes, spills, ...
     log: str = ""
     binary: bytes | None = None  # the compiled module (a CUDA cubin), for profiling tools
+    pending: Any = None  # built but not loaded into the device context yet (Executor.build, then Executor.load)
 
 
 @dataclass
@@ -64,6 +65,15 @@ class Executor(ABC):
     @abstractmethod
     def compile(self, source: str, spec: LaunchSpec) -> Compiled:
         """Compile or raise CompileFailed."""
+
+    def build(self, source: str, spec: LaunchSpec) -> Compiled:
+        """Compile without touching the device, so that it may run on a thread beside timed launches (tuning);
+        `load` then finishes it on the timing thread. Executors whose compile never stalls a device: compile."""
+        return self.compile(source, spec)
+
+    def load(self, kernel: Compiled) -> Compiled:
+        """Make a `build` result launchable (CompileFailed if it cannot be)."""
+        return kernel
 
     @abstractmethod
     def alloc(self, nbytes: int) -> Any: ...

@@ -154,6 +154,11 @@ class CudaExecutor(Executor):
 
     # --- compile ---------------------------------------------------------------------------------------------
     def compile(self, source: str, spec: LaunchSpec) -> Compiled:
+        return self.load(self.build(source, spec))
+
+    def build(self, source: str, spec: LaunchSpec) -> Compiled:
+        """NVRTC to a cubin and the checks on it; loading the module (which may synchronize the context) waits
+        for `load`."""
         from cuda.core import Program, ProgramOptions
 
         refused = check_source(source, self.sandbox_dirs())  # before NVRTC may open any file
@@ -175,24 +180,28 @@ class CudaExecutor(Executor):
                 f"{self.source_name}: the module keeps state between launches: {', '.join(kept)}. A kernel must do "
                 "all of its work on every launch from its arguments alone; use registers or __shared__ memory for "
                 "scratch, __constant__ for tables, and no device malloc")
-        if self.device is None:
-            kernel = None
-            if not re.search(rf"\b{re.escape(spec.entry)}\s*\(", source):
-                raise CompileFailed(f"entry '{spec.entry}' (from the peak: line {spec.line}) is not defined")
-        else:
-            try:
-                kernel = module.get_kernel(spec.entry)
-            except Exception:
-                raise CompileFailed(
-                    f"{self.source_name}: entry '{spec.entry}' named on the peak: line (line {spec.line}) was not "
-                    "found in the compiled module; declare it extern \"C\" __global__ with exactly that name") from None
+        if self.device is None and not re.search(rf"\b{re.escape(spec.entry)}\s*\(", source):
+            raise CompileFailed(f"entry '{spec.entry}' (from the peak: line {spec.line}) is not defined")
         ptxas = sanitize_log(log.getvalue(), self.source_name, self.include_dirs)
         resources: dict[str, Any] = {"arch": self.arch, **_parse_ptxas(ptxas)}
-        if kernel is not None:
-            attrs = kernel.attributes
-            resources.update(registers=attrs.num_regs, static_shared_bytes=attrs.shared_size_bytes,
-                             local_bytes=attrs.local_size_bytes, max_threads_per_block=attrs.max_threads_per_block)
-        return Compiled(handle=kernel, spec=spec, resources=resources, log=ptxas.strip(), binary=module.code)
+        return Compiled(handle=None, spec=spec, resources=resources, log=ptxas.strip(), binary=module.code,
+                        pending=module if self.device is not None else None)
+
+    def load(self, kernel: Compiled) -> Compiled:
+        if kernel.pending is None:
+            return kernel
+        module, kernel.pending = kernel.pending, None
+        entry = kernel.spec.entry
+        try:
+            kernel.handle = module.get_kernel(entry)
+        except Exception:
+            raise CompileFailed(
+                f"{self.source_name}: entry '{entry}' named on the peak: line (line {kernel.spec.line}) was not "
+                "found in the compiled module; declare it extern \"C\" __global__ with exactly that name") from None
+        attrs = kernel.handle.attributes
+        kernel.resources.update(registers=attrs.num_regs, static_shared_bytes=attrs.shared_size_bytes,
+                                local_bytes=attrs.local_size_bytes, max_threads_per_block=attrs.max_threads_per_block)
+        return kernel
 
     # --- memory ----------------------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Any:

@@ -77,14 +77,14 @@ class HipOnCudaExecutor(CudaExecutor):
     def sandbox_dirs(self) -> list[str]:
         return [HIP_INCLUDE_DIR]  # a HIP kernel includes HIP headers only, as it would on AMD
 
-    def compile(self, source: str, spec: LaunchSpec) -> Compiled:
+    def build(self, source: str, spec: LaunchSpec) -> Compiled:
         refused = include_refusal_log(source)  # in HIP's words; the CUDA executor checks the same dirs again
         if refused:
             raise CompileFailed(refused)
         amd_only = amd_only_constructs(source)
         if amd_only:
             raise CompileFailed(amd_only_log(amd_only, self.source_name, self.arch))
-        return super().compile(source, spec)
+        return super().build(source, spec)
 
 
 def open_executor(index: int | None, *, hip_arch: str | None = None, hip_clang: str | None = None,

@@ -1,11 +1,14 @@
 """The worker's `tune` job: compile a batch of configurations of one kernel in parallel, prune the invalid ones with
 a reason, validate the rest cheaply (one trial) and time them on a short budget.
 
-Compiles run on threads: NVRTC (cuda-python) and the HLSL compiler (a subprocess) and Vulkan pipeline creation
-release the GIL. Timing runs one configuration at a time, after every compile has finished, so that no compile
-competes with a timed launch for the CPU.
+Builds run on threads (`Executor.build`: NVRTC, the HLSL compiler subprocess and Vulkan pipeline creation release
+the GIL) and each configuration is validated and timed on this thread as soon as it is built, while the rest still
+build: about twice the configurations per minute. What could disturb a timed launch stays off the threads: a CUDA
+module is loaded into the context (`Executor.load`, which may synchronize it) here, between timed launches, never
+beside one. The fastest configuration of a tune is validated and timed again in full afterwards, with nothing else
+running.
 
-Progress lines start with `config i/n` (1-based, in the order of job['configs']) while configuration i runs, so a
+Progress lines start with `config i/n` (1-based, i its position in job['configs']) while configuration i runs, so a
 job that dies (a kernel fault ends the worker) names the configuration that killed it: tuning.crashed_config.
 """
 
@@ -51,14 +54,14 @@ def _current_device(executor: Executor) -> None:
 
 def _compile_all(executor: Executor, source: str, todo: list[tuple[int, LaunchSpec]], workers: int,
                  progress: Progress) -> Iterator[tuple[int, Compiled | CompileFailed]]:
-    """Compile on `workers` threads and yield each configuration as soon as it is compiled, so that the device
-    validates and times the first ones while the rest still compile. A progress line per compile is the hang
-    detector's pulse. An unexpected error on a thread (an executor cache raced) is retried alone on this thread at
-    the end; a kernel fault ends the job as everywhere else."""
+    """Build on `workers` threads and yield each configuration as soon as it is built, so that the device validates
+    and times the first ones while the rest still build. A progress line per build is the hang detector's pulse.
+    An unexpected error on a thread (an executor cache raced) is retried alone on this thread at the end; a kernel
+    fault ends the job at once (queued builds are cancelled, running ones are not waited for)."""
     def one(item: tuple[int, LaunchSpec]) -> Compiled | CompileFailed:
         _, spec = item
         try:
-            return executor.compile(with_params(source, spec.bound), spec)
+            return executor.build(with_params(source, spec.bound), spec)
         except CompileFailed as failed:
             return failed
 
@@ -66,8 +69,9 @@ def _compile_all(executor: Executor, source: str, todo: list[tuple[int, LaunchSp
     if workers <= 1 or len(todo) <= 1:
         retry = todo
     else:
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tune-compile", initializer=_current_device,
-                                initargs=(executor,)) as pool:
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tune-compile", initializer=_current_device,
+                                  initargs=(executor,))
+        try:
             futures = {pool.submit(one, item): item for item in todo}
             for count, future in enumerate(as_completed(futures), start=1):
                 item = futures[future]
@@ -80,6 +84,8 @@ def _compile_all(executor: Executor, source: str, todo: list[tuple[int, LaunchSp
                     retry.append(item)
                     continue
                 yield item[0], kernel
+        finally:  # normally everything is done; after a fault or an error nothing more is worth waiting for
+            pool.shutdown(wait=False, cancel_futures=True)
     for count, item in enumerate(retry, start=1):
         progress(f"compiling {count}/{len(retry)} on this thread")
         yield item[0], one(item)
@@ -116,16 +122,25 @@ def tune(executor: Executor, job: TuneJob | dict[str, Any], progress: Progress) 
     progress(f"compiling {len(todo)} of {n} configurations on {workers} thread(s)")
     bounds = dict(todo)
     best: float | None = None
-    for done, (i, kernel) in enumerate(_compile_all(executor, job.source, todo, workers, progress), start=1):
+    for i, built in _compile_all(executor, job.source, todo, workers, progress):
         params = bounds[i].bound
+        try:
+            kernel = executor.load(built) if isinstance(built, Compiled) else built
+        except CompileFailed as failed:
+            kernel = failed
         if isinstance(kernel, CompileFailed):
             kind = "resources" if _RESOURCES.search(kernel.log) else "compile"
             results[i] = _result(params, "pruned", kind, kernel.log.strip() or "the compiler failed without a log")
             continue
+        spilled = kernel.resources.get("spill_store_bytes") or 0
+        if spilled:  # over the register budget its launch bounds leave: local memory traffic, never the fastest
+            results[i] = _result(params, "pruned", "resources", f"spills {spilled} bytes of registers to local "
+                                 f"memory ({kernel.resources.get('registers')} registers per thread)")
+            continue
 
         so_far = f"{best:.4g} ms" if best is not None else "none yet"
 
-        def step(message: str, head: str = f"config {done}/{len(todo)}, best so far {so_far}") -> None:
+        def step(message: str, head: str = f"config {i + 1}/{n}, best so far {so_far}") -> None:
             progress(f"{head}: {message}")
 
         measured = results[i] = _measure(executor, kernel, problem, dtype, sizes, job, seed, step)
