@@ -31,6 +31,11 @@ class KernelFault(Exception):
         self.kind = kind
 
 
+# A vendor library's product checked on sampled rows against float64: a right call is ~1e-6 off (f32
+# accumulation); above this the library was called wrongly, and no yardstick beats a wrong one.
+WRONG_YARDSTICK = 1e-3
+
+
 @dataclass
 class Compiled:
     """A compiled kernel: the backend's handle plus what the agent should see about resources."""

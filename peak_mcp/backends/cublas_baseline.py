@@ -8,6 +8,7 @@ from typing import Any
 import cupy as cp
 import numpy as np
 
+from peak_mcp.backends.base import WRONG_YARDSTICK
 from peak_mcp.dtypes import to_float64
 from peak_mcp.timing import Chunk, measure
 
@@ -53,5 +54,8 @@ def time_cublas_matmul(dtype: str, sizes: dict[str, int], inputs: dict[str, Any]
     ref = to_float64(a, dtype).reshape(m, k)[rows] @ to_float64(b, dtype).reshape(k, n)
     got = c.reshape(m, n)[rows].astype(cp.float64)
     rel = float(cp.linalg.norm(got - ref) / cp.linalg.norm(ref))
+    if not rel < WRONG_YARDSTICK:
+        return {"available": False, "reason": f"cuBLAS returned a wrong product (relative L2 error {rel:.2g} on "
+                                              "three rows): no yardstick rather than a wrong one"}
     return {"available": True, "library": f"cuBLAS (cupy {cp.__version__}, cublasGemmEx, COMPUTE_32F)",
             "rel_l2_error": rel, **summary}

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from peak_mcp.backends.base import WRONG_YARDSTICK
 from peak_mcp.dtypes import to_float64
 from peak_mcp.timing import Chunk, measure
 
@@ -53,6 +54,9 @@ def time_hipblas_matmul(executor: Any, dtype: str, sizes: dict[str, int], inputs
         got = executor.read(c, m * n * 4).view(np.float32).reshape(m, n)[rows].astype(np.float64)
         ref = to_float64(inputs["A"], dtype).reshape(m, k)[rows] @ to_float64(inputs["B"], dtype).reshape(k, n)
         rel = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+        if not rel < WRONG_YARDSTICK:
+            return {"available": False, "reason": f"hipBLAS returned a wrong product (relative L2 error {rel:.2g} "
+                                                  "on three rows): no yardstick rather than a wrong one"}
         return {"available": True, "library": "hipBLAS (hip-python, hipblasGemmEx, f32 compute)",
                 "rel_l2_error": rel, **summary}
     finally:
