@@ -6,7 +6,6 @@ Synchronous on purpose: each call may block on a worker; the MCP layer runs it i
 from __future__ import annotations
 
 import difflib
-import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -46,7 +45,16 @@ from peak_mcp.runner.pool import DevicePool, JobFailed
 from peak_mcp.runner.probe import probe_all_in_subprocess
 from peak_mcp.runner.replies import EvaluateResult, GeneralityResult, JobResult, ProfileResult, TuneResult
 from peak_mcp.store import Store
-from peak_mcp.tuning import Config, ConfigResult, Space, TuneReport, crashed_config, make_strategy, run_tuning
+from peak_mcp.tuning import (
+    Config,
+    ConfigResult,
+    Space,
+    TuneReport,
+    batch_size,
+    crashed_config,
+    make_strategy,
+    run_tuning,
+)
 
 log = structlog.get_logger("peak_mcp.service")
 Progress = Callable[[str], None]
@@ -587,10 +595,8 @@ class PeakService:
                      + (f", best {best.median_ms:.4g} ms ({Config(params=best.params).label()})" if best else ""))
             return results
 
-        # A batch per worker job: as many configurations as this host has cores to compile them on (8 at least, so
-        # a model-based search still learns between batches).
         report = run_tuning(space, search, measure, version=v.number, max_configs=max_configs,
-                            budget_s=budget_s, batch_size=max(8, min(32, os.cpu_count() or 8)))
+                            budget_s=budget_s, batch_size=batch_size(max_configs))
         columns: dict[str, Any] = {}
         if report.best is not None:
             progress(f"tuning: full validation and timing of {Config(params=report.best.params).label()}")

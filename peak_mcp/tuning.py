@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import random
 import re
 import time
@@ -351,6 +352,12 @@ def run_tuning(space: Space, strategy: Strategy, measure: Measure, *, version: i
                       tried=len(tried), where_pruned=len(space.pruned),
                       pruned=[r for r in tried if r.status == "pruned"] + space.pruned[:WHERE_EXAMPLES],
                       results=[r for r in tried if r.status != "pruned"], best=best, stopped=stopped)
+
+
+def batch_size(max_configs: int) -> int:
+    """Configurations per worker job: one per core this process may use (its builds run in parallel), but at least 8
+    batches in a search so that a model-based strategy learns between them, and never fewer than 8 per job."""
+    return max(8, min(32, len(os.sched_getaffinity(0)), max_configs // 8))
 
 
 def crashed_config(stage: str, batch: Sequence[Config]) -> Config | None:

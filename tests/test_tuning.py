@@ -517,3 +517,14 @@ def test_space_enumeration_stays_fast_at_the_size_limit() -> None:
     assert len(space.valid) == sum(1 for a, b, c in itertools.product(range(100), range(100), range(10))
                                    if a * b + c <= 5000 and a % 2 == 0)
     assert time.perf_counter() - started < 30
+
+
+def test_batches_follow_the_cores_this_process_may_use_and_leave_a_model_room_to_learn(monkeypatch) -> None:
+    from peak_mcp import tuning
+
+    monkeypatch.setattr(tuning.os, "sched_getaffinity", lambda _pid: set(range(16)))
+    assert [tuning.batch_size(n) for n in (1, 64, 96, 128, 4096)] == [8, 8, 12, 16, 16]
+    monkeypatch.setattr(tuning.os, "sched_getaffinity", lambda _pid: set(range(128)))
+    assert tuning.batch_size(4096) == 32 and tuning.batch_size(160) == 20
+    monkeypatch.setattr(tuning.os, "sched_getaffinity", lambda _pid: {0, 1})
+    assert tuning.batch_size(4096) == 8

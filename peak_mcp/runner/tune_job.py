@@ -118,7 +118,7 @@ def tune(executor: Executor, job: TuneJob | dict[str, Any], progress: Progress) 
             continue
         todo.append((i, bound))
 
-    workers = max(1, min(len(todo), job.compile_workers or os.cpu_count() or 1))
+    workers = max(1, min(len(todo), job.compile_workers or len(os.sched_getaffinity(0))))
     progress(f"compiling {len(todo)} of {n} configurations on {workers} thread(s)")
     bounds = dict(todo)
     best: float | None = None
