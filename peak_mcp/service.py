@@ -344,7 +344,9 @@ class PeakService:
         constraints = session.constraints or []
         sizes_list = sample_sizes(problem, session.sizes, constraints)
         sanitize_at = None
-        if self.settings.sanitizer and backend_spec(session.backend).sanitizer:
+        # compute-sanitizer watches the CUDA driver: HIP sessions on NVIDIA qualify, HIP on AMD does not.
+        if self.settings.sanitizer and backend_spec(session.backend).sanitizer and \
+                self.device_of(session).vendor != "amd":
             # One of the sampled sizes; with none, the session's own when small (the sanitizer slows a launch a lot).
             fallback = sizes_list[-1] if sizes_list else (
                 session.sizes if problem.flops(session.sizes) <= SANITIZER_MAX_FLOPS else None)

@@ -142,6 +142,7 @@ def test_amd_code_behind_a_platform_guard_and_in_comments_is_left_alone() -> Non
 
 @pytest.mark.parametrize(("include", "allowed"), [
     ("<hip/hip_runtime.h>", True), ("<hip/hip_fp16.h>", True), ("\"hip/hip_bfloat16.h\"", True),
+    ("<hip/hip_bf16.h>", True),
     ("<cuda_fp16.h>", False), ("<stdio.h>", False), ("\"/etc/passwd\"", False), ("<hip/../../includes.py>", False),
 ])
 def test_hip_kernels_may_include_hip_headers_only(nvidia, include: str, allowed: bool) -> None:

@@ -28,9 +28,10 @@ def include_refusal_log(source: str) -> str | None:
     refused = check_source(source, [HIP_INCLUDE_DIR])
     if not refused:
         return None
+    allowed = "<hip/hip_runtime.h>, <hip/hip_fp16.h>, <hip/hip_bfloat16.h>, <hip/hip_bf16.h>"
     return refusal_log(refused, SOURCE_NAME).replace(
-        _CUDA_ONLY_ADVICE, "only HIP headers can be included (<hip/hip_runtime.h>, <hip/hip_fp16.h>, "
-                           "<hip/hip_bfloat16.h>)").replace("only toolkit headers", "only HIP headers")
+        _CUDA_ONLY_ADVICE, f"only HIP headers can be included ({allowed})").replace("only toolkit headers",
+                                                                                     "only HIP headers")
 
 # (pattern, why): searched in the comment-free text, outside AMD-guarded groups.
 _AMD_ONLY = [

@@ -23,7 +23,7 @@ GOOD = {"cuda": ROOT / "examples" / "matmul" / "cuda" / "smem_tiled.cu",
         "hlsl": ROOT / "examples" / "matmul" / "hlsl" / "tiled_groupshared.hlsl"}
 # What hipify would rename in these kernels: CUDA's 16-bit headers and the one CUDA-only type name they use.
 HIP_RENAMES = {"#include <cuda_fp16.h>": "#include <hip/hip_fp16.h>",
-               "#include <cuda_bf16.h>": "#include <hip/hip_bfloat16.h>", "__nv_bfloat16": "__hip_bfloat16"}
+               "#include <cuda_bf16.h>": "#include <hip/hip_bf16.h>", "__nv_bfloat16": "__hip_bfloat16"}
 UNALIGNED = {"M": 100, "N": 77, "K": 53}
 TILE = 32  # sizes that are multiples of this count as "aligned" for the `unaligned` override
 
