@@ -88,6 +88,7 @@ class TuneReport(BaseModel):
     results: list[ConfigResult]  # validated ones: ok (timed) or failed (a check's reason)
     best: BestConfig | None
     stopped: str  # why the search ended: space exhausted, max_configs reached, time budget spent
+    search_s: float | None = None  # wall time of the search, without the full re-timing of the best afterwards
 
     def top(self, k: int = KEEP_TOP) -> list[dict[str, int]]:
         """The k fastest configurations, fastest first: what a child's tuning is seeded with."""
@@ -351,7 +352,8 @@ def run_tuning(space: Space, strategy: Strategy, measure: Measure, *, version: i
     return TuneReport(version=version, strategy=strategy.name, space_size=space.size, valid_size=len(space.valid),
                       tried=len(tried), where_pruned=len(space.pruned),
                       pruned=[r for r in tried if r.status == "pruned"] + space.pruned[:WHERE_EXAMPLES],
-                      results=[r for r in tried if r.status != "pruned"], best=best, stopped=stopped)
+                      results=[r for r in tried if r.status != "pruned"], best=best, stopped=stopped,
+                      search_s=round(clock() - started, 2))
 
 
 def batch_size(max_configs: int) -> int:

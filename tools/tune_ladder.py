@@ -117,6 +117,7 @@ async def ladder(args: argparse.Namespace) -> dict[str, Any]:
                 step["message"] = report.get("message") or applied
                 out["steps"].append(step)
                 _log(f"{transformation}: not benchmarked: {str(step['message'])[:500]}")
+                save(args.out, out)
                 continue
             if strategy != "none":
                 t0 = time.perf_counter()
@@ -125,30 +126,36 @@ async def ladder(args: argparse.Namespace) -> dict[str, Any]:
                 wall = time.perf_counter() - t0
                 final = (await _call(client, "get_version", {"session_id": sid, "version": version}))
                 final = final.get("report", final)
+                # configurations per minute of search: the full re-timing of the best afterwards is not search
+                search_s = tuned.get("search_s") or wall
                 step.update(tuned=_perf(final), tune={
                     "strategy": tuned.get("strategy"), "space": tuned.get("space_size"),
                     "valid": tuned.get("valid_size"), "tried": tuned.get("tried"),
                     "pruned": len(tuned.get("pruned") or []), "best": tuned.get("best"), "wall_s": round(wall, 1),
-                    "configs_per_min": round(60 * (tuned.get("tried") or 0) / wall, 1), "stopped": tuned.get("stopped"),
+                    "search_s": round(search_s, 1), "stopped": tuned.get("stopped"),
+                    "configs_per_min": round(60 * (tuned.get("tried") or 0) / search_s, 1),
                     "top": [(r.get("params"), r.get("median_ms")) for r in (tuned.get("results") or [])[:5]]})
+                if (final.get("performance") or {}).get("params") != (tuned.get("best") or {}).get("params"):
+                    step["note"] = "the fastest configuration failed its full validation: " + str(tuned.get("stopped"))
             out["steps"].append(step)
             _log(f"{transformation}: {json.dumps({k: v for k, v in step.items() if k != 'top'})}")
+            save(args.out, out)  # a step at a time: a run cut short by a timeout keeps what it measured
             parent = version
         if args.hip_twin:
-            out["hip_twin"] = await hip_twin(client, out, sizes)
+            out["hip_twin"] = await hip_twin(client, out, sizes, args.dtype)
         history = await client.call_tool("history", {"session_id": sid})
         out["history"] = history.content[0].text
         out["session_id"] = sid
     return out
 
 
-async def hip_twin(client: Client, out: dict[str, Any], sizes: dict[str, int]) -> list[dict[str, Any]]:
+async def hip_twin(client: Client, out: dict[str, Any], sizes: dict[str, int], dtype: str) -> list[dict[str, Any]]:
     """The tuned steps' kernels at their best configuration, submitted to a CUDA session and to a HIP session (the
     same source with HIP's runtime header): the same kernel written in HIP, timed beside CUDA."""
     rows = []
     sessions = {}
     for backend in ("cuda", "hip"):
-        sessions[backend] = (await _call(client, "start_session", {"backend": backend, "dtype": "f32",
+        sessions[backend] = (await _call(client, "start_session", {"backend": backend, "dtype": dtype,
                                                                    "sizes": sizes}))["session_id"]
     for step in out["steps"]:
         best = (step.get("tune") or {}).get("best")
@@ -156,7 +163,7 @@ async def hip_twin(client: Client, out: dict[str, Any], sizes: dict[str, int]) -
             continue
         source = default_first((ROOT / step["kernel"]).read_text(), best["params"])
         row: dict[str, Any] = {"kernel": step["kernel"], "params": best["params"]}
-        for backend, text in (("cuda", source), ("hip", f"#include <hip/hip_runtime.h>\n{source}")):
+        for backend, text in (("cuda", source), ("hip", as_hip(source))):
             report = await _call(client, "submit_kernel", {"session_id": sessions[backend], "source": text})
             row[backend] = {"status": report.get("status"), **_perf(report)}
             if report.get("status") != "benchmarked":
@@ -166,6 +173,20 @@ async def hip_twin(client: Client, out: dict[str, Any], sizes: dict[str, int]) -
         _log(f"hip twin: {row}")
         rows.append(row)
     return rows
+
+
+def as_hip(cuda_source: str) -> str:
+    """The same kernel written as HIP: HIP's headers and type names where CUDA's were (what hipify does here)."""
+    for cuda_name, hip_name in (("#include <cuda_fp16.h>", "#include <hip/hip_fp16.h>"),
+                                ("#include <cuda_bf16.h>", "#include <hip/hip_bf16.h>"),
+                                ("__nv_bfloat16", "__hip_bfloat16")):
+        cuda_source = cuda_source.replace(cuda_name, hip_name)
+    return f"#include <hip/hip_runtime.h>\n{cuda_source}"
+
+
+def save(path: Path | None, out: dict[str, Any]) -> None:
+    if path:
+        path.write_text(json.dumps(out, indent=1, default=str) + "\n")
 
 
 def landscape(data_dir: Path, out: dict[str, Any]) -> dict[str, Any] | None:
@@ -206,9 +227,7 @@ def main() -> int:
         table = landscape(args.data_dir, out)
         if table:
             args.landscape.write_text(json.dumps(table, indent=1) + "\n")
-    text = json.dumps(out, indent=1, default=str)
-    if args.out:
-        args.out.write_text(text + "\n")
+    save(args.out, out)
     for step in out["steps"]:
         tuned = step.get("tuned") or step.get("default") or step
         print(f"{step['step']:<24} {tuned.get('median_ms')!s:>10} ms {tuned.get('tflops')!s:>8} TFLOP/s "

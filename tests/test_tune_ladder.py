@@ -1,0 +1,46 @@
+"""tools/tune_ladder.py's source rewrites: the tuned configuration becomes the one submit_kernel compiles, and the
+HIP twin of a CUDA kernel is the same kernel with HIP's names (it compiles for NVIDIA through the HIP header)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from peak_mcp.backends.base import CompileFailed
+from peak_mcp.backends.registry import backend_spec, open_executor
+from peak_mcp.launch import parse_annotation, with_params
+from peak_mcp.problems.matmul import Matmul
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+
+from tune_ladder import LADDERS, as_hip, default_first  # noqa: E402
+
+
+def _spec(source: str, backend: str = "cuda"):
+    return parse_annotation(source, needs=backend_spec(backend).annotation_keys, symbols=Matmul.symbols)
+
+
+def test_the_best_configuration_becomes_the_default() -> None:
+    source = (ROOT / "examples/matmul/cuda/tuned/warptile.cu").read_text()
+    best = {"BM": 256, "BN": 64, "BK": 8, "WM": 64, "WN": 32, "WMITER": 1, "WNITER": 2, "TM": 4, "TN": 8, "MINB": 1}
+    rewritten = default_first(source, best)
+    assert _spec(rewritten).config() == best
+    assert _spec(rewritten).space_size() == _spec(source).space_size()  # same values, another order
+    assert rewritten.replace(" ", "") != source.replace(" ", "") and rewritten.count("\n") == source.count("\n")
+
+
+def test_every_ladder_kernel_exists_and_its_hip_twin_compiles_for_nvidia_unless_it_needs_cuda_wmma() -> None:
+    hip = open_executor("hip", None, hip_arch="sm_90a")
+    for steps in LADDERS.values():
+        for _transformation, path, _strategy, _configs in steps:
+            twin = as_hip(path.read_text())
+            assert "cuda_bf16.h" not in twin and "__nv_bfloat16" not in twin
+            spec = _spec(twin, "hip")
+            if "#include <mma.h>" in twin:  # nvcuda::wmma has no HIP spelling on NVIDIA (rocWMMA is AMD's)
+                with pytest.raises(CompileFailed, match=r"<mma\.h>. is refused"):
+                    hip.compile(with_params(twin, spec.config()), spec)
+                continue
+            assert hip.compile(with_params(twin, spec.config()), spec).resources["registers"] > 0, path
