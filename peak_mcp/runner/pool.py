@@ -213,7 +213,10 @@ class DevicePool:
             if not ready:
                 continue
             chunk = os.read(worker.results.fileno(), 1 << 16)
-            if not chunk:
+            if not chunk:  # EOF: the worker is exiting; reap it, or a death reads as a hang (alive() still true)
+                if worker.process is not None:
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        worker.process.wait(timeout=5)
                 return None
             worker.buffer += chunk
         line, _, worker.buffer = worker.buffer.partition(b"\n")
