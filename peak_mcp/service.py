@@ -18,6 +18,7 @@ from peak_mcp.backends.registry import BACKENDS, backend_spec
 from peak_mcp.config import Settings
 from peak_mcp.devices import Device, cuda_family, describe, load_profiles
 from peak_mcp.errors import InvalidInput, NotFound, PeakError, Unavailable
+from peak_mcp.fanout import FanOut, tuning_devices
 from peak_mcp.generality import check_constraints, sample_sizes, satisfies
 from peak_mcp.launch import LaunchSpec, parse_annotation
 from peak_mcp.models import (
@@ -51,9 +52,9 @@ from peak_mcp.tuning import (
     Space,
     TuneReport,
     batch_size,
-    crashed_config,
     make_strategy,
     run_tuning,
+    usable_cores,
 )
 
 log = structlog.get_logger("peak_mcp.service")
@@ -80,7 +81,7 @@ def _tuning_brief(report: TuneReport | None) -> dict[str, Any] | None:
         return None
     timed = sorted((r for r in report.results if r.status == "ok"), key=lambda r: r.median_ms or 0.0)
     return {"strategy": report.strategy, "space_size": report.space_size, "tried": report.tried,
-            "pruned": len(report.pruned) + report.where_pruned, "stopped": report.stopped,
+            "pruned": len(report.pruned) + report.where_pruned, "stopped": report.stopped, "devices": report.devices,
             "best": report.best.model_dump() if report.best else None,
             "fastest": [{"params": r.params, "median_ms": r.median_ms} for r in timed[:5]]}
 
@@ -577,19 +578,13 @@ class PeakService:
         seeds = parent.tuning.top() if parent and parent.tuning else []
         search = make_strategy(strategy, space, max_configs=max_configs, seed=v.number, seed_configs=seeds)
         done: list[ConfigResult] = []
+        fan = FanOut(lambda device, batch, workers, note: self._tune_chunk(session, v.source, spec, device, batch,
+                                                                            workers, note),
+                     lambda: self.tuning_devices(session), per_device=lambda lanes: batch_size(max_configs, lanes),
+                     cores=usable_cores(), progress=progress)
 
         def measure(batch: list[Config]) -> list[ConfigResult]:
-            job = TuneJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, source=v.source,
-                          spec=spec, configs=[c.params for c in batch])
-            try:
-                results = self._run_job(session, job, progress).results
-            except JobFailed as exc:  # the worker died on one configuration: that one fails, the others go again
-                crashed = crashed_config(exc.stage, batch)
-                if crashed is None:
-                    raise
-                failed = ConfigResult(params=crashed.params, status="failed", kind="error", reason=str(exc)[:300])
-                rest = [c for c in batch if c.key != crashed.key]
-                results = [failed, *(measure(rest) if rest else [])]
+            results = fan.measure(batch)
             done.extend(results)
             timed = [r for r in done if r.status == "ok" and r.median_ms is not None]
             best = min(timed, key=lambda r: r.median_ms or 0.0, default=None)
@@ -597,8 +592,10 @@ class PeakService:
                      + (f", best {best.median_ms:.4g} ms ({Config(params=best.params).label()})" if best else ""))
             return results
 
+        # Each batch: tuning.batch_size configurations per device, on the devices idle when it is asked for. The best
+        # is then timed in full on the session's own device alone.
         report = run_tuning(space, search, measure, version=v.number, max_configs=max_configs,
-                            budget_s=budget_s, batch_size=batch_size(max_configs))
+                            budget_s=budget_s, batch_size=fan.plan)
         columns: dict[str, Any] = {}
         if report.best is not None:
             progress(f"tuning: full validation and timing of {Config(params=report.best.params).label()}")
@@ -614,6 +611,23 @@ class PeakService:
                                    f"({tuned.failure}): {(tuned.message or '')[:200]}")
         self.store.update_version(session_id, v.number, tuning=report.model_dump(mode="json"), **columns)
         return report
+
+    def tuning_devices(self, session: SessionRow) -> list[int]:
+        """The devices a tune of this session measures on now: its own, and every idle one of the same model."""
+        report = self.probe().get(session.backend, {})
+        devices = [(int(d["index"]), describe(d, self.profiles)) for d in report.get("devices", [])]
+        return tuning_devices(self.device_of(session), session.device_index, devices,
+                              lambda index: self.pool.queue_length(session.backend, index))
+
+    def _tune_chunk(self, session: SessionRow, source: str, spec: LaunchSpec, device: int, batch: list[Config],
+                    compile_workers: int, progress: Progress) -> list[ConfigResult]:
+        """One worker tune job on `device` (the session's or a same-model helper)."""
+        job = TuneJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, source=source, spec=spec,
+                      configs=[c.params for c in batch], compile_workers=compile_workers)
+        result = self.pool.run(session.backend, device, job, inactivity_s=self.settings.inactivity_timeout_s,
+                               total_s=self.settings.job_total_timeout_s, progress=progress)
+        assert isinstance(result, TuneResult)
+        return result.results
 
     # --- profile ---------------------------------------------------------------------------------------------
     def profile(self, session_id: str, version: int | None, *, counters: bool = True,

@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from peak_mcp.errors import AnnotationError, InvalidInput
 from peak_mcp.launch import LaunchSpec
@@ -69,6 +69,7 @@ class ConfigResult(BaseModel):
     tflops: float | None = None
     cv: float | None = None  # spread of the timed launches (short budget: a rough figure)
     reps: int | None = None
+    device: int | None = None  # the device index that measured it (tuning fans out over devices of one model)
 
 
 class BestConfig(BaseModel):
@@ -89,6 +90,7 @@ class TuneReport(BaseModel):
     best: BestConfig | None
     stopped: str  # why the search ended: space exhausted, max_configs reached, time budget spent
     search_s: float | None = None  # wall time of the search, without the full re-timing of the best afterwards
+    devices: list[int] = Field(default_factory=list)  # device indices that measured configurations (fan-out)
 
     def top(self, k: int = KEEP_TOP) -> list[dict[str, int]]:
         """The k fastest configurations, fastest first: what a child's tuning is seeded with."""
@@ -321,10 +323,11 @@ Measure = Callable[[list[Config]], list[ConfigResult]]
 
 
 def run_tuning(space: Space, strategy: Strategy, measure: Measure, *, version: int, max_configs: int,
-               budget_s: float | None = None, batch_size: int = 8,
+               budget_s: float | None = None, batch_size: int | Callable[[], int] = 8,
                clock: Callable[[], float] = time.monotonic) -> TuneReport:
-    """Ask the strategy for batches, measure each (a worker's tune job), tell the results, until the space, the
-    configuration count or the time budget runs out. The budget is checked between batches."""
+    """Ask the strategy for batches, measure each (a worker's tune job, or several at once on several devices),
+    tell the results, until the space, the configuration count or the time budget runs out. The budget is checked
+    between batches. `batch_size` may be a function, asked before each batch (how many devices are idle now)."""
     started = clock()
     tried: list[ConfigResult] = []
     stopped = "space exhausted"
@@ -335,7 +338,8 @@ def run_tuning(space: Space, strategy: Strategy, measure: Measure, *, version: i
         if budget_s is not None and clock() - started >= budget_s:
             stopped = f"time budget of {budget_s:g} s spent"
             break
-        batch = strategy.ask(min(batch_size, max_configs - len(tried)))
+        size = batch_size() if callable(batch_size) else batch_size
+        batch = strategy.ask(min(max(1, size), max_configs - len(tried)))
         if not batch:
             break
         results = measure(batch)
@@ -353,13 +357,21 @@ def run_tuning(space: Space, strategy: Strategy, measure: Measure, *, version: i
                       tried=len(tried), where_pruned=len(space.pruned),
                       pruned=[r for r in tried if r.status == "pruned"] + space.pruned[:WHERE_EXAMPLES],
                       results=[r for r in tried if r.status != "pruned"], best=best, stopped=stopped,
-                      search_s=round(clock() - started, 2))
+                      search_s=round(clock() - started, 2),
+                      devices=sorted({r.device for r in tried if r.device is not None}))
 
 
-def batch_size(max_configs: int) -> int:
-    """Configurations per worker job: one per core this process may use (its builds run in parallel), but at least 8
-    batches in a search so that a model-based strategy learns between them, and never fewer than 8 per job."""
-    return max(8, min(32, len(os.sched_getaffinity(0)), max_configs // 8))
+def usable_cores() -> int:
+    """The cores this process may use (its affinity, not the host's count)."""
+    return len(os.sched_getaffinity(0))
+
+
+def batch_size(max_configs: int, devices: int = 1) -> int:
+    """Configurations per worker job: one per core this process may use (its builds run in parallel; with several
+    devices measuring at once, their jobs share the cores), but at least 8 batches in a search so that a model-based
+    strategy learns between them, and never fewer than 8 per job."""
+    devices = max(1, devices)
+    return max(8, min(32, usable_cores() // devices, max_configs // (8 * devices)))
 
 
 def crashed_config(stage: str, batch: Sequence[Config]) -> Config | None:

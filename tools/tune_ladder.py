@@ -134,6 +134,7 @@ async def ladder(args: argparse.Namespace) -> dict[str, Any]:
                     "pruned": len(tuned.get("pruned") or []), "best": tuned.get("best"), "wall_s": round(wall, 1),
                     "search_s": round(search_s, 1), "stopped": tuned.get("stopped"),
                     "configs_per_min": round(60 * (tuned.get("tried") or 0) / search_s, 1),
+                    "devices": tuned.get("devices"),
                     "top": [(r.get("params"), r.get("median_ms")) for r in (tuned.get("results") or [])[:5]]})
                 if (final.get("performance") or {}).get("params") != (tuned.get("best") or {}).get("params"):
                     step["note"] = "the fastest configuration failed its full validation: " + str(tuned.get("stopped"))
@@ -230,8 +231,10 @@ def main() -> int:
     save(args.out, out)
     for step in out["steps"]:
         tuned = step.get("tuned") or step.get("default") or step
+        tune = step.get("tune") or {}
         print(f"{step['step']:<24} {tuned.get('median_ms')!s:>10} ms {tuned.get('tflops')!s:>8} TFLOP/s "
-              f"{tuned.get('pct_of_vendor')!s:>6} % of vendor  {(step.get('tune') or {}).get('configs_per_min', '')}")
+              f"{tuned.get('pct_of_vendor')!s:>6} % of vendor  {tune.get('configs_per_min', '')}"
+              + (f" configs/min on devices {tune['devices']}" if tune.get("devices") else ""))
     return 0
 
 

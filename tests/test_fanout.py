@@ -1,0 +1,197 @@
+"""Tuning fans out over every idle device of the session's model: a stand-in worker (tests/stand_in_devices.py)
+poses as GPUs of two models through the real DevicePool and service; nothing else is stood in for."""
+
+from __future__ import annotations
+
+import json
+import stat
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from peak_mcp.config import Settings
+from peak_mcp.devices import Device
+from peak_mcp.fanout import FanOut, tuning_devices
+from peak_mcp.launch import LaunchSpec
+from peak_mcp.runner.messages import TuneJob
+from peak_mcp.runner.pool import DevicePool
+from peak_mcp.service import PeakService
+from peak_mcp.tuning import Config
+
+H200, H100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
+SIZES = {"M": 64, "N": 64, "K": 64}
+# 4 x 4 = 16 configurations; the stand-in times each at sum(values) / 100 ms, so A=1 B=2 is the fastest.
+TUNED = ("// peak: entry=k grid=(1, 1, 1) block=(32, 1, 1)\n"
+         "// peak: params A=[8, 1, 9, 7] B=[20, 2, 30, 40]\n"
+         'extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {}\n')
+
+
+def _shim(tmp_path: Path) -> str:
+    shim = tmp_path / "python"
+    worker = Path(__file__).with_name("stand_in_devices.py")
+    shim.write_text(f'#!/bin/sh\nshift 4\nexec "{sys.executable}" "{worker}" "$@"\n')  # drops -I -u -c <bootstrap>
+    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    return str(shim)
+
+
+class Rig:
+    """A service on stand-in devices `names` (index -> model name), with per-device options, and the job log."""
+
+    def __init__(self, tmp_path: Path, names: list[str], **per_device: dict[str, Any]) -> None:
+        self.log = tmp_path / "jobs.jsonl"
+        devices = [{"backend": "cuda", "index": i, "name": n, "properties": {}} for i, n in enumerate(names)]
+        settings = Settings(data_dir=tmp_path / "data")
+
+        def options(_backend: str, index: int) -> dict[str, Any]:
+            return {"name": names[index], "log": str(self.log), "delay_s": 0.05, **per_device.get(f"d{index}", {})}
+
+        self.pool = DevicePool(python=_shim(tmp_path), lock_dir=settings.data_dir / "locks", options=options)
+        self.service = PeakService(settings, pool=self.pool, probe=lambda: {
+            "cuda": {"backend": "cuda", "devices": devices, "compiler": {"available": True}, "missing": []}})
+
+    def session(self, device: int) -> tuple[str, int]:
+        sid = self.service.start_session("matmul", "cuda", "f32", SIZES, device=device).session_id
+        report = self.service.submit_kernel(sid, TUNED)
+        assert report.status == "benchmarked", report.message
+        self.log.write_text("")  # from here on: the tune's jobs only
+        return sid, report.version
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()]
+
+    def close(self) -> None:
+        self.service.close()
+
+
+@pytest.fixture
+def rig(tmp_path: Path, request: pytest.FixtureRequest):
+    made: list[Rig] = []
+
+    def make(names: list[str], **per_device: dict[str, Any]) -> Rig:
+        made.append(Rig(tmp_path, names, **per_device))
+        return made[-1]
+
+    yield make
+    for r in made:
+        r.close()
+
+
+def _tuned_configs(jobs: list[dict[str, Any]]) -> dict[int, list[dict[str, int]]]:
+    by_device: dict[int, list[dict[str, int]]] = {}
+    for job in jobs:
+        if job["type"] == "tune":
+            by_device.setdefault(job["device"], []).extend(job["configs"])
+    return by_device
+
+
+@pytest.mark.parametrize("names", [[H200, H200, H100], [H200, H100, H200, H200]], ids=["2+1", "3+1"])
+def test_batches_fan_out_over_same_model_devices_and_the_best_is_retimed_on_the_sessions_own(
+        rig, names: list[str]) -> None:
+    r = rig(names)
+    same = [i for i, n in enumerate(names) if n == H200]
+    own = same[-1]  # the session sits on the last H200: helpers are found below it
+    sid, version = r.session(own)
+    report = r.service.tune(sid, version, max_configs=16)
+    jobs = r.jobs()
+    by_device = _tuned_configs(jobs)
+    assert sorted(by_device) == same == report.devices  # every H200 measured, the H100 never did
+    assert names.index(H100) not in {j["device"] for j in jobs}
+    assert report.tried == 16 and len(report.results) == 16
+    assert sorted(json.dumps(c, sort_keys=True) for cs in by_device.values() for c in cs) == sorted(
+        json.dumps(r.params, sort_keys=True) for r in report.results)  # each configuration measured once
+    assert {res.device for res in report.results} == set(same)
+    assert report.best is not None and report.best.params == {"A": 1, "B": 2}
+    # the chunks of one batch ran at the same time on different devices
+    tunes = [j for j in jobs if j["type"] == "tune"]
+    assert any(a["device"] != b["device"] and a["start"] < b["end"] and b["start"] < a["end"]
+               for a in tunes for b in tunes)
+    # then the full re-time of the best: after the search, on the session's own device, at the best configuration
+    final = [j for j in jobs if j["type"] == "evaluate"]
+    assert len(final) == 1 and final[0]["device"] == own and final[0]["params"] == {"A": 1, "B": 2}
+    assert final[0]["start"] >= max(j["end"] for j in tunes)
+    stored = r.service.store.version(sid, version)
+    assert stored.tuning and stored.tuning.devices == same
+    assert stored.timing and stored.timing.params == {"A": 1, "B": 2}
+
+
+def test_a_busy_device_is_not_taken(rig) -> None:
+    """Device 1 (same model) runs another job for the whole tune: every batch stays on device 0."""
+    r = rig([H200, H200], d1={"delay_s": 0.3})
+    sid, version = r.session(0)
+    other = TuneJob(problem="matmul", dtype="f32", sizes=SIZES, source=TUNED, spec=LaunchSpec(entry="k", line=1),
+                    configs=[{"Z": i} for i in range(20)])  # 6 s on device 1
+    busy = threading.Thread(target=r.pool.run, args=("cuda", 1, other), kwargs={"inactivity_s": 60, "total_s": 60})
+    busy.start()
+    try:
+        while r.pool.queue_length("cuda", 1) == 0:
+            time.sleep(0.01)
+        report = r.service.tune(sid, version, max_configs=16)
+        assert r.pool.queue_length("cuda", 1) == 1  # still busy when the tune ended
+    finally:
+        busy.join()
+    assert report.devices == [0] and report.tried == 16
+    tuned = _tuned_configs(r.jobs())
+    assert set(tuned) == {0, 1} and all("Z" in c for c in tuned[1])  # device 1 ran only the other job
+
+
+def test_a_configuration_that_kills_its_worker_fails_alone_and_the_rest_go_again_elsewhere(rig) -> None:
+    r = rig([H200, H200], d0={"die_on": 9}, d1={"die_on": 9})  # A=9: a kernel fault on whichever device
+    sid, version = r.session(0)
+    report = r.service.tune(sid, version, max_configs=16)
+    assert report.tried == 16 and len(report.results) == 16  # nothing lost
+    failed = [x for x in report.results if x.status == "failed"]
+    assert {x.params["A"] for x in failed} == {9} and len(failed) == 4
+    assert all("worker died" in (x.reason or "") for x in failed), [x.reason for x in failed]
+    assert sum(x.status == "ok" for x in report.results) == 12
+    assert report.best is not None and report.best.params == {"A": 1, "B": 2}
+    assert r.pool.restarts >= 4 and report.devices == [0, 1]
+
+
+def test_a_device_lost_mid_tune_hands_its_configurations_to_another(rig) -> None:
+    """Device 1's worker dies on every tune job before naming a configuration: its chunks run on device 0."""
+    r = rig([H200, H200], d1={"die_tune": True})
+    sid, version = r.session(0)
+    report = r.service.tune(sid, version, max_configs=16)
+    assert report.tried == 16 and all(x.status == "ok" for x in report.results)
+    assert report.devices == [0] and {x.device for x in report.results} == {0}
+    assert sorted(json.dumps(c, sort_keys=True) for c in _tuned_configs(r.jobs())[0]) == sorted(
+        json.dumps(x.params, sort_keys=True) for x in report.results)
+
+
+def test_the_only_device_lost_is_an_error_as_before(rig) -> None:
+    r = rig([H200, H100], d0={"die_tune": True})
+    sid, version = r.session(0)
+    with pytest.raises(Exception, match="worker died"):
+        r.service.tune(sid, version, max_configs=8)
+
+
+def test_tuning_devices_picks_the_model_and_the_idle() -> None:
+    h200 = Device(name=H200, backend="cuda", arch="sm_90")
+    other_arch = Device(name=H200, backend="cuda", arch="sm_100")
+    devices = [(0, h200), (1, Device(name=H100, backend="cuda", arch="sm_90")), (2, h200), (3, other_arch),
+               (4, h200)]
+    assert tuning_devices(h200, 2, devices, lambda i: 0) == [2, 0, 4]
+    assert tuning_devices(h200, 2, devices, lambda i: 1 if i in (0, 2) else 0) == [2, 4]  # own device even busy
+
+
+def test_a_plan_sizes_the_batch_by_devices_and_cores(monkeypatch) -> None:
+    from peak_mcp import tuning
+
+    monkeypatch.setattr(tuning.os, "sched_getaffinity", lambda _pid: set(range(16)))
+    assert [tuning.batch_size(n, 2) for n in (64, 256, 4096)] == [8, 8, 8]  # 8 each: two compiles share 16 cores
+    monkeypatch.setattr(tuning.os, "sched_getaffinity", lambda _pid: set(range(128)))
+    assert [tuning.batch_size(4096, d) for d in (1, 2, 4, 8)] == [32, 32, 32, 16]
+    assert tuning.batch_size(512, 2) == 32 and tuning.batch_size(256, 2) == 16  # still 8 rounds in a search
+    fan = FanOut(lambda d, b, w, p: [], lambda: [0, 1], per_device=lambda lanes: tuning.batch_size(4096, lanes),
+                 cores=16)
+    assert fan.plan() == 64 and fan.compile_workers(2) == 8
+    seen: list[tuple[int, int, int]] = []
+    fan = FanOut(lambda d, b, w, p: seen.append((d, len(b), w)) or [], lambda: [3, 5, 7], per_device=lambda _: 8,
+                 cores=12)
+    assert fan.plan() == 24
+    fan.measure([Config(params={"A": i}) for i in range(10)])
+    assert sorted(seen) == [(3, 4, 4), (5, 3, 4), (7, 3, 4)]
