@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     serve.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--ray", default=None, metavar="ADDRESS",
+                       help="run device workers as Ray actors on the cluster at ADDRESS (or `auto`); needs the ray "
+                            "extra (default: $PEAK_MCP_RAY, else the embedded single-host pool)")
     serve.add_argument("--token-file", type=Path, default=None,
                        help="file holding the bearer token every HTTP request must carry (or $PEAK_MCP_TOKEN); "
                             "required off loopback")
@@ -92,7 +95,13 @@ def main(argv: list[str] | None = None) -> None:
             except ExposureError as exc:
                 print(f"peak-mcp: {exc}", file=sys.stderr)
                 sys.exit(2)
-        server, service = build(data_dir=args.data_dir)
+        from peak_mcp.errors import PeakError
+
+        try:
+            server, service = build(data_dir=args.data_dir, ray=args.ray)
+        except PeakError as exc:  # a bad setting, or --ray without Ray: say so and stop
+            print(f"peak-mcp: {exc}", file=sys.stderr)
+            sys.exit(2)
         try:
             if options is not None:
                 from peak_mcp.http_serve import serve as serve_http

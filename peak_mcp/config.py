@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     hlsl_compiler: str | None = Field(None, pattern="^(dxc|glslangValidator)$",
                                       description="dxc or glslangValidator; default: the first found")
 
+    ray: str | None = Field(None, description="a Ray cluster's address, or `auto`: device workers run as Ray actors "
+                            "(needs the `ray` extra); unset: the embedded single-host pool")
+
     @field_validator("extra_catalog_dirs", mode="before")
     @classmethod
     def _split_paths(cls, value: Any) -> Any:

@@ -9,7 +9,7 @@ import difflib
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import structlog
 
@@ -57,6 +57,9 @@ from peak_mcp.tuning import (
     usable_cores,
 )
 
+if TYPE_CHECKING:
+    from peak_mcp.runner.ray_pool import RayDevicePool
+
 log = structlog.get_logger("peak_mcp.service")
 Progress = Callable[[str], None]
 MAX_SOURCE_BYTES = 256 * 1024
@@ -87,7 +90,7 @@ def _tuning_brief(report: TuneReport | None) -> dict[str, Any] | None:
 
 
 class PeakService:
-    def __init__(self, settings: Settings, *, pool: DevicePool | None = None,
+    def __init__(self, settings: Settings, *, pool: DevicePool | RayDevicePool | None = None,
                  probe: Callable[[], dict[str, Any]] | None = None) -> None:
         self.settings = settings
         self.store = Store(settings.database)
@@ -97,7 +100,8 @@ class PeakService:
             if stale:
                 log.warning("versions left pending by a stopped server marked interrupted", count=stale)
         self._presence.settle()
-        self.pool = pool or DevicePool(lock_dir=settings.data_dir / "locks", options=settings.worker_options)
+        self.pool: DevicePool | RayDevicePool = pool or DevicePool(lock_dir=settings.data_dir / "locks",
+                                                                   options=settings.worker_options)
         self._probe_fn = probe or (lambda: probe_all_in_subprocess(
             options={name: settings.probe_options(name) for name in BACKENDS}))
         self._probe: dict[str, Any] | None = None

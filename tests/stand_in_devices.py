@@ -8,6 +8,7 @@ when work ran. Started by DevicePool through a `python` shim (tests/test_fanout.
   die_on    a parameter value: a tune job dies (exit 3) on the configuration holding it, after naming it
   die_tune  true: every tune job dies before its first configuration (a device that is lost, not a kernel)
   delay_s   seconds each configuration of a tune job takes (so that chunks on two devices overlap in time)
+  kill_host true: a tune job kills the worker's parent (a Ray actor: its node lost) before its first configuration
 
 A configuration's time is the sum of its parameter values divided by 100 ms, the same on every device.
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 
@@ -47,7 +49,8 @@ def main() -> int:
             result = _evaluate(job, device)
         if options.get("log"):
             with open(options["log"], "a") as log:
-                log.write(json.dumps({"device": index, "type": job["type"], "steps": job.get("steps"),
+                log.write(json.dumps({"device": index, "ray_device": os.environ.get("PEAK_MCP_RAY_DEVICE"),
+                                      "type": job["type"], "steps": job.get("steps"),
                                       "configs": job.get("configs"), "params": (job.get("spec") or {}).get("bound"),
                                       "start": started, "end": time.time()}) + "\n")
         send({"id": job["id"], "event": "result", "ok": True, "result": {**result, "device": device}
@@ -63,6 +66,9 @@ def _tune(job: dict, options: dict, send) -> dict:
     configs = job["configs"]
     if options.get("die_tune"):
         os._exit(3)
+    if options.get("kill_host"):
+        os.kill(os.getppid(), signal.SIGKILL)
+        time.sleep(30)
     results = []
     for i, params in enumerate(configs, start=1):
         send({"id": job["id"], "event": "progress", "message": f"config {i}/{len(configs)}: timing"})
