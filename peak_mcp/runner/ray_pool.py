@@ -182,6 +182,10 @@ class RayDevicePool:
             raise JobFailed("worker_died", f"the Ray worker for {backend} device {index} was lost "
                             f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})",
                             "submit again: a new actor starts on a node with a free GPU.") from None
+        except self._ray.exceptions.RayError as exc:  # the task itself failed (an import error on a node, ...)
+            raise JobFailed("internal", f"internal error: Ray could not run the job on {backend} device {index} "
+                            f"({type(exc).__name__}: {str(exc).splitlines()[0][:300]})",
+                            "check that every node has the same peak-mcp and Ray (`ray status`).") from None
         return reply.unwrap()
 
     def _actor(self, key: tuple[str, int]) -> Any:
