@@ -22,7 +22,7 @@ from peak_mcp.tuning import Config, ConfigResult, crashed_config
 Progress = Callable[[str], None]
 # Measure one chunk on one device with so many compile threads (a worker's tune job); JobFailed when the worker
 # dies or fails the job.
-RunChunk = Callable[[int, list[Config], int, Progress], list[ConfigResult]]
+RunChunk = Callable[[int, list[Config], int | None, Progress], list[ConfigResult]]
 RELAY_S = 0.2  # how often the calling thread relays the device threads' progress
 
 
@@ -49,8 +49,10 @@ class FanOut:
         self.cores, self.progress = max(1, cores), progress
         self._lanes: list[int] = []
 
-    def compile_workers(self, lanes: int) -> int:
-        return max(1, self.cores // max(1, lanes))
+    def compile_workers(self, lanes: int) -> int | None:
+        """Compile threads per job: the cores shared when several devices' jobs compile at once; None (the worker's
+        own core count) for one."""
+        return max(1, self.cores // lanes) if lanes > 1 else None
 
     def plan(self) -> int:
         self._lanes = self.devices()

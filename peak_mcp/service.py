@@ -624,7 +624,7 @@ class PeakService:
                               lambda index: self.pool.queue_length(session.backend, index))
 
     def _tune_chunk(self, session: SessionRow, source: str, spec: LaunchSpec, device: int, batch: list[Config],
-                    compile_workers: int, progress: Progress) -> list[ConfigResult]:
+                    compile_workers: int | None, progress: Progress) -> list[ConfigResult]:
         """One worker tune job on `device` (the session's or a same-model helper)."""
         job = TuneJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, source=source, spec=spec,
                       configs=[c.params for c in batch], compile_workers=compile_workers)

@@ -188,7 +188,7 @@ def test_a_plan_sizes_the_batch_by_devices_and_cores(monkeypatch) -> None:
     assert tuning.batch_size(512, 2) == 32 and tuning.batch_size(256, 2) == 16  # still 8 rounds in a search
     fan = FanOut(lambda d, b, w, p: [], lambda: [0, 1], per_device=lambda lanes: tuning.batch_size(4096, lanes),
                  cores=16)
-    assert fan.plan() == 64 and fan.compile_workers(2) == 8
+    assert fan.plan() == 64 and fan.compile_workers(2) == 8 and fan.compile_workers(1) is None
     seen: list[tuple[int, int, int]] = []
     fan = FanOut(lambda d, b, w, p: seen.append((d, len(b), w)) or [], lambda: [3, 5, 7], per_device=lambda _: 8,
                  cores=12)
