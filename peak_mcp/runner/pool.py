@@ -87,6 +87,38 @@ class _Worker:
         return self.process is not None and self.process.poll() is None
 
 
+class DeviceQueues:
+    """One queue per (backend, device index): its jobs run one at a time, and placement reads how many wait or run.
+    Shared by the embedded pool and the Ray pool."""
+
+    def __init__(self) -> None:
+        self._locks: dict[tuple[str, int], threading.Lock] = collections.defaultdict(threading.Lock)
+        self._guard = threading.Lock()
+        self._queued: collections.Counter[tuple[str, int]] = collections.Counter()  # waiting or running jobs
+
+    def length(self, key: tuple[str, int]) -> int:
+        with self._guard:
+            return self._queued[key]
+
+    @contextlib.contextmanager
+    def turn(self, key: tuple[str, int], cancel: threading.Event | None) -> Iterator[None]:
+        """Wait for the device's turn (the OS lock serves waiters); a cancelled waiter leaves the queue."""
+        with self._guard:
+            lock = self._locks[key]
+            self._queued[key] += 1
+        try:
+            while not lock.acquire(timeout=POLL_S):
+                if cancel is not None and cancel.is_set():
+                    raise JobFailed("cancelled", "the request was cancelled while the job waited for the device")
+            try:
+                yield
+            finally:
+                lock.release()
+        finally:
+            with self._guard:
+                self._queued[key] -= 1
+
+
 class DevicePool:
     """Runs jobs on workers keyed by (backend, device index). Thread-safe; one job at a time per device."""
 
@@ -99,15 +131,12 @@ class DevicePool:
         self.python = python
         self.env = env
         self._workers: dict[tuple[str, int], _Worker] = {}
-        self._locks: dict[tuple[str, int], threading.Lock] = collections.defaultdict(threading.Lock)
-        self._guard = threading.Lock()
-        self._queued: collections.Counter[tuple[str, int]] = collections.Counter()  # waiting or running jobs
+        self.queues = DeviceQueues()
         self.restarts = 0
 
     def queue_length(self, backend: str, index: int) -> int:
         """Jobs waiting for or running on one device: what placement balances."""
-        with self._guard:
-            return self._queued[(backend, index)]
+        return self.queues.length((backend, index))
 
     def run(self, backend: str, index: int, job: Job, *, inactivity_s: float, total_s: float,
             progress: Progress | None = None, cancel: threading.Event | None = None) -> JobResult:
@@ -115,23 +144,7 @@ class DevicePool:
         JobFailed('cancelled')."""
         key = (backend, index)
         cancel = cancel if cancel is not None else CANCEL.get()
-        with self._guard:
-            lock = self._locks[key]
-            self._queued[key] += 1
-        try:
-            return self._run_queued(key, lock, job, inactivity_s, total_s, progress, cancel)
-        finally:
-            with self._guard:
-                self._queued[key] -= 1
-
-    def _run_queued(self, key: tuple[str, int], lock: threading.Lock, job: Job, inactivity_s: float,
-                    total_s: float, progress: Progress | None, cancel: threading.Event | None) -> JobResult:
-        backend, index = key
-        # the per-device queue: waiting threads are served by the OS lock; a cancelled waiter leaves the queue
-        while not lock.acquire(timeout=POLL_S):
-            if cancel is not None and cancel.is_set():
-                raise JobFailed("cancelled", "the request was cancelled while the job waited for the device")
-        try:
+        with self.queues.turn(key, cancel):
             worker = self._workers.get(key)
             if worker is None or not worker.alive():
                 worker = self._start(backend, index)
@@ -141,8 +154,6 @@ class DevicePool:
             except JobFailed as exc:
                 exc.stage = worker.stage
                 raise
-        finally:
-            lock.release()
 
     def close(self) -> None:
         for worker in list(self._workers.values()):

@@ -14,7 +14,6 @@ hang detector reads them); the server sees a job start and end.
 
 from __future__ import annotations
 
-import collections
 import os
 import sys
 import threading
@@ -26,7 +25,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from peak_mcp.errors import Unavailable
 from peak_mcp.runner.messages import JOB, Job
-from peak_mcp.runner.pool import CANCEL, POLL_S, DevicePool, JobFailed, Progress
+from peak_mcp.runner.pool import CANCEL, POLL_S, DevicePool, DeviceQueues, JobFailed, Progress
 from peak_mcp.runner.replies import JobResult
 
 log = structlog.get_logger("peak_mcp.ray")
@@ -120,35 +119,20 @@ class RayDevicePool:
         self.python = python  # None: the actor's own interpreter (the one Ray runs on that node)
         self.options = options or (lambda _backend, _index: {})
         self._actors: dict[tuple[str, int], Any] = {}
-        self._locks: dict[tuple[str, int], threading.Lock] = collections.defaultdict(threading.Lock)
-        self._guard = threading.Lock()
-        self._queued: collections.Counter[tuple[str, int]] = collections.Counter()
+        self.queues = DeviceQueues()
         self._actor_class = ray.remote(num_gpus=1, num_cpus=1, max_restarts=0)(DeviceHost)
         self._compile = ray.remote(num_cpus=1, max_retries=0)(compile_task)
         self.restarts = 0
 
     def queue_length(self, backend: str, index: int) -> int:
-        with self._guard:
-            return self._queued[(backend, index)]
+        return self.queues.length((backend, index))
 
     def run(self, backend: str, index: int, job: Job, *, inactivity_s: float, total_s: float,
             progress: Progress | None = None, cancel: threading.Event | None = None) -> JobResult:
         key = (backend, index)
         cancel = cancel if cancel is not None else CANCEL.get()
-        with self._guard:
-            lock = self._locks[key]
-            self._queued[key] += 1
-        try:
-            while not lock.acquire(timeout=POLL_S):
-                if cancel is not None and cancel.is_set():
-                    raise JobFailed("cancelled", "the request was cancelled while the job waited for the device")
-            try:
-                return self._run(key, job, inactivity_s, total_s, progress, cancel)
-            finally:
-                lock.release()
-        finally:
-            with self._guard:
-                self._queued[key] -= 1
+        with self.queues.turn(key, cancel):
+            return self._run(key, job, inactivity_s, total_s, progress, cancel)
 
     def _run(self, key: tuple[str, int], job: Job, inactivity_s: float, total_s: float,
              progress: Progress | None, cancel: threading.Event | None) -> JobResult:
