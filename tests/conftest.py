@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import stat
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -63,3 +65,13 @@ def make_client(settings: Settings) -> Callable[..., Any]:
             service.close()
 
     return factory
+
+
+def stand_in_python(tmp_path: Path, script: str) -> str:
+    """A `python` for DevicePool that runs tests/<script> (a stand-in worker) with the worker's arguments: it drops
+    the real worker's `-I -u -c <bootstrap>` and keeps the rest."""
+    shim = tmp_path / "python"
+    worker = Path(__file__).with_name(script)
+    shim.write_text(f'#!/bin/sh\nshift 4\nexec "{sys.executable}" "{worker}" "$@"\n')
+    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    return str(shim)

@@ -4,8 +4,6 @@ poses as GPUs of two models through the real DevicePool and service; nothing els
 from __future__ import annotations
 
 import json
-import stat
-import sys
 import threading
 import time
 from pathlib import Path
@@ -21,6 +19,7 @@ from peak_mcp.runner.messages import TuneJob
 from peak_mcp.runner.pool import DevicePool
 from peak_mcp.service import PeakService
 from peak_mcp.tuning import Config
+from tests.conftest import stand_in_python
 
 H200, H100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
 SIZES = {"M": 64, "N": 64, "K": 64}
@@ -31,11 +30,7 @@ TUNED = ("// peak: entry=k grid=(1, 1, 1) block=(32, 1, 1)\n"
 
 
 def _shim(tmp_path: Path) -> str:
-    shim = tmp_path / "python"
-    worker = Path(__file__).with_name("stand_in_devices.py")
-    shim.write_text(f'#!/bin/sh\nshift 4\nexec "{sys.executable}" "{worker}" "$@"\n')  # drops -I -u -c <bootstrap>
-    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
-    return str(shim)
+    return stand_in_python(tmp_path, "stand_in_devices.py")
 
 
 class Rig:

@@ -4,8 +4,6 @@ what is stored reads back and dumps as the same JSON, rows from earlier releases
 
 from __future__ import annotations
 
-import stat
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from peak_mcp.runner.replies import (
 )
 from peak_mcp.server import create_server
 from peak_mcp.service import PeakService
+from tests.conftest import stand_in_python
 
 DEVICE = '{"backend": "cuda", "index": -1, "name": "x", "properties": {}}'
 CUDA_ONLY = {"cuda": {"backend": "cuda", "devices": [], "compiler": {"available": True}, "missing": []}}
@@ -67,12 +66,7 @@ def test_a_malformed_reply_names_what_is_wrong(line: str, named: str) -> None:
 
 
 def _stand_in_python(tmp_path: Path) -> str:
-    """A `python` for DevicePool that runs tests/stand_in_worker.py with the worker's arguments."""
-    shim = tmp_path / "python"
-    worker = Path(__file__).with_name("stand_in_worker.py")
-    shim.write_text(f'#!/bin/sh\nshift 4\nexec "{sys.executable}" "{worker}" "$@"\n')  # drops -I -u -c <bootstrap>
-    shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
-    return str(shim)
+    return stand_in_python(tmp_path, "stand_in_worker.py")
 
 
 def _job(source: str) -> EvaluateJob:
