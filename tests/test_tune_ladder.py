@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from peak_mcp.backends.base import CompileFailed
+from peak_mcp.backends.hip_portability import hip_spelling
 from peak_mcp.backends.registry import backend_spec, open_executor
 from peak_mcp.launch import parse_annotation, with_params
 from peak_mcp.problems.matmul import Matmul
@@ -16,7 +17,7 @@ from peak_mcp.problems.matmul import Matmul
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-from tune_ladder import LADDERS, as_hip, default_first  # noqa: E402
+from tune_ladder import LADDERS, default_first  # noqa: E402
 
 
 def _spec(source: str, backend: str = "cuda"):
@@ -36,7 +37,7 @@ def test_every_ladder_kernel_exists_and_its_hip_twin_compiles_for_nvidia_unless_
     hip = open_executor("hip", None, hip_arch="sm_90a")
     for steps in LADDERS.values():
         for _transformation, path, _strategy, _configs in steps:
-            twin = as_hip(path.read_text())
+            twin = hip_spelling(path.read_text())
             assert "cuda_bf16.h" not in twin and "__nv_bfloat16" not in twin
             spec = _spec(twin, "hip")
             if "#include <mma.h>" in twin:  # nvcuda::wmma has no HIP spelling on NVIDIA (rocWMMA is AMD's)
@@ -44,3 +45,32 @@ def test_every_ladder_kernel_exists_and_its_hip_twin_compiles_for_nvidia_unless_
                     hip.compile(with_params(twin, spec.config()), spec)
                 continue
             assert hip.compile(with_params(twin, spec.config()), spec).resources["registers"] > 0, path
+
+
+def test_the_landscape_is_every_configuration_the_store_kept(tmp_path) -> None:
+    from tune_ladder import landscape
+
+    from peak_mcp.config import Settings
+    from peak_mcp.store import Store
+    from peak_mcp.tuning import ConfigResult, TuneReport
+
+    kernel = "examples/matmul/cuda/tuned/regblock.cu"
+    ok = ConfigResult(params={"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}, status="ok", median_ms=5.1)
+    pruned = ConfigResult(params={"BM": 64, "BN": 64, "BK": 8, "TM": 16, "TN": 16}, status="pruned",
+                          kind="where", reason="where ... is false")
+    report = TuneReport(version=1, strategy="exhaustive", space_size=243, valid_size=176, tried=1, where_pruned=1,
+                        pruned=[pruned], results=[ok], best=None, stopped="space exhausted")
+    store = Store(Settings(data_dir=tmp_path).database)
+    sid = store.create_session(problem="matmul", backend="cuda", dtype="f32", sizes={"M": 64, "N": 64, "K": 64},
+                               device="H100", device_index=0, label=None)
+    store.add_version(sid, source="x", origin="naive", status="benchmarked")
+    store.add_version(sid, source="y", origin="apply", status="benchmarked", parent=0,
+                      tuning=report.model_dump(mode="json"))
+    store.close()
+    out = {"session_id": sid, "device": "H100", "sizes": {"M": 64, "N": 64, "K": 64},
+           "steps": [{"kernel": kernel, "version": 1, "tune": {"strategy": "exhaustive", "tried": 16}}]}
+    table = landscape(tmp_path, out)
+    assert table is not None and table["params"]["BM"] == [128, 64, 256] and len(table["where"]) == 2
+    assert [(row["ms"], row["status"]) for row in table["table"]] == [(5.1, "ok"), (None, "pruned")]
+    out["steps"][0]["tune"]["strategy"] = "optuna"  # only an exhaustive search is a whole landscape
+    assert landscape(tmp_path, out) is None

@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import re
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -26,6 +25,13 @@ from typing import Any
 import anyio
 import mcp.types as types
 from mcp import Client, StdioServerParameters
+
+from peak_mcp.backends.hip_portability import hip_spelling
+from peak_mcp.backends.registry import backend_spec
+from peak_mcp.config import Settings
+from peak_mcp.launch import parse_annotation
+from peak_mcp.problems.matmul import Matmul
+from peak_mcp.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 CUDA = ROOT / "examples" / "matmul" / "cuda"
@@ -164,7 +170,7 @@ async def hip_twin(client: Client, out: dict[str, Any], sizes: dict[str, int], d
             continue
         source = default_first((ROOT / step["kernel"]).read_text(), best["params"])
         row: dict[str, Any] = {"kernel": step["kernel"], "params": best["params"]}
-        for backend, text in (("cuda", source), ("hip", as_hip(source))):
+        for backend, text in (("cuda", source), ("hip", hip_spelling(source))):
             report = await _call(client, "submit_kernel", {"session_id": sessions[backend], "source": text})
             row[backend] = {"status": report.get("status"), **_perf(report)}
             if report.get("status") != "benchmarked":
@@ -174,15 +180,6 @@ async def hip_twin(client: Client, out: dict[str, Any], sizes: dict[str, int], d
         _log(f"hip twin: {row}")
         rows.append(row)
     return rows
-
-
-def as_hip(cuda_source: str) -> str:
-    """The same kernel written as HIP: HIP's headers and type names where CUDA's were (what hipify does here)."""
-    for cuda_name, hip_name in (("#include <cuda_fp16.h>", "#include <hip/hip_fp16.h>"),
-                                ("#include <cuda_bf16.h>", "#include <hip/hip_bf16.h>"),
-                                ("__nv_bfloat16", "__hip_bfloat16")):
-        cuda_source = cuda_source.replace(cuda_name, hip_name)
-    return f"#include <hip/hip_runtime.h>\n{cuda_source}"
 
 
 def save(path: Path | None, out: dict[str, Any]) -> None:
@@ -196,19 +193,20 @@ def landscape(data_dir: Path, out: dict[str, Any]) -> dict[str, Any] | None:
                  and (s["tune"].get("tried") or 0) >= 16), None)
     if step is None:
         return None
-    db = sqlite3.connect(data_dir / "peak.sqlite3")
-    row = db.execute("SELECT tuning FROM versions WHERE session_id = ? AND number = ?",
-                     (out["session_id"], step["version"])).fetchone()
-    report = json.loads(row[0])
-    spec_source = (ROOT / step["kernel"]).read_text()
-    params = {m.group(1): [int(v) for v in m.group(2).split(",")]
-              for line in spec_source.splitlines() if line.startswith("// peak: params")
-              for m in re.finditer(r"(\w+)=\[([^\]]*)\]", line)}
-    where = [line.split("where=", 1)[1] for line in spec_source.splitlines() if line.startswith("// peak: where=")]
-    table = [{"params": r["params"], "ms": r.get("median_ms") if r["status"] == "ok" else None,
-              "status": r["status"], "kind": r.get("kind")} for r in report["results"] + report["pruned"]]
+    store = Store(Settings(data_dir=data_dir).database)
+    try:
+        report = store.version(out["session_id"], step["version"]).tuning
+    finally:
+        store.close()
+    if report is None:
+        return None
+    spec = parse_annotation((ROOT / step["kernel"]).read_text(), needs=backend_spec("cuda").annotation_keys,
+                            symbols=Matmul.symbols)
+    table = [{"params": r.params, "ms": r.median_ms if r.status == "ok" else None, "status": r.status,
+              "kind": r.kind} for r in report.results + report.pruned]
     return {"what": f"median ms of each configuration of {step['kernel']}, measured by the tune tool",
-            "device": out.get("device"), "sizes": out["sizes"], "params": params, "where": where, "table": table}
+            "device": out.get("device"), "sizes": out["sizes"], "params": spec.params, "where": spec.where,
+            "table": table}
 
 
 def main() -> int:

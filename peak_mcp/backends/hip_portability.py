@@ -21,6 +21,17 @@ from peak_mcp.backends.includes import Refusal, _splice, _strip_comments, check_
 HIP_INCLUDE_DIR = str(Path(__file__).resolve().parent / "hip_include")
 SOURCE_NAME = "kernel.hip"
 _CUDA_ONLY_ADVICE = "only headers of the CUDA toolkit can be included (e.g. <cuda_fp16.h>, <mma.h>)"
+# What hipify renames in kernels that use CUDA's 16-bit types (nothing else in such a kernel differs in HIP).
+_HIP_NAMES = {"#include <cuda_fp16.h>": "#include <hip/hip_fp16.h>",
+              "#include <cuda_bf16.h>": "#include <hip/hip_bf16.h>", "__nv_bfloat16": "__hip_bfloat16"}
+
+
+def hip_spelling(cuda_source: str) -> str:
+    """A CUDA kernel written as HIP: HIP's runtime header first, HIP's 16-bit headers and type names in place of
+    CUDA's. Kernels that need more (WMMA's <mma.h>, cooperative groups) stay refused, as HIP would refuse them."""
+    for cuda_name, hip_name in _HIP_NAMES.items():
+        cuda_source = cuda_source.replace(cuda_name, hip_name)
+    return f"#include <hip/hip_runtime.h>\n{cuda_source}"
 
 
 def include_refusal_log(source: str) -> str | None:

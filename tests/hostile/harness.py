@@ -15,15 +15,14 @@ from typing import Any
 
 import yaml
 
+from peak_mcp.backends.hip_portability import hip_spelling
+
 HOSTILE = Path(__file__).resolve().parent
 ROOT = HOSTILE.parent.parent
 MANIFEST = HOSTILE / "manifest.yaml"
 GOOD = {"cuda": ROOT / "examples" / "matmul" / "cuda" / "smem_tiled.cu",
         "hip": ROOT / "examples" / "matmul" / "hip" / "smem_tiled.hip",
         "hlsl": ROOT / "examples" / "matmul" / "hlsl" / "tiled_groupshared.hlsl"}
-# What hipify would rename in these kernels: CUDA's 16-bit headers and the one CUDA-only type name they use.
-HIP_RENAMES = {"#include <cuda_fp16.h>": "#include <hip/hip_fp16.h>",
-               "#include <cuda_bf16.h>": "#include <hip/hip_bf16.h>", "__nv_bfloat16": "__hip_bfloat16"}
 UNALIGNED = {"M": 100, "N": 77, "K": 53}
 TILE = 32  # sizes that are multiples of this count as "aligned" for the `unaligned` override
 
@@ -52,11 +51,7 @@ class Entry:
         """The kernel as submitted: a HIP twin is its CUDA kernel with HIP's headers in place of CUDA's, which is
         all that kernel code in CUDA's spelling needs to be HIP."""
         text = self.path.read_text()
-        if self.backend != "hip":
-            return text
-        for cuda_name, hip_name in HIP_RENAMES.items():
-            text = text.replace(cuda_name, hip_name)
-        return f"#include <hip/hip_runtime.h>\n{text}"
+        return hip_spelling(text) if self.backend == "hip" else text
 
     def expect(self, sizes: dict[str, int]) -> dict[str, Any]:
         """The expectation at these sizes: {status, failure, generality_fails} (tuples of acceptable values)."""
