@@ -36,6 +36,23 @@ class KernelFault(Exception):
 WRONG_YARDSTICK = 1e-3
 
 
+def vendor_matmul_result(library: str, c: Any, a: Any, b: Any, dtype: str, sizes: dict[str, int],
+                         summary: dict[str, Any], xp: Any = np) -> dict[str, Any]:
+    """A vendor matmul baseline's answer: its timing `summary`, once three rows of its product `c` (f32, M×N) agree
+    with float64 from the inputs `a`, `b` (storage dtype; numpy, or cupy on the device); else unavailable."""
+    from peak_mcp.dtypes import to_float64
+
+    m, n, k = sizes["M"], sizes["N"], sizes["K"]
+    rows = xp.asarray([0, m // 2, m - 1])
+    ref = to_float64(a, dtype).reshape(m, k)[rows] @ to_float64(b, dtype).reshape(k, n)
+    got = c.reshape(m, n)[rows].astype(xp.float64)
+    rel = float(xp.linalg.norm(got - ref) / xp.linalg.norm(ref))
+    if not rel < WRONG_YARDSTICK:
+        return {"available": False, "reason": f"{library} returned a wrong product (relative L2 error {rel:.2g} on "
+                                              "three rows): no yardstick rather than a wrong one"}
+    return {"available": True, "library": library, "rel_l2_error": rel, **summary}
+
+
 @dataclass
 class Compiled:
     """A compiled kernel: the backend's handle plus what the agent should see about resources."""
