@@ -31,6 +31,12 @@ def has_device(backend: str) -> bool:
     return bool(found.get("devices")) and found.get("compiler", {}).get("available", True) is not False
 
 
+def hip_platform() -> str:
+    """Where HIP kernels run here: 'nvidia', 'amd', or '' without a HIP device."""
+    devices = probe().get("hip", {}).get("devices") or [{}]
+    return devices[0].get("properties", {}).get("platform", "")
+
+
 def skip_reason(backend: str) -> str:
     missing = probe().get(backend, {}).get("missing", [])
     return "; ".join(f"{m['what']}: {m['why']}" for m in missing) or f"no {backend} device"

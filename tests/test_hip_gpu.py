@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import EXAMPLES, has_device, probe, skip_reason
+from tests.conftest import EXAMPLES, has_device, hip_platform, skip_reason
 
 pytestmark = [pytest.mark.gpu, pytest.mark.anyio]
 if not has_device("hip"):
@@ -24,11 +24,6 @@ extern "C" __global__ void k(const float* A, const float* B, float* C, int M, in
 """
 
 
-def _platform() -> str:
-    devices = probe().get("hip", {}).get("devices") or [{}]
-    return devices[0].get("properties", {}).get("platform", "")
-
-
 async def _submit(client, session_id: str, source: str) -> dict:
     result = await client.call_tool("submit_kernel", {"session_id": session_id, "source": source})
     assert not result.is_error, result.content[0].text
@@ -41,11 +36,11 @@ async def test_examples_run_the_loop(make_client) -> None:
         assert not started.is_error, started.content[0].text
         session = started.structured_content
         # The session's device in brief names the vendor, which is the HIP platform (nvidia or amd).
-        assert session["device"]["vendor"] == _platform() and session["device"]["index"] >= 0
+        assert session["device"]["vendor"] == hip_platform() and session["device"]["index"] >= 0
         assert session["version_0"]["status"] == "benchmarked", session["version_0"]["message"]
         for path in sorted((EXAMPLES / "hip").glob("*.hip")):
             report = await _submit(client, session["session_id"], path.read_text())
-            if path.name == "mfma_f32.hip" and _platform() == "nvidia":
+            if path.name == "mfma_f32.hip" and hip_platform() == "nvidia":
                 assert report["status"] == "compile_error" and "AMD-only" in report["compile"]["log"]
                 continue
             assert report["status"] == "benchmarked", (path.name, report["message"])

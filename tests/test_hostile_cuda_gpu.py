@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import has_device, probe, skip_reason
+from tests.conftest import has_device, hip_platform, skip_reason
 from tests.hostile.harness import HOSTILE, UNALIGNED, Outcome, load_manifest, run_in_process
 
 ENTRIES = load_manifest("cuda")
@@ -79,9 +79,8 @@ def test_hostile_cuda(outcomes: dict[str, dict[str, Outcome]], entry: Any, size:
 
 HIP_TWINS = load_manifest("hip")  # the same kernels as HIP source: on NVIDIA they must get the CUDA verdicts
 # On NVIDIA only: on AMD there is no compute-sanitizer and no PTX, which some of the CUDA verdicts rest on.
-_HIP_DEVICES = probe().get("hip", {}).get("devices") or [{}]
-needs_hip_gpu = pytest.mark.skipif(not has_device("hip") or _HIP_DEVICES[0].get("properties", {}).get("platform")
-                                   != "nvidia", reason=f"no HIP GPU on NVIDIA: {skip_reason('hip')}")
+needs_hip_gpu = pytest.mark.skipif(not has_device("hip") or hip_platform() != "nvidia",
+                                   reason=f"no HIP GPU on NVIDIA: {skip_reason('hip')}")
 
 
 @pytest.fixture(scope="module")
