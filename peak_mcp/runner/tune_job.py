@@ -54,14 +54,21 @@ def _current_device(executor: Executor) -> None:
 
 def _compile_all(executor: Executor, source: str, todo: list[tuple[int, LaunchSpec]], workers: int,
                  progress: Progress) -> Iterator[tuple[int, Compiled | CompileFailed]]:
-    """Build on `workers` threads and yield each configuration as soon as it is built, so that the device validates
-    and times the first ones while the rest still build. A progress line per build is the hang detector's pulse.
+    """Build on `workers` threads and yield each configuration as soon as it is built, loaded on the consuming (timing)
+    thread, so that the device validates and times the first ones while the rest still build. A progress line per
+    build is the hang detector's pulse.
     An unexpected error on a thread (an executor cache raced) is retried alone on this thread at the end; a kernel
     fault ends the job at once (queued builds are cancelled, running ones are not waited for)."""
     def one(item: tuple[int, LaunchSpec]) -> Compiled | CompileFailed:
         _, spec = item
         try:
             return executor.build(with_params(source, spec.bound), spec)
+        except CompileFailed as failed:
+            return failed
+
+    def loaded(built: Compiled | CompileFailed) -> Compiled | CompileFailed:
+        try:
+            return executor.load(built) if isinstance(built, Compiled) else built
         except CompileFailed as failed:
             return failed
 
@@ -83,12 +90,12 @@ def _compile_all(executor: Executor, source: str, todo: list[tuple[int, LaunchSp
                 except Exception:
                     retry.append(item)
                     continue
-                yield item[0], kernel
+                yield item[0], loaded(kernel)
         finally:  # normally everything is done; after a fault or an error nothing more is worth waiting for
             pool.shutdown(wait=False, cancel_futures=True)
     for count, item in enumerate(retry, start=1):
         progress(f"compiling {count}/{len(retry)} on this thread")
-        yield item[0], one(item)
+        yield item[0], loaded(one(item))
 
 
 def tune(executor: Executor, job: TuneJob | dict[str, Any], progress: Progress) -> TuneResult:
@@ -122,12 +129,8 @@ def tune(executor: Executor, job: TuneJob | dict[str, Any], progress: Progress) 
     progress(f"compiling {len(todo)} of {n} configurations on {workers} thread(s)")
     bounds = dict(todo)
     best: float | None = None
-    for i, built in _compile_all(executor, job.source, todo, workers, progress):
+    for i, kernel in _compile_all(executor, job.source, todo, workers, progress):
         params = bounds[i].bound
-        try:
-            kernel = executor.load(built) if isinstance(built, Compiled) else built
-        except CompileFailed as failed:
-            kernel = failed
         if isinstance(kernel, CompileFailed):
             kind = "resources" if _RESOURCES.search(kernel.log) else "compile"
             results[i] = _result(params, "pruned", kind, kernel.log.strip() or "the compiler failed without a log")
