@@ -31,9 +31,12 @@ async def test_tune_records_every_configuration_and_times_the_best_in_full(make_
         report = result.structured_content
         assert report["tried"] <= 9 and report["best"] is not None
         assert any(r["status"] == "ok" for r in report["results"])
+        # one device measured everything: named once, not on every configuration (the store keeps each one's)
+        assert report["devices"] == [0] and not any("device" in r for r in report["results"] + report["pruned"])
         assert any(e.startswith("tuning: ") and "configurations" in e for e in events)
         stored = service.store.version(sid, v)
         assert stored.tuning and stored.tuning.tried == report["tried"]  # every configuration is kept
+        assert {r.device for r in stored.tuning.results} == {0}
         assert stored.timing and stored.timing.params == report["best"]["params"]  # the version's time: the tuned one
         assert "tuned over" in stored.message
         detail = (await client.call_tool("get_version", {"session_id": sid, "version": v})).structured_content

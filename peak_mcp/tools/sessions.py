@@ -188,8 +188,11 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         get_version); this answer lists the 16 fastest and 10 pruned."""
         report = await call(ctx, service.tune, session_id, version, strategy=strategy, max_configs=max_configs,
                             budget_s=budget_s, progress=None)
-        fastest = sorted(report.results, key=lambda r: (r.status != "ok", r.median_ms or 0.0))
-        return result(report.model_copy(update={"results": fastest[:16], "pruned": report.pruned[:10]}))
+        fastest = sorted(report.results, key=lambda r: (r.status != "ok", r.median_ms or 0.0))[:16]
+        pruned = report.pruned[:10]
+        if len(report.devices) <= 1:  # one device measured them all: `devices` says which, once
+            fastest, pruned = ([r.model_copy(update={"device": None}) for r in rows] for rows in (fastest, pruned))
+        return result(report.model_copy(update={"results": fastest, "pruned": pruned}))
 
     @mcp.tool(annotations=RUNS_ONLY)
     async def profile(session_id: SessionId, version: Version = None,
