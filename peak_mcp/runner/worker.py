@@ -35,14 +35,19 @@ def main(argv: list[str] | None = None) -> int:
     jobs = _watch_parent(args.parent_pid)
     out = os.fdopen(args.result_fd, "w", buffering=1)
 
+    sending = threading.Lock()  # a heartbeat thread sends progress beside the job's own thread
+
     def send(reply: BaseModel) -> None:
         # fallback: numpy scalars in a backend's resources, as the JSON encoder wrote them before (str)
-        out.write(reply.model_dump_json(fallback=str) + "\n")
-        out.flush()
+        line = reply.model_dump_json(fallback=str) + "\n"
+        with sending:
+            out.write(line)
+            out.flush()
 
     from peak_mcp.backends.registry import open_executor
     from peak_mcp.runner.jobs import evaluate, generality
     from peak_mcp.runner.messages import JOB
+    from peak_mcp.runner.priming import Primer
     from peak_mcp.runner.profile_job import profile
     from peak_mcp.runner.replies import Done, Failed, Fatal, ProgressNote, Ready
     from peak_mcp.runner.tune_job import tune
@@ -53,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         send(Fatal(error=f"cannot open {args.backend} device {args.device}: {type(exc).__name__}: {exc}"))
         return 2
     send(Ready(device=executor.facts))
+    primer = Primer(executor, args.backend)
 
     while True:
         line = jobs.get()
@@ -68,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             except ValidationError as exc:
                 raise PeakError(f"malformed job: {exc.errors(include_url=False)[:3]}") from None
             run = {"evaluate": evaluate, "generality": generality, "profile": profile, "tune": tune}[job.type]
+            primer.prime(job, progress)
             send(Done(id=job_id, result=run(executor, job, progress)))
         except KernelFault as fault:
             send(Failed(id=job_id, fatal=True, kind=fault.kind, error=str(fault)))

@@ -1,0 +1,85 @@
+"""A worker's first job for a (problem, dtype): prepare the checks before the agent's kernel runs.
+
+The pool stops a job that sends no progress for PEAK_MCP_JOB_TIMEOUT seconds, taking it for a hung kernel. Where
+the validator computes on the device (cupy), the first validation in a fresh process pays one-time costs that are
+no kernel's doing: cupy compiles each of its elementwise kernels on a cold cache, the BLAS library loads for the
+float64 reference. On a fresh H100 host they took longer than 8 s, and a correct naive kernel was reported as
+hung. So a worker first runs the problem's own naive kernel through validation and a short benchmark at small
+sizes, under a heartbeat: our kernel cannot hang, and the agent's kernel then meets warm caches.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from peak_mcp.backends.base import Executor, KernelFault
+from peak_mcp.backends.registry import backend_spec
+from peak_mcp.launch import parse_annotation
+from peak_mcp.problems import get_problem
+from peak_mcp.runner.messages import EvaluateJob, Job
+
+PRIME_SIZE = 64  # every size symbol; small enough to cost milliseconds once caches are warm
+HEARTBEAT_S = 2.0
+
+Progress = Callable[[str], None]
+
+
+@contextlib.contextmanager
+def heartbeat(progress: Progress, message: str, every_s: float = HEARTBEAT_S) -> Iterator[None]:
+    """Send `message` now and every `every_s` seconds while the body runs: work that cannot hang, however long."""
+    stop = threading.Event()
+    progress(message)
+
+    def beat() -> None:
+        while not stop.wait(every_s):
+            progress(message)
+
+    thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+class Primer:
+    """Remembers what this worker has prepared; `prime` is a no-op after the first call for a (problem, dtype)."""
+
+    def __init__(self, executor: Executor, backend: str) -> None:
+        self.executor, self.backend = executor, backend
+        self.done: set[tuple[str, str]] = set()
+
+    def needed(self, job: Job) -> bool:
+        # Host arrays (Vulkan) compile nothing on first use; a compile-only worker validates nothing.
+        return self.executor.facts.index >= 0 and self.executor.xp is not np \
+            and (job.problem, job.dtype) not in self.done
+
+    def prime(self, job: Job, progress: Progress) -> None:
+        if not self.needed(job):
+            return
+        self.done.add((job.problem, job.dtype))  # once, even if it fails: the job itself then shows why
+        problem = get_problem(job.problem)
+        source = problem.naive_kernel(self.backend, job.dtype)
+        spec = parse_annotation(source, needs=backend_spec(self.backend).annotation_keys, symbols=problem.symbols)
+        warmup = EvaluateJob(problem=job.problem, dtype=job.dtype, sizes=dict.fromkeys(problem.symbols, PRIME_SIZE),
+                             source=source, spec=spec, steps=["compile", "validate", "benchmark"], trials=2,
+                             time_budget_s=0.01, min_reps=2, max_reps=8)
+        from peak_mcp.runner.jobs import evaluate  # jobs imports the evaluator; keep this module light to import
+
+        with heartbeat(progress, f"preparing the checks for {job.problem} {job.dtype} (once per worker)"):
+            try:
+                result = evaluate(self.executor, warmup, lambda _: None)
+            except KernelFault:
+                raise  # the context is gone: the worker must restart, whatever job it was
+            except Exception as exc:  # the agent's job runs anyway, and meets the same cause if it is real
+                print(f"peak-mcp worker: preparing the checks failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+                return
+        if result.validation is None or not result.validation.passed:
+            print(f"peak-mcp worker: the naive {job.problem} {job.dtype} kernel did not validate while preparing "
+                  f"the checks: {result.compile or result.validation}", file=sys.stderr)
