@@ -10,7 +10,7 @@ from peak_mcp.records import SessionRow, VersionRow
 from peak_mcp.responses import rate
 
 _LOG_LIMIT = 4000
-_SHOWN_TIMING = ("median_ms", "min_ms", "max_ms", "cv", "reps", "tflops", "gbps")
+_SHOWN_TIMING = ("median_ms", "min_ms", "max_ms", "cv", "reps", "tflops", "gbps", "params")  # params: the tuned one
 
 
 def trim_log(text: str | None, limit: int = _LOG_LIMIT) -> str:

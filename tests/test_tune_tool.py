@@ -41,6 +41,7 @@ async def test_tune_records_every_configuration_and_times_the_best_in_full(make_
         assert "tuned over" in stored.message
         detail = (await client.call_tool("get_version", {"session_id": sid, "version": v})).structured_content
         assert detail["report"]["tuning"]["best"]["params"] == report["best"]["params"]
+        assert detail["report"]["performance"]["params"] == report["best"]["params"]  # which configuration was timed
         rows = (await client.call_tool("history", {"session_id": sid})).structured_content["rows"]
         assert rows[v]["params"] == report["best"]["params"]
 
