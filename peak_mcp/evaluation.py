@@ -216,6 +216,11 @@ class _LaunchAudit:
         return [int(b) for b in self.bad]
 
 
+def _rotated(items: list[Any], offset: int) -> list[Any]:
+    start = offset % len(items)
+    return items[start:] + items[:start]
+
+
 def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int],
               validated: Validated, *, time_budget_s: float, min_reps: int, max_reps: int,
               progress: Progress) -> Timing:
@@ -240,11 +245,11 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
         after = None
         if audit:
             audit.last = chunk.total - len(sets)  # the final rotation leaves inputs as its launches saw them
-            # The offset is a multiple of the set count, so launch i of the chunk uses set i % n, as the audit
-            # expects.
             after = lambda rep: audit(chunk.offset + rep)  # noqa: E731
-        times = executor.time(kernel, args, scalars, geometry, reps=chunk.reps, cold_cache=True, poison=poison,
-                              after_each=after)
+        # Launch i of the chunk is timed launch offset + i overall: it uses set (offset + i) % n, as the audit
+        # expects, whatever the chunk's length.
+        times = executor.time(kernel, _rotated(args, chunk.offset), scalars, geometry, reps=chunk.reps,
+                              cold_cache=True, poison=_rotated(poison, chunk.offset), after_each=after)
         launches = chunk.offset + chunk.reps
         return times
 

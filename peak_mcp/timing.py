@@ -1,10 +1,12 @@
 """One timing policy for everything timed: the kernels and the vendor libraries they are compared with.
 
 `measure(timer, ...)` warms up for a wall time (GPU clocks take tens of milliseconds to ramp), sizes the timed
-launches by a budget, runs them in chunks of about half a second (progress keeps coming, so the hang detector
-stays quiet, and a caller can check outputs between chunks), and summarizes. A `timer(reps, offset)` launches
-`reps` times from a cold cache and returns per-launch milliseconds from device timers; `offset` is the number of
-timed launches before this chunk (callers that rotate input sets or audit launches need it).
+launches by a budget, runs them in chunks of about half a second, and summarizes. Progress follows every chunk,
+and a chunk is one launch when a launch takes longer than that, so the hang detector hears from a slow but
+finishing kernel once per launch; a caller can check outputs between chunks. A `timer(chunk)` launches
+`chunk.reps` times from a cold cache and returns per-launch milliseconds from device timers; `chunk.offset` is the
+number of timed launches before this chunk (callers that rotate input sets or audit launches need it: chunks are
+not whole rotations, only the total is).
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ def measure(timer: Timer, *, budget_s: float, min_reps: int, max_reps: int, flop
         if elapsed >= WARMUP_S or len(warm) >= MAX_WARMUP_REPS:
             break
         chunk = max(1, min(len(warm), int((WARMUP_S - elapsed) / (elapsed / len(warm)))))
+    if progress:
+        progress(f"benchmark: warmed up ({len(warm)} launches)")
     wall_per_launch = (time.monotonic() - started) / len(warm)
     per_launch_s = max(float(np.median(warm[len(warm) // 2:])) / 1e3, 1e-6)
     budget_reps = timed_reps(max(per_launch_s, wall_per_launch), budget_s, min_reps, max_reps)
@@ -58,7 +62,7 @@ def measure(timer: Timer, *, budget_s: float, min_reps: int, max_reps: int, flop
     times: list[float] = []
     started = time.monotonic()
     while len(times) < reps:
-        chunk = min(reps - len(times), -(-max(1, int(CHUNK_S / wall_per_launch)) // rotation) * rotation)
+        chunk = min(reps - len(times), max(1, int(CHUNK_S / wall_per_launch)))
         chunk_started = time.monotonic()
         times += timer(Chunk(chunk, len(times), reps))
         wall_per_launch = max(1e-6, (time.monotonic() - chunk_started) / chunk)
