@@ -192,7 +192,7 @@ class _LaunchAudit:
         self.bound = problem.tolerance(dtype, sets[0].ws.sizes).elementwise
         self.rng = np.random.default_rng(seed)
         self.bad = [0] * len(sets)  # device scalars after the first launch
-        self.last = 0  # launches from here on are each set's final one: inputs stay as that launch saw them
+        self.last: int | None = None  # launches from here on are each set's final one: inputs stay as they saw them
 
     def __call__(self, rep: int) -> None:
         i = rep % len(self.sets)
@@ -206,9 +206,14 @@ class _LaunchAudit:
             # NaN compares false, so unwritten (poisoned) elements count as wrong too.
             wrong = wrong + (~(xp.abs(got - ref.values) <= self.bound * ref.scale)).any()
         self.bad[i] = self.bad[i] + wrong
-        if self.last and rep >= self.last:
+        if self.last is not None and rep >= self.last:
             return
-        changed = self.problem.perturb(s.inputs, s.refs, s.ws.sizes, self.dtype, self.rng, xp)
+        self.perturb(i)
+
+    def perturb(self, i: int) -> None:
+        """Change one input element of set i, and its reference with it."""
+        s = self.sets[i]
+        changed = self.problem.perturb(s.inputs, s.refs, s.ws.sizes, self.dtype, self.rng, s.ws.xp)
         for name, (index, value) in changed.items():
             s.ws.write_element(name, index, value)
 
@@ -238,7 +243,10 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
     launches = 0
 
     def warm(chunk: Chunk) -> list[float]:
-        return executor.time(kernel, args, scalars, geometry, reps=chunk.reps, cold_cache=True)
+        times = executor.time(kernel, args, scalars, geometry, reps=chunk.reps, cold_cache=True)
+        for i in range(len(sets) if audit else 0):  # the first timed launch must not see the inputs warm-up saw
+            audit.perturb(i)
+        return times
 
     def timed(chunk: Chunk) -> list[float]:
         nonlocal launches
