@@ -79,3 +79,12 @@ def test_a_cold_cache_is_not_a_hung_kernel_and_a_hang_is_still_caught(backend: s
         assert time.monotonic() - started < 60
     finally:
         pool.close()
+
+
+def test_heartbeat_falls_silent_after_its_limit() -> None:
+    """Priming wedged on a broken device must not be covered for ever: the pool's no-progress timer takes over."""
+    beats: list[float] = []
+    started = time.monotonic()
+    with heartbeat(lambda _message: beats.append(time.monotonic() - started), "x", every_s=0.02, limit_s=0.1):
+        time.sleep(0.4)
+    assert len(beats) >= 3 and beats[-1] < 0.2

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
@@ -24,19 +25,23 @@ from peak_mcp.problems import get_problem
 from peak_mcp.runner.messages import EvaluateJob, Job
 
 PRIME_SIZE = 64  # every size symbol; small enough to cost milliseconds once caches are warm
-HEARTBEAT_S = 2.0
+HEARTBEAT_S = 1.0
+PRIME_LIMIT_S = 120.0  # beats stop after this: a device wedged before any kernel of the agent's ran is still caught
 
 Progress = Callable[[str], None]
 
 
 @contextlib.contextmanager
-def heartbeat(progress: Progress, message: str, every_s: float = HEARTBEAT_S) -> Iterator[None]:
-    """Send `message` now and every `every_s` seconds while the body runs: work that cannot hang, however long."""
+def heartbeat(progress: Progress, message: str, every_s: float = HEARTBEAT_S,
+              limit_s: float = PRIME_LIMIT_S) -> Iterator[None]:
+    """Send `message` now and every `every_s` seconds while the body runs, for at most `limit_s`: work that
+    cannot hang, unless the device itself is wedged (then the silence after `limit_s` lets the pool say so)."""
     stop = threading.Event()
     progress(message)
+    ends = time.monotonic() + limit_s
 
     def beat() -> None:
-        while not stop.wait(every_s):
+        while not stop.wait(every_s) and time.monotonic() < ends:
             progress(message)
 
     thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
@@ -64,22 +69,26 @@ class Primer:
         if not self.needed(job):
             return
         self.done.add((job.problem, job.dtype))  # once, even if it fails: the job itself then shows why
-        problem = get_problem(job.problem)
-        source = problem.naive_kernel(self.backend, job.dtype)
-        spec = parse_annotation(source, needs=backend_spec(self.backend).annotation_keys, symbols=problem.symbols)
-        warmup = EvaluateJob(problem=job.problem, dtype=job.dtype, sizes=dict.fromkeys(problem.symbols, PRIME_SIZE),
-                             source=source, spec=spec, steps=["compile", "validate", "benchmark"], trials=2,
-                             time_budget_s=0.01, min_reps=2, max_reps=8)
         from peak_mcp.runner.jobs import evaluate  # jobs imports the evaluator; keep this module light to import
 
         with heartbeat(progress, f"preparing the checks for {job.problem} {job.dtype} (once per worker)"):
             try:
-                result = evaluate(self.executor, warmup, lambda _: None)
-            except KernelFault:
-                raise  # the context is gone: the worker must restart, whatever job it was
+                result = evaluate(self.executor, self._warmup(job), lambda _: None)
+            except KernelFault as fault:  # the context is gone: the worker must restart, whatever job it was
+                raise KernelFault(f"the device failed while peak-mcp prepared its checks, before your kernel ran: "
+                                  f"{fault}", fault.kind) from None
             except Exception as exc:  # the agent's job runs anyway, and meets the same cause if it is real
                 print(f"peak-mcp worker: preparing the checks failed: {type(exc).__name__}: {exc}", file=sys.stderr)
                 return
         if result.validation is None or not result.validation.passed:
             print(f"peak-mcp worker: the naive {job.problem} {job.dtype} kernel did not validate while preparing "
                   f"the checks: {result.compile or result.validation}", file=sys.stderr)
+
+    def _warmup(self, job: Job) -> EvaluateJob:
+        """The problem's naive kernel at PRIME_SIZE, validated on both input sets and timed over two rotations."""
+        problem = get_problem(job.problem)
+        source = problem.naive_kernel(self.backend, job.dtype)
+        spec = parse_annotation(source, needs=backend_spec(self.backend).annotation_keys, symbols=problem.symbols)
+        return EvaluateJob(problem=job.problem, dtype=job.dtype, sizes=dict.fromkeys(problem.symbols, PRIME_SIZE),
+                           source=source, spec=spec, steps=["compile", "validate", "benchmark"], trials=2,
+                           time_budget_s=0.01, min_reps=4, max_reps=8)
