@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any, overload
 import structlog
 
 from peak_mcp import __version__
-from peak_mcp.backends.registry import BACKENDS, backend_spec
+from peak_mcp.backends.registry import BACKENDS, backend_spec, launch_spec
 from peak_mcp.config import Settings
 from peak_mcp.devices import Device, cuda_family, describe, load_profiles
 from peak_mcp.errors import InvalidInput, NotFound, PeakError, Unavailable
 from peak_mcp.fanout import FanOut, tuning_devices
 from peak_mcp.generality import check_constraints, sample_sizes, satisfies
-from peak_mcp.launch import LaunchSpec, parse_annotation
+from peak_mcp.launch import LaunchSpec
 from peak_mcp.models import (
     BackendStatus,
     CheckReport,
@@ -457,8 +457,7 @@ class PeakService:
     @staticmethod
     def _spec(session: SessionRow, source: str) -> LaunchSpec:
         """The source's annotation, checked against what the session's backend needs and its problem's sizes."""
-        return parse_annotation(source, needs=backend_spec(session.backend).annotation_keys,
-                                symbols=get_problem(session.problem).symbols)
+        return launch_spec(source, session.backend, get_problem(session.problem).symbols)
 
     @overload
     def _run_job(self, session: SessionRow, job: EvaluateJob, progress: Progress) -> EvaluateResult: ...

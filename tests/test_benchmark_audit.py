@@ -13,9 +13,9 @@ import pytest
 
 import peak_mcp.timing
 from peak_mcp.backends.base import Compiled, DeviceFacts, Executor
-from peak_mcp.backends.registry import backend_spec
+from peak_mcp.backends.registry import launch_spec
 from peak_mcp.evaluation import benchmark, validate
-from peak_mcp.launch import LaunchSpec, parse_annotation
+from peak_mcp.launch import LaunchSpec
 from peak_mcp.problems import get_problem
 
 SIZES = {"M": 24, "N": 20, "K": 12}
@@ -89,7 +89,7 @@ def _honest(a: np.ndarray, b: np.ndarray, sizes: dict[str, int], launch: int) ->
 def _run(kernel: Kernel, monkeypatch: pytest.MonkeyPatch, *, sets: int, min_reps: int = 7) -> Any:
     monkeypatch.setattr(peak_mcp.timing, "CHUNK_S", 1e-9)  # every timed chunk one launch: never a whole rotation
     source = PROBLEM.naive_kernel("cuda", "f32")
-    spec = parse_annotation(source, needs=backend_spec("cuda").annotation_keys, symbols=PROBLEM.symbols)
+    spec = launch_spec(source, "cuda", PROBLEM.symbols)
     executor, compiled = HostAsDevice(), Compiled(handle=kernel, spec=spec)
     validated = validate(executor, compiled, PROBLEM, "f32", SIZES, trials=sets, seed=3, progress=lambda _: None,
                          sets=sets)

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from peak_mcp.backends import cuda as cuda_backend
-from peak_mcp.backends.registry import backend_spec
+from peak_mcp.backends.registry import launch_spec
 from peak_mcp.demo import CPU_DEVICE_SIZES, demo_sizes, example_kernels
-from peak_mcp.launch import parse_annotation, with_params
+from peak_mcp.launch import with_params
 from peak_mcp.problems.matmul import Matmul
 
 CUDA_EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples" / "matmul" / "cuda").rglob("*.cu"))
@@ -23,7 +23,7 @@ def compiler() -> cuda_backend.CudaExecutor:
 @pytest.mark.parametrize("path", CUDA_EXAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_cuda_example_compiles_without_spills(compiler: cuda_backend.CudaExecutor, path: Path) -> None:
     source = path.read_text()
-    spec = parse_annotation(source, needs=backend_spec("cuda").annotation_keys, symbols=Matmul.symbols)
+    spec = launch_spec(source, "cuda", Matmul.symbols)
     spec.evaluate({"M": 1000, "N": 1032, "K": 520})
     resources = compiler.compile(with_params(source, spec.config()), spec).resources  # the default configuration
     assert resources["registers"] > 0

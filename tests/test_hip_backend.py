@@ -10,9 +10,9 @@ import pytest
 from peak_mcp.backends import amd_offline, hip, hip_amd
 from peak_mcp.backends.base import CompileFailed
 from peak_mcp.backends.hip_portability import amd_only_constructs
-from peak_mcp.backends.registry import backend_spec
+from peak_mcp.backends.registry import launch_spec
 from peak_mcp.devices import describe, load_profiles
-from peak_mcp.launch import LaunchSpec, parse_annotation
+from peak_mcp.launch import LaunchSpec
 from peak_mcp.problems.matmul import Matmul
 from tests.conftest import EXAMPLES
 
@@ -46,7 +46,7 @@ extern "C" __global__ void __launch_bounds__(64) k(const __half* A, const hip_bf
 
 
 def _spec(source: str) -> LaunchSpec:
-    return parse_annotation(source, needs=backend_spec("hip").annotation_keys, symbols=Matmul.symbols)
+    return launch_spec(source, "hip", Matmul.symbols)
 
 
 @pytest.fixture(scope="module")

@@ -29,12 +29,11 @@ REFUSED_AT_COMPILE = {e.file for e in ENTRIES if e.status == ("compile_error",)}
                                   if f"cuda/{p.name}" not in REFUSED_AT_COMPILE], ids=lambda p: p.name)
 def test_hostile_cuda_kernel_compiles(path: Path) -> None:
     from peak_mcp.backends import cuda as cuda_backend
-    from peak_mcp.backends.registry import backend_spec
-    from peak_mcp.launch import parse_annotation
+    from peak_mcp.backends.registry import launch_spec
     from peak_mcp.problems.matmul import Matmul
 
     source = path.read_text()
-    spec = parse_annotation(source, needs=backend_spec("cuda").annotation_keys, symbols=Matmul.symbols)
+    spec = launch_spec(source, "cuda", Matmul.symbols)
     for sizes in SIZES.values():
         spec.evaluate(sizes)
     compiled = cuda_backend.CudaExecutor(None, arch="sm_90a").compile(source, spec)

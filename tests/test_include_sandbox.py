@@ -13,8 +13,7 @@ from peak_mcp.backends import hlsl
 from peak_mcp.backends.base import CompileFailed
 from peak_mcp.backends.cuda import CudaExecutor
 from peak_mcp.backends.includes import check_source, sanitize_log
-from peak_mcp.backends.registry import backend_spec
-from peak_mcp.launch import parse_annotation
+from peak_mcp.backends.registry import launch_spec
 from peak_mcp.problems.matmul import Matmul
 
 PASSWD = "/etc/passwd"
@@ -62,7 +61,7 @@ def nvrtc() -> CudaExecutor:
 
 
 def _cuda_compile(executor: CudaExecutor, source: str) -> str:
-    spec = parse_annotation(source, needs=backend_spec("cuda").annotation_keys, symbols=Matmul.symbols)
+    spec = launch_spec(source, "cuda", Matmul.symbols)
     with pytest.raises(CompileFailed) as failed:
         executor.compile(source, spec)
     return failed.value.log
@@ -78,7 +77,7 @@ def test_cuda_refuses_before_compiling(nvrtc: CudaExecutor, name: str, hostile: 
 
 def test_cuda_toolkit_headers_are_still_allowed(nvrtc: CudaExecutor) -> None:
     source = CUDA_HEAD + "#include <cuda_fp16.h>\n#include \"mma.h\"\n#include <cuda_bf16.h>\n" + CUDA_BODY
-    spec = parse_annotation(source, needs=backend_spec("cuda").annotation_keys, symbols=Matmul.symbols)
+    spec = launch_spec(source, "cuda", Matmul.symbols)
     assert nvrtc.compile(source, spec).resources["arch"] == "sm_90a"
 
 
@@ -126,7 +125,7 @@ def test_sanitize_drops_diagnostics_about_other_files() -> None:
 def test_hlsl_refuses_every_include(name: str, hostile: str, named: str) -> None:
     executor = hlsl.HlslExecutor(None, compile_timeout_s=20)
     source = _hlsl_source(hostile)
-    spec = parse_annotation(source, needs=backend_spec("hlsl").annotation_keys, symbols=Matmul.symbols)
+    spec = launch_spec(source, "hlsl", Matmul.symbols)
     started = time.monotonic()
     with pytest.raises(CompileFailed) as failed:
         executor.compile(source, spec)
@@ -144,7 +143,7 @@ def test_hlsl_compiler_timeout_says_the_compiler_timed_out(tmp_path: Path) -> No
     slow.chmod(0o755)
     executor = hlsl.HlslExecutor(None, compile_timeout_s=0.5)
     executor.compiler = hlsl.Compiler("glslangValidator", str(slow))
-    spec = parse_annotation(HLSL_NAIVE, needs=backend_spec("hlsl").annotation_keys, symbols=Matmul.symbols)
+    spec = launch_spec(HLSL_NAIVE, "hlsl", Matmul.symbols)
     with pytest.raises(CompileFailed) as failed:
         executor.compile(HLSL_NAIVE, spec)
     assert "compiler" in failed.value.log and "timed out" in failed.value.log and "never ran" in failed.value.log
@@ -155,7 +154,7 @@ def test_hlsl_zero_numthreads_is_refused_at_compile() -> None:
     source = HLSL_NAIVE.replace("[numthreads(16, 16, 1)]", "[numthreads(0, 1, 1)]")
     assert source != HLSL_NAIVE, "the naive kernel's numthreads changed; update this test"
     executor = hlsl.HlslExecutor(None)
-    spec = parse_annotation(source, needs=backend_spec("hlsl").annotation_keys, symbols=Matmul.symbols)
+    spec = launch_spec(source, "hlsl", Matmul.symbols)
     with pytest.raises(CompileFailed) as failed:
         executor.compile(source, spec)
     assert "[numthreads(0, 1, 1)] has a zero dimension" in failed.value.log, failed.value.log

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from peak_mcp.backends.hip_portability import hip_spelling
-from peak_mcp.backends.registry import backend_spec
-from peak_mcp.launch import parse_annotation
+from peak_mcp.backends.registry import launch_spec
 from peak_mcp.problems import get_problem
 from peak_mcp.runner.messages import EvaluateJob
 from peak_mcp.runner.pool import DevicePool, JobFailed
@@ -41,7 +40,7 @@ def test_heartbeat_stops_when_the_body_raises() -> None:
 
 
 def _job(backend: str, source: str) -> EvaluateJob:
-    spec = parse_annotation(source, needs=backend_spec(backend).annotation_keys, symbols=get_problem("matmul").symbols)
+    spec = launch_spec(source, backend, get_problem("matmul").symbols)
     return EvaluateJob(problem="matmul", dtype="f32", sizes=UNALIGNED, source=source, spec=spec,
                        steps=["compile", "validate", "benchmark"], time_budget_s=0.05)
 

@@ -16,9 +16,8 @@ import pytest
 
 from peak_mcp.backends import hlsl as hlsl_backend
 from peak_mcp.backends.base import CompileFailed
-from peak_mcp.backends.registry import BACKENDS, backend_spec
+from peak_mcp.backends.registry import BACKENDS, launch_spec
 from peak_mcp.catalog import FENCE_BACKENDS, Catalog, CodeExample, builtin_transformations_dir, code_examples
-from peak_mcp.launch import parse_annotation
 from peak_mcp.problems.matmul import Matmul
 
 
@@ -182,7 +181,7 @@ def test_example_compiles(compilers: dict[str, object], text_id: str, n: int, ba
     if backend == "hlsl" and hlsl_backend.find_compiler() is None:
         pytest.skip("no HLSL compiler on PATH (glslang-tools or dxc)")
     source = wrap(text_id, n, example)
-    spec = parse_annotation(source, needs=backend_spec(backend).annotation_keys, symbols=Matmul.symbols)
+    spec = launch_spec(source, backend, Matmul.symbols)
     try:
         compilers[backend].compile(source, spec)  # type: ignore[attr-defined]
     except CompileFailed as exc:
@@ -219,4 +218,4 @@ def test_a_broken_example_fails() -> None:
     source = wrap("shared-memory-tiling", 0, broken)
     with pytest.raises(CompileFailed, match="tz"):
         cuda_backend.CudaExecutor(None, arch="sm_90a").compile(
-            source, parse_annotation(source, needs=backend_spec("cuda").annotation_keys, symbols=Matmul.symbols))
+            source, launch_spec(source, "cuda", Matmul.symbols))

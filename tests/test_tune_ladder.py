@@ -10,8 +10,8 @@ import pytest
 
 from peak_mcp.backends.base import CompileFailed
 from peak_mcp.backends.hip_portability import hip_spelling
-from peak_mcp.backends.registry import backend_spec, open_executor
-from peak_mcp.launch import parse_annotation, with_params
+from peak_mcp.backends.registry import launch_spec, open_executor
+from peak_mcp.launch import with_params
 from peak_mcp.problems.matmul import Matmul
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,7 +21,7 @@ from tune_ladder import LADDERS, default_first  # noqa: E402
 
 
 def _spec(source: str, backend: str = "cuda"):
-    return parse_annotation(source, needs=backend_spec(backend).annotation_keys, symbols=Matmul.symbols)
+    return launch_spec(source, backend, Matmul.symbols)
 
 
 def test_the_best_configuration_becomes_the_default() -> None:

@@ -13,9 +13,8 @@ import pstats
 import time
 from pathlib import Path
 
-from peak_mcp.backends.registry import backend_spec, open_executor
+from peak_mcp.backends.registry import launch_spec, open_executor
 from peak_mcp.evaluation import benchmark, validate
-from peak_mcp.launch import parse_annotation
 from peak_mcp.problems import get_problem
 
 
@@ -31,8 +30,7 @@ def main() -> None:
     sizes = {"M": args.size, "N": args.size, "K": args.size}
     executor = open_executor(args.backend, 0)
     source = args.kernel.read_text()
-    kernel = executor.compile(source, parse_annotation(source, needs=backend_spec(args.backend).annotation_keys,
-                                                       symbols=problem.symbols))
+    kernel = executor.compile(source, launch_spec(source, args.backend, problem.symbols))
 
     def once() -> tuple[float, float, dict]:
         started = time.perf_counter()

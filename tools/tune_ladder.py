@@ -27,9 +27,8 @@ import mcp.types as types
 from mcp import Client, StdioServerParameters
 
 from peak_mcp.backends.hip_portability import hip_spelling
-from peak_mcp.backends.registry import backend_spec
+from peak_mcp.backends.registry import launch_spec
 from peak_mcp.config import Settings
-from peak_mcp.launch import parse_annotation
 from peak_mcp.problems.matmul import Matmul
 from peak_mcp.store import Store
 
@@ -200,8 +199,7 @@ def landscape(data_dir: Path, out: dict[str, Any]) -> dict[str, Any] | None:
         store.close()
     if report is None:
         return None
-    spec = parse_annotation((ROOT / step["kernel"]).read_text(), needs=backend_spec("cuda").annotation_keys,
-                            symbols=Matmul.symbols)
+    spec = launch_spec((ROOT / step["kernel"]).read_text(), "cuda", Matmul.symbols)
     table = [{"params": r.params, "ms": r.median_ms if r.status == "ok" else None, "status": r.status,
               "kind": r.kind} for r in report.results + report.pruned]
     return {"what": f"median ms of each configuration of {step['kernel']}, measured by the tune tool",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from peak_mcp.backends.base import Executor
+from peak_mcp.launch import LaunchSpec, parse_annotation
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,11 @@ register(BackendSpec("hlsl", "peak_mcp.backends.hlsl", ".hlsl", ("entry", "group
 def backend_spec(name: str) -> BackendSpec:
     """The spec of `name`; KeyError for an unknown backend (callers turn it into an actionable error)."""
     return BACKENDS[name]
+
+
+def launch_spec(source: str, backend: str, symbols: tuple[str, ...]) -> LaunchSpec:
+    """The source's annotation, checked against what `backend` needs and the problem's size `symbols`."""
+    return parse_annotation(source, needs=BACKENDS[backend].annotation_keys, symbols=symbols)
 
 
 def backend_module(name: str) -> Any:

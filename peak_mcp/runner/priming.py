@@ -19,8 +19,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from peak_mcp.backends.base import Executor, KernelFault
-from peak_mcp.backends.registry import backend_spec
-from peak_mcp.launch import parse_annotation
+from peak_mcp.backends.registry import launch_spec
 from peak_mcp.problems import get_problem
 from peak_mcp.runner.messages import EvaluateJob, Job
 
@@ -88,7 +87,7 @@ class Primer:
         """The problem's naive kernel at PRIME_SIZE, validated on both input sets and timed over two rotations."""
         problem = get_problem(job.problem)
         source = problem.naive_kernel(self.backend, job.dtype)
-        spec = parse_annotation(source, needs=backend_spec(self.backend).annotation_keys, symbols=problem.symbols)
+        spec = launch_spec(source, self.backend, problem.symbols)
         return EvaluateJob(problem=job.problem, dtype=job.dtype, sizes=dict.fromkeys(problem.symbols, PRIME_SIZE),
                            source=source, spec=spec, steps=["compile", "validate", "benchmark"], trials=2,
                            time_budget_s=0.01, min_reps=4, max_reps=8)
