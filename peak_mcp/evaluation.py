@@ -61,16 +61,17 @@ def _fail(finding: Finding, trials: int, sets: list[InputSet]) -> Validated:
     return Validated(Verdict.model_validate({**finding.as_verdict(), "trials": trials}), sets)
 
 
-def _on_device(executor: Executor) -> bool:
+def on_device(executor: Executor) -> bool:
+    """Buffers live on the device (cupy) and the validator computes there."""
     return executor.xp is not np
 
 
 def _reference(executor: Executor, problem: Problem, inputs: dict[str, Any], sizes: dict[str, int], dtype: str,
                seed: int, spot_check: bool) -> dict[str, Reference]:
     xp = executor.xp
-    limit = float("inf") if _on_device(executor) else HOST_REFERENCE_MAX_FLOPS
+    limit = float("inf") if on_device(executor) else HOST_REFERENCE_MAX_FLOPS
     refs = problem.reference(inputs, sizes, dtype, seed, limit, xp)
-    if spot_check and _on_device(executor):
+    if spot_check and on_device(executor):
         name, ref = next(iter(refs.items()))
         total = int(ref.values.size)
         picks = np.unique(np.concatenate([[0, total - 1], np.random.default_rng(seed).integers(0, total, 30)]))
@@ -238,14 +239,15 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
     poison = [[(s.ws.handles[s.ws.buffers.index(b)], b.nbytes) for b in s.ws.outputs] for s in sets]
     # The perturbation sequence comes from the OS, so a kernel cannot replay it from what it can observe.
     audit = _LaunchAudit(sets, problem, dtype, seed=int.from_bytes(os.urandom(8), "little")) \
-        if _on_device(executor) else None
+        if on_device(executor) else None
     late: dict[int, Finding] = {}  # input set -> what a check after a chunk found (host-copied buffers)
     launches = 0
 
     def warm(chunk: Chunk) -> list[float]:
         times = executor.time(kernel, args, scalars, geometry, reps=chunk.reps, cold_cache=True)
-        for i in range(len(sets) if audit else 0):  # the first timed launch must not see the inputs warm-up saw
-            audit.perturb(i)
+        if audit:  # the first timed launch must not see the inputs warm-up saw
+            for i in range(len(sets)):
+                audit.perturb(i)
         return times
 
     def timed(chunk: Chunk) -> list[float]:

@@ -16,11 +16,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-import numpy as np
-
 from peak_mcp.backends.base import Executor, KernelFault
 from peak_mcp.backends.registry import launch_spec
+from peak_mcp.evaluation import on_device
 from peak_mcp.problems import get_problem
+from peak_mcp.runner.jobs import evaluate
 from peak_mcp.runner.messages import EvaluateJob, Job
 
 PRIME_SIZE = 64  # every size symbol; small enough to cost milliseconds once caches are warm
@@ -61,15 +61,12 @@ class Primer:
 
     def needed(self, job: Job) -> bool:
         # Host arrays (Vulkan) compile nothing on first use; a compile-only worker validates nothing.
-        return self.executor.facts.index >= 0 and self.executor.xp is not np \
-            and (job.problem, job.dtype) not in self.done
+        return self.executor.facts.index >= 0 and on_device(self.executor) and (job.problem, job.dtype) not in self.done
 
     def prime(self, job: Job, progress: Progress) -> None:
         if not self.needed(job):
             return
         self.done.add((job.problem, job.dtype))  # once, even if it fails: the job itself then shows why
-        from peak_mcp.runner.jobs import evaluate  # jobs imports the evaluator; keep this module light to import
-
         with heartbeat(progress, f"preparing the checks for {job.problem} {job.dtype} (once per worker)"):
             try:
                 result = evaluate(self.executor, self._warmup(job), lambda _: None)
