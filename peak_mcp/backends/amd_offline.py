@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor
+from peak_mcp.backends.confined import run_compiler
 from peak_mcp.backends.hip_portability import SOURCE_NAME, include_refusal_log
-from peak_mcp.backends.includes import sanitize_log
+from peak_mcp.backends.includes import sanitize_log, short_paths
 from peak_mcp.launch import LaunchSpec
 
 COMPILE_TIMEOUT_S = 120.0
@@ -198,11 +199,7 @@ def _without_crash_dump(log: str) -> str:
 
 def _short_paths(log: str, header_dirs: list[str]) -> str:
     """Diagnostics about a HIP or clang header read `<hip>/hip_runtime.h`, not the host's install paths."""
-    for directory in header_dirs:
-        label = "<hip>" if Path(directory).name == "hip" else "<clang>"
-        for prefix in sorted({directory, os.path.realpath(directory)}, key=len, reverse=True):
-            log = log.replace(prefix.rstrip(os.sep) + os.sep, label + "/")
-    return log
+    return short_paths(log, {d: "<hip>" if Path(d).name == "hip" else "<clang>" for d in header_dirs})
 
 
 def _kernel_body(assembly: str, entry: str) -> str:
@@ -236,13 +233,9 @@ class AmdOfflineExecutor(Executor):
             Path(work, SOURCE_NAME).write_text(source)
             args = [*self.chain.base_args(self.arch), "-S", "-O3", "-std=c++17", "-include", "hip/hip_runtime.h",
                     "-Rpass-analysis=kernel-resource-usage", "-fno-color-diagnostics", "-o", "kernel.s", SOURCE_NAME]
-            try:
-                done = subprocess.run(args, cwd=work, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
-                                      check=False, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                                                        "TMPDIR": work, "LC_ALL": "C"})
-            except subprocess.TimeoutExpired:
-                raise CompileFailed(f"{SOURCE_NAME}: the compiler did not finish in {COMPILE_TIMEOUT_S:.0f} s "
-                                    "(deeply nested templates or a huge unrolled loop?)") from None
+            done = run_compiler("clang", args, work, SOURCE_NAME, read=tuple(self.header_dirs),
+                                env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TMPDIR": work, "LC_ALL": "C"},
+                                wall_seconds=COMPILE_TIMEOUT_S)
             assembly = Path(work, "kernel.s").read_text(errors="replace") if done.returncode == 0 else ""
         diagnostics = _short_paths(sanitize_log(_without_crash_dump(_without_remarks(done.stderr)), SOURCE_NAME,
                                                 self.header_dirs), self.header_dirs)

@@ -15,11 +15,13 @@ Regions = list[tuple[Any, int]]  # (pointer() result, byte count)
 
 
 class CompileFailed(Exception):
-    """Compilation failed; `log` is the compiler's output with line numbers."""
+    """Compilation failed; `log` is the compiler's output with line numbers. `reason` is `resources` when the
+    compiler went past a memory or time limit (confined.py), else empty."""
 
-    def __init__(self, log: str) -> None:
+    def __init__(self, log: str, reason: str = "") -> None:
         super().__init__(log)
         self.log = log
+        self.reason = reason
 
 
 class KernelFault(Exception):

@@ -6,7 +6,6 @@ Compilation needs no GPU, so a compile-only executor (index=None) serves CPU-onl
 from __future__ import annotations
 
 import importlib.util
-import io
 import os
 import re
 import sys
@@ -17,8 +16,9 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor, KernelFault, Regions
-from peak_mcp.backends.cubin import persistent_state
-from peak_mcp.backends.includes import check_source, refusal_log, sanitize_log
+from peak_mcp.backends.cubin import kernel_names, persistent_state
+from peak_mcp.backends.includes import check_source, refusal_log, sanitize_log, short_paths
+from peak_mcp.backends.nvrtc_child import NvrtcChildren
 from peak_mcp.errors import InvalidInput
 from peak_mcp.launch import LaunchSpec
 
@@ -105,6 +105,7 @@ class CudaExecutor(Executor):
 
     def __init__(self, index: int | None, arch: str | None = None, flush: bool = True) -> None:
         self.include_dirs = cuda_include_dirs()
+        self.nvrtc = NvrtcChildren()
         self.device = None
         if index is None:
             self.arch = arch or DEFAULT_ARCH
@@ -159,38 +160,50 @@ class CudaExecutor(Executor):
     def build(self, source: str, spec: LaunchSpec) -> Compiled:
         """NVRTC to a cubin and the checks on it; loading the module (which may synchronize the context) waits
         for `load`."""
-        from cuda.core import Program, ProgramOptions
-
         refused = check_source(source, self.sandbox_dirs())  # before NVRTC may open any file
         if refused:
             raise CompileFailed(refusal_log(refused, self.source_name))
-        options = ProgramOptions(arch=self.arch, std="c++17", include_path=self.include_dirs, name=self.source_name,
-                                 ptxas_options=["-v"], lineinfo=True, pre_include=self.pre_include)
-        log = io.StringIO()
+        options = {"arch": self.arch, "std": "c++17", "include_path": self.include_dirs, "name": self.source_name,
+                   "ptxas_options": ["-v"], "lineinfo": True, "pre_include": self.pre_include}
         try:
-            module = Program(source, code_type="c++", options=options).compile("cubin", logs=log)
-        except Exception as exc:
-            text = str(exc)
-            text = text.split("compilation log:", 1)[-1].strip() if "compilation log:" in text else text
-            raise CompileFailed(sanitize_log(text.replace("\x00", "").strip(), self.source_name, self.include_dirs)) \
-                from None
-        kept = persistent_state(module.code)
+            cubin, log = self.nvrtc.compile(source, options, self.source_name)
+        except CompileFailed as failed:
+            if failed.reason:
+                raise
+            text = failed.log.split("compilation log:", 1)[-1].strip() if "compilation log:" in failed.log \
+                else failed.log
+            raise CompileFailed(self.cleaned(text)) from None
+        kept = persistent_state(cubin)
         if kept:
             raise CompileFailed(
                 f"{self.source_name}: the module keeps state between launches: {', '.join(kept)}. A kernel must do "
                 "all of its work on every launch from its arguments alone; use registers or __shared__ memory for "
                 "scratch, __constant__ for tables, and no device malloc")
-        if self.device is None and not re.search(rf"\b{re.escape(spec.entry)}\s*\(", source):
-            raise CompileFailed(f"entry '{spec.entry}' (from the peak: line {spec.line}) is not defined")
-        ptxas = sanitize_log(log.getvalue(), self.source_name, self.include_dirs)
+        kernels = kernel_names(cubin)
+        if spec.entry not in kernels:  # after preprocessing: under `#if 0` the entry exists only as text
+            raise CompileFailed(
+                f"{self.source_name}: entry '{spec.entry}' named on the peak: line (line {spec.line}) is not a kernel "
+                f"of the compiled module (kernels: {', '.join(sorted(kernels)) or 'none'}); declare it "
+                "extern \"C\" __global__ with exactly that name, outside any #if that is false")
+        ptxas = self.cleaned(log)
         resources: dict[str, Any] = {"arch": self.arch, **_parse_ptxas(ptxas)}
-        return Compiled(handle=None, spec=spec, resources=resources, log=ptxas.strip(), binary=module.code,
-                        pending=module if self.device is not None else None)
+        return Compiled(handle=None, spec=spec, resources=resources, log=ptxas.strip(), binary=cubin,
+                        pending=cubin if self.device is not None else None)
+
+    def cleaned(self, log: str) -> str:
+        """NVRTC's output with diagnostics about other files withheld and toolkit paths shown as `<cuda>/...`."""
+        return short_paths(sanitize_log(log.replace("\x00", "").strip(), self.source_name, self.include_dirs),
+                           {d: "<hip>" if Path(d).name == "hip_include" else "<cuda>" for d in self.include_dirs})
+
+    def close(self) -> None:
+        self.nvrtc.close()
 
     def load(self, kernel: Compiled) -> Compiled:
         if kernel.pending is None:
             return kernel
-        module, kernel.pending = kernel.pending, None
+        from cuda.core import ObjectCode
+
+        module, kernel.pending = ObjectCode.from_cubin(kernel.pending), None
         entry = kernel.spec.entry
         try:
             kernel.handle = module.get_kernel(entry)

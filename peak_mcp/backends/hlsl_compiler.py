@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from peak_mcp.backends.base import CompileFailed
+from peak_mcp.backends.confined import run_compiler
 from peak_mcp.backends.includes import sanitize_log
 
 SOURCE_NAME = "kernel.hlsl"
@@ -62,14 +63,8 @@ def compile_to_spirv(compiler: Compiler, source: str, entry: str, timeout_s: flo
     """(SPIR-V, cleaned compiler log) for `source`; CompileFailed with a cleaned log when there is no module."""
     with tempfile.TemporaryDirectory(prefix="peak-hlsl-") as workdir:
         Path(workdir, SOURCE_NAME).write_text(source)
-        try:
-            done = subprocess.run(compiler.command(entry, SOURCE_NAME, OUTPUT_NAME), cwd=workdir,
-                                  capture_output=True, text=True, errors="replace", timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            raise CompileFailed(
-                f"the HLSL compiler ({compiler.name}) did not finish within {timeout_s:g} s and was stopped; the "
-                "compiler timed out, the kernel never ran. Simplify the source (deep macro recursion or huge "
-                "unrolled loops)") from None
+        done = run_compiler(compiler.name, compiler.command(entry, SOURCE_NAME, OUTPUT_NAME), workdir, SOURCE_NAME,
+                            wall_seconds=timeout_s)
         log = clean_log(done.stdout + done.stderr, workdir, source, compiler)
         if done.returncode < 0:
             raise CompileFailed(crash_report(compiler, -done.returncode, source, log))

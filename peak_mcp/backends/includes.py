@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 # A directive starts a line with `#`, its digraph `%:` or the trigraph `??=` (NVRTC has no trigraphs in C++17;
 # refusing them costs nothing).
-_DIRECTIVE = re.compile(r"^[ \t\f\v]*(?:#|%:|\?\?=)[ \t\f\v]*(?P<name>[A-Za-z_0-9]*)(?P<rest>.*)$")
+_DIRECTIVE = re.compile(r"^(?P<lead>[ \t\f\v]*)(?:#|%:|\?\?=)(?P<gap>[^A-Za-z_0-9\n]*)(?P<name>[A-Za-z_0-9]*)"
+                        r"(?P<rest>.*)$")
 _LEADING_COMMENTS = re.compile(r"^(?:[ \t\f\v]*/\*.*?\*/)+")
 _INCLUDE_TARGET = re.compile(r'^\s*(?:<(?P<angle>[^<>"\n]*)>|"(?P<quoted>[^"\n]*)")\s*$')
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+\-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.+\-]*)*$")
@@ -31,6 +33,18 @@ _FILE_NAMING = ("include", "include_next", "import", "embed", "line")
 # Operators and pragmas that can test for or name a file from anywhere in the text (not only in a directive).
 _ANYWHERE = re.compile(r"__has_include(?:_next)?|__has_embed|\b_Pragma\b|\b__pragma\b")
 _PRAGMA_FILE_WORDS = re.compile(r"include|embed|alias|import|depend|push_macro|pop_macro", re.IGNORECASE)
+# Token pasting (`##`, its digraph and trigraph spellings, in any mix) assembles an identifier from pieces that no
+# text scan can see whole: `CAT(__has_, include)` or `CAT(_Pra, gma)`. Refused outright, and so are trigraphs
+# (`??/` splices lines) and universal character names that spell ASCII (`\u005F_has_include`).
+_HASH = r"(?:#|%:|\?\?=)"
+_PASTING = re.compile(_HASH + _HASH)
+_TRIGRAPH = re.compile(r"\?\?[=/'()!<>\-]")
+_ASCII_UCN = re.compile(r"\\(?:u00[0-7][0-9A-Fa-f]|U000000[0-7][0-9A-Fa-f])")
+# Characters a compiler may take for blanks or skip, or that reorder how a line reads (Trojan Source): C0 and C1
+# controls but tab, newline, carriage return, form feed and vertical tab; Unicode blanks but the space; format
+# characters (zero-width space, byte-order mark, bidirectional overrides); lone surrogates (no UTF-8 at all).
+_ODD_CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp", "Zs"}
+_PLAIN_BLANKS = " \t\n\r\f\v"
 
 
 @dataclass(frozen=True)
@@ -105,8 +119,9 @@ def _strip_comments(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
     return out
 
 
-def _directives(source: str) -> list[tuple[int, str, str]]:
-    """(line, directive name, rest) for every line that may be a directive, from both views of the text."""
+def _directives(source: str) -> list[tuple[int, str, str, str]]:
+    """(line, gap, directive name, rest) for every line that may be a directive, from every view of the text; the
+    gap is what stands between `#` and the name."""
     views = [_strip_comments(_splice(source)),
              [(n, _LEADING_COMMENTS.sub(" ", line)) for n, line in enumerate(re.split(r"\r\n|\r|\n", source), 1)]]
     # Python's notion of a line break is wider than C's (\v, \f, \x1c-\x1e, \x85, \u2028, \u2029); a compiler
@@ -120,12 +135,12 @@ def _directives(source: str) -> list[tuple[int, str, str]]:
     views.append([(n, _LEADING_COMMENTS.sub(" ", line[m.end():]))
                   for lines in (_splice(source), enumerate(re.split(r"\r\n|\r|\n", source), 1))
                   for n, line in lines for m in re.finditer(r"\*/", line)])
-    found: dict[tuple[int, str, str], None] = {}
+    found: dict[tuple[int, str, str, str], None] = {}
     for view in views:
         for number, line in view:
             match = _DIRECTIVE.match(line)
             if match:
-                found[(number, match.group("name"), match.group("rest"))] = None
+                found[(number, match.group("gap"), match.group("name"), match.group("rest"))] = None
     return list(found)
 
 
@@ -141,16 +156,49 @@ def resolve_header(name: str, allowed_dirs: Sequence[str]) -> str | None:
     return None
 
 
+def _shown(text: str) -> str:
+    """Odd characters named by code point, so a reply shows what the agent cannot see."""
+    def one(c: str) -> str:
+        odd = not c.isprintable() or unicodedata.category(c) in _ODD_CATEGORIES
+        unnamed = {"Cc": "a control character", "Cs": "a lone surrogate, not valid UTF-8"}.get(
+            unicodedata.category(c), "unnamed")
+        return f"U+{ord(c):04X} ({unicodedata.name(c, unnamed)})" if odd else f"`{c}`"
+
+    return ", ".join(dict.fromkeys(one(c) for c in text if c not in " \t"))
+
+
+def odd_characters(source: str) -> list[Refusal]:
+    """One refusal per line holding a character outside plain text (see _ODD_CATEGORIES), at most 5 lines."""
+    refusals: list[Refusal] = []
+    for number, line in enumerate(source.split("\n"), start=1):
+        odd = [c for c in line if c not in _PLAIN_BLANKS and unicodedata.category(c) in _ODD_CATEGORIES]
+        if odd:
+            refusals.append(Refusal(number, f"the character {_shown(''.join(odd))} is not allowed in a kernel: "
+                                            "use plain spaces, and write text without control or invisible "
+                                            "characters (NUL bytes and invalid UTF-8 included)"))
+            if len(refusals) == 5:
+                break
+    return refusals
+
+
 def check_source(source: str, allowed_dirs: Sequence[str] | None) -> list[Refusal]:
     """Every directive or operator in `source` that could read a file other than an allowed toolkit header.
 
     `allowed_dirs=None` means the language takes no includes at all (HLSL kernels are one file)."""
+    odd = odd_characters(source)
+    if odd:
+        return odd  # every other view of the text below would be guessing at what a compiler makes of them
     refusals: dict[tuple[int, str], None] = {}
 
     def refuse(line: int, what: str) -> None:
         refusals[(line, what)] = None
 
-    for number, name, rest in _directives(source):
+    for number, gap, name, rest in _directives(source):
+        if gap.strip(" \t") and (name or rest.strip()):
+            # clang skips NUL and Unicode blanks there, EDG may skip others: `#<U+00A0>include` is an include to
+            # a compiler and no directive to a scan that stops at the odd character.
+            refuse(number, f"only spaces and tabs may stand between `#` and a directive name (found {_shown(gap)})")
+            continue
         if name.isdigit() or (not name and rest.strip()[:1].isdigit()):
             refuse(number, "line markers (`# N \"file\"`) are not allowed")
             continue
@@ -189,6 +237,14 @@ def check_source(source: str, allowed_dirs: Sequence[str] | None) -> list[Refusa
     for number, line in [*physical, *_splice(source)]:
         for match in _ANYWHERE.finditer(line):
             refuse(number, f"`{match.group(0)}` is not allowed: it can test for or name files outside the kernel")
+        if _PASTING.search(line):
+            refuse(number, "token pasting (`##`) is not allowed: it can assemble `__has_include` or `_Pragma` "
+                           "from pieces; write identifiers out in full")
+        for match in _TRIGRAPH.finditer(line):
+            refuse(number, f"the trigraph `{match.group(0)}` is not allowed: write the character it stands for")
+        for match in _ASCII_UCN.finditer(line):
+            refuse(number, f"`{match.group(0)}` is not allowed: a universal character name may not spell an ASCII "
+                           "character; write the character itself")
     return [Refusal(line, what) for line, what in sorted(refusals)]
 
 
@@ -226,3 +282,12 @@ def sanitize_log(text: str, own_name: str, allowed_dirs: Sequence[str] = ()) -> 
         kept.append(f"({withheld} line(s) of compiler output about a file other than {own_name} or a toolkit "
                     "header were withheld)")
     return "\n".join(kept)
+
+
+def short_paths(log: str, labels: dict[str, str]) -> str:
+    """`log` with each directory of `labels` (as given and resolved) written as its label: a diagnostic about
+    `<venv>/site-packages/nvidia/cu13/include/cuda_fp16.h` reads `<cuda>/cuda_fp16.h`."""
+    for directory, label in labels.items():
+        for prefix in sorted({directory, os.path.realpath(directory)}, key=len, reverse=True):
+            log = log.replace(prefix.rstrip(os.sep) + os.sep, label + "/")
+    return log

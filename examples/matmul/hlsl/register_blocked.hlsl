@@ -62,8 +62,8 @@ void storeRow(uint row, uint col, float4 v)
     if (col + 2 < p.N) C[at + 2] = v.z;
 }
 
-// Row r of the micro-tile: its left (c_r0) and right (c_r1) 4 columns.
-#define FMA_ROW(r, s) c##r##0 = mad(s, b0, c##r##0); c##r##1 = mad(s, b1, c##r##1);
+// One row of the micro-tile: its left (lo) and right (hi) 4 columns.
+#define FMA_ROW(lo, hi, s) lo = mad(s, b0, lo); hi = mad(s, b1, hi);
 
 [numthreads(256, 1, 1)]
 void main(uint tid : SV_GroupIndex, uint3 gid : SV_GroupID)
@@ -83,8 +83,8 @@ void main(uint tid : SV_GroupIndex, uint3 gid : SV_GroupID)
         [unroll] for (uint k = 0; k < BK; ++k) {
             const float4 a0 = As[k][ty], a1 = As[k][ty + 16];
             const float4 b0 = Bs[k][tx], b1 = Bs[k][tx + 16];
-            FMA_ROW(0, a0.x) FMA_ROW(1, a0.y) FMA_ROW(2, a0.z) FMA_ROW(3, a0.w)
-            FMA_ROW(4, a1.x) FMA_ROW(5, a1.y) FMA_ROW(6, a1.z) FMA_ROW(7, a1.w)
+            FMA_ROW(c00, c01, a0.x) FMA_ROW(c10, c11, a0.y) FMA_ROW(c20, c21, a0.z) FMA_ROW(c30, c31, a0.w)
+            FMA_ROW(c40, c41, a1.x) FMA_ROW(c50, c51, a1.y) FMA_ROW(c60, c61, a1.z) FMA_ROW(c70, c71, a1.w)
         }
         GroupMemoryBarrierWithGroupSync();
     }

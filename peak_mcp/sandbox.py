@@ -1,0 +1,220 @@
+"""The wall behind the include check: processes that read untrusted text see only the trees they need.
+
+`backends/includes.py` refuses every directive that could name a host file before a compiler runs. This module is
+the defence in depth behind it, for the day a text check is bypassed: compilers and device workers run confined by
+Landlock (Linux 5.13+, no privileges needed, inherited by children, never lifted), so they can read the toolchain,
+the Python runtime and their own working directory, and write only the latter: a home directory, an SSH key or the
+server's data dir is not there to read. Limits on address space and CPU time bound what one compile may take from
+the host (a 1 KB macro bomb otherwise grows a compiler to 12 GB).
+
+Landlock does not hide whether a path exists (stat is not mediated): the text check alone answers `__has_include`.
+It also keeps a confined process from reading an unconfined one's /proc entries (environ, mem), so /proc is granted.
+
+Only the standard library is imported here: `python -m peak_mcp.sandbox` confines itself and then execs a compiler.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import platform
+import resource
+import sys
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+# Landlock's syscalls are in the generic table (the same numbers on x86-64 and arm64).
+_CREATE_RULESET, _ADD_RULE, _RESTRICT_SELF = 444, 445, 446
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
+_EXECUTE, _WRITE_FILE, _READ_FILE, _READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_MAKE_AND_REMOVE = sum(1 << bit for bit in range(4, 13))  # remove dir/file, make char/dir/reg/sock/fifo/block/sym
+_REFER, _TRUNCATE = 1 << 13, 1 << 14  # ABI 2, ABI 3
+_FILE_ONLY = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE  # the rights a rule on a non-directory may carry
+READ = _EXECUTE | _READ_FILE | _READ_DIR
+
+# What any confined process may read of the host: the system's programs and libraries, the loader's cache, GPU
+# driver and Vulkan ICD descriptions, /proc and /sys (device discovery), and harmless device files. Not /etc as a
+# whole, /home, /root, /srv, /mnt, /var or /tmp.
+SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/opt", "/proc", "/sys",
+               "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/vulkan",
+               "/etc/glvnd", "/etc/nvidia", "/etc/OpenCL", "/etc/localtime", "/dev/null", "/dev/zero", "/dev/full",
+               "/dev/random", "/dev/urandom")
+# Device nodes a GPU worker opens read-write (NVIDIA, AMD, DRM render nodes), and shared memory.
+DEVICE_WRITE = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/kfd",
+                "/dev/dri", "/dev/shm", "/dev/null")
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What a confined process may reach. Paths that do not exist are skipped."""
+
+    read: tuple[str, ...] = ()
+    write: tuple[str, ...] = ()  # read, write, create and remove beneath
+    memory_bytes: int | None = None  # RLIMIT_AS
+    cpu_seconds: int | None = None  # RLIMIT_CPU (SIGXCPU, then SIGKILL one second later)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> Policy:
+        data = json.loads(text)
+        return cls(tuple(data["read"]), tuple(data["write"]), data["memory_bytes"], data["cpu_seconds"])
+
+
+@dataclass(frozen=True)
+class Protection:
+    """What confinement this machine gives: Landlock's ABI version, or why there is none."""
+
+    landlock_abi: int
+    reason: str = ""
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def active(self) -> bool:
+        return self.landlock_abi > 0
+
+    def describe(self) -> str:
+        if self.active:
+            return f"Landlock ABI {self.landlock_abi}: compilers and workers read only the toolchain and runtime trees"
+        return f"none ({self.reason}): only the include check keeps host files out of compiles"
+
+
+def _syscall() -> ctypes._CFuncPtr | None:
+    if platform.system() != "Linux":
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    call = libc.syscall
+    call.restype = ctypes.c_long
+    return call
+
+
+def landlock_abi() -> Protection:
+    """The Landlock ABI this kernel offers (0 with the reason when none)."""
+    call = _syscall()
+    if call is None:
+        return Protection(0, f"Landlock is Linux-only ({platform.system()})")
+    abi = call(_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    if abi < 0:
+        errno = ctypes.get_errno()
+        why = "the kernel has no Landlock or it is disabled at boot" if errno in (38, 95) else os.strerror(errno)
+        return Protection(0, why)
+    return Protection(int(abi))
+
+
+def python_runtime_paths() -> list[str]:
+    """What a Python child needs to import this package and its dependencies: the interpreter's prefixes and
+    every import path entry, less any that would open a home directory or the root as a whole."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    entries = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+               *sys.path]
+    kept: list[str] = []
+    for entry in entries:
+        if not entry or not os.path.exists(entry):
+            continue
+        real = os.path.realpath(entry)
+        if real == "/" or home == real or home.startswith(real.rstrip("/") + "/"):
+            continue  # an ancestor of home would grant all of it
+        kept.append(real)
+    return list(dict.fromkeys(kept))
+
+
+def _limit(kind: int, value: int | None) -> None:
+    """Lower the soft limit to `value`; for CPU time the hard limit follows a second later (SIGKILL after the
+    SIGXCPU that a process could catch)."""
+    if value is None:
+        return
+    _, hard = resource.getrlimit(kind)
+    soft = value if hard == resource.RLIM_INFINITY else min(value, hard)
+    if kind == resource.RLIMIT_CPU and (hard == resource.RLIM_INFINITY or hard > soft + 1):
+        hard = soft + 1
+    resource.setrlimit(kind, (soft, hard))
+
+
+def _add_rules(call: ctypes._CFuncPtr, ruleset: int, paths: Iterable[str], access: int, handled: int,
+               skipped: list[str]) -> None:
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue  # absent here: nothing to grant
+        try:
+            allowed = access & handled
+            if not os.path.isdir(path):
+                allowed &= _FILE_ONLY
+            rule = _PathBeneathAttr(allowed, fd)
+            if call(_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH), ctypes.byref(rule),
+                    ctypes.c_uint32(0)) < 0:
+                skipped.append(f"{path}: {os.strerror(ctypes.get_errno())}")
+        finally:
+            os.close(fd)
+
+
+def confine(policy: Policy, landlock: bool = True) -> Protection:
+    """Apply `policy` to this process and its future children: rlimits always, Landlock where the kernel has it and
+    `landlock` asks for it. Irreversible. Returns what was applied."""
+    _limit(resource.RLIMIT_AS, policy.memory_bytes)
+    _limit(resource.RLIMIT_CPU, policy.cpu_seconds)
+    if not landlock:
+        return Protection(0, "switched off (PEAK_MCP_SANDBOX=0)")
+    found = landlock_abi()
+    call = _syscall()
+    if not found.active or call is None:
+        return found
+    handled = READ | _WRITE_FILE | _MAKE_AND_REMOVE
+    if found.landlock_abi >= 2:
+        handled |= _REFER
+    if found.landlock_abi >= 3:
+        handled |= _TRUNCATE
+    attr = _RulesetAttr(handled)
+    ruleset = call(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return Protection(0, f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
+    skipped: list[str] = []
+    try:
+        _add_rules(call, ruleset, policy.read, READ, handled, skipped)
+        _add_rules(call, ruleset, policy.write, handled, handled, skipped)
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return Protection(0, f"prctl(NO_NEW_PRIVS): {os.strerror(ctypes.get_errno())}")
+        if call(_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0)) < 0:
+            return Protection(0, f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}")
+    finally:
+        os.close(ruleset)
+    return Protection(found.landlock_abi, skipped=skipped)
+
+
+def confined_command(policy: Policy, command: list[str], enabled: bool = True) -> list[str]:
+    """`command` run under `policy`: a short stdlib-only Python (`-I -S`) confines itself and execs it. With
+    `enabled=False` only the rlimits apply (the same launcher, Landlock off), so limits never depend on it."""
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    bootstrap = f"import sys; sys.path.insert(0, {package_parent!r}); from peak_mcp.sandbox import main; main()"
+    return [sys.executable, "-I", "-S", "-c", bootstrap, policy.to_json(), "1" if enabled else "0", "--", *command]
+
+
+def main() -> None:
+    """`confined_command`'s launcher: argv = policy JSON, landlock on/off, `--`, the command."""
+    policy_json, enabled, separator, *command = sys.argv[1:]
+    if separator != "--" or not command:
+        sys.exit("usage: peak_mcp.sandbox POLICY 0|1 -- COMMAND...")
+    confine(Policy.from_json(policy_json), landlock=enabled == "1")
+    try:
+        os.execv(command[0], command)
+    except OSError as exc:
+        sys.exit(f"cannot run {os.path.basename(command[0])}: {exc.strerror}")
+
+
+if __name__ == "__main__":
+    main()
