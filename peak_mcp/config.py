@@ -59,6 +59,14 @@ class Settings(BaseSettings):
     hlsl_compiler: str | None = Field(None, pattern="^(dxc|glslangValidator)$",
                                       description="dxc or glslangValidator; default: the first found")
 
+    sandbox: bool = Field(True, description="confine compilers and device workers with Landlock where the kernel "
+                          "has it (PEAK_MCP_SANDBOX=0 turns it off; the compile limits stay)")
+    compile_memory_mb: int = Field(4096, ge=256, le=1 << 20,
+                                   description="address space one compile may use (MiB); past it: compile_error "
+                                               "resources")
+    compile_cpu_s: int = Field(60, ge=1, le=3600, description="CPU seconds one compile may use")
+    compile_wall_s: float = Field(120.0, gt=0, le=3600, description="seconds one compile may take in all")
+
     ray: str | None = Field(None, description="a Ray cluster's address, or `auto`: device workers run as Ray actors "
                             "(needs the `ray` extra); unset: the embedded single-host pool")
 
@@ -73,8 +81,17 @@ class Settings(BaseSettings):
     def database(self) -> Path:
         return self.data_dir / "peak.sqlite3"
 
+    def confinement(self) -> dict[str, Any]:
+        """The compile limits and sandbox switch, as `backends.confined.configure` takes them."""
+        return {"memory_bytes": self.compile_memory_mb << 20, "cpu_seconds": self.compile_cpu_s,
+                "wall_seconds": self.compile_wall_s, "sandbox": self.sandbox}
+
     def worker_options(self, backend: str, index: int) -> dict[str, Any]:
-        """What a worker of `backend` needs from the settings, as keyword arguments of its executor."""
+        """What a worker of `backend` needs from the settings: its executor's keyword arguments, and under
+        `confinement` the compile limits and sandbox switch (the worker applies them before opening the device)."""
+        return {**self._executor_options(backend, index), "confinement": self.confinement()}
+
+    def _executor_options(self, backend: str, index: int) -> dict[str, Any]:
         if backend == "cuda":
             return {"arch": self.cuda_arch} if index < 0 else {}  # a GPU's own arch otherwise
         if backend == "hip":

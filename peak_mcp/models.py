@@ -31,6 +31,7 @@ class DoctorReport(BaseModel):
     backends: list[BackendStatus]
     catalog: dict[str, Any]
     workers: dict[str, Any]
+    sandbox: str = Field(description="how compiles are confined: the OS sandbox and each compile's limits")
 
 
 class ProblemInfo(BaseModel):

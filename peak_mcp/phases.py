@@ -30,6 +30,7 @@ def dumped(record: BaseModel | None) -> dict[str, Any] | None:
 class CompileInfo(BaseModel):
     ok: bool
     log: str = ""
+    reason: str | None = None  # `resources`: the compiler went past a memory or time limit
     resources: dict[str, Any] = Field(default_factory=dict)  # per backend: registers, shared bytes, arch, ...
     seconds: float | None = None
 

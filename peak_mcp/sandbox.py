@@ -131,6 +131,22 @@ def python_runtime_paths() -> list[str]:
     return list(dict.fromkeys(kept))
 
 
+def worker_policy(workdir: str, cache_dirs: Iterable[str] = ()) -> Policy:
+    """A device worker's reach: the system and Python trees read-only; its private working directory, the caches it
+    keeps (cupy's kernel cache) and the GPU device nodes writable. No memory limit: a GPU context reserves far more
+    address space than it uses, and a compile, the one thing agent text can blow up, has its own limits."""
+    devices = [os.path.join("/dev", name) for name in _listdir("/dev") if name.startswith("nvidia")]
+    return Policy(read=(*SYSTEM_READ, *python_runtime_paths()),
+                  write=(workdir, *cache_dirs, *DEVICE_WRITE, *devices))
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
 def _limit(kind: int, value: int | None) -> None:
     """Lower the soft limit to `value`; for CPU time the hard limit follows a second later (SIGKILL after the
     SIGXCPU that a process could catch)."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, overload
 import structlog
 
 from peak_mcp import __version__
+from peak_mcp.backends.confined import CompileLimits
 from peak_mcp.backends.registry import BACKENDS, backend_spec, launch_spec
 from peak_mcp.config import Settings
 from peak_mcp.devices import Device, cuda_family, describe, load_profiles
@@ -45,6 +46,7 @@ from peak_mcp.runner.ownership import ServerPresence
 from peak_mcp.runner.pool import DevicePool, JobFailed
 from peak_mcp.runner.probe import probe_all_in_subprocess
 from peak_mcp.runner.replies import EvaluateResult, GeneralityResult, JobResult, ProfileResult, TuneResult
+from peak_mcp.sandbox import Protection, landlock_abi
 from peak_mcp.store import Store
 from peak_mcp.tuning import (
     Config,
@@ -131,7 +133,14 @@ class PeakService:
                          for d in devices],
                 compiler=report.get("compiler", {}), missing=[Missing(**m) for m in report.get("missing", [])]))
         return DoctorReport(version=__version__, data_dir=str(self.settings.data_dir), backends=statuses,
-                            catalog=catalog_info or {}, workers={"restarts": self.pool.restarts})
+                            catalog=catalog_info or {}, workers={"restarts": self.pool.restarts},
+                            sandbox=self.sandbox_summary())
+
+    def sandbox_summary(self) -> str:
+        """What confines compiles here: Landlock (or why not), then the limits every compile runs under."""
+        found = landlock_abi() if self.settings.sandbox else Protection(0, "switched off by PEAK_MCP_SANDBOX=0")
+        limits = CompileLimits(**self.settings.confinement())
+        return f"{found.describe()}; each compile: {limits.describe()}"
 
     def _device_for(self, backend: str, device: str | int | None = None) -> tuple[Device, int]:
         """A device of `backend` (see `place`), or a compile-only target where a backend can compile without one."""
@@ -414,7 +423,8 @@ class PeakService:
         problem = get_problem(session.problem)
         compiled = result.compile
         if compiled is None or not compiled.ok:
-            return Outcome(status=Status.COMPILE_ERROR, failure="compile", compile=compiled,
+            return Outcome(status=Status.COMPILE_ERROR, failure=(compiled and compiled.reason) or "compile",
+                           compile=compiled,
                            message="compilation failed:\n" + trim_log(compiled.log if compiled else None))
         if not runs:
             return Outcome(status=Status.COMPILED, failure=None, compile=compiled,

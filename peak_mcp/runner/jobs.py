@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from peak_mcp.backends import confined
 from peak_mcp.backends.base import Compiled, CompileFailed, Executor
 from peak_mcp.errors import PeakError
 from peak_mcp.evaluation import benchmark, validate
@@ -13,6 +14,7 @@ from peak_mcp.launch import LaunchSpec, with_params
 from peak_mcp.phases import Baseline, CompileInfo, Generality, SizeFailure
 from peak_mcp.problems import get_problem
 from peak_mcp.problems.base import Problem
+from peak_mcp.runner.heartbeat import heartbeat
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, LaunchTarget
 from peak_mcp.runner.replies import EvaluateResult, GeneralityResult
 
@@ -22,11 +24,12 @@ Progress = Callable[[str], None]
 def _compile(executor: Executor, source: str, spec: LaunchSpec,
              progress: Progress) -> tuple[Compiled | None, CompileInfo]:
     started = time.perf_counter()
-    progress("compile")
     try:
-        kernel = executor.compile(with_params(source, spec.config()), spec)
+        with heartbeat(progress, "compile", limit_s=confined.limits().wall_seconds + 10):  # bounded by its limits
+            kernel = executor.compile(with_params(source, spec.config()), spec)
     except CompileFailed as failed:
-        return None, CompileInfo(ok=False, log=failed.log, seconds=time.perf_counter() - started)
+        return None, CompileInfo(ok=False, log=failed.log, reason=failed.reason or None,
+                                 seconds=time.perf_counter() - started)
     return kernel, CompileInfo(ok=True, log=kernel.log, resources=kernel.resources,
                                seconds=time.perf_counter() - started)
 

@@ -10,46 +10,21 @@ sizes, under a heartbeat: our kernel cannot hang, and the agent's kernel then me
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from peak_mcp.backends.base import Executor, KernelFault
 from peak_mcp.backends.registry import launch_spec
 from peak_mcp.evaluation import on_device
 from peak_mcp.problems import get_problem
+from peak_mcp.runner.heartbeat import heartbeat
 from peak_mcp.runner.jobs import evaluate
 from peak_mcp.runner.messages import EvaluateJob, Job
 
 PRIME_SIZE = 64  # every size symbol; small enough to cost milliseconds once caches are warm
-HEARTBEAT_S = 1.0
 PRIME_LIMIT_S = 120.0  # beats stop after this: a device wedged before any kernel of the agent's ran is still caught
 
 Progress = Callable[[str], None]
-
-
-@contextlib.contextmanager
-def heartbeat(progress: Progress, message: str, every_s: float = HEARTBEAT_S,
-              limit_s: float = PRIME_LIMIT_S) -> Iterator[None]:
-    """Send `message` now and every `every_s` seconds while the body runs, for at most `limit_s`: work that
-    cannot hang, unless the device itself is wedged (then the silence after `limit_s` lets the pool say so)."""
-    stop = threading.Event()
-    progress(message)
-    ends = time.monotonic() + limit_s
-
-    def beat() -> None:
-        while not stop.wait(every_s) and time.monotonic() < ends:
-            progress(message)
-
-    thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 class Primer:
@@ -67,7 +42,8 @@ class Primer:
         if not self.needed(job):
             return
         self.done.add((job.problem, job.dtype))  # once, even if it fails: the job itself then shows why
-        with heartbeat(progress, f"preparing the checks for {job.problem} {job.dtype} (once per worker)"):
+        with heartbeat(progress, f"preparing the checks for {job.problem} {job.dtype} (once per worker)",
+                       limit_s=PRIME_LIMIT_S):
             try:
                 result = evaluate(self.executor, self._warmup(job), lambda _: None)
             except KernelFault as fault:  # the context is gone: the worker must restart, whatever job it was

@@ -18,15 +18,17 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
+from peak_mcp.backends import confined
 from peak_mcp.backends.base import Compiled, CompileFailed, Executor, KernelFault
 from peak_mcp.errors import AnnotationError, PeakError
 from peak_mcp.evaluation import benchmark, validate
 from peak_mcp.launch import LaunchSpec, with_params
 from peak_mcp.problems import get_problem
 from peak_mcp.problems.base import Problem
+from peak_mcp.runner.heartbeat import HEARTBEAT_S, heartbeat
 from peak_mcp.runner.messages import TuneJob
 from peak_mcp.runner.replies import TuneResult
 from peak_mcp.tuning import ConfigResult, Kind, Status
@@ -80,22 +82,31 @@ def _compile_all(executor: Executor, source: str, todo: list[tuple[int, LaunchSp
                                   initargs=(executor,))
         try:
             futures = {pool.submit(one, item): item for item in todo}
-            for count, future in enumerate(as_completed(futures), start=1):
-                item = futures[future]
-                progress(f"compiled {count}/{len(todo)}")
-                try:
-                    kernel = future.result()
-                except KernelFault:
-                    raise
-                except Exception:
-                    retry.append(item)
+            waiting, count = set(futures), 0
+            while waiting:
+                done, waiting = wait(waiting, timeout=HEARTBEAT_S, return_when=FIRST_COMPLETED)
+                if not done:  # a long build (each is bounded by the compile limits) is no hang
+                    progress(f"compiling: {len(waiting)} configuration(s) still building")
                     continue
-                yield item[0], loaded(kernel)
+                for future in done:
+                    count += 1
+                    item = futures[future]
+                    progress(f"compiled {count}/{len(todo)}")
+                    try:
+                        kernel = future.result()
+                    except KernelFault:
+                        raise
+                    except Exception:
+                        retry.append(item)
+                        continue
+                    yield item[0], loaded(kernel)
         finally:  # normally everything is done; after a fault or an error nothing more is worth waiting for
             pool.shutdown(wait=False, cancel_futures=True)
     for count, item in enumerate(retry, start=1):
-        progress(f"compiling {count}/{len(retry)} on this thread")
-        yield item[0], loaded(one(item))
+        with heartbeat(progress, f"compiling {count}/{len(retry)} on this thread",
+                       limit_s=confined.limits().wall_seconds + 10):
+            built = one(item)
+        yield item[0], loaded(built)
 
 
 def tune(executor: Executor, job: TuneJob | dict[str, Any], progress: Progress) -> TuneResult:
@@ -132,7 +143,7 @@ def tune(executor: Executor, job: TuneJob | dict[str, Any], progress: Progress) 
     for i, kernel in _compile_all(executor, job.source, todo, workers, progress):
         params = bounds[i].bound
         if isinstance(kernel, CompileFailed):
-            kind = "resources" if _RESOURCES.search(kernel.log) else "compile"
+            kind = "resources" if kernel.reason or _RESOURCES.search(kernel.log) else "compile"
             results[i] = _result(params, "pruned", kind, kernel.log.strip() or "the compiler failed without a log")
             continue
         spilled = kernel.resources.get("spill_store_bytes") or 0

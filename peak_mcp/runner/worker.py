@@ -14,6 +14,7 @@ import os
 import queue
 import signal
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -21,7 +22,9 @@ import traceback
 from pydantic import BaseModel, ValidationError
 
 from peak_mcp.backends.base import KernelFault
+from peak_mcp.backends.confined import configure
 from peak_mcp.errors import PeakError
+from peak_mcp.sandbox import Protection, confine, worker_policy
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,11 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     from peak_mcp.runner.replies import Done, Failed, Fatal, ProgressNote, Ready
     from peak_mcp.runner.tune_job import tune
 
+    options = json.loads(args.options)
+    protection = _confine(options.pop("confinement", None))
     try:
-        executor = open_executor(args.backend, None if args.device < 0 else args.device, **json.loads(args.options))
+        executor = open_executor(args.backend, None if args.device < 0 else args.device, **options)
     except Exception as exc:
         send(Fatal(error=f"cannot open {args.backend} device {args.device}: {type(exc).__name__}: {exc}"))
         return 2
+    executor.facts.properties["sandbox"] = protection.describe()
     send(Ready(device=executor.facts))
     primer = Primer(executor, args.backend)
 
@@ -85,6 +91,24 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc(file=sys.stderr)
             send(Failed(id=job_id, kind="internal", error=f"{type(exc).__name__}: {exc}"))
     return 0
+
+
+def _confine(confinement: dict[str, object] | None) -> Protection:
+    """Before any device or compiler is opened: the compile limits for this process's compilers, and the worker's
+    own confinement. Caches that tools would write under $HOME are kept inside the private working directory,
+    except cupy's kernel cache, which is granted where it is (a warm cache spares the first validation ~15 s)."""
+    if confinement is None:  # a worker started by hand or by a test: unconfined, default compile limits
+        return Protection(0, "not asked for")
+    limits = configure(**confinement)
+    workdir = os.path.realpath(os.getcwd())
+    for variable, name in (("TMPDIR", ""), ("XDG_CACHE_HOME", "cache"), ("CUDA_CACHE_PATH", "nv"),
+                           ("TRITON_CACHE_DIR", "triton")):
+        os.environ.setdefault(variable, os.path.join(workdir, name))
+    tempfile.tempdir = None  # re-read TMPDIR
+    cupy_cache = os.environ.setdefault("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache"))
+    with contextlib.suppress(OSError):
+        os.makedirs(cupy_cache, exist_ok=True)
+    return confine(worker_policy(workdir, [cupy_cache]), landlock=limits.sandbox)
 
 
 def _end() -> None:
