@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         send(Fatal(error=f"cannot open {args.backend} device {args.device}: {type(exc).__name__}: {exc}"))
         return 2
+    primer = Primer(executor, args.backend)  # chooses where the validator computes, within the start's time limit
     send(Ready(device=executor.facts))
-    primer = Primer(executor, args.backend)
 
     while True:
         line = jobs.get()
