@@ -4,7 +4,10 @@ Validation: fresh random inputs per trial, alternating between two workspaces; o
 launch; NaN guards before and after every buffer; inputs must come back unchanged; two launches on the same
 inputs must agree bit for bit; the error against a float64 reference must stay under a bound that follows the
 error a correct kernel can have. Where the executor keeps buffers on the device (cupy), inputs, reference and
-checks are computed there, and the reference is itself checked against a few rows computed on the host.
+checks are computed there. An executor that keeps host copies (Vulkan) of a GPU that CUDA also sees (the same
+device UUID) gets cupy on that GPU beside it, where this worker can use it: inputs and outputs cross, the rest is
+computed on the GPU. Either way a reference computed on a GPU is itself checked against a few elements computed on
+the host, and the verdict says where it ran (`reference`).
 
 Timing: warm-up, then repetitions each from a cold last-level cache, rotating both input sets so that a kernel
 that caches results by value or by launch count is caught; every set's output is checked after the timed loop,
@@ -13,6 +16,7 @@ and on device arrays after every single timed launch (poisoned again before the 
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,6 +35,54 @@ from peak_mcp.workspace import ALT_POISON, Workspace
 HOST_REFERENCE_MAX_FLOPS = 2e11  # above this a host reference checks sampled rows; a device reference is whole
 REFERENCE_AGREEMENT = 1e-9  # device vs host float64 reference, relative to the error scale
 Progress = Callable[[str], None]
+HOST = "host (numpy)"
+CUDA = "cuda (cupy)"
+
+
+def on_device(executor: Executor) -> bool:
+    """Buffers live on the device (cupy) and the validator computes there."""
+    return executor.xp is not np
+
+
+@dataclass(frozen=True)
+class ArrayModule:
+    """Where the validator computes: `xp` (numpy or cupy), labelled for the verdict; `device` is the CUDA device
+    cupy is set to before each use (None where the executor set it); `why` says why a GPU was not used."""
+
+    xp: Any
+    label: str
+    device: int | None = None
+    why: str = ""
+
+
+def array_module(executor: Executor) -> ArrayModule:
+    """The executor's own module where its buffers live on the device; else cupy on the same GPU, where this worker
+    can use it; else numpy. Chosen once per worker (per device UUID)."""
+    if on_device(executor):
+        return ArrayModule(executor.xp, CUDA)
+    return cuda_beside(executor.facts.properties.get("device_uuid"))
+
+
+@functools.cache
+def cuda_beside(device_uuid: str | None) -> ArrayModule:
+    """cupy on the CUDA device whose UUID is `device_uuid` (hex), once it has computed something there; numpy with
+    the reason otherwise. Another GPU is never used: its own worker may be timing a kernel on it."""
+    if not device_uuid:
+        return ArrayModule(np, HOST, why="the device reports no UUID")
+    try:
+        import cupy
+        from cuda.bindings import driver
+
+        if (err := driver.cuInit(0)[0]) != driver.CUresult.CUDA_SUCCESS:
+            return ArrayModule(np, HOST, why=f"cuInit failed: {err.name}")
+        for ordinal in range(driver.cuDeviceGetCount()[1]):
+            if driver.cuDeviceGetUuid(driver.cuDeviceGet(ordinal)[1])[1].bytes.hex() == device_uuid:
+                with cupy.cuda.Device(ordinal):
+                    float((cupy.arange(3, dtype=cupy.float64) * 2).sum())  # a context, a kernel compile, a copy
+                return ArrayModule(cupy, CUDA, ordinal)
+        return ArrayModule(np, HOST, why=f"no CUDA device has the UUID {device_uuid}")
+    except Exception as exc:  # no cupy, no driver, no usable context: the host computes
+        return ArrayModule(np, HOST, why=f"{type(exc).__name__}: {exc}")
 
 
 class ReferenceMismatch(RuntimeError):
@@ -52,26 +104,23 @@ class Validated:
     sets: list[InputSet] = field(default_factory=list)
 
     def close(self) -> None:
+        beside = next((s.ws.xp for s in self.sets if s.ws.xp is not s.ws.host), None)
         for s in self.sets:
             s.ws.close()
         self.sets = []
+        if beside is not None:  # cupy beside Vulkan: its cached blocks go back to the GPU the Vulkan buffers share
+            beside.get_default_memory_pool().free_all_blocks()
 
 
-def _fail(finding: Finding, trials: int, sets: list[InputSet]) -> Validated:
-    return Validated(Verdict.model_validate({**finding.as_verdict(), "trials": trials}), sets)
+def _fail(finding: Finding, trials: int, sets: list[InputSet], reference: str) -> Validated:
+    return Validated(Verdict.model_validate({**finding.as_verdict(), "trials": trials, "reference": reference}), sets)
 
 
-def on_device(executor: Executor) -> bool:
-    """Buffers live on the device (cupy) and the validator computes there."""
-    return executor.xp is not np
-
-
-def _reference(executor: Executor, problem: Problem, inputs: dict[str, Any], sizes: dict[str, int], dtype: str,
+def _reference(xp: Any, problem: Problem, inputs: dict[str, Any], sizes: dict[str, int], dtype: str,
                seed: int, spot_check: bool) -> dict[str, Reference]:
-    xp = executor.xp
-    limit = float("inf") if on_device(executor) else HOST_REFERENCE_MAX_FLOPS
+    limit = HOST_REFERENCE_MAX_FLOPS if xp is np else float("inf")
     refs = problem.reference(inputs, sizes, dtype, seed, limit, xp)
-    if spot_check and on_device(executor):
+    if spot_check and xp is not np:
         name, ref = next(iter(refs.items()))
         total = int(ref.values.size)
         picks = np.unique(np.concatenate([[0, total - 1], np.random.default_rng(seed).integers(0, total, 30)]))
@@ -141,22 +190,27 @@ def _confirm_unwritten(executor: Executor, kernel: Compiled, geometry: dict[str,
 
 
 def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int], *,
-             trials: int, seed: int, progress: Progress, sets: int = 2) -> Validated:
-    """Run the checks on `trials` fresh input sets over `sets` workspaces; they stay loaded for the benchmark."""
+             trials: int, seed: int, progress: Progress, sets: int = 2, module: ArrayModule | None = None) -> Validated:
+    """Run the checks on `trials` fresh input sets over `sets` workspaces; they stay loaded for the benchmark.
+    `module`: where the validator computes, array_module(executor) unless given (tools compare host and GPU)."""
     geometry = kernel.spec.evaluate(sizes)
     why = executor.check_geometry(kernel, geometry)
     if why:
         return Validated(Verdict(passed=False, check="launch_geometry", message=why, trials=0))
+    where = module or array_module(executor)
+    xp = where.xp
+    if where.device is not None:
+        xp.cuda.Device(where.device).use()
     made: list[InputSet] = []
     try:
         for _ in range(max(1, min(sets, trials))):
-            made.append(InputSet(Workspace(executor, problem, dtype, sizes)))
+            made.append(InputSet(Workspace(executor, problem, dtype, sizes, xp)))
         stats: dict[str, Any] = {}
         for trial in range(trials):
             s = made[trial % len(made)]
             progress(f"validate trial {trial + 1}/{trials}")
-            s.inputs = problem.make_inputs(sizes, dtype, seed + trial, executor.xp)
-            s.refs = _reference(executor, problem, s.inputs, sizes, dtype, seed + trial, spot_check=trial == 0)
+            s.inputs = problem.make_inputs(sizes, dtype, seed + trial, xp)
+            s.refs = _reference(xp, problem, s.inputs, sizes, dtype, seed + trial, spot_check=trial == 0)
             s.ws.load(s.inputs)
             finding, stats = _launch_and_check(executor, kernel, geometry, s, problem, dtype)
             if finding and finding.check == "unwritten_output":
@@ -164,7 +218,7 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
             if finding and finding.check == "nan_or_inf":
                 finding = _explain_nan(executor, kernel, geometry, s, problem, dtype, finding)
             if finding:
-                return _fail(finding, trial + 1, made)
+                return _fail(finding, trial + 1, made, where.label)
             if trial == 0:
                 progress("validate: repeat launch (race check)")
                 first = {b.arg.name: s.ws.body(b.arg.name) for b in s.ws.outputs}
@@ -172,9 +226,9 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
                 executor.run(kernel, s.ws.handles, s.ws.scalars, geometry)
                 finding = check_same(s.ws, first)
                 if finding:
-                    return _fail(finding, 1, made)
+                    return _fail(finding, 1, made, where.label)
         tol = problem.tolerance(dtype, sizes)
-        return Validated(Verdict(passed=True, check=None, trials=trials,
+        return Validated(Verdict(passed=True, check=None, trials=trials, reference=where.label,
                                  message=f"all {trials} trials passed (rel L2 tolerance {tol.rel_l2:.0e}, elementwise "
                                          f"{tol.factor:g} roundoffs × |row|·|column|)", **stats), made)
     except BaseException:
@@ -283,7 +337,7 @@ def _recheck(sets: list[InputSet], problem: Problem, dtype: str, audit: _LaunchA
     outputs were checked after every chunk, the last included (`late`); device ones by the audit and here."""
     for i, s in enumerate(sets):
         finding = check_guards(s.ws) or check_inputs(s.ws, s.inputs) or late.get(i)
-        if finding is None and audit is not None:
+        if finding is None and s.ws.xp is not np:  # the reference, counters and outputs were on a GPU
             finding = _host_spot_check(s, problem, dtype)
         if finding is None and audit is not None and audit.failures()[i]:
             bad, per_set = audit.failures()[i], (launches + len(sets) - 1 - i) // len(sets)

@@ -69,6 +69,7 @@ class Verdict(Record):
     trials: int | None = None
     buffer: str | None = None
     seconds: float | None = None
+    reference: str | None = None  # where inputs, float64 reference and checks were computed: "cuda (cupy)", ...
     sanitizer: SanitizerReport | None = None  # kept with the version's validation once generality ran it
 
 

@@ -7,6 +7,10 @@ payload, so a NaN read past an input and stored past an output (or `C[M*N] += x`
 unchanged, while any store of a computed value changes the canary. The tail guard is as large as the body
 (within bounds), so writes well past the end still land in it. Outputs are poisoned with 0xFF bytes (NaN in every
 float type) before each launch, so an element the kernel never wrote is seen.
+
+The validator's array module (`xp`) is the executor's by default. Beside an executor that keeps host copies
+(Vulkan) it may be cupy: then inputs and output bodies cross between the two, and guards and poison stay with the
+executor's copies.
 """
 
 from __future__ import annotations
@@ -56,8 +60,11 @@ class GuardDamage:
 
 
 class Workspace:
-    def __init__(self, executor: Executor, problem: Problem, dtype: str, sizes: Sizes) -> None:
-        self.executor, self.sizes, self.xp = executor, dict(sizes), executor.xp
+    def __init__(self, executor: Executor, problem: Problem, dtype: str, sizes: Sizes, xp: Any = None) -> None:
+        self.executor, self.sizes = executor, dict(sizes)
+        self.host = executor.xp  # where buffer bytes come back: guards and poison are built and checked there
+        self.xp = self.host if xp is None else xp  # where the validator computes: inputs, bodies, references
+        assert self.xp is self.host or self.host is np, "a validator beside device buffers must be theirs"
         args = problem.arguments(dtype)
         self.scalars = [a.value(sizes) for a in args if isinstance(a, ScalarArg)]
         self.buffers: list[DeviceBuffer] = []
@@ -90,17 +97,18 @@ class Workspace:
         """Inputs into their bodies, poison into the outputs; guards are left as they are (checked later)."""
         for buf in self.buffers:
             if not buf.arg.is_output:
-                self.executor.write(buf.handle, inputs[buf.arg.name].reshape(-1).view(np.uint8), FRONT_GUARD_BYTES)
+                self.executor.write(buf.handle, self._out(inputs[buf.arg.name].reshape(-1).view(np.uint8)),
+                                    FRONT_GUARD_BYTES)
         self.poison_outputs()
 
     def write_element(self, name: str, index: int, value: Any) -> None:
         """Store one element (a 1-element array of the buffer's storage dtype) at flat `index`."""
         buf = self.buffer(name)
-        self.executor.write(buf.handle, value.view(np.uint8), FRONT_GUARD_BYTES + index * buf.itemsize)
+        self.executor.write(buf.handle, self._out(value.view(np.uint8)), FRONT_GUARD_BYTES + index * buf.itemsize)
 
     def poison_outputs(self, byte: int = POISON) -> None:
         for buf in self.outputs:
-            self.executor.write(buf.handle, self.xp.full(buf.nbytes, byte, np.uint8), FRONT_GUARD_BYTES)
+            self.executor.write(buf.handle, self.host.full(buf.nbytes, byte, np.uint8), FRONT_GUARD_BYTES)
 
     def fill_guards(self, input_pattern: np.ndarray = GUARD_PATTERN) -> None:
         """Fill every input's guards with `input_pattern` (the NaN pattern, or zeros to tell a read past an
@@ -117,7 +125,8 @@ class Workspace:
     def body(self, name: str) -> Any:
         """The body of buffer `name` as a flat array of its storage dtype (in xp)."""
         buf = self.buffer(name)
-        return self.executor.read(buf.handle, buf.nbytes, FRONT_GUARD_BYTES).view(STORAGE[buf.arg.dtype])
+        raw = self.executor.read(buf.handle, buf.nbytes, FRONT_GUARD_BYTES)
+        return (raw if self.xp is self.host else self.xp.asarray(raw)).view(STORAGE[buf.arg.dtype])
 
     def guard_damage(self) -> GuardDamage | None:
         """The first guard whose bytes changed, or None."""
@@ -125,10 +134,10 @@ class Workspace:
             for side, offset, size in (("before", 0, FRONT_GUARD_BYTES),
                                        ("after", FRONT_GUARD_BYTES + buf.nbytes, buf.tail)):
                 words = self.executor.read(buf.handle, size, offset).reshape(-1, 4)  # guards are whole words
-                changed = (words != self.xp.asarray(self._pattern(buf))).reshape(-1)
+                changed = (words != self.host.asarray(self._pattern(buf))).reshape(-1)
                 count = int(changed.sum())
                 if count:
-                    first = [int(i) for i in self.xp.flatnonzero(changed)[:5].tolist()]
+                    first = [int(i) for i in self.host.flatnonzero(changed)[:5].tolist()]
                     rel = [i - FRONT_GUARD_BYTES for i in first] if side == "before" else \
                         [buf.nbytes + i for i in first]
                     return GuardDamage(buf.arg.name, side, rel, count)
@@ -138,4 +147,8 @@ class Workspace:
         """`pattern` repeated to `nbytes` bytes, built where it is used (made per fill, never kept: tails are up to
         64 MiB a buffer)."""
         reps = -(-nbytes // len(pattern))
-        return self.xp.tile(self.xp.asarray(pattern), reps)[:nbytes]
+        return self.host.tile(self.host.asarray(pattern), reps)[:nbytes]
+
+    def _out(self, data: Any) -> Any:
+        """Validator array -> what the executor writes (a host copy where the validator is beside it)."""
+        return data if self.xp is self.host else self.xp.asnumpy(data)

@@ -25,7 +25,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 python3 -m peak_mcp doctor > "$RESULTS/doctor.json" 2> "$RESULTS/doctor.log"; echo "doctor rc=$?"
 
 # PARTS picks what runs, so the suite can be split over calls that each fit the device's per-call limit.
-# Not in the default PARTS: hostile, hostile_tests (the hostile-kernel corpus, tests/hostile/), lavapipe, ladder.
+# Not in the default PARTS: hostile, hostile_tests (the hostile-kernel corpus, tests/hostile/), lavapipe, ladder,
+# hlsl_reference.
 bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $RESULTS
     local name=$1; shift
     echo "== bench $name"
@@ -58,6 +59,11 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
     profile)  # where one validation's time goes, in-process
         timeout 200 python3 tools/bench_validate.py --size "${SIZE:-4096}" examples/matmul/cuda/double_buffered.cu \
             2>&1 | tee "$RESULTS/bench_validate.txt" | head -60 ;;
+    hlsl_reference)  # HLSL validated with cupy beside Vulkan: the GPU test at SIZE, then validate's time host vs GPU
+        PEAK_TEST_HLSL_SIZE=${SIZE:-4096} timeout 400 python3 -m pytest -q -s -p no:cacheprovider -rs \
+            tests/test_hlsl_gpu_reference.py 2>&1 | tee "$RESULTS/pytest_hlsl_reference.txt"
+        timeout 300 python3 tools/bench_validate.py --backend hlsl --size "${SIZE:-4096}" --reference both \
+            --no-profile examples/matmul/hlsl/register_blocked.hlsl 2>&1 | tee "$RESULTS/bench_validate_hlsl.txt" ;;
     plain)  # the f32 examples alone: round trips and phases without faults or apply in the way
         bench cuda_plain --backend cuda --dtype f32 --size "${SIZE:-4096}" ;;
     cuda)  # f32 with the fault cases and a sampled apply round trip

@@ -139,6 +139,8 @@ def _describe(vk: Any, index: int, handle: Any, props: Any, family: int, timesta
             "driver_id": int(p12.driverID),
             "subgroup_size": int(p11.subgroupSize),
             "subgroup_operations": int(p11.subgroupSupportedOperations),
+            # The same 16 bytes as CUDA's device UUID on NVIDIA: how a worker finds this GPU among CUDA's.
+            "device_uuid": bytes(p11.deviceUUID).hex(),
         })
     properties["shader_float16"] = features.get("shaderFloat16", False)
     properties["storage_buffer_16bit_access"] = features.get("storageBuffer16BitAccess", False)

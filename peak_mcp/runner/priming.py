@@ -13,9 +13,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+import numpy as np
+
 from peak_mcp.backends.base import Executor, KernelFault
 from peak_mcp.backends.registry import launch_spec
-from peak_mcp.evaluation import on_device
+from peak_mcp.evaluation import array_module
 from peak_mcp.problems import get_problem
 from peak_mcp.runner.heartbeat import heartbeat
 from peak_mcp.runner.jobs import evaluate
@@ -33,10 +35,13 @@ class Primer:
     def __init__(self, executor: Executor, backend: str) -> None:
         self.executor, self.backend = executor, backend
         self.done: set[tuple[str, str]] = set()
+        # A host validator (numpy) compiles nothing on first use; a compile-only worker validates nothing. Vulkan
+        # buffers with cupy beside them prepare like CUDA's. Choosing (importing cupy, a CUDA context, a first
+        # kernel compile) takes seconds: here, before the worker says it is ready, not inside a job's time.
+        self.on_gpu = executor.facts.index >= 0 and array_module(executor).xp is not np
 
     def needed(self, job: Job) -> bool:
-        # Host arrays (Vulkan) compile nothing on first use; a compile-only worker validates nothing.
-        return self.executor.facts.index >= 0 and on_device(self.executor) and (job.problem, job.dtype) not in self.done
+        return self.on_gpu and (job.problem, job.dtype) not in self.done
 
     def prime(self, job: Job, progress: Progress) -> None:
         if not self.needed(job):

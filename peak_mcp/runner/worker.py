@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         send(Fatal(error=f"cannot open {args.backend} device {args.device}: {type(exc).__name__}: {exc}"))
         return 2
     executor.facts.properties["sandbox"] = protection.describe()
+    primer = Primer(executor, args.backend)  # chooses where the validator computes, within the start's time limit
     send(Ready(device=executor.facts))
-    primer = Primer(executor, args.backend)
 
     while True:
         line = jobs.get()
