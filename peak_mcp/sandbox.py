@@ -136,8 +136,11 @@ def worker_policy(workdir: str, cache_dirs: Iterable[str] = ()) -> Policy:
     keeps (cupy's kernel cache) and the GPU device nodes writable. No memory limit: a GPU context reserves far more
     address space than it uses, and a compile, the one thing agent text can blow up, has its own limits."""
     devices = [os.path.join("/dev", name) for name in _listdir("/dev") if name.startswith("nvidia")]
+    # /proc writable: cuInit writes under /proc/self (measured on the H100: CUDA_ERROR_OPERATING_SYSTEM without
+    # it), and so do the CUDA processes a worker starts (compute-sanitizer's target), each under its own pid. Other
+    # processes' entries stay out of reach: Landlock denies a confined process ptrace access to unconfined ones.
     return Policy(read=(*SYSTEM_READ, *python_runtime_paths()),
-                  write=(workdir, *cache_dirs, *DEVICE_WRITE, *devices))
+                  write=(workdir, "/proc", *cache_dirs, *DEVICE_WRITE, *devices))
 
 
 def _listdir(path: str) -> list[str]:

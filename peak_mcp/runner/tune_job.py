@@ -60,7 +60,7 @@ def _compile_all(executor: Executor, source: str, todo: list[tuple[int, LaunchSp
     thread, so that the device validates and times the first ones while the rest still build. A progress line per
     build is the hang detector's pulse.
     An unexpected error on a thread (an executor cache raced) is retried alone on this thread at the end; a kernel
-    fault ends the job at once (queued builds are cancelled, running ones are not waited for)."""
+    fault ends the job once the builds already running are done (queued ones are cancelled)."""
     def one(item: tuple[int, LaunchSpec]) -> Compiled | CompileFailed:
         _, spec = item
         try:
@@ -100,8 +100,9 @@ def _compile_all(executor: Executor, source: str, todo: list[tuple[int, LaunchSp
                         retry.append(item)
                         continue
                     yield item[0], loaded(kernel)
-        finally:  # normally everything is done; after a fault or an error nothing more is worth waiting for
-            pool.shutdown(wait=False, cancel_futures=True)
+        finally:  # after a fault or an error: queued builds are dropped, running ones (bounded by the compile
+            # limits) waited for, since a Vulkan build holds the device and closing it under one crashed the worker
+            pool.shutdown(wait=True, cancel_futures=True)
     for count, item in enumerate(retry, start=1):
         with heartbeat(progress, f"compiling {count}/{len(retry)} on this thread",
                        limit_s=confined.limits().wall_seconds + 10):
