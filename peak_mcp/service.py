@@ -46,6 +46,7 @@ from peak_mcp.runner.pool import DevicePool, JobFailed
 from peak_mcp.runner.probe import probe_all_in_subprocess
 from peak_mcp.runner.replies import EvaluateResult, GeneralityResult, JobResult, ProfileResult, TuneResult
 from peak_mcp.store import Store
+from peak_mcp.text import checked_label, clipped
 from peak_mcp.tuning import (
     Config,
     ConfigResult,
@@ -184,6 +185,7 @@ class PeakService:
     def start_session(self, problem: str, backend: str, dtype: str, sizes: dict[str, Any] | str | None,
                       label: str | None = None, progress: Progress = _quiet,
                       constraints: list[str] | None = None, device: str | int | None = None) -> SessionInfo:
+        label = checked_label(label)
         spec = get_problem(problem)
         spec.check_dtype(dtype)
         if isinstance(sizes, str):
@@ -263,7 +265,9 @@ class PeakService:
             versions = self.store.versions(s.id)  # once per session: the count and head's time
             timing = next((v.timing for v in versions if v.number == s.head), None)
             best = f"v{s.head}: {timing.median_ms:.4g} ms, {rate(timing.tflops)}" if timing else None
-            rows.append(SessionSummary(session_id=s.id, label=s.label, problem=s.problem,
+            # clipped: a data dir from before labels were bounded may hold one of megabytes, on every page
+            rows.append(SessionSummary(session_id=s.id, label=clipped(s.label) if s.label else s.label,
+                                       problem=s.problem,
                                        backend=s.backend, dtype=s.dtype, sizes=s.sizes,
                                        device=f"{s.device} (#{s.device_index})" if s.device_index >= 0
                                        else s.device,
