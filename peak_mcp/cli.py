@@ -114,7 +114,11 @@ def main(argv: list[str] | None = None) -> None:
 
                 serve_http(server, options)
             else:
-                server.run()
+                import anyio
+
+                from peak_mcp.stdio import serve_stdio
+
+                anyio.run(serve_stdio, server)
         finally:
             service.close()
     elif args.command == "doctor":
