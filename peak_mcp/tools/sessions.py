@@ -14,6 +14,7 @@ from pydantic import Field
 from peak_mcp.apply import Applier
 from peak_mcp.catalog import Catalog
 from peak_mcp.errors import PeakError
+from peak_mcp.host_paths import for_agent
 from peak_mcp.models import (
     CheckReport,
     DiffReport,
@@ -49,8 +50,9 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
 
     @mcp.tool(annotations=READ_ONLY)
     async def doctor() -> Annotated[types.CallToolResult, DoctorReport]:
-        """Backends and devices found on this machine, and for each one missing, why and how to fix it."""
-        return result(await call(None, service.doctor, catalog.info()))
+        """Backends and devices found on this machine, and for each one missing, why and how to fix it. Toolkit
+        paths read as labels (`<cuda>/include`), not where this host keeps them."""
+        return result(for_agent(await call(None, service.doctor, catalog.info())))
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_problems() -> Annotated[types.CallToolResult, ProblemList]:
