@@ -6,6 +6,8 @@ Synchronous on purpose: each call may block on a worker; the MCP layer runs it i
 from __future__ import annotations
 
 import difflib
+import sqlite3
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -21,6 +23,7 @@ from peak_mcp.errors import InvalidInput, NotFound, PeakError, Unavailable
 from peak_mcp.fanout import FanOut, tuning_devices
 from peak_mcp.generality import check_constraints, sample_sizes, satisfies
 from peak_mcp.launch import LaunchSpec
+from peak_mcp.lease import HEARTBEAT_S
 from peak_mcp.models import (
     BackendStatus,
     CheckReport,
@@ -72,8 +75,6 @@ SANITIZER_MAX_FLOPS = 2e10  # the sanitizer slows a launch 10-100x: at the sessi
 IMPOSSIBLE_SPEED_MARGIN = 1.02  # over the datasheet peak: room for clocks a little above the profile's
 CPU_DEVICE_SIZES = {"M": 1024, "N": 1024, "K": 1024}  # a CPU Vulkan driver (lavapipe) does 4096^3 in an hour
 PROFILE_INACTIVITY_S, PROFILE_TOTAL_S = 90.0, 360.0
-INTERRUPTED = ("the server stopped while this version was being evaluated (it was killed or crashed); the version "
-               "was never finished. Submit the source again.")
 
 
 def _quiet(_: str) -> None:
@@ -95,12 +96,17 @@ class PeakService:
                  probe: Callable[[], dict[str, Any]] | None = None) -> None:
         self.settings = settings
         self.store = Store(settings.database)
+        self.store.join()
         self._presence = ServerPresence(settings.data_dir / "locks")
-        if self._presence.alone:  # no other server on this data dir: whatever is pending was cut off
-            stale = self.store.interrupt_pending(INTERRUPTED)
-            if stale:
-                log.warning("versions left pending by a stopped server marked interrupted", count=stale)
+        # Alone on the data dir, whatever is pending was cut off (versions from before leases included); beside
+        # other servers, only what belongs to a gone or lapsed lease. After that, the heartbeat keeps looking.
+        stale = self.store.interrupt_pending() if self._presence.alone else self.store.reclaim()
+        if stale:
+            log.warning("versions left pending by a stopped server marked interrupted", count=stale)
         self._presence.settle()
+        self._stopping = threading.Event()
+        self._heartbeat = threading.Thread(target=self._keep_lease, name="peak-lease", daemon=True)
+        self._heartbeat.start()
         self.pool: DevicePool | RayDevicePool = pool or DevicePool(lock_dir=settings.data_dir / "locks",
                                                                    options=settings.worker_options)
         self._probe_fn = probe or (lambda: probe_all_in_subprocess(
@@ -110,9 +116,24 @@ class PeakService:
         self._devices: dict[str, Device] = {}  # session id -> described device
 
     def close(self) -> None:
+        self._stopping.set()
+        self._heartbeat.join()
         self.pool.close()
+        self.store.leave()
         self.store.close()
         self._presence.close()
+
+    def _keep_lease(self) -> None:
+        """Renew this server's lease and take over the pending versions of servers that stopped, until close."""
+        while not self._stopping.wait(HEARTBEAT_S):
+            try:
+                self.store.renew()
+                taken = self.store.reclaim()
+            except sqlite3.Error as exc:  # the data dir busy past SQLite's timeout: the next beat tries again
+                log.warning("lease renewal failed", error=str(exc))
+                continue
+            if taken:
+                log.warning("versions of a stopped server marked interrupted", count=taken)
 
     # --- devices ---------------------------------------------------------------------------------------------
     def probe(self, refresh: bool = False) -> dict[str, Any]:
