@@ -10,15 +10,17 @@ line gets its JSON-RPC error at once, and the next line is served as usual. The 
 from __future__ import annotations
 
 import contextvars
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server import MCPServer
 from mcp.server.stdio import stdio_server
-from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import ValidationError
+
+if TYPE_CHECKING:  # the SDK's stream protocols live in a private module: for the type checker only
+    from mcp.shared._stream_protocols import ReadStream, WriteStream
 
 
 def error_for(exc: Exception) -> JSONRPCError | None:
@@ -79,8 +81,11 @@ class AnsweringReadStream:
 
 async def serve_stdio(server: MCPServer) -> None:
     """What MCPServer.run_stdio_async does, with the answering read stream. The SDK offers no public hook for the
-    low-level server it runs; `_lowlevel_server` is that server."""
-    lowlevel = server._lowlevel_server
+    low-level server it runs; `_lowlevel_server` is that server, and without it the SDK's own loop serves."""
+    lowlevel = getattr(server, "_lowlevel_server", None)
+    if lowlevel is None:
+        await server.run_stdio_async()
+        return
     async with stdio_server() as (read_stream, write_stream):
         await lowlevel.run(AnsweringReadStream(read_stream, write_stream), write_stream,
                            lowlevel.create_initialization_options())
