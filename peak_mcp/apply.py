@@ -30,6 +30,7 @@ from peak_mcp.service import PeakService, Progress, _quiet
 
 LANGUAGE = {"cuda": "cuda", "hip": "cpp", "hlsl": "hlsl"}
 MAX_ATTEMPTS_LIMIT = 10
+MAX_INSTRUCTIONS_CHARS = 4000  # stored with the run and repeated in every brief of it
 
 
 class Applier:
@@ -39,6 +40,9 @@ class Applier:
 
     def begin(self, session_id: str, transformation: str, version: int | None = None,
               instructions: str | None = None, max_attempts: int | None = None) -> ApplyStep:
+        if instructions is not None and len(instructions) > MAX_INSTRUCTIONS_CHARS:
+            raise InvalidInput(f"instructions are {len(instructions)} characters, over the {MAX_INSTRUCTIONS_CHARS}-"
+                               "character limit", "say what the LLM should do differently in a few sentences.")
         base = self.service.resolve_version(session_id, version)
         if not base.status.usable:
             raise InvalidInput(f"version {base.number} has status {base.status}; transformations apply to "

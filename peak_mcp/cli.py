@@ -1,5 +1,9 @@
 """Command line: `peak-mcp serve` (stdio or --http), `peak-mcp doctor`, `peak-mcp demo`, and the read-only views of
-a data dir: `peak-mcp sessions`, `peak-mcp show SESSION`, `peak-mcp export SESSION VERSION`."""
+a data dir: `peak-mcp sessions`, `peak-mcp show SESSION`, `peak-mcp export SESSION VERSION`.
+
+The views print what agents wrote (labels, messages, compile logs quoting their sources) on the operator's
+terminal: every control character in it is printed as its escape, so none of it can retitle, clear or forge lines
+of that terminal, whatever an old data dir holds."""
 
 from __future__ import annotations
 
@@ -12,7 +16,9 @@ from typing import Any
 from peak_mcp import __version__
 from peak_mcp.logging import configure
 from peak_mcp.records import SessionRow
+from peak_mcp.reports import markdown_table
 from peak_mcp.responses import rate
+from peak_mcp.text import clipped, printable
 
 
 def parse_sizes(text: str) -> dict[str, int]:
@@ -108,7 +114,11 @@ def main(argv: list[str] | None = None) -> None:
 
                 serve_http(server, options)
             else:
-                server.run()
+                import anyio
+
+                from peak_mcp.stdio import serve_stdio
+
+                anyio.run(serve_stdio, server)
         finally:
             service.close()
     elif args.command == "doctor":
@@ -145,7 +155,7 @@ def _view(args: argparse.Namespace) -> int:
         elif args.command == "show":
             history = service.history(args.session)
             print(session_lines(service, args.session)[0])
-            print(history.table)
+            print(markdown_table([_escaped(row) for row in history.rows]))
             if args.out is not None:
                 args.out.parent.mkdir(parents=True, exist_ok=True)
                 args.out.write_bytes(service.history_chart(args.session))
@@ -172,9 +182,20 @@ def session_lines(service: Any, only: str | None = None) -> list[str]:
                    f"{rate(best.timing.tflops if best.timing else None)}" if best else "best -")
         sizes = ",".join(f"{k}={v}" for k, v in s.sizes.items())
         head = f"v{s.head}" if s.head is not None else "-"
-        lines.append(f"{s.id}  {s.label or '-'}  {s.problem} {s.backend} {s.dtype} {sizes}  "
-                     f"head {head}  {fastest}")
+        label = clipped(s.label) if s.label else "-"
+        lines.append(printable(f"{s.id}  {label}  {s.problem} {s.backend} {s.dtype} {sizes}  head {head}  "
+                               f"{fastest}"))
     return lines
+
+
+def _escaped(value: Any) -> Any:
+    """A history row (or any part of one) with its text escaped, so that a newline in a stored field cannot forge
+    a row of the table."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(k)): _escaped(v) for k, v in value.items()}
+    return value
 
 
 def export_version(service: Any, session_id: str, version: str, out: Path) -> list[Path]:
@@ -193,7 +214,8 @@ def export_version(service: Any, session_id: str, version: str, out: Path) -> li
     meta = {"session": service.session_info(session_id).model_dump(mode="json"),
             "report": report.model_dump(mode="json"), "source_file": source.name}
     stem.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
-    stem.with_suffix(".md").write_text(_markdown_report(session, report, source.name))
+    # Meant to be read (cat, less): escaped like the terminal views. The source and the JSON keep every character.
+    stem.with_suffix(".md").write_text(printable(_markdown_report(session, report, source.name), keep="\n\t"))
     return [source, stem.with_suffix(".json"), stem.with_suffix(".md")]
 
 
@@ -201,7 +223,7 @@ def _markdown_report(session: SessionRow, report: Any, source_name: str) -> str:
     perf = report.performance or {}
     sizes = " × ".join(f"{k}={v}" for k, v in session.sizes.items())
     lines = [f"# {session.problem} {session.dtype} v{report.version} ({session.backend})", "",
-             f"- session: `{session.id}`{' (' + session.label + ')' if session.label else ''}",
+             f"- session: `{session.id}`{' (' + clipped(session.label) + ')' if session.label else ''}",
              f"- device: {session.device}", f"- sizes: {sizes}",
              f"- parent: {'v' + str(report.parent) if report.parent is not None else '-'}; origin: {report.origin}; "
              f"transformation: {report.transformation or '-'}",

@@ -11,11 +11,15 @@ from peak_mcp.launch import evaluate_condition
 from peak_mcp.problems.base import Problem, Sizes
 
 DEFAULT_COUNT = 8
+MAX_CONSTRAINTS = 16  # stored with the session, shown with it, evaluated at every sampled size
 _ROUNDINGS = (8, 16, 32, 64, 128, 256, 512)
 
 
 def check_constraints(problem: Problem, constraints: list[str] | None) -> list[str]:
     """Parse each constraint now, so that a typo is an error at start_session; return them stripped."""
+    if constraints is not None and len(constraints) > MAX_CONSTRAINTS:
+        raise InvalidInput(f"{len(constraints)} constraints, over the limit of {MAX_CONSTRAINTS}",
+                           "join conditions with `and`, or keep the ones kernels rely on.")
     cleaned = []
     probe = dict.fromkeys(problem.symbols, 4096)
     for text in constraints or []:

@@ -27,7 +27,8 @@ class BackendStatus(BaseModel):
 
 class DoctorReport(BaseModel):
     version: str
-    data_dir: str
+    data_dir: str | None = Field(description="where sessions are stored; over MCP named from the server's home "
+                                             "(~/...), null when elsewhere")
     backends: list[BackendStatus]
     catalog: dict[str, Any]
     workers: dict[str, Any]

@@ -88,6 +88,7 @@ class VersionRow(BaseModel):
     generality: Generality | None = None
     tuning: TuneReport | None = None
     created_at: float
+    owner: str | None = None  # the lease of the server that recorded it (store.py); None before leases
 
     @property
     def median_ms(self) -> float | None:

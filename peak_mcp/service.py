@@ -6,6 +6,8 @@ Synchronous on purpose: each call may block on a worker; the MCP layer runs it i
 from __future__ import annotations
 
 import difflib
+import sqlite3
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -22,6 +24,7 @@ from peak_mcp.errors import InvalidInput, NotFound, PeakError, Unavailable
 from peak_mcp.fanout import FanOut, tuning_devices
 from peak_mcp.generality import check_constraints, sample_sizes, satisfies
 from peak_mcp.launch import LaunchSpec
+from peak_mcp.lease import HEARTBEAT_S
 from peak_mcp.models import (
     BackendStatus,
     CheckReport,
@@ -48,6 +51,7 @@ from peak_mcp.runner.probe import probe_all_in_subprocess
 from peak_mcp.runner.replies import EvaluateResult, GeneralityResult, JobResult, ProfileResult, TuneResult
 from peak_mcp.sandbox import Protection, landlock_abi
 from peak_mcp.store import Store
+from peak_mcp.text import checked_label, clipped
 from peak_mcp.tuning import (
     Config,
     ConfigResult,
@@ -73,8 +77,6 @@ SANITIZER_MAX_FLOPS = 2e10  # the sanitizer slows a launch 10-100x: at the sessi
 IMPOSSIBLE_SPEED_MARGIN = 1.02  # over the datasheet peak: room for clocks a little above the profile's
 CPU_DEVICE_SIZES = {"M": 1024, "N": 1024, "K": 1024}  # a CPU Vulkan driver (lavapipe) does 4096^3 in an hour
 PROFILE_INACTIVITY_S, PROFILE_TOTAL_S = 90.0, 360.0
-INTERRUPTED = ("the server stopped while this version was being evaluated (it was killed or crashed); the version "
-               "was never finished. Submit the source again.")
 
 
 def _quiet(_: str) -> None:
@@ -96,12 +98,17 @@ class PeakService:
                  probe: Callable[[], dict[str, Any]] | None = None) -> None:
         self.settings = settings
         self.store = Store(settings.database)
+        self.store.join()
         self._presence = ServerPresence(settings.data_dir / "locks")
-        if self._presence.alone:  # no other server on this data dir: whatever is pending was cut off
-            stale = self.store.interrupt_pending(INTERRUPTED)
-            if stale:
-                log.warning("versions left pending by a stopped server marked interrupted", count=stale)
+        # Alone on the data dir, whatever is pending was cut off (versions from before leases included); beside
+        # other servers, only what belongs to a gone or lapsed lease. After that, the heartbeat keeps looking.
+        stale = self.store.interrupt_pending() if self._presence.alone else self.store.reclaim()
+        if stale:
+            log.warning("versions left pending by a stopped server marked interrupted", count=stale)
         self._presence.settle()
+        self._stopping = threading.Event()
+        self._heartbeat = threading.Thread(target=self._keep_lease, name="peak-lease", daemon=True)
+        self._heartbeat.start()
         self.pool: DevicePool | RayDevicePool = pool or DevicePool(lock_dir=settings.data_dir / "locks",
                                                                    options=settings.worker_options)
         self._probe_fn = probe or (lambda: probe_all_in_subprocess(
@@ -111,9 +118,24 @@ class PeakService:
         self._devices: dict[str, Device] = {}  # session id -> described device
 
     def close(self) -> None:
+        self._stopping.set()
+        self._heartbeat.join()
         self.pool.close()
+        self.store.leave()
         self.store.close()
         self._presence.close()
+
+    def _keep_lease(self) -> None:
+        """Renew this server's lease and take over the pending versions of servers that stopped, until close."""
+        while not self._stopping.wait(HEARTBEAT_S):
+            try:
+                self.store.renew()
+                taken = self.store.reclaim()
+            except sqlite3.Error as exc:  # the data dir busy past SQLite's timeout: the next beat tries again
+                log.warning("lease renewal failed", error=str(exc))
+                continue
+            if taken:
+                log.warning("versions of a stopped server marked interrupted", count=taken)
 
     # --- devices ---------------------------------------------------------------------------------------------
     def probe(self, refresh: bool = False) -> dict[str, Any]:
@@ -193,6 +215,7 @@ class PeakService:
     def start_session(self, problem: str, backend: str, dtype: str, sizes: dict[str, Any] | str | None,
                       label: str | None = None, progress: Progress = _quiet,
                       constraints: list[str] | None = None, device: str | int | None = None) -> SessionInfo:
+        label = checked_label(label)
         spec = get_problem(problem)
         spec.check_dtype(dtype)
         if isinstance(sizes, str):
@@ -272,7 +295,9 @@ class PeakService:
             versions = self.store.versions(s.id)  # once per session: the count and head's time
             timing = next((v.timing for v in versions if v.number == s.head), None)
             best = f"v{s.head}: {timing.median_ms:.4g} ms, {rate(timing.tflops)}" if timing else None
-            rows.append(SessionSummary(session_id=s.id, label=s.label, problem=s.problem,
+            # clipped: a data dir from before labels were bounded may hold one of megabytes, on every page
+            rows.append(SessionSummary(session_id=s.id, label=clipped(s.label) if s.label else s.label,
+                                       problem=s.problem,
                                        backend=s.backend, dtype=s.dtype, sizes=s.sizes,
                                        device=f"{s.device} (#{s.device_index})" if s.device_index >= 0
                                        else s.device,

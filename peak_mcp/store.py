@@ -11,7 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from peak_mcp.errors import NotFound
+from peak_mcp.lease import LEASE_S, Process
 from peak_mcp.records import ApplyRunRow, SessionRow, VersionRow
+
+INTERRUPTED = ("the server stopped while this version was being evaluated (it was killed, crashed or stopped "
+               "renewing its lease); the version was never finished. Submit the source again.")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -51,6 +55,12 @@ MIGRATIONS = (
     "ALTER TABLE sessions ADD COLUMN constraints TEXT",  # ["M % 128 == 0", ...]
     "ALTER TABLE sessions ADD COLUMN device_info TEXT",  # the described device (arch, family, peaks, limits)
     "ALTER TABLE versions ADD COLUMN tuning TEXT",  # the last tune report: every configuration tried, the best
+    # One lease per live server (see lease.py); a version's owner is the lease of the server that recorded it, and
+    # its `pending` state lasts only as long as that lease. Versions from before this have no owner.
+    "CREATE TABLE servers (id TEXT PRIMARY KEY, pid INTEGER NOT NULL, host TEXT NOT NULL, started TEXT NOT NULL, "
+    "created_at REAL NOT NULL, heartbeat REAL NOT NULL)",
+    "ALTER TABLE versions ADD COLUMN owner TEXT",
+    "CREATE INDEX versions_pending ON versions(owner) WHERE status = 'pending'",
 )
 _JSON_FIELDS = {"sizes", "baseline", "compile", "validation", "timing", "generality", "constraints", "device_info",
                 "tuning"}
@@ -77,6 +87,7 @@ class Store:
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)
         self._migrate()
+        self.server_id: str | None = None  # this server's lease, once it joins; None for a bare store
 
     def close(self) -> None:
         self._db.close()
@@ -87,6 +98,10 @@ class Store:
             for number, statement in enumerate(MIGRATIONS[applied:], start=applied + 1):
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
+                    # Read again under the write lock: a server starting beside this one may have applied it.
+                    if self._db.execute("PRAGMA user_version").fetchone()[0] >= number:
+                        self._db.execute("COMMIT")
+                        continue
                     self._db.execute(statement)
                     self._db.execute(f"PRAGMA user_version = {number}")
                     self._db.execute("COMMIT")
@@ -95,14 +110,77 @@ class Store:
                     raise
 
     def _write(self, sql: str, params: tuple[Any, ...]) -> None:
+        self._transaction([(sql, params)])
+
+    def _transaction(self, statements: list[tuple[str, tuple[Any, ...]]]) -> int:
+        """Run the statements in one write transaction; returns the rows the last one changed."""
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.execute(sql, params)
+                changed = 0
+                for sql, params in statements:
+                    changed = self._db.execute(sql, params).rowcount
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+        return changed
+
+    # --- leases (lease.py) -----------------------------------------------------------------------------------
+    def join(self) -> str:
+        """Take a lease for this server: the versions it records from now on are its own."""
+        self.server_id = uuid.uuid4().hex[:12]
+        self._insert_lease()
+        return self.server_id
+
+    def _insert_lease(self) -> None:
+        me, now = Process.this(), time.time()
+        self._write("INSERT OR REPLACE INTO servers (id, pid, host, started, created_at, heartbeat) "
+                    "VALUES (?, ?, ?, ?, ?, ?)", (self.server_id, me.pid, me.host, me.started, now, now))
+
+    def renew(self) -> None:
+        """The heartbeat. A lease taken over meanwhile (this server stalled past LEASE_S: a suspended host) is taken
+        again; its pending versions were already marked interrupted, and what it records later overwrites that."""
+        if self.server_id is None:
+            return
+        with self._lock:
+            renewed = self._db.execute("UPDATE servers SET heartbeat = ? WHERE id = ?",
+                                       (time.time(), self.server_id)).rowcount
+        if not renewed:
+            self._insert_lease()
+
+    def reclaim(self, message: str = INTERRUPTED) -> int:
+        """Take over the pending versions of servers that are gone or whose lease lapsed: they become errors
+        (`interrupted`). Returns how many."""
+        with self._lock:
+            leases = self._db.execute("SELECT id, pid, host, started, heartbeat FROM servers WHERE id IS NOT ?",
+                                      (self.server_id,)).fetchall()
+            orphaned = self._db.execute(
+                "SELECT 1 FROM versions WHERE status = 'pending' AND owner IS NOT NULL AND owner IS NOT ? "
+                "AND owner NOT IN (SELECT id FROM servers) LIMIT 1", (self.server_id,)).fetchone()
+        lapsed = time.time() - LEASE_S
+        dead = [lease for lease in leases if lease["heartbeat"] < lapsed
+                or Process(lease["pid"], lease["host"], lease["started"]).gone()]
+        if not dead and not orphaned:
+            return 0
+        # A lease renewed since it was read (its heartbeat moved) is alive after all and stays.
+        statements: list[tuple[str, tuple[Any, ...]]] = [
+            ("DELETE FROM servers WHERE id = ? AND heartbeat = ?", (lease["id"], lease["heartbeat"]))
+            for lease in dead]
+        statements.append(("UPDATE versions SET status = 'error', failure = 'interrupted', message = ? "
+                           "WHERE status = 'pending' AND owner IS NOT NULL AND owner IS NOT ? "
+                           "AND owner NOT IN (SELECT id FROM servers)", (message, self.server_id)))
+        return self._transaction(statements)
+
+    def leave(self, message: str = INTERRUPTED) -> None:
+        """Give the lease up as the server stops; whatever it still has pending will never finish."""
+        if self.server_id is None:
+            return
+        self._transaction([
+            ("UPDATE versions SET status = 'error', failure = 'interrupted', message = ? "
+             "WHERE status = 'pending' AND owner = ?", (message, self.server_id)),
+            ("DELETE FROM servers WHERE id = ?", (self.server_id,))])
+        self.server_id = None
 
     # --- sessions --------------------------------------------------------------------------------------------
     def create_session(self, *, problem: str, backend: str, dtype: str, sizes: dict[str, int], device: str,
@@ -140,6 +218,7 @@ class Store:
         for key in _JSON_FIELDS & fields.keys():
             if fields[key] is not None:
                 fields[key] = json.dumps(fields[key])
+        fields.setdefault("owner", self.server_id)
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -164,32 +243,38 @@ class Store:
                     (*fields.values(), session_id, number))
 
     def version(self, session_id: str, number: int) -> VersionRow:
-        with self._lock:
-            row = self._db.execute("SELECT * FROM versions WHERE session_id = ? AND number = ?",
-                                   (session_id, number)).fetchone()
-        if row is None:
+        rows = self._read_versions("SELECT * FROM versions WHERE session_id = ? AND number = ?", (session_id, number))
+        if not rows:
             count = len(self.versions(session_id))
             raise NotFound(f"session {session_id} has no version {number}",
                            f"versions are numbered 0..{count - 1}; call history to see them.")
-        return VersionRow.model_validate(_decode(row))
+        return rows[0]
 
     def versions(self, session_id: str) -> list[VersionRow]:
-        with self._lock:
-            rows = self._db.execute("SELECT * FROM versions WHERE session_id = ? ORDER BY number",
-                                    (session_id,)).fetchall()
-        return [VersionRow.model_validate(_decode(r)) for r in rows]
+        return self._read_versions("SELECT * FROM versions WHERE session_id = ? ORDER BY number", (session_id,))
 
-    def interrupt_pending(self, message: str) -> int:
-        """Versions left `pending` by a server that stopped mid-evaluation become errors; returns how many."""
+    def _read_versions(self, sql: str, params: tuple[Any, ...]) -> list[VersionRow]:
+        """Rows as stored; a version pending under another server's lease is first checked for a takeover, so that
+        nobody reads `pending` from a server that is gone, even between heartbeats."""
+        def fetch() -> list[VersionRow]:
+            with self._lock:
+                return [VersionRow.model_validate(_decode(r)) for r in self._db.execute(sql, params).fetchall()]
+
+        rows = fetch()
+        if any(r.status == "pending" and r.owner not in (None, self.server_id) for r in rows) and self.reclaim():
+            rows = fetch()
+        return rows
+
+    def interrupt_pending(self, message: str = INTERRUPTED) -> int:
+        """Every version left `pending` becomes an error (for a server that starts alone: whoever wrote them stopped
+        mid-evaluation, leases or not); returns how many."""
         with self._lock:
             cursor = self._db.execute("UPDATE versions SET status = 'error', failure = 'interrupted', message = ? "
                                       "WHERE status = 'pending'", (message,))
         return cursor.rowcount
 
     def all_versions(self) -> list[VersionRow]:
-        with self._lock:
-            rows = self._db.execute("SELECT * FROM versions ORDER BY session_id, number").fetchall()
-        return [VersionRow.model_validate(_decode(r)) for r in rows]
+        return self._read_versions("SELECT * FROM versions ORDER BY session_id, number", ())
 
     # --- apply runs ------------------------------------------------------------------------------------------
     def create_apply_run(self, *, session_id: str, transformation: str, base_version: int,

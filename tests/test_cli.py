@@ -18,8 +18,10 @@ from mcp import Client, StdioServerParameters
 from peak_mcp.charts import depths, lineage_figure, short_label
 from peak_mcp.cli import build_parser, main
 from peak_mcp.config import Settings
+from peak_mcp.devices import Device, cuda_family
 from peak_mcp.runner.pool import DevicePool
 from peak_mcp.service import PeakService
+from peak_mcp.store import Store
 from tests.conftest import EXAMPLES, has_device, skip_reason
 
 SIZES = {"M": 48, "N": 40, "K": 24}
@@ -163,6 +165,36 @@ def test_export_rejects_a_missing_version(data, capsys, no_devices, tmp_path, ve
                        capsys=capsys)
     assert code == 1 and expected in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_views_escape_what_an_old_data_dir_holds(capsys, no_devices, tmp_path) -> None:
+    """Labels, transformation names, messages and logs written before input was checked reach the operator's
+    terminal as escapes: nothing retitles or clears it, and no stored newline forges a line."""
+    trick = "\x1b]0;pwned\x07\x1b[2J"
+    store = Store(Settings(data_dir=tmp_path / "data").database)
+    device = Device(name="compile-only (no GPU)", backend="cuda", index=-1, arch="sm_90", family=cuda_family("sm_90"))
+    sid = store.create_session(problem="matmul", backend="cuda", dtype="f32", sizes={"M": 8, "N": 8, "K": 8},
+                               device=device.name, device_index=-1, label=trick + "\nabcdef012345  forged  matmul",
+                               device_info=device.model_dump())
+    source = f"// {trick}\n"
+    store.add_version(sid, parent=None, origin="submit", transformation=f"x{trick}\n| 9 (head) | forged row |",
+                      source=source, status="compile_error", failure="compile", message=f"compilation failed:{trick}",
+                      compile={"ok": False, "log": f"kernel.cu(1): error: {trick}"})
+    store.close()
+    data_dir = str(tmp_path / "data")
+    for argv in (("sessions",), ("show", sid), ("export", sid, "0", "--out", str(tmp_path / "out"))):
+        code, out, err = cli(*argv, "--data-dir", data_dir, capsys=capsys)
+        assert code == 0, err
+        assert not {"\x1b", "\x07"} & set(out + err), (argv, out)
+        if argv[0] == "sessions":
+            [line] = out.splitlines()
+            assert "\\x1b]0;pwned\\x07\\x1b[2J\\nabcdef012345  forged" in line
+        if argv[0] == "show":
+            assert len(out.splitlines()) == 4  # the session, the table's two header lines, one row
+            assert "\\n| 9 (head) | forged row |" in out
+    markdown = (tmp_path / "out" / f"{sid}-v0.md").read_text()
+    assert "\x1b" not in markdown and "\x07" not in markdown and "error: \\x1b]0;pwned" in markdown
+    assert (tmp_path / "out" / f"{sid}-v0.cu").read_text() == source  # the kernel itself is exported as written
 
 
 def test_viewing_an_empty_place_creates_nothing(capsys, tmp_path) -> None:

@@ -36,8 +36,8 @@ async def test_doctor_reports_hips_compilers_and_what_is_missing(make_client) ->
         assert len(entries) == 1, entries  # the registered backend, not a placeholder beside it
         status = entries[0]
         assert status["usable"] and not status["can_run"]
-        assert status["compiler"]["nvidia"]["available"] and status["compiler"]["nvidia"]["header"].endswith(
-            "hip/hip_runtime.h")
+        assert status["compiler"]["nvidia"]["available"]
+        assert status["compiler"]["nvidia"]["header"] == "<hip>/hip_runtime.h"  # a label, not the host's path
         assert {m["what"] for m in status["missing"]} >= {"hip-python", "HIP GPU"}
         assert all(m["fix"] for m in status["missing"])
 

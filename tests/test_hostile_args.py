@@ -87,6 +87,50 @@ async def test_unknown_transformation_on_submit_is_refused(make_client) -> None:
         assert all(s.get("id") != "no-such-transformation" for s in stats)
 
 
+TERMINAL_TRICK = "\x1b]0;pwned\x07\x1b[2J"  # retitles the operator's terminal and clears it
+
+
+async def test_a_label_is_one_short_line_of_visible_text(make_client) -> None:
+    """A 5 MB label used to be stored, and then filled every list_sessions page; escapes and newlines went to the
+    operator's terminal through `peak-mcp sessions`."""
+    async with make_client() as (client, service):
+        text = await _refused(client, "start_session", {"backend": "cuda", "sizes": SMALL, "label": "x" * 5_000_000},
+                              "5000000 characters", "100-character limit")
+        assert len(text) < 500
+        for label, shown in ((TERMINAL_TRICK, "\\x1b at position 0"), ("mine\nabc123  forged", "\\n at position 4"),
+                             ("\u202eevil", "\\u202e"), ("a\tb", "\\t")):
+            await _refused(client, "start_session", {"backend": "cuda", "sizes": SMALL, "label": label},
+                           "control character", shown)
+        assert service.store.sessions() == []
+        started = await client.call_tool("start_session", {"backend": "cuda", "sizes": SMALL, "label": "é" * 100})
+        assert not started.is_error, started.content[0].text
+        listed = (await client.call_tool("list_sessions", {})).structured_content
+        assert [s["label"] for s in listed["sessions"]] == ["é" * 100]
+
+
+async def test_a_label_stored_before_the_limit_is_clipped_in_listings(make_client) -> None:
+    async with make_client() as (client, service):
+        service.store.create_session(problem="matmul", backend="cuda", dtype="f32", sizes=SMALL, device="x",
+                                     device_index=-1, label="y" * 5_000_000)  # as an older release stored it
+        listed = await client.call_tool("list_sessions", {})
+        [label] = [s["label"] for s in listed.structured_content["sessions"]]
+        assert label == "y" * 99 + "…"
+        assert len(listed.content[0].text) < 2000
+
+
+async def test_instructions_and_constraints_are_bounded(make_client) -> None:
+    async with make_client() as (client, service):
+        sid = await _session(client)
+        transformation = next(iter(Catalog.load(builtin_transformations_dir()).list())).id
+        await _refused(client, "apply_transformation", {"session_id": sid, "transformation": transformation,
+                                                        "instructions": "x" * 1_000_000},
+                       "1000000 characters", "4000-character limit")
+        assert service.store.apply_runs(sid) == []
+        await _refused(client, "start_session", {"backend": "cuda", "sizes": SMALL,
+                                                 "constraints": ["M >= 1"] * 10_000}, "10000 constraints", "16")
+        assert len(service.store.sessions()) == 1
+
+
 def test_a_fifo_in_a_catalog_dir_does_not_hang_loading(tmp_path: Path) -> None:
     extra = tmp_path / "catalog"
     extra.mkdir()

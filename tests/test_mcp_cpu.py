@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import base64
+import json
+import os
+import sys
+from pathlib import Path
 
 import pytest
 
 from peak_mcp.app import build
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, ROOT
 
 pytestmark = pytest.mark.anyio
 
@@ -44,6 +48,28 @@ async def test_doctor_explains_what_is_missing(make_client) -> None:
         assert cuda["compiler"]["available"], cuda
         if not cuda["can_run"]:
             assert cuda["missing"] and all(m["fix"] for m in cuda["missing"])
+
+
+async def test_doctor_names_toolkits_by_label_not_host_path(make_client, settings, tmp_path, monkeypatch) -> None:
+    """doctor used to return the venv's absolute include dir and the data dir. Over MCP it names the toolkits by
+    label and the data dir from home; `peak-mcp doctor` on the host keeps the whole paths."""
+    monkeypatch.setattr(Path, "home", classmethod(lambda cls: tmp_path))
+    async with make_client() as (client, service):
+        answer = await client.call_tool("doctor", {})
+        report = answer.structured_content
+        host = [sys.prefix, str(ROOT), str(tmp_path), *(os.path.realpath(p) for p in (sys.prefix, ROOT, tmp_path))]
+        for text in (answer.content[0].text, json.dumps(report)):
+            assert not [p for p in host if p in text], text
+        assert report["data_dir"] == "~/data"
+        assert report["catalog"]["dirs"] == ["<catalog>"]
+        compilers = {b["backend"]: b["compiler"] for b in report["backends"]}
+        for compiler in (compilers["cuda"], compilers["hip"].get("nvidia", {})):
+            assert all(d.startswith("<cuda>/") for d in compiler.get("include_dirs", [])), compiler
+        if "header" in compilers["hip"].get("nvidia", {}):
+            assert compilers["hip"]["nvidia"]["header"] == "<hip>/hip_runtime.h"
+        assert service.doctor().data_dir == str(settings.data_dir)  # what `peak-mcp doctor` prints
+        monkeypatch.setattr(Path, "home", classmethod(lambda cls: tmp_path / "elsewhere"))
+        assert (await client.call_tool("doctor", {})).structured_content["data_dir"] is None
 
 
 async def test_compile_only_session_and_compile_errors(make_client) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -152,6 +154,140 @@ def test_pending_versions_are_marked_interrupted_when_no_server_is_left(tmp_path
 
 
 needs_vulkan = pytest.mark.skipif(not has_device("hlsl"), reason="no Vulkan device")
+
+# A real server process that records a version as pending, as submit_kernel does before its job starts, and then
+# stays in the middle of evaluating it until it is killed.
+ABANDONING_SERVER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from peak_mcp.config import Settings
+    from peak_mcp.service import PeakService
+    service = PeakService(Settings(data_dir=Path(sys.argv[1])), probe=dict)
+    number = service.store.add_version(sys.argv[2], parent=0, origin="submit", transformation=None,
+                                       source="// mine", status="pending")
+    print("PENDING", number, flush=True)
+    time.sleep(600)
+""")
+
+
+async def _report(client, sid: str, number: int) -> dict:
+    answer = await client.call_tool("get_version", {"session_id": sid, "version": number})
+    assert not answer.is_error, answer.content[0].text
+    return answer.structured_content
+
+
+@pytest.mark.anyio
+async def test_a_survivor_takes_over_the_pending_versions_of_a_killed_server(make_client, settings) -> None:
+    """Two servers on one data dir, one killed: its pending version used to stay pending until a server started
+    alone. Now it belongs to the killed server's lease, which the survivor sees is gone."""
+    async with make_client() as (client, service):  # up first, so the one killed is never alone
+        started = await client.call_tool("start_session", {"backend": "cuda", "sizes": {"M": 16, "N": 16, "K": 16},
+                                                           "label": "shared"})
+        sid = started.structured_content["session_id"]
+        other = subprocess.Popen([sys.executable, "-c", ABANDONING_SERVER, str(settings.data_dir), sid],
+                                 stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": PYTHONPATH})
+        try:
+            line = ""
+            while not line.startswith("PENDING"):
+                line = other.stdout.readline()
+                assert line, "the other server ended early"
+            number = int(line.split()[1])
+            assert (await _report(client, sid, number))["report"]["status"] == "pending"  # its server is alive
+            other.send_signal(signal.SIGKILL)
+            other.wait(timeout=10)
+        finally:
+            other.kill()
+            other.wait()
+        detail = await _report(client, sid, number)  # read at once, before any heartbeat
+        report = detail["report"]
+        assert (report["status"], report.get("failure")) == ("error", "interrupted"), report
+        assert "server stopped while this version was being evaluated" in report["message"]
+        # Nothing recorded is lost: the session, version 0 and the source of the version cut off.
+        assert detail["source"] == "// mine"
+        history = (await client.call_tool("history", {"session_id": sid})).structured_content
+        assert [(r["version"], r["status"]) for r in history["rows"]] == [(0, "compiled"), (number, "error")]
+        listed = (await client.call_tool("list_sessions", {})).structured_content["sessions"]
+        assert [(s["session_id"], s["label"]) for s in listed] == [(sid, "shared")]
+        assert service.store.version(sid, 0).status == "compiled" and service.store.session(sid).head == 0
+
+
+@pytest.mark.anyio
+async def test_a_lease_that_lapsed_gives_its_pending_versions_up(make_client, settings, monkeypatch) -> None:
+    """A server on another host cannot be checked by pid: its versions wait out its lease, then the heartbeat of a
+    live server takes them over, read or not."""
+    from peak_mcp import service as service_module
+    from peak_mcp.lease import LEASE_S
+
+    monkeypatch.setattr(service_module, "HEARTBEAT_S", 0.1)
+    async with make_client() as (client, service):
+        started = await client.call_tool("start_session", {"backend": "cuda", "sizes": {"M": 16, "N": 16, "K": 16}})
+        sid = started.structured_content["session_id"]
+        db = sqlite3.connect(settings.database)
+        now = time.time()
+        db.executemany("INSERT INTO servers (id, pid, host, started, created_at, heartbeat) VALUES (?, 1, "
+                       "'elsewhere', '', ?, ?)", [("lapsed", now - 600, now - LEASE_S - 1), ("live", now, now)])
+        db.commit()
+        db.close()
+        numbers = {owner: service.store.add_version(sid, parent=0, origin="submit", transformation=None,
+                                                    source=f"// {owner}", status="pending", owner=owner)
+                   for owner in ("lapsed", "live")}
+        db = sqlite3.connect(settings.database)
+        deadline = time.monotonic() + 10
+        while db.execute("SELECT status FROM versions WHERE owner = 'lapsed'").fetchone()[0] == "pending":
+            assert time.monotonic() < deadline, "no heartbeat took the lapsed lease's version over"
+            await anyio.sleep(0.05)
+        assert {row[0] for row in db.execute("SELECT id FROM servers")} == {"live", service.store.server_id}
+        db.close()
+        assert (await _report(client, sid, numbers["lapsed"]))["report"]["failure"] == "interrupted"
+        assert (await _report(client, sid, numbers["live"]))["report"]["status"] == "pending"
+
+
+@needs_vulkan
+@pytest.mark.anyio
+async def test_a_server_killed_mid_evaluation_leaves_nothing_pending_beside_a_survivor(make_client,
+                                                                                        settings) -> None:
+    """The same with `peak-mcp serve` itself, killed while its worker runs a kernel that never ends."""
+    async with make_client() as (client, service):
+        server = subprocess.Popen([sys.executable, "-m", "peak_mcp", "--data-dir", str(settings.data_dir), "serve"],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                  env={**os.environ, "PYTHONPATH": PYTHONPATH, "PEAK_MCP_BENCH_SECONDS": "0.1"})
+        replies: queue.Queue[dict] = queue.Queue()
+        threading.Thread(target=lambda: [replies.put(json.loads(line)) for line in server.stdout], daemon=True).start()
+
+        def send(message: dict) -> None:
+            server.stdin.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+            server.stdin.flush()
+
+        def answer(request_id: int) -> dict:
+            while (reply := replies.get(timeout=180)).get("id") != request_id:
+                pass
+            return reply
+
+        try:
+            send({"id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                                                              "clientInfo": {"name": "raw", "version": "0"}}})
+            answer(1)
+            send({"method": "notifications/initialized"})
+            send({"id": 2, "method": "tools/call", "params": {"name": "start_session", "arguments": {
+                "backend": "hlsl", "sizes": {"M": 64, "N": 64, "K": 64}}}})
+            sid = answer(2)["result"]["structuredContent"]["session_id"]
+            send({"id": 3, "method": "tools/call", "params": {"name": "submit_kernel", "arguments": {
+                "session_id": sid, "source": HANG}}})
+            deadline = time.monotonic() + 60
+            while len(service.store.versions(sid)) < 2:
+                assert time.monotonic() < deadline, "the submission was never recorded"
+                await anyio.sleep(0.05)
+            assert service.store.version(sid, 1).status == "pending"
+            server.send_signal(signal.SIGKILL)
+            server.wait(timeout=10)
+        finally:
+            server.kill()
+            server.wait()
+        detail = await _report(client, sid, 1)
+        assert (detail["report"]["status"], detail["report"].get("failure")) == ("error", "interrupted")
+        assert detail["source"] == HANG
+        v0 = await _report(client, sid, 0)
+        assert v0["report"]["status"] == "benchmarked" and v0["report"]["head"] == 0
 
 
 @needs_vulkan

@@ -11,7 +11,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
-from peak_mcp.apply import Applier
+from peak_mcp.apply import MAX_INSTRUCTIONS_CHARS, Applier
 from peak_mcp.models import ApplyStep
 from peak_mcp.service import PeakService
 from peak_mcp.tools.common import RECORDS, SessionId, VersionNumber, call
@@ -28,7 +28,8 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
         session_id: SessionId,
         transformation: Annotated[str, Field(description="catalog id, see list_transformations")],
         version: Annotated[VersionNumber | None, Field(description="version to transform (default: head)")] = None,
-        instructions: Annotated[str | None, Field(description="extra guidance for the LLM")] = None,
+        instructions: Annotated[str | None, Field(
+            description=f"extra guidance for the LLM, at most {MAX_INSTRUCTIONS_CHARS} characters")] = None,
         max_attempts: Annotated[int | None, Field(strict=True, ge=1, le=10,
                                                   description="attempts before giving up, 1-10 (default 3)")] = None,
     ) -> ApplyStep | types.InputRequiredResult:

@@ -14,6 +14,7 @@ from pydantic import Field
 from peak_mcp.apply import Applier
 from peak_mcp.catalog import Catalog
 from peak_mcp.errors import PeakError
+from peak_mcp.host_paths import for_agent
 from peak_mcp.models import (
     CheckReport,
     DiffReport,
@@ -27,6 +28,7 @@ from peak_mcp.models import (
 )
 from peak_mcp.responses import result
 from peak_mcp.service import PeakService
+from peak_mcp.text import LABEL_MAX_CHARS
 from peak_mcp.tools.common import (
     BACKEND,
     DTYPE,
@@ -48,8 +50,9 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
 
     @mcp.tool(annotations=READ_ONLY)
     async def doctor() -> Annotated[types.CallToolResult, DoctorReport]:
-        """Backends and devices found on this machine, and for each one missing, why and how to fix it."""
-        return result(await call(None, service.doctor, catalog.info()))
+        """Backends and devices found on this machine, and for each one missing, why and how to fix it. Toolkit
+        paths read as labels (`<cuda>/include`), not where this host keeps them."""
+        return result(for_agent(await call(None, service.doctor, catalog.info())))
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_problems() -> Annotated[types.CallToolResult, ProblemList]:
@@ -67,7 +70,9 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
             description="{'M': 4096, 'N': 4096, 'K': 4096}, or 'M=4096,N=4096,K=4096'; symbols left out take the "
                         "problem's defaults (the answer's note says which); default: the problem's, less on a CPU "
                         "device")] = None,
-        label: Annotated[str | None, Field(description="a name for the session, shown in list_sessions")] = None,
+        label: Annotated[str | None, Field(
+            description=f"a name for the session, shown in list_sessions: one line of visible text, at most "
+                        f"{LABEL_MAX_CHARS} characters", json_schema_extra={"maxLength": LABEL_MAX_CHARS})] = None,
         device: Annotated[int | str | None, Field(
             description="which device: an index, a name pattern such as 'H100', or 'auto' (default: the least "
                         "loaded of the backend's devices; doctor lists them with their queues)")] = None,
