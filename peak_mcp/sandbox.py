@@ -116,17 +116,46 @@ def landlock_abi() -> Protection:
 
 def python_runtime_paths() -> list[str]:
     """What a Python child needs to import this package and its dependencies: the interpreter's prefixes and
-    every import path entry, less any that would open a home directory or the root as a whole."""
-    home = os.path.realpath(os.path.expanduser("~"))
-    entries = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-               *sys.path]
+    every import path entry."""
+    return _grantable([sys.prefix, sys.base_prefix, sys.exec_prefix,
+                       os.path.dirname(os.path.realpath(sys.executable)), *sys.path])
+
+
+def tool_paths(environ: dict[str, str] | None = None) -> list[str]:
+    """Where this environment says programs, libraries and Vulkan drivers live, beyond the system trees: the tree
+    around each PATH and LD_LIBRARY_PATH entry (`/opt/x` for `/opt/x/bin`) and the folders of the Vulkan driver
+    manifests. A compiler unpacked under /tmp and put on PATH must stay runnable when confined."""
+    environ = os.environ if environ is None else environ
+    found: list[str] = []
+    for variable in ("PATH", "LD_LIBRARY_PATH"):
+        for entry in environ.get(variable, "").split(os.pathsep):
+            if os.path.isabs(entry):
+                real = os.path.realpath(entry).rstrip("/")
+                parent, leaf = os.path.split(real)
+                wide = (leaf in ("bin", "sbin") or leaf.startswith("lib")) and not _in_a_home(real)
+                found.append(parent if wide else real)  # ~/.local/bin, not ~/.local with the data dir in it
+    for variable in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES"):
+        found += [os.path.dirname(f) for f in environ.get(variable, "").split(os.pathsep) if os.path.isabs(f)]
+    return _grantable(found)
+
+
+def _homes() -> set[str]:
+    return {os.path.realpath(os.path.expanduser("~")), "/root", "/home"}
+
+
+def _in_a_home(path: str) -> bool:
+    return any(path.startswith(home + "/") for home in _homes())
+
+
+def _grantable(entries: Iterable[str]) -> list[str]:
+    """Existing real paths, less the root and any home directory or ancestor of one (it would grant all of it)."""
     kept: list[str] = []
     for entry in entries:
         if not entry or not os.path.exists(entry):
             continue
         real = os.path.realpath(entry)
-        if real == "/" or home == real or home.startswith(real.rstrip("/") + "/"):
-            continue  # an ancestor of home would grant all of it
+        if real == "/" or any(home == real or home.startswith(real.rstrip("/") + "/") for home in _homes()):
+            continue
         kept.append(real)
     return list(dict.fromkeys(kept))
 
@@ -139,7 +168,7 @@ def worker_policy(workdir: str, cache_dirs: Iterable[str] = ()) -> Policy:
     # /proc writable: cuInit writes under /proc/self (measured on the H100: CUDA_ERROR_OPERATING_SYSTEM without
     # it), and so do the CUDA processes a worker starts (compute-sanitizer's target), each under its own pid. Other
     # processes' entries stay out of reach: Landlock denies a confined process ptrace access to unconfined ones.
-    return Policy(read=(*SYSTEM_READ, *python_runtime_paths()),
+    return Policy(read=(*SYSTEM_READ, *python_runtime_paths(), *tool_paths()),
                   write=(workdir, "/proc", *cache_dirs, *DEVICE_WRITE, *devices))
 
 

@@ -329,8 +329,14 @@ class PeakService:
         session = self.store.session(session_id)
         if not isinstance(source, str) or not source.strip():
             raise InvalidInput("the kernel source is empty", "pass the whole kernel file, annotation line included.")
-        if len(source.encode()) > MAX_SOURCE_BYTES:
-            raise InvalidInput(f"the kernel source is {len(source.encode())} bytes, over the {MAX_SOURCE_BYTES} "
+        try:
+            size = len(source.encode())
+        except UnicodeEncodeError as exc:  # a lone surrogate from JSON's \ud800: no UTF-8 text, nothing to store
+            line = source.count("\n", 0, exc.start) + 1
+            raise InvalidInput(f"line {line} of the kernel source holds U+{ord(source[exc.start]):04X}, a lone "
+                               "surrogate: not valid Unicode text", "send the kernel as plain UTF-8 text.") from None
+        if size > MAX_SOURCE_BYTES:
+            raise InvalidInput(f"the kernel source is {size} bytes, over the {MAX_SOURCE_BYTES} "
                                "limit", "submit one kernel file, without generated tables.")
         number = self.store.add_version(session_id, parent=parent, origin=origin, transformation=transformation,
                                         apply_id=apply_id, attempt=attempt, source=source, status=Status.PENDING)

@@ -36,7 +36,7 @@ bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under 
 for part in ${PARTS:-tests cuda cuda16 hlsl}; do
     case $part in
     tests)  # the hostile-kernel tests have their own parts (hostile, hostile_tests): they take minutes
-        timeout 420 python3 -m pytest -q -m "gpu or vulkan" -p no:cacheprovider -rs ${PYTEST_ARGS:-} \
+        timeout "${TESTS_TIMEOUT:-540}" python3 -m pytest -q -m "gpu or vulkan" -p no:cacheprovider -rs ${PYTEST_ARGS:-} \
             --ignore=tests/test_hostile_cuda_gpu.py --ignore=tests/test_hostile_hlsl.py 2>&1 \
             | tee "$RESULTS/pytest.txt" ;;
     hostile)  # tests/hostile/manifest.yaml over stdio: a verdict table per backend (CUDA; HLSL on NVIDIA's Vulkan)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from peak_mcp.backends.base import CompileFailed
-from peak_mcp.sandbox import SYSTEM_READ, Policy, confined_command, python_runtime_paths
+from peak_mcp.sandbox import SYSTEM_READ, Policy, confined_command, python_runtime_paths, tool_paths
 
 GIB = 1 << 30
 
@@ -52,8 +52,8 @@ def configure(**changes: object) -> CompileLimits:
 
 
 # What compilers print when an allocation fails under RLIMIT_AS.
-_OUT_OF_MEMORY = re.compile(r"out of memory|bad_alloc|cannot allocate memory|memoryerror|allocation failed|"
-                            r"NVRTC_ERROR_OUT_OF_MEMORY", re.IGNORECASE)
+OUT_OF_MEMORY = re.compile(r"out of memory|bad_alloc|cannot allocate memory|memoryerror|allocation failed|"
+                            r"NVRTC_ERROROUT_OF_MEMORY", re.IGNORECASE)
 
 
 def resources_exceeded(name: str, what: str, source_name: str) -> CompileFailed:
@@ -68,7 +68,7 @@ def exceeded_limit(returncode: int, output: str, limits: CompileLimits) -> str |
     later if that is ignored); a failed allocation under the memory limit makes compilers say so and abort."""
     if returncode == -signal.SIGXCPU:
         return f"CPU time ({limits.cpu_seconds} s)"
-    if returncode != 0 and _OUT_OF_MEMORY.search(output):
+    if returncode != 0 and OUT_OF_MEMORY.search(output):
         return f"memory ({limits.memory_bytes / GIB:g} GiB)"
     if returncode == -signal.SIGKILL:
         return f"CPU time ({limits.cpu_seconds} s) or memory ({limits.memory_bytes / GIB:g} GiB)"
@@ -85,7 +85,7 @@ def run_compiler(name: str, command: list[str], workdir: str, source_name: str, 
     if wall_seconds is not None:
         bounds = replace(bounds, wall_seconds=min(wall_seconds, bounds.wall_seconds))
     tool_root = str(Path(os.path.realpath(command[0])).parent.parent)  # e.g. /opt/dxc for /opt/dxc/bin/dxc
-    policy = bounds.policy([tool_root, *read, *python_runtime_paths()], [workdir])
+    policy = bounds.policy([tool_root, *read, *python_runtime_paths(), *tool_paths()], [workdir])
     process = subprocess.Popen(confined_command(policy, command, bounds.sandbox), cwd=workdir, env=env,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                                start_new_session=True)

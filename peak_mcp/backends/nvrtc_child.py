@@ -146,7 +146,8 @@ def main() -> int:
             reply = {"ok": False, "resources": True, "error": "out of memory"}
         except Exception as exc:
             text = str(exc)
-            reply = {"ok": False, "resources": "OUT_OF_MEMORY" in text, "error": text}
+            # NVRTC reports an allocation that failed under the limit as `catastrophic error: out of memory`.
+            reply = {"ok": False, "resources": bool(confined.OUT_OF_MEMORY.search(text)), "error": text}
         out.write(json.dumps(reply).encode() + b"\n")
         out.flush()
     return 0
