@@ -99,6 +99,18 @@ class HlslExecutor(Executor):
 
     # --- compile ---------------------------------------------------------------------------------------------
     def compile(self, source: str, spec: LaunchSpec) -> Compiled:
+        return self.load(self.build(source, spec))
+
+    def load(self, kernel: Compiled) -> Compiled:
+        """The driver-side compile, on the thread that launches: the pipeline cache evicts (destroys) pipelines,
+        and the `vulkan` binding's call machinery is not safe across threads (a tune on the H100 crashed when
+        build threads made pipelines beside timed dispatches)."""
+        if self.device is not None:
+            self._pipeline(kernel.handle)  # now, so that its errors read as compile errors
+        return kernel
+
+    def build(self, source: str, spec: LaunchSpec) -> Compiled:
+        """SPIR-V and its checks, without the device: safe on a build thread."""
         if self.compiler is None:
             raise CompileFailed("no HLSL compiler: install glslang-tools (glslangValidator) or put dxc on PATH")
         refused = check_source(source, None)  # no includes at all; a self-include would also hang glslang
@@ -126,8 +138,6 @@ class HlslExecutor(Executor):
         if problems:
             raise CompileFailed("\n".join(f"{SOURCE_NAME}: error: {p}" for p in problems))
         kernel = HlslKernel(spirv, spec.entry, info, hashlib.sha256(spirv + spec.entry.encode()).hexdigest())
-        if self.device is not None:
-            self._pipeline(kernel)  # driver-side compile now, so its errors read as compile errors
         x, y, z = info.local_size or (0, 0, 0)
         resources: dict[str, Any] = {
             "numthreads": [x, y, z], "threads_per_group": x * y * z, "groupshared_bytes": info.groupshared_bytes,
