@@ -44,7 +44,7 @@ class Applier:
             raise InvalidInput(f"instructions are {len(instructions)} characters, over the {MAX_INSTRUCTIONS_CHARS}-"
                                "character limit", "say what the LLM should do differently in a few sentences.")
         base = self.service.resolve_version(session_id, version)
-        if not base.status.usable:
+        if not (base.status.usable or base.status.passed_here):
             raise InvalidInput(f"version {base.number} has status {base.status}; transformations apply to "
                                "passing versions", "pick a benchmarked version (see history) or omit version.")
         self.catalog.get(transformation)  # NotFound with close matches
@@ -135,6 +135,11 @@ class Applier:
             step.result = attempts[-1].version if attempts else None
             step.message = (f"all {run.max_attempts} attempts failed; the last: "
                             f"{attempts[-1].failure if attempts else 'none'}")
+            specialized = [a.version for a in attempts if a.status is Status.NOT_GENERAL]
+            if specialized:
+                step.message += (f". Right at the session's sizes only: version(s) {specialized}; "
+                                 f"revert(version={specialized[-1]}, require_generality=false) accepts one as a "
+                                 "specialized kernel")
             return step
         step.brief, step.system_prompt = brief, SYSTEM_PROMPT
         step.message = f"attempt {run.attempts + 1} of {run.max_attempts}: waiting for a kernel"

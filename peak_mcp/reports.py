@@ -77,7 +77,8 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
             name += f" #{r['attempt']}"
         if r.get("params"):
             name += " [" + " ".join(f"{k}={v}" for k, v in r["params"].items()) + "]"
-        status = r["status"] + (f": {r['failure']}" if r["failure"] and r["status"] not in ("benchmarked",) else "")
+        failure = (r["failure"] or "").removeprefix("generality_") if r["status"] == "not_general" else r["failure"]
+        status = r["status"] + (f": {failure}" if failure and r["status"] not in ("benchmarked",) else "")
         speed = rate(r["tflops"]) if r["tflops"] is not None else ""
         lines.append(f"| {r['version']}{mark} | {fmt(r['parent'], 'd')} | {name} | {status} | "
                      f"{fmt(r['median_ms'], '.4g')} | {speed} | {fmt(r['speedup_vs_parent'], '.2f')}"

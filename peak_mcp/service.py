@@ -83,6 +83,28 @@ def _quiet(_: str) -> None:
     pass
 
 
+def _sizes(sizes: dict[str, int] | str) -> str:
+    return sizes if isinstance(sizes, str) else ",".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def not_general_message(outcome: Outcome, generality: Generality) -> str:
+    """What a version right at the session's sizes and wrong at others says: not a success, where it failed first
+    (with the check's numbers), where else, and what would make it one."""
+    first, *rest = generality.failures
+    where = f"{len(generality.failures)} of {len(generality.sizes_checked) or len(generality.failures)}"
+    timing = outcome.timing
+    here = f" (median {timing.median_ms:.4g} ms, {rate(timing.tflops)})" if timing else ""
+    text = (f"not general: right at the session's sizes{here} but wrong at {where} sampled other sizes, so not a "
+            f"success. First at {_sizes(first.sizes)}: {first.check}: {(first.message or '').strip().rstrip('.')}")
+    if rest:
+        text += ". Also at " + "; ".join(f"{_sizes(f.sizes)} ({f.check})" for f in rest[:4])
+        text += f" and {len(rest) - 4} more" if len(rest) > 4 else ""
+    allowed = f"every size meeting the session's constraints {generality.constraints}" if generality.constraints \
+        else "any size (the session declares no constraints)"
+    return (text + f". A kernel must be right at {allowed}: handle the edges (guard loads and stores past M, N, K), "
+                   "or accept a specialized kernel with submit_kernel(require_generality=false).")
+
+
 def _tuning_brief(report: TuneReport | None) -> dict[str, Any] | None:
     if report is None:
         return None
@@ -341,20 +363,21 @@ class PeakService:
         number = self.store.add_version(session_id, parent=parent, origin=origin, transformation=transformation,
                                         apply_id=apply_id, attempt=attempt, source=source, status=Status.PENDING)
         outcome = self._evaluate(session, source, progress, vendor_ms=session.vendor_ms)
-        general = True
         if outcome.status.passed:
             # Everything measured so far is recorded now, but the version stays pending until it is checked at the
             # other sizes: a server that dies meanwhile leaves it interrupted, never passed unchecked.
             self.store.update_version(session_id, number,
                                       **outcome.model_copy(update={"status": Status.PENDING}).columns())
             outcome = self._with_generality(session, source, outcome, progress)
-            general = outcome.generality is None or outcome.generality.passed is not False or not require_generality
         self.store.update_version(session_id, number, **outcome.columns())
-        # Without a device, "compiled" is as far as any version gets, so it is what moves head.
+        # Without a device, "compiled" is as far as any version gets, so it is what moves head. A version that is
+        # wrong at other sizes moves it only when the agent accepts a specialized kernel.
         status = outcome.status
-        best_possible = status.passed if session.device_index >= 0 else status is Status.COMPILED
-        first_compiled = status is Status.COMPILED and session.head is None
-        if (best_possible and general) or first_compiled:
+        if session.device_index >= 0:
+            moves = status.passed or (status is Status.NOT_GENERAL and not require_generality)
+        else:
+            moves = status is Status.COMPILED
+        if moves or (status is Status.COMPILED and session.head is None):
             self.store.set_head(session_id, number)
         report = self.version_report(session_id, number)
         report.seconds = time.perf_counter() - started
@@ -378,6 +401,10 @@ class PeakService:
             first = sanitized.failures[0]
             return outcome.model_copy(update={"status": Status.FAILED, "failure": first.check,
                                               "message": f"{first.message} (at {sanitized.sizes})"})
+        if generality.passed is False and generality.failures:
+            return outcome.model_copy(update={"status": Status.NOT_GENERAL,
+                                              "failure": f"generality_{generality.failures[0].check}",
+                                              "message": not_general_message(outcome, generality)})
         return outcome
 
     def _generality(self, session: SessionRow, source: str,
@@ -561,10 +588,10 @@ class PeakService:
 
     def revert(self, session_id: str, version: int, require_generality: bool = True) -> VersionReport:
         v = self.store.version(session_id, version)
-        if not Status(v.status).usable:
+        if not (v.status.usable or v.status is Status.NOT_GENERAL):
             raise InvalidInput(f"version {version} has status {v.status}; only passing versions can become head",
                                "pick a version whose status is benchmarked (see history).")
-        if require_generality and v.generality is not None and v.generality.passed is False:
+        if require_generality and v.status is Status.NOT_GENERAL:
             raise InvalidInput(f"version {version} failed at other sizes (generality); head moves only to general "
                                "versions", "pass require_generality=false to accept a specialized kernel.")
         self.store.set_head(session_id, version)
