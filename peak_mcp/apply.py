@@ -84,9 +84,15 @@ class Applier:
         if baseline and baseline.available:
             standing.vendor_ms, standing.vendor_name = baseline.median_ms, baseline.library
         if session.head is not None:
-            perf = self.service.version_report(session_id, session.head).performance or {}
+            report = self.service.version_report(session_id, session.head)
+            perf = report.performance or {}
             standing.head_ms, standing.head_tflops = perf.get("median_ms"), perf.get("tflops")
             standing.head_pct_of_peak = perf.get("pct_of_peak")
+            standing.best = report.best
+        if standing.best is not None:
+            perf = self.service.version_report(session_id, standing.best).performance or {}
+            standing.best_ms, standing.best_tflops = perf.get("median_ms"), perf.get("tflops")
+            standing.best_pct_of_peak = perf.get("pct_of_peak")
         return standing
 
     def _brief(self, run: ApplyRunRow, attempts: list[VersionReport]) -> tuple[str, str]:
@@ -95,7 +101,8 @@ class Applier:
         store = self.service.store
         base = store.version(run.session_id, run.base_version)
         if not attempts:
-            return build_brief(task, standing, base.source, max_attempts=run.max_attempts), resolved
+            return build_brief(task, standing, base.source, max_attempts=run.max_attempts,
+                               version=base.number), resolved
         last = attempts[-1]
         failed_row = store.version(run.session_id, last.version)
         parent = store.version(run.session_id, last.parent) if last.parent is not None else base
@@ -128,7 +135,8 @@ class Applier:
         if run.state == "succeeded":
             step.succeeded, step.result = True, attempts[-1].version
             step.attempt = run.attempts
-            step.message = f"applied in {run.attempts} attempt(s): version {attempts[-1].version}"
+            step.message = (f"applied in {run.attempts} attempt(s): version {attempts[-1].version}; "
+                            + self.service.standing_note(run.session_id, attempts[-1].version))
             return step
         if run.state == "exhausted":
             step.attempt = run.attempts

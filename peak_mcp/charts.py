@@ -67,9 +67,11 @@ def _session_title(session: dict[str, Any]) -> str:
 
 
 def chart_summary(rows: list[dict[str, Any]]) -> str:
-    """The chart's marks in words (the PNG's Description): head, and versions wrong at other sizes."""
+    """The chart's marks in words (the PNG's Description): head, best, and versions wrong at other sizes."""
     head = next((r["version"] for r in rows if r["head"]), None)
-    parts = [f"head v{head}" if head is not None else "no head"]
+    best = next((r["version"] for r in rows if r.get("best")), None)
+    parts = [f"head v{head}" if head is not None else "no head",
+             f"best (fastest general version) v{best}" if best is not None else "no best"]
     wrong = [f"v{r['version']}" for r in rows if r["status"] == NOT_GENERAL]
     if wrong:
         parts.append("not general (wrong at other sizes): " + ", ".join(wrong))
@@ -167,6 +169,10 @@ def lineage_figure(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_
             ax.plot(x, y, marker="o", markersize=6, color="#1f77b4", zorder=3)
             points.append((x, y, 5))
         not_general_count += r["status"] == NOT_GENERAL
+        if r.get("best"):  # the fastest general version: a green ring, around the star when head is the best
+            ax.plot(x, y, marker="o", markersize=21 if r["version"] == head else 13, markerfacecolor="none",
+                    markeredgecolor="#2ca02c", markeredgewidth=1.8, lw=0, zorder=5)
+            points.append((x, y, 13 if r["version"] == head else 8))
 
     # failed or untimed versions: apart from the tree, one step right of the parent, at the parent's height
     failed_count = untimed_count = 0
@@ -218,6 +224,9 @@ def lineage_figure(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_
     handles = [Line2D([], [], marker="o", color="#1f77b4", lw=1.1, label="version (edge: parent → child)"),
                Line2D([], [], marker="*", color="#f2a900", markeredgecolor="black", markersize=12, lw=0,
                       label="head")]
+    if any(r.get("best") for r in timed.values()):
+        handles.append(Line2D([], [], marker="o", markerfacecolor="none", markeredgecolor="#2ca02c",
+                              markeredgewidth=1.8, markersize=10, lw=0, label="best (fastest general version)"))
     if any(r.get("min_ms") for r in timed.values()):
         handles.append(Line2D([], [], marker="|", color="#555555", lw=0, markersize=10, label="min–max of timed runs"))
     if not_general_count:
@@ -234,7 +243,8 @@ def lineage_figure(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_
 
     fig.canvas.draw()  # settle the layout, then freeze it so the labels are placed against final positions
     fig.set_layout_engine("none")
-    _place_labels(fig, ax, [(depth[v], speedup(r["median_ms"]), short_label(r), 6 if v == head else 0)
+    _place_labels(fig, ax, [(depth[v], speedup(r["median_ms"]), short_label(r),
+                             6 if v == head else 3 if r.get("best") else 0)
                             for v, r in sorted(timed.items())], points, edges)
     return fig
 

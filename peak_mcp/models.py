@@ -8,6 +8,10 @@ from pydantic import BaseModel, Field
 
 from peak_mcp.phases import CompileInfo  # the stored compile record, shown as it is (log trimmed)
 from peak_mcp.records import Status
+from peak_mcp.tuning import TuneReport
+
+BEST = ("the fastest general version (right at the session's sizes and at sampled other sizes); head is where work "
+        "continues by default and may be slower")
 
 
 class Missing(BaseModel):
@@ -61,6 +65,8 @@ class VersionReport(BaseModel):
         None, description="validation at sampled other sizes: {passed, sizes_checked, failures: [{sizes, check, "
                           "message}]}; head moves only to versions that pass it unless asked otherwise")
     head: int | None
+    best: int | None = Field(None, description=BEST)
+    note: str | None = Field(None, description="what this submission did to head and best")
     seconds: float | None = Field(None, description="wall time of this submission on the server")
     tuning: dict[str, Any] | None = Field(None, description="the last tune: strategy, configurations tried, the "
                                                          "best and the five fastest")
@@ -76,6 +82,7 @@ class SessionInfo(BaseModel):
     sizes: dict[str, int]
     device: dict[str, Any] = Field(description="the device in brief (doctor lists every detected property)")
     head: int | None
+    best: int | None = Field(None, description=BEST)
     versions: int
     baseline: dict[str, Any] | None
     label: str | None = None
@@ -94,7 +101,7 @@ class SessionSummary(BaseModel):
     device: str
     head: int | None
     versions: int
-    best: str | None = Field(None, description="head's median time and rate")
+    best: str | None = Field(None, description="the fastest general version, its median time and rate")
 
 
 class SessionList(BaseModel):
@@ -125,6 +132,7 @@ class HistoryReport(BaseModel):
     sizes: dict[str, int]
     device: str
     head: int | None
+    best: int | None = Field(None, description=BEST)
     baseline: dict[str, Any] | None
     rows: list[dict[str, Any]]
     table: str
@@ -187,6 +195,14 @@ class TransformationText(BaseModel):
     extends: str | None
     resolved_from: str | None = Field(None, description="the id asked for, when a specialization was chosen")
     body: str
+
+
+class TuneAnswer(TuneReport):
+    """A tune report (`best`: its fastest configuration), and where the session's head and best version stand after
+    it (a tuned time can make a new best version)."""
+
+    head: int | None = None
+    best_version: int | None = Field(None, description=BEST)
 
 
 class StatsReport(BaseModel):

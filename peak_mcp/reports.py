@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from peak_mcp.devices import Device
@@ -20,6 +21,14 @@ def trim_log(text: str | None, limit: int = _LOG_LIMIT) -> str:
 
 def median_ms(version: VersionRow | None) -> float | None:
     return version.median_ms if version is not None else None
+
+
+def best_version(versions: Iterable[VersionRow]) -> VersionRow | None:
+    """The fastest general version: a success (right at the session's sizes and at the sampled other sizes, or
+    none could be sampled) with a time. Head is where work continues and may be slower; a compile-only session has
+    no best."""
+    timed = [v for v in versions if v.status.passed and v.timing is not None]
+    return min(timed, key=lambda v: v.timing.median_ms if v.timing else 0.0, default=None)
 
 
 def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: Baseline | None,
@@ -49,6 +58,7 @@ def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: 
 def history_rows(session: SessionRow, versions: list[VersionRow], device: Device,
                  peak_path: str) -> list[dict[str, Any]]:
     by_number = {v.number: v for v in versions}
+    best = best_version(versions)
     rows = []
     for v in versions:
         perf = performance(v, by_number, session.baseline, device, peak_path) or {}
@@ -58,7 +68,7 @@ def history_rows(session: SessionRow, versions: list[VersionRow], device: Device
             "failure": v.failure, "median_ms": perf.get("median_ms"), "tflops": perf.get("tflops"),
             "speedup_vs_parent": perf.get("speedup_vs_parent"), "speedup_vs_v0": perf.get("speedup_vs_v0"),
             "pct_of_vendor": perf.get("pct_of_vendor"), "pct_of_peak": perf.get("pct_of_peak"),
-            "head": v.number == session.head,
+            "head": v.number == session.head, "best": best is not None and v.number == best.number,
             "params": v.timing.params if v.timing else None,  # the tuned configuration timed, when tuned
         })
     return rows
@@ -71,7 +81,8 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     lines = ["| v | parent | transformation | status | ms | rate | ×parent | ×v0 | % vendor | % peak |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        mark = " (head)" if r["head"] else ""
+        marks = [name for name in ("head", "best") if r.get(name)]
+        mark = f" ({', '.join(marks)})" if marks else ""
         name = r["transformation"] or r["origin"]
         if r["attempt"]:
             name += f" #{r['attempt']}"

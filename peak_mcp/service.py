@@ -42,7 +42,7 @@ from peak_mcp.models import (
 from peak_mcp.phases import Baseline, Generality, Recheck, SanitizerReport, SizeFailure, Verdict, dumped
 from peak_mcp.problems import PROBLEMS, get_problem
 from peak_mcp.records import Outcome, SessionRow, Status, VersionRow
-from peak_mcp.reports import history_rows, markdown_table, performance, trim_log
+from peak_mcp.reports import best_version, history_rows, markdown_table, performance, trim_log
 from peak_mcp.responses import rate
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, Job, ProfileJob, TuneJob
 from peak_mcp.runner.ownership import ServerPresence
@@ -103,6 +103,10 @@ def not_general_message(outcome: Outcome, generality: Generality) -> str:
         else "any size (the session declares no constraints)"
     return (text + f". A kernel must be right at {allowed}: handle the edges (guard loads and stores past M, N, K), "
                    "or accept a specialized kernel with submit_kernel(require_generality=false).")
+
+
+def _number(version: VersionRow | None) -> int | None:
+    return version.number if version is not None else None
 
 
 def _tuning_brief(report: TuneReport | None) -> dict[str, Any] | None:
@@ -304,19 +308,21 @@ class PeakService:
 
     def session_info(self, session_id: str) -> SessionInfo:
         s = self.store.session(session_id)
+        versions = self.store.versions(session_id)
         return SessionInfo(session_id=s.id, problem=s.problem, backend=s.backend, dtype=s.dtype,
                            sizes=s.sizes, device=self.device_of(s).summary(), head=s.head,
-                           versions=len(self.store.versions(session_id)), baseline=dumped(s.baseline), label=s.label,
-                           constraints=s.constraints or [])
+                           best=_number(best_version(versions)), versions=len(versions),
+                           baseline=dumped(s.baseline), label=s.label, constraints=s.constraints or [])
 
     def session_list(self, offset: int = 0, limit: int = 20) -> SessionList:
         """One line per session, oldest first, a page at a time."""
         sessions = self.store.sessions()
         rows = []
         for s in sessions[offset:offset + limit]:
-            versions = self.store.versions(s.id)  # once per session: the count and head's time
-            timing = next((v.timing for v in versions if v.number == s.head), None)
-            best = f"v{s.head}: {timing.median_ms:.4g} ms, {rate(timing.tflops)}" if timing else None
+            versions = self.store.versions(s.id)  # once per session: the count and the best version's time
+            fastest = best_version(versions)
+            best = f"v{fastest.number}: {fastest.timing.median_ms:.4g} ms, {rate(fastest.timing.tflops)}" \
+                if fastest and fastest.timing else None
             # clipped: a data dir from before labels were bounded may hold one of megabytes, on every page
             rows.append(SessionSummary(session_id=s.id, label=clipped(s.label) if s.label else s.label,
                                        problem=s.problem,
@@ -380,6 +386,7 @@ class PeakService:
         if moves or (status is Status.COMPILED and session.head is None):
             self.store.set_head(session_id, number)
         report = self.version_report(session_id, number)
+        report.note = self.standing_note(session_id, number)
         report.seconds = time.perf_counter() - started
         log.info("version recorded", session=session_id, version=number, status=report.status,
                  seconds=round(report.seconds, 3))
@@ -561,7 +568,7 @@ class PeakService:
             validation=dumped(v.validation), generality=dumped(v.generality), tuning=_tuning_brief(v.tuning),
             performance=performance(v, versions, session.baseline, self.device_of(session),
                                     problem.peak_path(session.dtype)),
-            head=session.head,
+            head=session.head, best=_number(best_version(versions.values())),
             phases={phase: round(record.seconds, 3) for phase, record in spent.items()
                     if record is not None and record.seconds is not None})
 
@@ -601,11 +608,37 @@ class PeakService:
         session = self.store.session(session_id)
         device = self.device_of(session)
         problem = get_problem(session.problem)
-        rows = history_rows(session, self.store.versions(session_id), device, problem.peak_path(session.dtype))
+        versions = self.store.versions(session_id)
+        rows = history_rows(session, versions, device, problem.peak_path(session.dtype))
         return HistoryReport(session_id=session_id, problem=session.problem, backend=session.backend,
                              dtype=session.dtype, sizes=session.sizes, device=session.device,
-                             head=session.head, baseline=dumped(session.baseline), rows=rows,
-                             table=markdown_table(rows))
+                             head=session.head, best=_number(best_version(versions)),
+                             baseline=dumped(session.baseline), rows=rows, table=markdown_table(rows))
+
+    def head_and_best(self, session_id: str) -> tuple[int | None, int | None]:
+        """Head (where work continues by default) and best (the fastest general version)."""
+        return self.store.session(session_id).head, _number(best_version(self.store.versions(session_id)))
+
+    def standing_note(self, session_id: str, number: int) -> str:
+        """Where version `number` left head and best, in one line: "head → v5 (0.21× its parent v4); best: v2
+        (54.59 ms), head is 0.26× as fast"."""
+        session = self.store.session(session_id)
+        versions = {v.number: v for v in self.store.versions(session_id)}
+        v, head, best = versions[number], session.head, best_version(versions.values())
+        if head == number:
+            parent = versions.get(v.parent) if v.parent is not None else None
+            ratio = parent.median_ms / v.median_ms if parent and parent.median_ms and v.median_ms else None
+            text = f"head → v{number}" + (f" ({ratio:.2f}× its parent v{parent.number})" if ratio and parent else "")
+        else:
+            text = f"head stays v{head}" if head is not None else "no head yet"
+        if best is None:
+            return text + ("; no general version is timed yet" if session.runs else "")
+        if best.number == head:
+            return text + ("; it is the new best (fastest general version)" if head == number else
+                           "; head is also the best (fastest general version)")
+        head_ms = versions[head].median_ms if head is not None else None
+        slower = f", head is {best.median_ms / head_ms:.2f}× as fast" if head_ms and best.median_ms else ""
+        return text + f"; best: v{best.number} ({best.median_ms:.4g} ms){slower}"
 
     def history_chart(self, session_id: str) -> bytes:
         from peak_mcp.charts import history_chart

@@ -79,3 +79,80 @@ async def test_a_version_wrong_at_other_sizes_is_no_success_anywhere(make_client
         accepted = (await client.call_tool("revert", {"session_id": sid, "version": step["result"],
                                                       "require_generality": False})).structured_content
         assert accepted["head"] == step["result"] and accepted["status"] == "not_general"
+
+
+FAST = (EXAMPLES / "hlsl" / "register_blocked.hlsl").read_text()
+NAIVE = (EXAMPLES / "hlsl" / "naive.hlsl").read_text()
+# The naive kernel doing its whole K loop 8 times: general and right, and far slower than register blocking.
+SLOW = NAIVE.replace("float acc = 0.0;", "float acc = 0.0;\n    [loop] for (uint r = 0; r < 8; ++r) { acc = 0.0;"
+                     ).replace("C[row * p.N + col] = acc;", "}\n    C[row * p.N + col] = acc;")
+SIXTY_FOUR = {"M": 64, "N": 64, "K": 64}
+
+
+async def test_best_stands_beside_head_in_every_report_and_brief(make_client) -> None:
+    """Head moves to a general version slower than its parent; every report names best (the fastest general
+    version) beside head, the submission says what it did to both, and the next brief does not call head the
+    best."""
+    assert SLOW != NAIVE
+    llm = ScriptedLLM([fenced(SLOW, "hlsl")])
+    async with make_client(sampling_callback=llm) as (client, _):
+        started = (await client.call_tool("start_session", {"backend": "hlsl", "sizes": SIXTY_FOUR})
+                   ).structured_content
+        sid = started["session_id"]
+        assert (started["head"], started["best"]) == (0, 0)
+        fast = (await client.call_tool("submit_kernel", {"session_id": sid, "source": FAST})).structured_content
+        assert (fast["head"], fast["best"]) == (1, 1), fast
+        assert fast["note"].startswith("head → v1 (") and "the new best" in fast["note"], fast["note"]
+        slow = (await client.call_tool("submit_kernel", {"session_id": sid, "source": SLOW})).structured_content
+        assert slow["status"] == "benchmarked" and slow["performance"]["speedup_vs_parent"] < 1, slow
+        assert (slow["head"], slow["best"]) == (2, 1)
+        assert slow["note"].startswith("head → v2 (0.") and "its parent v1); best: v1 (" in slow["note"], slow
+
+        history = await client.call_tool("history", {"session_id": sid, "chart": True})
+        assert (history.structured_content["head"], history.structured_content["best"]) == (2, 1)
+        assert [r["version"] for r in history.structured_content["rows"] if r["best"]] == [1]
+        assert "| 1 (best) | 0 |" in history.content[0].text and "| 2 (head) | 1 |" in history.content[0].text
+        described = _png_description(history.content[1].data)
+        assert "head v2" in described and "best (fastest general version) v1" in described, described
+        listed = (await client.call_tool("list_sessions", {})).structured_content["sessions"][0]
+        assert listed["head"] == 2 and listed["best"].startswith("v1: "), listed
+        detail = (await client.call_tool("get_version", {"session_id": sid})).structured_content["report"]
+        assert (detail["head"], detail["best"]) == (2, 1)
+        suggested = (await client.call_tool("suggest_next", {"session_id": sid})).structured_content
+        assert (suggested["head"], suggested["best"]) == (2, 1)
+
+        # The brief of the next transformation: head and best apart, the yardstick against best.
+        step = (await client.call_tool("apply_transformation", {"session_id": sid,
+                                                                "transformation": "loop-unrolling-and-launch-bounds"})
+                ).structured_content
+        brief = llm.prompts[0]
+        assert "Current best (head)" not in brief
+        assert "Head (where work continues by default): version 2: " in brief, brief
+        assert "Best (the fastest general version): version 1: " in brief
+        assert "; best is at " in brief and "## Current kernel (version 2)" in brief
+        assert step["succeeded"] and f"version {step['result']}; head → v{step['result']} (" in step["message"]
+        assert step["message"].endswith("as fast") and "best: v1 (" in step["message"], step["message"]
+
+
+def test_the_demo_ends_saying_which_version_is_best(tmp_path) -> None:
+    """The demo submits a fast kernel, then a slower general one (head moves to it): it ends naming the best version
+    and its kernel file, and leaves head on it."""
+    import os
+    import subprocess
+    import sys
+
+    slow = tmp_path / "slow.hlsl"
+    slow.write_text(SLOW)
+    data = tmp_path / "data"
+    done = subprocess.run([sys.executable, "-m", "peak_mcp", "demo", "--backend", "hlsl", "--sizes", "M=64,N=64,K=64",
+                           "--data-dir", str(data), "--kernels", str(EXAMPLES / "hlsl" / "register_blocked.hlsl"),
+                           str(slow)], capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("slow.hlsl: v2 benchmarked") and "best: v1 (" in line for line in lines), done.stdout
+    assert any(line.startswith("best: v1 (register_blocked.hlsl), ") and "× v0; head: v2" in line
+               for line in lines), done.stdout
+    assert "head moved to the best version, v1 (revert)" in lines
+    listed = subprocess.run([sys.executable, "-m", "peak_mcp", "sessions", "--data-dir", str(data)],
+                            capture_output=True, text=True, timeout=120)
+    assert "head v1  best v1 " in listed.stdout, listed.stdout
