@@ -11,7 +11,8 @@ from peak_mcp.records import SessionRow, VersionRow
 from peak_mcp.responses import rate
 
 _LOG_LIMIT = 4000
-_SHOWN_TIMING = ("median_ms", "min_ms", "max_ms", "cv", "reps", "tflops", "gbps", "params")  # params: the tuned one
+# params: the configuration timed (params_from: tuned, parent or defaults)
+_SHOWN_TIMING = ("median_ms", "min_ms", "max_ms", "cv", "reps", "tflops", "gbps", "params", "params_from")
 
 
 def trim_log(text: str | None, limit: int = _LOG_LIMIT) -> str:
@@ -31,6 +32,33 @@ def best_version(versions: Iterable[VersionRow]) -> VersionRow | None:
     return min(timed, key=lambda v: v.timing.median_ms if v.timing else 0.0, default=None)
 
 
+def configuration(version: VersionRow) -> str | None:
+    """The configuration a version's time is of, and where it came from: "TILE=32 WPT=2 (tuned)"."""
+    timing = version.timing
+    if timing is None or not timing.params:
+        return None
+    how = {"defaults": "defaults", "parent": f"v{version.parent}'s tuned"}.get(timing.params_from or "", "tuned")
+    return " ".join(f"{k}={v}" for k, v in timing.params.items()) + f" ({how})"
+
+
+def compared(version: VersionRow, parent: VersionRow) -> str:
+    """Which configuration each side of speedup_vs_parent ran, and whether that compares like with like: the same
+    configuration, or both sides at their tuned (or both at their default) ones."""
+    mine, theirs = configuration(version), configuration(parent)
+    if mine is None:
+        return f"v{version.number} has no parameters; v{parent.number} at {theirs}"
+    text = f"v{version.number} at {mine} vs v{parent.number} at {theirs}"
+
+    def tuned(v: VersionRow) -> bool:
+        return bool(v.timing and v.timing.params and v.timing.params_from != "defaults")
+
+    same = version.timing and parent.timing and version.timing.params == parent.timing.params
+    if same or tuned(version) == tuned(parent):
+        return text + ": like for like"
+    untuned = version if tuned(parent) else parent
+    return text + f": not like for like, tune v{untuned.number} to compare"
+
+
 def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: Baseline | None,
                 device: Device, peak_path: str) -> dict[str, Any] | None:
     """Timing plus the ratios that give it meaning (`baseline`: the vendor library's timing in the session)."""
@@ -42,6 +70,8 @@ def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: 
     parent = versions.get(version.parent) if version.parent is not None else None
     if median_ms(parent):
         out["speedup_vs_parent"] = median_ms(parent) / mine
+        if parent is not None and parent.timing and parent.timing.params:
+            out["vs_parent"] = compared(version, parent)
     if median_ms(versions.get(0)):
         out["speedup_vs_v0"] = median_ms(versions.get(0)) / mine
     if baseline and baseline.available and baseline.median_ms:
@@ -69,7 +99,8 @@ def history_rows(session: SessionRow, versions: list[VersionRow], device: Device
             "speedup_vs_parent": perf.get("speedup_vs_parent"), "speedup_vs_v0": perf.get("speedup_vs_v0"),
             "pct_of_vendor": perf.get("pct_of_vendor"), "pct_of_peak": perf.get("pct_of_peak"),
             "head": v.number == session.head, "best": best is not None and v.number == best.number,
-            "params": v.timing.params if v.timing else None,  # the tuned configuration timed, when tuned
+            "params": v.timing.params if v.timing else None,  # the configuration timed, for a kernel with params
+            "configuration": configuration(v),  # the same in words, with where it came from
         })
     return rows
 
@@ -86,8 +117,8 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         name = r["transformation"] or r["origin"]
         if r["attempt"]:
             name += f" #{r['attempt']}"
-        if r.get("params"):
-            name += " [" + " ".join(f"{k}={v}" for k, v in r["params"].items()) + "]"
+        if r.get("configuration"):
+            name += f" [{r['configuration']}]"
         failure = (r["failure"] or "").removeprefix("generality_") if r["status"] == "not_general" else r["failure"]
         status = r["status"] + (f": {failure}" if failure and r["status"] not in ("benchmarked",) else "")
         speed = rate(r["tflops"]) if r["tflops"] is not None else ""

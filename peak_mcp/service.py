@@ -368,13 +368,21 @@ class PeakService:
                                "limit", "submit one kernel file, without generated tables.")
         number = self.store.add_version(session_id, parent=parent, origin=origin, transformation=transformation,
                                         apply_id=apply_id, attempt=attempt, source=source, status=Status.PENDING)
-        outcome = self._evaluate(session, source, progress, vendor_ms=session.vendor_ms)
+        # A child whose parameters take its parent's tuned configuration starts from it, so that its time compares
+        # with the parent's tuned one; otherwise each list's first value.
+        params, params_from = self._configuration(session, source, parent)
+        outcome = self._evaluate(session, source, progress, vendor_ms=session.vendor_ms, params=params)
+        if params and outcome.timing:
+            outcome.timing = outcome.timing.model_copy(update={"params": params, "params_from": params_from})
+            if params_from == "parent":
+                outcome.message = (f"{outcome.message}; ran at its parent v{parent}'s tuned configuration "
+                                   f"{Config(params=params).label()} (tune it to search its own)")
         if outcome.status.passed:
             # Everything measured so far is recorded now, but the version stays pending until it is checked at the
             # other sizes: a server that dies meanwhile leaves it interrupted, never passed unchecked.
             self.store.update_version(session_id, number,
                                       **outcome.model_copy(update={"status": Status.PENDING}).columns())
-            outcome = self._with_generality(session, source, outcome, progress)
+            outcome = self._with_generality(session, source, outcome, progress, params)
         self.store.update_version(session_id, number, **outcome.columns())
         # Without a device, "compiled" is as far as any version gets, so it is what moves head. A version that is
         # wrong at other sizes moves it only when the agent accepts a specialized kernel.
@@ -392,10 +400,36 @@ class PeakService:
                  seconds=round(report.seconds, 3))
         return report
 
-    def _with_generality(self, session: SessionRow, source: str, outcome: Outcome, progress: Progress) -> Outcome:
-        """The outcome once generality and the sanitizer have run: a crash or hang at a sampled size, or a
-        sanitizer finding, fails it; a guard-detected fault at another size only keeps head where it is."""
-        generality, sanitized = self._generality(session, source, progress)
+    def _configuration(self, session: SessionRow, source: str,
+                       parent: int | None) -> tuple[dict[str, int] | None, str | None]:
+        """The configuration a new version is evaluated at, and where it came from: its parent's tuned one
+        ("parent") for each parameter the source declares under the same name with that value among its
+        candidates, when the whole meets `where` at the session's sizes; else the defaults. (None, None) for a
+        source without parameters, or one whose annotation does not parse (the evaluation says why)."""
+        try:
+            spec = self._spec(session, source)
+        except PeakError:
+            return None, None
+        if not spec.params:
+            return None, None
+        ran = self.store.version(session.id, parent).timing if parent is not None else None
+        tuned = ran.params if ran and ran.params and ran.params_from != "defaults" else {}
+        taken = {name: value for name, value in tuned.items() if value in spec.params.get(name, ())}
+        if taken:
+            config = spec.config(taken)
+            try:
+                if not spec.violated(session.sizes, config):
+                    return config, "parent"
+            except PeakError:
+                pass
+        return spec.config(), "defaults"
+
+    def _with_generality(self, session: SessionRow, source: str, outcome: Outcome, progress: Progress,
+                         params: dict[str, int] | None = None) -> Outcome:
+        """The outcome once generality and the sanitizer have run (at `params`, the configuration timed): a crash
+        or hang at a sampled size, or a sanitizer finding, fails it; a wrong result at another size makes it
+        not_general."""
+        generality, sanitized = self._generality(session, source, progress, params)
         update: dict[str, Any] = {"generality": generality}
         if sanitized and outcome.validation is not None:  # kept with the verdict at the session's sizes
             update["validation"] = outcome.validation.model_copy(update={"sanitizer": sanitized})
@@ -414,8 +448,8 @@ class PeakService:
                                               "message": not_general_message(outcome, generality)})
         return outcome
 
-    def _generality(self, session: SessionRow, source: str,
-                    progress: Progress) -> tuple[Generality, SanitizerReport | None]:
+    def _generality(self, session: SessionRow, source: str, progress: Progress,
+                    params: dict[str, int] | None = None) -> tuple[Generality, SanitizerReport | None]:
         """Validate at the problem's awkward sizes within the session's constraints, then (CUDA, where installed)
         run compute-sanitizer at one of them. A fault at one size (the worker dies) is that size's verdict, not
         the version's. Returns (generality, sanitizer report or None)."""
@@ -436,6 +470,8 @@ class PeakService:
             return unchecked, None
         started = time.perf_counter()
         spec = self._spec(session, source)
+        if params:
+            spec = spec.bind(params)
         job = GeneralityJob(problem=session.problem, dtype=session.dtype, source=source, spec=spec,
                             sizes_list=sizes_list, sanitize_sizes=sanitize_at)
         sanitized = None
@@ -705,7 +741,7 @@ class PeakService:
             progress(f"tuning: full validation and timing of {Config(params=report.best.params).label()}")
             tuned = self._evaluate(session, v.source, progress, params=report.best.params, vendor_ms=session.vendor_ms)
             if tuned.status.passed and tuned.timing:
-                timing = tuned.timing.model_copy(update={"params": report.best.params})
+                timing = tuned.timing.model_copy(update={"params": report.best.params, "params_from": "tuned"})
                 columns["timing"] = timing.model_dump(mode="json")
                 columns["message"] = (f"{v.message or ''}; tuned over {report.tried} configurations: "
                                       f"{Config(params=report.best.params).label()}, median "
@@ -769,8 +805,11 @@ class PeakService:
         if time_budget_s is not None and not 0.05 <= time_budget_s <= 60:
             raise InvalidInput(f"time_budget_s={time_budget_s} is out of range", "use 0.05 to 60 seconds.")
         steps = ("compile", "validate", "benchmark") if benchmark else ("compile", "validate")
+        params = v.timing.params if v.timing else None  # the configuration the version's time is of
         outcome = self._evaluate(session, v.source, progress, sizes=checked, steps=steps, trials=trials,
-                                 time_budget_s=time_budget_s)
+                                 time_budget_s=time_budget_s, params=params)
+        if params and outcome.timing:
+            outcome.timing = outcome.timing.model_copy(update={"params": params})
         baseline = None
         if benchmark and outcome.status is Status.BENCHMARKED:
             job = EvaluateJob(problem=session.problem, dtype=session.dtype, sizes=checked, steps=["baseline"],

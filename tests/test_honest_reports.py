@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import EXAMPLES, has_device, skip_reason
 from tests.test_apply import ScriptedLLM, fenced
+from tests.test_tuning import TUNED
 from tests.test_verdicts import UNGUARDED
 
 pytestmark = [pytest.mark.vulkan, pytest.mark.anyio]
@@ -156,3 +157,47 @@ def test_the_demo_ends_saying_which_version_is_best(tmp_path) -> None:
     listed = subprocess.run([sys.executable, "-m", "peak_mcp", "sessions", "--data-dir", str(data)],
                             capture_output=True, text=True, timeout=120)
     assert "head v1  best v1 " in listed.stdout, listed.stdout
+
+
+# A parent whose tuned TILE is never 4, and a child whose default TILE is 4: the child's defaults are not what its
+# parent was tuned to, and its parameters take the parent's configuration.
+TUNABLE = TUNED.replace("TILE=[16, 8, 4, 32, 64]", "TILE=[16, 8, 32]")
+CHILD = TUNED.replace("TILE=[16, 8, 4, 32, 64]", "TILE=[4, 8, 16, 32, 64]")
+RENAMED = CHILD.replace("TILE", "TL").replace("WPT", "RPT")  # the same kernel, its parameters under other names
+
+
+async def test_a_child_starts_from_its_parents_tuned_configuration(make_client) -> None:
+    async with make_client() as (client, _):
+        sid = await _start(client, SIXTY_FOUR)
+        parent = (await client.call_tool("submit_kernel", {"session_id": sid, "source": TUNABLE})).structured_content
+        v = parent["version"]
+        assert parent["performance"]["params"] == {"TILE": 16, "WPT": 1}
+        assert parent["performance"]["params_from"] == "defaults"
+        tuned = (await client.call_tool("tune", {"session_id": sid, "version": v, "max_configs": 9})
+                 ).structured_content
+        best = tuned["best"]["params"]
+        assert tuned["head"] == v and tuned["best_version"] in (0, v), tuned  # where the session stands after it
+
+        child = (await client.call_tool("submit_kernel", {"session_id": sid, "source": CHILD, "parent": v})
+                 ).structured_content
+        perf = child["performance"]
+        assert perf["params"] == best and perf["params_from"] == "parent", perf  # not TILE=4, its own default
+        assert f"ran at its parent v{v}'s tuned configuration" in child["message"]
+        label = " ".join(f"{k}={x}" for k, x in best.items())
+        assert perf["vs_parent"] == (f"v{child['version']} at {label} (v{v}'s tuned) vs v{v} at {label} (tuned): "
+                                     "like for like"), perf
+
+        # Parameters under other names cannot take it: defaults, and the comparison says it is not like for like.
+        renamed = (await client.call_tool("submit_kernel", {"session_id": sid, "source": RENAMED, "parent": v})
+                   ).structured_content
+        perf = renamed["performance"]
+        assert perf["params"] == {"TL": 4, "RPT": 1} and perf["params_from"] == "defaults", perf
+        assert perf["vs_parent"] == (f"v{renamed['version']} at TL=4 RPT=1 (defaults) vs v{v} at {label} (tuned): "
+                                     f"not like for like, tune v{renamed['version']} to compare"), perf
+
+        # benchmark times the configuration the version's time is of, not the defaults.
+        again = (await client.call_tool("benchmark", {"session_id": sid, "version": v, "time_budget_s": 0.1})
+                 ).structured_content
+        assert again["passed"] and again["performance"]["params"] == best, again
+        table = (await client.call_tool("history", {"session_id": sid})).content[0].text
+        assert f"[{label} (tuned)]" in table and f"[{label} (v{v}'s tuned)]" in table, table
