@@ -39,7 +39,10 @@ class Applier:
         self.catalog = catalog
 
     def begin(self, session_id: str, transformation: str, version: int | None = None,
-              instructions: str | None = None, max_attempts: int | None = None) -> ApplyStep:
+              instructions: str | None = None, max_attempts: int | None = None, exact: bool = False) -> ApplyStep:
+        """A new run. The catalog's most specific text for the session's backend, device and dtype is what the LLM
+        gets (the answer's note names it when it is not `transformation`'s own), or with `exact` the text asked
+        for; the choice is kept with the run."""
         if instructions is not None and len(instructions) > MAX_INSTRUCTIONS_CHARS:
             raise InvalidInput(f"instructions are {len(instructions)} characters, over the {MAX_INSTRUCTIONS_CHARS}-"
                                "character limit", "say what the LLM should do differently in a few sentences.")
@@ -53,18 +56,21 @@ class Applier:
             raise InvalidInput(f"max_attempts={attempts} is out of range", f"use 1 to {MAX_ATTEMPTS_LIMIT}.")
         session = self.service.store.session(session_id)
         # Refused before a run is recorded: a CUDA text for an HLSL session, an f16-only text for an f32 one.
-        self.catalog.resolve_for_session(transformation, session.backend, session.dtype,
-                                         self.service.device_of(session))
+        text = self.catalog.resolve_for_session(transformation, session.backend, session.dtype,
+                                                self.service.device_of(session), exact=exact)
         run_id = self.service.store.create_apply_run(session_id=session_id, transformation=transformation,
                                                      base_version=base.number, instructions=instructions,
-                                                     max_attempts=attempts)
+                                                     max_attempts=attempts, resolved=text.id)
         return self.step(run_id)
 
     def _task(self, run: ApplyRunRow) -> tuple[KernelTask, str]:
         session = self.service.store.session(run.session_id)
         problem = get_problem(session.problem)
-        resolved = self.catalog.resolve_for_session(run.transformation, session.backend, session.dtype,
-                                                    self.service.device_of(session))
+        if run.resolved and run.resolved in self.catalog:  # the text chosen when the run began
+            resolved = self.catalog.get(run.resolved)
+        else:  # runs from before that was kept, or a text no longer in the catalog
+            resolved = self.catalog.resolve_for_session(run.transformation, session.backend, session.dtype,
+                                                        self.service.device_of(session))
         task = KernelTask(
             problem=problem.name, problem_title=problem.title, abi=problem.abi(session.backend, session.dtype),
             backend=session.backend, dtype=session.dtype, sizes=session.sizes,
@@ -129,8 +135,11 @@ class Applier:
             brief, resolved = self._brief(run, attempts)
         else:
             brief, resolved = None, self._task(run)[1]
+        session = self.service.store.session(run.session_id)
+        note = self.catalog.specialization_note(run.transformation, resolved, session.backend,
+                                                self.service.device_of(session))
         step = ApplyStep(run_id=run_id, session_id=run.session_id, transformation=run.transformation,
-                         resolved_transformation=resolved, attempt=run.attempts + 1,
+                         resolved_transformation=resolved, note=note, attempt=run.attempts + 1,
                          max_attempts=run.max_attempts, done=run.state != "open", attempts=attempts)
         if run.state == "succeeded":
             step.succeeded, step.result = True, attempts[-1].version

@@ -156,7 +156,9 @@ class ApplyStep(BaseModel):
     run_id: str
     session_id: str
     transformation: str
-    resolved_transformation: str
+    resolved_transformation: str = Field(description="the catalog text the LLM is given")
+    note: str | None = Field(None, description="when that is a specialization of the text asked for: which, and how "
+                                               "to get the text asked for")
     attempt: int
     max_attempts: int
     done: bool

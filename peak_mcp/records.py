@@ -138,3 +138,4 @@ class ApplyRunRow(BaseModel):
     state: str  # open | succeeded | exhausted
     result_version: int | None = None
     created_at: float
+    resolved: str | None = None  # the catalog text given to the LLM (a specialization, or exactly the id asked for)

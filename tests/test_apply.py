@@ -198,6 +198,30 @@ async def test_catalog_resolution_is_the_same_after_a_restart(make_client, setti
     assert steps[0]["resolved_transformation"] == steps[1]["resolved_transformation"] == resolved
 
 
+async def test_a_specialization_is_announced_and_the_plain_text_stays_reachable(make_client, settings) -> None:
+    """On an H100 target (sm_90a) tensor-cores resolves to hopper-wgmma: the answer says so and how to get the plain
+    text, and exact=true gives that text's brief."""
+    settings.cuda_arch = "sm_90a"
+    async with make_client() as (client, _):
+        sid = await _start(client, dtype="f16")
+        step = (await client.call_tool("apply_transformation", {"session_id": sid, "transformation": "tensor-cores"})
+                ).structured_content
+        assert step["resolved_transformation"] == "hopper-wgmma"
+        assert step["note"] == ("resolved to hopper-wgmma, the hopper (sm_90a) specialization of tensor-cores; pass "
+                                "exact=true for tensor-cores itself")
+        assert step["brief"].startswith("# Task: apply the transformation `hopper-wgmma`")
+        plain = (await client.call_tool("apply_transformation", {"session_id": sid, "transformation": "tensor-cores",
+                                                                 "exact": True})).structured_content
+        assert plain["resolved_transformation"] == "tensor-cores" and plain.get("note") is None, plain.get("note")
+        assert plain["brief"].startswith("# Task: apply the transformation `tensor-cores` (Tensor cores through the "
+                                         "WMMA API")
+        assert "wgmma.m64n128k16" not in plain["brief"] and "wmma::fragment<wmma::matrix_a" in plain["brief"]
+        # A variant asked for by its own id is no swap.
+        direct = (await client.call_tool("apply_transformation", {"session_id": sid, "transformation": "hopper-wgmma"})
+                  ).structured_content
+        assert direct["resolved_transformation"] == "hopper-wgmma" and direct.get("note") is None
+
+
 def test_a_brief_for_a_tuned_kernel_asks_to_keep_its_parameters() -> None:
     from peak_mcp.devices import Device
     from peak_mcp.sampling import TUNING_RULE, KernelTask, Standing, build_brief

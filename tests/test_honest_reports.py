@@ -44,6 +44,8 @@ async def test_a_version_wrong_at_other_sizes_is_no_success_anywhere(make_client
         step = (await client.call_tool("apply_transformation", {"session_id": sid,
                                                                 "transformation": "shared-memory-tiling"})
                 ).structured_content
+        assert step["note"].startswith("resolved to hlsl-groupshared-tiling, the hlsl specialization of "
+                                       "shared-memory-tiling; pass exact=true"), step
         first, second = step["attempts"]
         assert first["status"] == "not_general" and first["failure"].startswith("generality_"), first
         assert first["message"].startswith("not general: right at the session") and "not a success" in first["message"]
