@@ -10,9 +10,6 @@ from peak_mcp.phases import CompileInfo  # the stored compile record, shown as i
 from peak_mcp.records import Status
 from peak_mcp.tuning import TuneReport
 
-BEST = ("the fastest general version (right at the session's sizes and at sampled other sizes); head is where work "
-        "continues by default and may be slower")
-
 
 class Missing(BaseModel):
     what: str
@@ -65,8 +62,8 @@ class VersionReport(BaseModel):
         None, description="validation at sampled other sizes: {passed, sizes_checked, failures: [{sizes, check, "
                           "message}]}; head moves only to versions that pass it unless asked otherwise")
     head: int | None
-    best: int | None = Field(None, description=BEST)
-    note: str | None = Field(None, description="what this submission did to head and best")
+    best: int | None = None  # the fastest general version (server instructions)
+    note: str | None = Field(None, description="head and best after this submission")
     seconds: float | None = Field(None, description="wall time of this submission on the server")
     tuning: dict[str, Any] | None = Field(None, description="the last tune: strategy, configurations tried, the "
                                                          "best and the five fastest")
@@ -82,7 +79,7 @@ class SessionInfo(BaseModel):
     sizes: dict[str, int]
     device: dict[str, Any] = Field(description="the device in brief (doctor lists every detected property)")
     head: int | None
-    best: int | None = Field(None, description=BEST)
+    best: int | None = None  # the fastest general version (server instructions)
     versions: int
     baseline: dict[str, Any] | None
     label: str | None = None
@@ -132,7 +129,7 @@ class HistoryReport(BaseModel):
     sizes: dict[str, int]
     device: str
     head: int | None
-    best: int | None = Field(None, description=BEST)
+    best: int | None = None  # the fastest general version (server instructions)
     baseline: dict[str, Any] | None
     rows: list[dict[str, Any]]
     table: str
@@ -156,9 +153,8 @@ class ApplyStep(BaseModel):
     run_id: str
     session_id: str
     transformation: str
-    resolved_transformation: str = Field(description="the catalog text the LLM is given")
-    note: str | None = Field(None, description="when that is a specialization of the text asked for: which, and how "
-                                               "to get the text asked for")
+    resolved_transformation: str  # the catalog text the LLM is given
+    note: str | None = Field(None, description="the specialization chosen, when not the text asked for")
     attempt: int
     max_attempts: int
     done: bool
@@ -200,11 +196,10 @@ class TransformationText(BaseModel):
 
 
 class TuneAnswer(TuneReport):
-    """A tune report (`best`: its fastest configuration), and where the session's head and best version stand after
-    it (a tuned time can make a new best version)."""
+    """A tune report, with head and the best version after it."""
 
     head: int | None = None
-    best_version: int | None = Field(None, description=BEST)
+    best_version: int | None = None  # the fastest general version (server instructions)
 
 
 class StatsReport(BaseModel):

@@ -54,7 +54,7 @@ class Suggestion(BaseModel):
 class Suggestions(BaseModel):
     session_id: str
     head: int
-    best: int | None = Field(None, description="the fastest general version (head may be slower)")
+    best: int | None = None  # the fastest general version (server instructions)
     backend: str
     dtype: str
     device: str

@@ -32,9 +32,8 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
             description=f"extra guidance for the LLM, at most {MAX_INSTRUCTIONS_CHARS} characters")] = None,
         max_attempts: Annotated[int | None, Field(strict=True, ge=1, le=10,
                                                   description="attempts before giving up, 1-10 (default 3)")] = None,
-        exact: Annotated[bool, Field(description="use this id's own text, not the catalog's specialization of it "
-                                                 "for the session's backend and device (the answer's note names "
-                                                 "one when it is chosen)")] = False,
+        exact: Annotated[bool, Field(description="this id's own text, not its specialization for the "
+                                                 "session")] = False,
     ) -> ApplyStep | types.InputRequiredResult:
         """Have the client's LLM apply a transformation (MCP sampling), then compile, validate and benchmark,
         retrying with the compiler or validation feedback. Without sampling it returns the brief: rewrite the
