@@ -374,9 +374,11 @@ class PeakService:
         outcome = self._evaluate(session, source, progress, vendor_ms=session.vendor_ms, params=params)
         if params and outcome.timing:
             outcome.timing = outcome.timing.model_copy(update={"params": params, "params_from": params_from})
-            if params_from == "parent":
-                outcome.message = (f"{outcome.message}; ran at its parent v{parent}'s tuned configuration "
-                                   f"{Config(params=params).label()} (tune it to search its own)")
+        if params and params_from == "parent":  # said whatever came of it: a failure may be this configuration's
+            message = outcome.message or ""
+            separator = "\n" if "\n" in message else "; "  # after a compiler log, on a line of its own
+            outcome.message = (f"{message}{separator}evaluated at its parent v{parent}'s tuned configuration "
+                               f"{Config(params=params).label()} (tune it to search its own)")
         if outcome.status.passed:
             # Everything measured so far is recorded now, but the version stays pending until it is checked at the
             # other sizes: a server that dies meanwhile leaves it interrupted, never passed unchecked.

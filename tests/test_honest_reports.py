@@ -184,7 +184,7 @@ async def test_a_child_starts_from_its_parents_tuned_configuration(make_client) 
                  ).structured_content
         perf = child["performance"]
         assert perf["params"] == best and perf["params_from"] == "parent", perf  # not TILE=4, its own default
-        assert f"ran at its parent v{v}'s tuned configuration" in child["message"]
+        assert f"; evaluated at its parent v{v}'s tuned configuration" in child["message"]
         label = " ".join(f"{k}={x}" for k, x in best.items())
         assert perf["vs_parent"] == (f"v{child['version']} at {label} (v{v}'s tuned) vs v{v} at {label} (tuned): "
                                      "like for like"), perf
