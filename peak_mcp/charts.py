@@ -239,7 +239,8 @@ def lineage_figure(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_
         handles.append(Line2D([], [], marker="o", markerfacecolor="none", color="#999999", lw=0,
                               label=f"not timed ({untimed_count})"))
     handles += references
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False)
+    columns_of_legend = len(handles) if len(handles) <= 4 else 3  # long entries: four to a row overflow the figure
+    fig.legend(handles=handles, loc="outside lower center", ncol=columns_of_legend, fontsize=8, frameon=False)
 
     fig.canvas.draw()  # settle the layout, then freeze it so the labels are placed against final positions
     fig.set_layout_engine("none")
