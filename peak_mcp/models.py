@@ -63,12 +63,15 @@ class VersionReport(BaseModel):
                           "message}]}; head moves only to versions that pass it unless asked otherwise")
     head: int | None
     best: int | None = None  # the fastest general version (server instructions)
-    note: str | None = Field(None, description="head and best after this submission")
     seconds: float | None = Field(None, description="wall time of this submission on the server")
     tuning: dict[str, Any] | None = Field(None, description="the last tune: strategy, configurations tried, the "
                                                          "best and the five fastest")
     phases: dict[str, float] = Field(default_factory=dict,
                                      description="seconds spent compiling, validating and benchmarking in the worker")
+
+
+class Submission(VersionReport):
+    note: str | None = Field(None, description="head and best after it")
 
 
 class SessionInfo(BaseModel):
@@ -195,8 +198,7 @@ class TransformationText(BaseModel):
     body: str
 
 
-class TuneAnswer(TuneReport):
-    """A tune report, with head and the best version after it."""
+class TuneAnswer(TuneReport):  # a tune report, with head and the best version after it
 
     head: int | None = None
     best_version: int | None = None  # the fastest general version (server instructions)

@@ -36,6 +36,7 @@ from peak_mcp.models import (
     SessionInfo,
     SessionList,
     SessionSummary,
+    Submission,
     VersionDetail,
     VersionReport,
 )
@@ -336,7 +337,7 @@ class PeakService:
     def submit_kernel(self, session_id: str, source: str, parent: int | None = None,
                       transformation: str | None = None, progress: Progress = _quiet, *,
                       apply_id: str | None = None, attempt: int | None = None,
-                      require_generality: bool = True) -> VersionReport:
+                      require_generality: bool = True) -> Submission:
         session = self.store.session(session_id)
         if parent is None:
             parent = session.head
@@ -352,7 +353,7 @@ class PeakService:
 
     def _submit(self, session_id: str, source: str, *, parent: int | None, origin: str,
                 transformation: str | None, progress: Progress, apply_id: str | None = None,
-                attempt: int | None = None, require_generality: bool = True) -> VersionReport:
+                attempt: int | None = None, require_generality: bool = True) -> Submission:
         started = time.perf_counter()
         session = self.store.session(session_id)
         if not isinstance(source, str) or not source.strip():
@@ -395,8 +396,8 @@ class PeakService:
             moves = status is Status.COMPILED
         if moves or (status is Status.COMPILED and session.head is None):
             self.store.set_head(session_id, number)
-        report = self.version_report(session_id, number)
-        report.note = self.standing_note(session_id, number)
+        report = Submission(**dict(self.version_report(session_id, number)),
+                            note=self.standing_note(session_id, number))
         report.seconds = time.perf_counter() - started
         log.info("version recorded", session=session_id, version=number, status=report.status,
                  seconds=round(report.seconds, 3))

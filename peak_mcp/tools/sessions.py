@@ -23,6 +23,7 @@ from peak_mcp.models import (
     ProblemList,
     SessionInfo,
     SessionList,
+    Submission,
     TuneAnswer,
     VersionDetail,
     VersionReport,
@@ -104,7 +105,7 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         transformation: Annotated[str | None, Field(description="catalog id of the transformation applied")] = None,
         require_generality: Annotated[bool, Field(
             description="head moves to this version only if it also passes at the sampled other sizes")] = True,
-    ) -> Annotated[types.CallToolResult, VersionReport]:
+    ) -> Annotated[types.CallToolResult, Submission]:
         """Compile, validate and benchmark a kernel as a new version of the session; then validate it at sampled
         other sizes (generality)."""
         if transformation is not None:  # statistics count only catalog transformations
