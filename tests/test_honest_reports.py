@@ -104,25 +104,27 @@ async def test_best_stands_beside_head_in_every_report_and_brief(make_client) ->
         sid = started["session_id"]
         assert (started["head"], started["best"]) == (0, 0)
         fast = (await client.call_tool("submit_kernel", {"session_id": sid, "source": FAST})).structured_content
-        assert (fast["head"], fast["best"]) == (1, 1), fast
-        assert fast["note"].startswith("head → v1 (") and "the new best" in fast["note"], fast["note"]
+        # Register blocking is the faster at 64^3, but lavapipe on a loaded machine can time it no faster than v0.
+        b = 1 if fast["performance"]["median_ms"] < started["version_0"]["performance"]["median_ms"] else 0
+        assert (fast["head"], fast["best"]) == (1, b), fast
+        assert fast["note"].startswith("head → v1 (") and ("the new best" if b else "best: v0 (") in fast["note"]
         slow = (await client.call_tool("submit_kernel", {"session_id": sid, "source": SLOW})).structured_content
         assert slow["status"] == "benchmarked" and slow["performance"]["speedup_vs_parent"] < 1, slow
-        assert (slow["head"], slow["best"]) == (2, 1)
-        assert slow["note"].startswith("head → v2 (0.") and "its parent v1); best: v1 (" in slow["note"], slow
+        assert (slow["head"], slow["best"]) == (2, b)
+        assert slow["note"].startswith("head → v2 (0.") and f"its parent v1); best: v{b} (" in slow["note"], slow
 
         history = await client.call_tool("history", {"session_id": sid, "chart": True})
-        assert (history.structured_content["head"], history.structured_content["best"]) == (2, 1)
-        assert [r["version"] for r in history.structured_content["rows"] if r["best"]] == [1]
-        assert "| 1 (best) | 0 |" in history.content[0].text and "| 2 (head) | 1 |" in history.content[0].text
+        assert (history.structured_content["head"], history.structured_content["best"]) == (2, b)
+        assert [r["version"] for r in history.structured_content["rows"] if r["best"]] == [b]
+        assert f"| {b} (best) |" in history.content[0].text and "| 2 (head) | 1 |" in history.content[0].text
         described = _png_description(history.content[1].data)
-        assert "head v2" in described and "best (fastest general version) v1" in described, described
+        assert "head v2" in described and f"best (fastest general version) v{b}" in described, described
         listed = (await client.call_tool("list_sessions", {})).structured_content["sessions"][0]
-        assert listed["head"] == 2 and listed["best"].startswith("v1: "), listed
+        assert listed["head"] == 2 and listed["best"].startswith(f"v{b}: "), listed
         detail = (await client.call_tool("get_version", {"session_id": sid})).structured_content["report"]
-        assert (detail["head"], detail["best"]) == (2, 1)
+        assert (detail["head"], detail["best"]) == (2, b)
         suggested = (await client.call_tool("suggest_next", {"session_id": sid})).structured_content
-        assert (suggested["head"], suggested["best"]) == (2, 1)
+        assert (suggested["head"], suggested["best"]) == (2, b)
 
         # The brief of the next transformation: head and best apart, the yardstick against best.
         step = (await client.call_tool("apply_transformation", {"session_id": sid,
@@ -131,10 +133,10 @@ async def test_best_stands_beside_head_in_every_report_and_brief(make_client) ->
         brief = llm.prompts[0]
         assert "Current best (head)" not in brief
         assert "Head (where work continues by default): version 2: " in brief, brief
-        assert "Best (the fastest general version): version 1: " in brief
+        assert f"Best (the fastest general version): version {b}: " in brief
         assert "; best is at " in brief and "## Current kernel (version 2)" in brief
         assert step["succeeded"] and f"version {step['result']}; head → v{step['result']} (" in step["message"]
-        assert step["message"].endswith("as fast") and "best: v1 (" in step["message"], step["message"]
+        assert step["message"].endswith("as fast") and f"best: v{b} (" in step["message"], step["message"]
 
 
 def test_the_demo_ends_saying_which_version_is_best(tmp_path) -> None:
@@ -152,13 +154,16 @@ def test_the_demo_ends_saying_which_version_is_best(tmp_path) -> None:
                            str(slow)], capture_output=True, text=True, timeout=300, env=dict(os.environ))
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
-    assert any(line.startswith("slow.hlsl: v2 benchmarked") and "best: v1 (" in line for line in lines), done.stdout
-    assert any(line.startswith("best: v1 (register_blocked.hlsl), ") and "× v0; head: v2" in line
-               for line in lines), done.stdout
-    assert "head moved to the best version, v1 (revert)" in lines
+    # register blocking is the best, unless lavapipe on a loaded machine timed it no faster than the naive v0
+    [best] = [line for line in lines if line.startswith("best: ")]
+    b = 1 if best.startswith("best: v1 (register_blocked.hlsl), ") else 0
+    assert b or best.startswith("best: v0 (the naive kernel), "), best
+    assert best.endswith("× v0; head: v2"), best
+    assert any(line.startswith("slow.hlsl: v2 benchmarked") and f"best: v{b} (" in line for line in lines), done.stdout
+    assert f"head moved to the best version, v{b} (revert)" in lines
     listed = subprocess.run([sys.executable, "-m", "peak_mcp", "sessions", "--data-dir", str(data)],
                             capture_output=True, text=True, timeout=120)
-    assert "head v1  best v1 " in listed.stdout, listed.stdout
+    assert f"head v{b}  best v{b} " in listed.stdout, listed.stdout
 
 
 # A parent whose tuned TILE is never 4, and a child whose default TILE is 4: the child's defaults are not what its
