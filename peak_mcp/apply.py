@@ -39,12 +39,15 @@ class Applier:
         self.catalog = catalog
 
     def begin(self, session_id: str, transformation: str, version: int | None = None,
-              instructions: str | None = None, max_attempts: int | None = None) -> ApplyStep:
+              instructions: str | None = None, max_attempts: int | None = None, exact: bool = False) -> ApplyStep:
+        """A new run. The catalog's most specific text for the session's backend, device and dtype is what the LLM
+        gets (the answer's note names it when it is not `transformation`'s own), or with `exact` the text asked
+        for; the choice is kept with the run."""
         if instructions is not None and len(instructions) > MAX_INSTRUCTIONS_CHARS:
             raise InvalidInput(f"instructions are {len(instructions)} characters, over the {MAX_INSTRUCTIONS_CHARS}-"
                                "character limit", "say what the LLM should do differently in a few sentences.")
         base = self.service.resolve_version(session_id, version)
-        if not base.status.usable:
+        if not (base.status.usable or base.status.passed_here):
             raise InvalidInput(f"version {base.number} has status {base.status}; transformations apply to "
                                "passing versions", "pick a benchmarked version (see history) or omit version.")
         self.catalog.get(transformation)  # NotFound with close matches
@@ -53,18 +56,21 @@ class Applier:
             raise InvalidInput(f"max_attempts={attempts} is out of range", f"use 1 to {MAX_ATTEMPTS_LIMIT}.")
         session = self.service.store.session(session_id)
         # Refused before a run is recorded: a CUDA text for an HLSL session, an f16-only text for an f32 one.
-        self.catalog.resolve_for_session(transformation, session.backend, session.dtype,
-                                         self.service.device_of(session))
+        text = self.catalog.resolve_for_session(transformation, session.backend, session.dtype,
+                                                self.service.device_of(session), exact=exact)
         run_id = self.service.store.create_apply_run(session_id=session_id, transformation=transformation,
                                                      base_version=base.number, instructions=instructions,
-                                                     max_attempts=attempts)
+                                                     max_attempts=attempts, resolved=text.id)
         return self.step(run_id)
 
     def _task(self, run: ApplyRunRow) -> tuple[KernelTask, str]:
         session = self.service.store.session(run.session_id)
         problem = get_problem(session.problem)
-        resolved = self.catalog.resolve_for_session(run.transformation, session.backend, session.dtype,
-                                                    self.service.device_of(session))
+        if run.resolved and run.resolved in self.catalog:  # the text chosen when the run began
+            resolved = self.catalog.get(run.resolved)
+        else:  # runs from before that was kept, or a text no longer in the catalog
+            resolved = self.catalog.resolve_for_session(run.transformation, session.backend, session.dtype,
+                                                        self.service.device_of(session))
         task = KernelTask(
             problem=problem.name, problem_title=problem.title, abi=problem.abi(session.backend, session.dtype),
             backend=session.backend, dtype=session.dtype, sizes=session.sizes,
@@ -84,9 +90,15 @@ class Applier:
         if baseline and baseline.available:
             standing.vendor_ms, standing.vendor_name = baseline.median_ms, baseline.library
         if session.head is not None:
-            perf = self.service.version_report(session_id, session.head).performance or {}
+            report = self.service.version_report(session_id, session.head)
+            perf = report.performance or {}
             standing.head_ms, standing.head_tflops = perf.get("median_ms"), perf.get("tflops")
             standing.head_pct_of_peak = perf.get("pct_of_peak")
+            standing.best = report.best
+        if standing.best is not None:
+            perf = self.service.version_report(session_id, standing.best).performance or {}
+            standing.best_ms, standing.best_tflops = perf.get("median_ms"), perf.get("tflops")
+            standing.best_pct_of_peak = perf.get("pct_of_peak")
         return standing
 
     def _brief(self, run: ApplyRunRow, attempts: list[VersionReport]) -> tuple[str, str]:
@@ -95,7 +107,8 @@ class Applier:
         store = self.service.store
         base = store.version(run.session_id, run.base_version)
         if not attempts:
-            return build_brief(task, standing, base.source, max_attempts=run.max_attempts), resolved
+            return build_brief(task, standing, base.source, max_attempts=run.max_attempts,
+                               version=base.number), resolved
         last = attempts[-1]
         failed_row = store.version(run.session_id, last.version)
         parent = store.version(run.session_id, last.parent) if last.parent is not None else base
@@ -122,19 +135,28 @@ class Applier:
             brief, resolved = self._brief(run, attempts)
         else:
             brief, resolved = None, self._task(run)[1]
+        session = self.service.store.session(run.session_id)
+        note = self.catalog.specialization_note(run.transformation, resolved, session.backend,
+                                                self.service.device_of(session))
         step = ApplyStep(run_id=run_id, session_id=run.session_id, transformation=run.transformation,
-                         resolved_transformation=resolved, attempt=run.attempts + 1,
+                         resolved_transformation=resolved, note=note, attempt=run.attempts + 1,
                          max_attempts=run.max_attempts, done=run.state != "open", attempts=attempts)
         if run.state == "succeeded":
             step.succeeded, step.result = True, attempts[-1].version
             step.attempt = run.attempts
-            step.message = f"applied in {run.attempts} attempt(s): version {attempts[-1].version}"
+            step.message = (f"applied in {run.attempts} attempt(s): version {attempts[-1].version}; "
+                            + self.service.standing_note(run.session_id, attempts[-1].version))
             return step
         if run.state == "exhausted":
             step.attempt = run.attempts
             step.result = attempts[-1].version if attempts else None
             step.message = (f"all {run.max_attempts} attempts failed; the last: "
                             f"{attempts[-1].failure if attempts else 'none'}")
+            specialized = [a.version for a in attempts if a.status is Status.NOT_GENERAL]
+            if specialized:
+                step.message += (f". Right at the session's sizes only: version(s) {specialized}; "
+                                 f"revert(version={specialized[-1]}, require_generality=false) accepts one as a "
+                                 "specialized kernel")
             return step
         step.brief, step.system_prompt = brief, SYSTEM_PROMPT
         step.message = f"attempt {run.attempts + 1} of {run.max_attempts}: waiting for a kernel"

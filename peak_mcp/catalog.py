@@ -339,10 +339,11 @@ class Catalog:
 
 
     def resolve_for_session(self, id: str, backend: str, dtype: str,
-                            device: DeviceLike = None) -> Transformation:
-        """`resolve`, refusing a text that does not cover the session: a CUDA text for an HLSL session, an f16 text
-        for an f32 one. The refusal names the texts that do apply and share a tag, so the agent can pick one."""
-        found = self.resolve(id, backend, device, dtype)
+                            device: DeviceLike = None, *, exact: bool = False) -> Transformation:
+        """`resolve` (with `exact`, `id`'s own text), refusing a text that does not cover the session: a CUDA text
+        for an HLSL session, an f16 text for an f32 one. The refusal names the texts that do apply and share a tag,
+        so the agent can pick one."""
+        found = self.get(id) if exact else self.resolve(id, backend, device, dtype)
         wrong = []
         if not found.for_backend(backend):
             wrong.append(f"is written for {', '.join(found.backends)}, not {backend}")
@@ -360,6 +361,18 @@ class Catalog:
             f"list_transformations(backend={backend!r}) shows what applies."
         raise InvalidInput(f"transformation {named} {' and '.join(wrong)}, and has no specialization for this "
                            "session", hint)
+
+    def specialization_note(self, asked: str, resolved: str, backend: str, device: DeviceLike = None) -> str | None:
+        """One line when `asked` resolved to another text: which one, what it is specialized for, and how to get
+        the text asked for."""
+        if asked == resolved:
+            return None
+        variant, dev = self.get(resolved), DeviceDescriptor.of(device)
+        where = backend
+        if variant.devices and dev is not None:
+            named = dev.family or dev.arch or dev.name
+            where = f"{named} ({dev.arch})" if dev.family and dev.arch else named
+        return f"resolved to {resolved}, the {where} specialization of {asked}; pass exact=true for {asked} itself"
 
 
 def _specificity(t: Transformation) -> tuple[int, int, int, int, str]:

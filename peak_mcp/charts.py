@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 PASSED = ("benchmarked", "validated", "compiled")
+NOT_GENERAL = "not_general"  # timed at the session's sizes, wrong at other sizes: drawn apart from the successes
 LABEL_CHARS = 22
 _BACKEND_PREFIXES = ("hlsl-", "cuda-", "amd-", "hip-")
 
@@ -65,6 +66,18 @@ def _session_title(session: dict[str, Any]) -> str:
             f"({session.get('backend', '?')}){label}")
 
 
+def chart_summary(rows: list[dict[str, Any]]) -> str:
+    """The chart's marks in words (the PNG's Description): head, best, and versions wrong at other sizes."""
+    head = next((r["version"] for r in rows if r["head"]), None)
+    best = next((r["version"] for r in rows if r.get("best")), None)
+    parts = [f"head v{head}" if head is not None else "no head",
+             f"best (fastest general version) v{best}" if best is not None else "no best"]
+    wrong = [f"v{r['version']}" for r in rows if r["status"] == NOT_GENERAL]
+    if wrong:
+        parts.append("not general (wrong at other sizes): " + ", ".join(wrong))
+    return "; ".join(parts)
+
+
 def history_chart(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_tflops: float | None = None,
                   vendor_name: str = "vendor library") -> bytes:
     """The PNG. `rows` are history rows (reports.history_rows), optionally with `min_ms`/`max_ms` for error bars;
@@ -73,7 +86,7 @@ def history_chart(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_t
 
     fig = lineage_figure(rows, session, peak_tflops=peak_tflops, vendor_name=vendor_name)
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
+    fig.savefig(buffer, format="png", metadata={"Description": chart_summary(rows)})
     plt.close(fig)
     return buffer.getvalue()
 
@@ -134,10 +147,11 @@ def lineage_figure(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_
         start, end = (depth[parent["version"]], speedup(parent["median_ms"])), (depth[r["version"]],
                                                                                speedup(r["median_ms"]))
         ax.plot([start[0], end[0]], [start[1], end[1]], color="#1f4e79" if main else "#9ecae1",
-                lw=2.0 if main else 1.1, zorder=1)
+                lw=2.0 if main else 1.1, zorder=1, linestyle="--" if r["status"] == NOT_GENERAL else "-")
         edges.append((start, end))  # type: ignore[arg-type]
 
     points: list[tuple[float, float, float]] = []  # x, y, half size in pixels: what labels must not cover
+    not_general_count = 0
     for r in timed.values():
         x, y = depth[r["version"]], speedup(r["median_ms"])
         lo, hi = speedup(r.get("max_ms")), speedup(r.get("min_ms"))
@@ -147,9 +161,18 @@ def lineage_figure(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_
         if r["version"] == head:
             ax.plot(x, y, marker="*", markersize=17, color="#f2a900", markeredgecolor="black", zorder=4)
             points.append((x, y, 12))
+        elif r["status"] == NOT_GENERAL:  # its time is real, but it is no success: a hollow red ring
+            ax.plot(x, y, marker="o", markersize=7, markerfacecolor="white", markeredgecolor="#d62728",
+                    markeredgewidth=1.6, lw=0, zorder=3)
+            points.append((x, y, 6))
         else:
             ax.plot(x, y, marker="o", markersize=6, color="#1f77b4", zorder=3)
             points.append((x, y, 5))
+        not_general_count += r["status"] == NOT_GENERAL
+        if r.get("best"):  # the fastest general version: a green ring, around the star when head is the best
+            ax.plot(x, y, marker="o", markersize=21 if r["version"] == head else 13, markerfacecolor="none",
+                    markeredgecolor="#2ca02c", markeredgewidth=1.8, lw=0, zorder=5)
+            points.append((x, y, 13 if r["version"] == head else 8))
 
     # failed or untimed versions: apart from the tree, one step right of the parent, at the parent's height
     failed_count = untimed_count = 0
@@ -201,19 +224,28 @@ def lineage_figure(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_
     handles = [Line2D([], [], marker="o", color="#1f77b4", lw=1.1, label="version (edge: parent → child)"),
                Line2D([], [], marker="*", color="#f2a900", markeredgecolor="black", markersize=12, lw=0,
                       label="head")]
+    if any(r.get("best") for r in timed.values()):
+        handles.append(Line2D([], [], marker="o", markerfacecolor="none", markeredgecolor="#2ca02c",
+                              markeredgewidth=1.8, markersize=10, lw=0, label="best (fastest general version)"))
     if any(r.get("min_ms") for r in timed.values()):
         handles.append(Line2D([], [], marker="|", color="#555555", lw=0, markersize=10, label="min–max of timed runs"))
+    if not_general_count:
+        handles.append(Line2D([], [], marker="o", markerfacecolor="white", markeredgecolor="#d62728",
+                              markeredgewidth=1.6, lw=1.1, linestyle="--", color="#9ecae1",
+                              label=f"not general: wrong at other sizes ({not_general_count})"))
     if failed_count:
         handles.append(Line2D([], [], marker="x", color="#999999", lw=0, label=f"failed attempt ({failed_count})"))
     if untimed_count:
         handles.append(Line2D([], [], marker="o", markerfacecolor="none", color="#999999", lw=0,
                               label=f"not timed ({untimed_count})"))
     handles += references
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=8, frameon=False)
+    columns_of_legend = len(handles) if len(handles) <= 4 else 3  # long entries: four to a row overflow the figure
+    fig.legend(handles=handles, loc="outside lower center", ncol=columns_of_legend, fontsize=8, frameon=False)
 
     fig.canvas.draw()  # settle the layout, then freeze it so the labels are placed against final positions
     fig.set_layout_engine("none")
-    _place_labels(fig, ax, [(depth[v], speedup(r["median_ms"]), short_label(r), 6 if v == head else 0)
+    _place_labels(fig, ax, [(depth[v], speedup(r["median_ms"]), short_label(r),
+                             6 if v == head else 3 if r.get("best") else 0)
                             for v, r in sorted(timed.items())], points, edges)
     return fig
 

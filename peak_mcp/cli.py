@@ -16,7 +16,7 @@ from typing import Any
 from peak_mcp import __version__
 from peak_mcp.logging import configure
 from peak_mcp.records import SessionRow
-from peak_mcp.reports import markdown_table
+from peak_mcp.reports import best_version, markdown_table
 from peak_mcp.responses import rate
 from peak_mcp.text import clipped, printable
 
@@ -172,12 +172,12 @@ def _view(args: argparse.Namespace) -> int:
 
 
 def session_lines(service: Any, only: str | None = None) -> list[str]:
-    """One line per session: id, label, problem, backend, dtype, sizes, head, and the fastest timed version."""
+    """One line per session: id, label, problem, backend, dtype, sizes, head, and the best version (the fastest
+    general one)."""
     lines = []
     sessions = [service.store.session(only)] if only else service.store.sessions()
     for s in sessions:
-        timed = [v for v in service.store.versions(s.id) if v.median_ms]
-        best = min(timed, key=lambda v: v.median_ms or 0.0, default=None)
+        best = best_version(service.store.versions(s.id))
         fastest = (f"best v{best.number} {best.median_ms:.4g} ms "
                    f"{rate(best.timing.tflops if best.timing else None)}" if best else "best -")
         sizes = ",".join(f"{k}={v}" for k, v in s.sizes.items())

@@ -62,6 +62,7 @@ async def _demo(backend: str | None, dtype: str, sizes: dict[str, int] | None, k
         files = kernels if kernels is not None else example_kernels(backend, dtype)
         if not files:
             print(f"no example kernels for {backend} {dtype}; version 0 is the naive kernel")
+        made = {0: "the naive kernel"}  # version -> kernel file
         for path in files:
             t0 = time.perf_counter()
             result = await client.call_tool("submit_kernel", {"session_id": session["session_id"],
@@ -69,15 +70,34 @@ async def _demo(backend: str | None, dtype: str, sizes: dict[str, int] | None, k
                                             progress_callback=progress)
             wall = time.perf_counter() - t0
             report: dict[str, Any] = result.structured_content or {}
+            if "version" in report:
+                made[report["version"]] = path.name
             perf = report.get("performance") or {}
             print(f"{path.name}: v{report.get('version')} {report.get('status')} in {wall:.2f} s round trip; "
                   f"{json.dumps({k: round(v, 4) for k, v in perf.items() if isinstance(v, float)})}"
+                  + (f"; {report['note']}" if report.get("note") else "")
                   if not result.is_error else f"{path.name}: {result.content[0].text}")
         history = await client.call_tool("history", {"session_id": session["session_id"]})
         print(history.content[0].text)
+        found = history.structured_content or {}
+        print(best_line(found, made))
+        if found.get("best") is not None and found.get("best") != found.get("head"):  # leave the session on its best
+            await client.call_tool("revert", {"session_id": session["session_id"], "version": found["best"]})
+            print(f"head moved to the best version, v{found['best']} (revert)")
         where = f" --data-dir {data_dir}" if data_dir else ""
         print(f"chart and table: peak-mcp{where} show {session['session_id']} --out chart.png")
     return 0
+
+
+def best_line(history: dict[str, Any], made: dict[int, str]) -> str:
+    """Which version is best (the fastest general one), which kernel it is, and how it compares with v0."""
+    best = history.get("best")
+    if best is None:
+        return "best: none (no general version was timed here)"
+    row = next(r for r in history["rows"] if r["version"] == best)
+    name = made.get(best, "?")
+    speed = f", {row['speedup_vs_v0']:.2f}× v0" if row.get("speedup_vs_v0") else ""
+    return f"best: v{best} ({name}), {row['median_ms']:.4g} ms{speed}; head: v{history.get('head')}"
 
 
 def run_demo(backend: str | None, dtype: str, sizes: dict[str, int] | None, kernels: list[Path] | None,

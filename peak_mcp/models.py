@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from peak_mcp.phases import CompileInfo  # the stored compile record, shown as it is (log trimmed)
 from peak_mcp.records import Status
+from peak_mcp.tuning import TuneReport
 
 
 class Missing(BaseModel):
@@ -61,11 +62,16 @@ class VersionReport(BaseModel):
         None, description="validation at sampled other sizes: {passed, sizes_checked, failures: [{sizes, check, "
                           "message}]}; head moves only to versions that pass it unless asked otherwise")
     head: int | None
+    best: int | None = None  # the fastest general version (server instructions)
     seconds: float | None = Field(None, description="wall time of this submission on the server")
     tuning: dict[str, Any] | None = Field(None, description="the last tune: strategy, configurations tried, the "
                                                          "best and the five fastest")
     phases: dict[str, float] = Field(default_factory=dict,
                                      description="seconds spent compiling, validating and benchmarking in the worker")
+
+
+class Submission(VersionReport):
+    note: str | None = Field(None, description="head and best after it")
 
 
 class SessionInfo(BaseModel):
@@ -76,6 +82,7 @@ class SessionInfo(BaseModel):
     sizes: dict[str, int]
     device: dict[str, Any] = Field(description="the device in brief (doctor lists every detected property)")
     head: int | None
+    best: int | None = None  # the fastest general version (server instructions)
     versions: int
     baseline: dict[str, Any] | None
     label: str | None = None
@@ -94,7 +101,7 @@ class SessionSummary(BaseModel):
     device: str
     head: int | None
     versions: int
-    best: str | None = Field(None, description="head's median time and rate")
+    best: str | None = Field(None, description="the fastest general version, its median time and rate")
 
 
 class SessionList(BaseModel):
@@ -125,6 +132,7 @@ class HistoryReport(BaseModel):
     sizes: dict[str, int]
     device: str
     head: int | None
+    best: int | None = None  # the fastest general version (server instructions)
     baseline: dict[str, Any] | None
     rows: list[dict[str, Any]]
     table: str
@@ -148,7 +156,8 @@ class ApplyStep(BaseModel):
     run_id: str
     session_id: str
     transformation: str
-    resolved_transformation: str
+    resolved_transformation: str  # the catalog text the LLM is given
+    note: str | None = Field(None, description="the specialization chosen, when not the text asked for")
     attempt: int
     max_attempts: int
     done: bool
@@ -187,6 +196,12 @@ class TransformationText(BaseModel):
     extends: str | None
     resolved_from: str | None = Field(None, description="the id asked for, when a specialization was chosen")
     body: str
+
+
+class TuneAnswer(TuneReport):  # a tune report, with head and the best version after it
+
+    head: int | None = None
+    best_version: int | None = None  # the fastest general version (server instructions)
 
 
 class StatsReport(BaseModel):

@@ -105,7 +105,10 @@ class Timing(Summary):
     recheck: Recheck | None = None
     device_name: str | None = None
     seconds: float | None = None  # warm-up and the output re-check included
-    params: dict[str, int] | None = None  # the tuned configuration timed, once tuned
+    params: dict[str, int] | None = None  # the configuration timed, for a kernel with tuning parameters
+    # where it came from: "tuned" (this version's tune), "parent" (inherited: the parent's tuned configuration) or
+    # "defaults" (each list's first value); rows from before it was recorded hold only tuned configurations
+    params_from: str | None = None
 
 
 class Baseline(Summary):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from peak_mcp.phases import Baseline, CompileInfo, Generality, Timing, Verdict
 from peak_mcp.tuning import TuneReport
@@ -24,15 +24,22 @@ class Status(StrEnum):
     COMPILED = "compiled"
     VALIDATED = "validated"
     BENCHMARKED = "benchmarked"
+    NOT_GENERAL = "not_general"  # right (and timed) at the session's sizes, wrong at sampled other sizes
 
     @property
     def passed(self) -> bool:
-        """Validated at the session's sizes (and timed, for benchmarked)."""
+        """A success: validated at the session's sizes (and timed, for benchmarked) and at the sampled other sizes
+        (or none could be sampled)."""
         return self in (Status.VALIDATED, Status.BENCHMARKED)
 
     @property
+    def passed_here(self) -> bool:
+        """Validated at the session's sizes, general or not: what a specialized kernel accepted by the agent is."""
+        return self.passed or self is Status.NOT_GENERAL
+
+    @property
     def usable(self) -> bool:
-        """May become head: passed, or compiled where nothing can run."""
+        """May become head without the agent's say-so: passed, or compiled where nothing can run."""
         return self.passed or self is Status.COMPILED
 
 
@@ -90,6 +97,13 @@ class VersionRow(BaseModel):
     created_at: float
     owner: str | None = None  # the lease of the server that recorded it (store.py); None before leases
 
+    @model_validator(mode="after")
+    def _general_or_not(self) -> VersionRow:
+        """Rows from before `not_general` kept `benchmarked` when generality failed: they read as what they were."""
+        if self.status.passed and self.generality is not None and self.generality.passed is False:
+            self.status = Status.NOT_GENERAL
+        return self
+
     @property
     def median_ms(self) -> float | None:
         return self.timing.median_ms if self.timing else None
@@ -124,3 +138,4 @@ class ApplyRunRow(BaseModel):
     state: str  # open | succeeded | exhausted
     result_version: int | None = None
     created_at: float
+    resolved: str | None = None  # the catalog text given to the LLM (a specialization, or exactly the id asked for)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from peak_mcp.devices import Device
@@ -10,7 +11,8 @@ from peak_mcp.records import SessionRow, VersionRow
 from peak_mcp.responses import rate
 
 _LOG_LIMIT = 4000
-_SHOWN_TIMING = ("median_ms", "min_ms", "max_ms", "cv", "reps", "tflops", "gbps", "params")  # params: the tuned one
+# params: the configuration timed (params_from: tuned, parent or defaults)
+_SHOWN_TIMING = ("median_ms", "min_ms", "max_ms", "cv", "reps", "tflops", "gbps", "params", "params_from")
 
 
 def trim_log(text: str | None, limit: int = _LOG_LIMIT) -> str:
@@ -20,6 +22,41 @@ def trim_log(text: str | None, limit: int = _LOG_LIMIT) -> str:
 
 def median_ms(version: VersionRow | None) -> float | None:
     return version.median_ms if version is not None else None
+
+
+def best_version(versions: Iterable[VersionRow]) -> VersionRow | None:
+    """The fastest general version: a success (right at the session's sizes and at the sampled other sizes, or
+    none could be sampled) with a time. Head is where work continues and may be slower; a compile-only session has
+    no best."""
+    timed = [v for v in versions if v.status.passed and v.timing is not None]
+    return min(timed, key=lambda v: v.timing.median_ms if v.timing else 0.0, default=None)
+
+
+def configuration(version: VersionRow) -> str | None:
+    """The configuration a version's time is of, and where it came from: "TILE=32 WPT=2 (tuned)"."""
+    timing = version.timing
+    if timing is None or not timing.params:
+        return None
+    how = {"defaults": "defaults", "parent": f"v{version.parent}'s tuned"}.get(timing.params_from or "", "tuned")
+    return " ".join(f"{k}={v}" for k, v in timing.params.items()) + f" ({how})"
+
+
+def compared(version: VersionRow, parent: VersionRow) -> str:
+    """Which configuration each side of speedup_vs_parent ran, and whether that compares like with like: the same
+    configuration, or both sides at their tuned (or both at their default) ones."""
+    mine, theirs = configuration(version), configuration(parent)
+    if mine is None:
+        return f"v{version.number} has no parameters; v{parent.number} at {theirs}"
+    text = f"v{version.number} at {mine} vs v{parent.number} at {theirs}"
+
+    def tuned(v: VersionRow) -> bool:
+        return bool(v.timing and v.timing.params and v.timing.params_from != "defaults")
+
+    same = version.timing and parent.timing and version.timing.params == parent.timing.params
+    if same or tuned(version) == tuned(parent):
+        return text + ": like for like"
+    untuned = version if tuned(parent) else parent
+    return text + f": not like for like, tune v{untuned.number} to compare"
 
 
 def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: Baseline | None,
@@ -33,6 +70,8 @@ def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: 
     parent = versions.get(version.parent) if version.parent is not None else None
     if median_ms(parent):
         out["speedup_vs_parent"] = median_ms(parent) / mine
+        if parent is not None and parent.timing and parent.timing.params:
+            out["vs_parent"] = compared(version, parent)
     if median_ms(versions.get(0)):
         out["speedup_vs_v0"] = median_ms(versions.get(0)) / mine
     if baseline and baseline.available and baseline.median_ms:
@@ -49,6 +88,7 @@ def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: 
 def history_rows(session: SessionRow, versions: list[VersionRow], device: Device,
                  peak_path: str) -> list[dict[str, Any]]:
     by_number = {v.number: v for v in versions}
+    best = best_version(versions)
     rows = []
     for v in versions:
         perf = performance(v, by_number, session.baseline, device, peak_path) or {}
@@ -58,8 +98,9 @@ def history_rows(session: SessionRow, versions: list[VersionRow], device: Device
             "failure": v.failure, "median_ms": perf.get("median_ms"), "tflops": perf.get("tflops"),
             "speedup_vs_parent": perf.get("speedup_vs_parent"), "speedup_vs_v0": perf.get("speedup_vs_v0"),
             "pct_of_vendor": perf.get("pct_of_vendor"), "pct_of_peak": perf.get("pct_of_peak"),
-            "head": v.number == session.head,
-            "params": v.timing.params if v.timing else None,  # the tuned configuration timed, when tuned
+            "head": v.number == session.head, "best": best is not None and v.number == best.number,
+            "params": v.timing.params if v.timing else None,  # the configuration timed, for a kernel with params
+            "configuration": configuration(v),  # the same in words, with where it came from
         })
     return rows
 
@@ -71,13 +112,15 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     lines = ["| v | parent | transformation | status | ms | rate | ×parent | ×v0 | % vendor | % peak |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        mark = " (head)" if r["head"] else ""
+        marks = [name for name in ("head", "best") if r.get(name)]
+        mark = f" ({', '.join(marks)})" if marks else ""
         name = r["transformation"] or r["origin"]
         if r["attempt"]:
             name += f" #{r['attempt']}"
-        if r.get("params"):
-            name += " [" + " ".join(f"{k}={v}" for k, v in r["params"].items()) + "]"
-        status = r["status"] + (f": {r['failure']}" if r["failure"] and r["status"] not in ("benchmarked",) else "")
+        if r.get("configuration"):
+            name += f" [{r['configuration']}]"
+        failure = (r["failure"] or "").removeprefix("generality_") if r["status"] == "not_general" else r["failure"]
+        status = r["status"] + (f": {failure}" if failure and r["status"] not in ("benchmarked",) else "")
         speed = rate(r["tflops"]) if r["tflops"] is not None else ""
         lines.append(f"| {r['version']}{mark} | {fmt(r['parent'], 'd')} | {name} | {status} | "
                      f"{fmt(r['median_ms'], '.4g')} | {speed} | {fmt(r['speedup_vs_parent'], '.2f')}"

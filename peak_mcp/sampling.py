@@ -43,12 +43,17 @@ class KernelTask(BaseModel):
 
 
 class Standing(BaseModel):
-    """Where the session stands: its current best version and the yardstick a new kernel is measured against."""
+    """Where the session stands: head (where work continues), best (the fastest general version) and the yardstick
+    a new kernel is measured against."""
 
     head: int | None = None
     head_ms: float | None = None
     head_tflops: float | None = None
     head_pct_of_peak: float | None = None
+    best: int | None = None
+    best_ms: float | None = None
+    best_tflops: float | None = None
+    best_pct_of_peak: float | None = None
     vendor_ms: float | None = None
     vendor_name: str | None = None
     peak_tflops: float | None = None
@@ -88,25 +93,35 @@ def _header(task: KernelTask, attempt: int, max_attempts: int) -> list[str]:
     ]
 
 
+def _timed(standing: Standing, number: int, ms: float | None, tflops: float | None, pct: float | None) -> str:
+    if ms is None:
+        return f"version {number} (not timed on this machine: compile-only device)."
+    text = f"version {number}: {ms:.4g} ms"
+    if tflops is not None:
+        text += f", {tflops:.3g} TFLOP/s"
+    if pct is not None:
+        path = f"{standing.peak_path} " if standing.peak_path else ""
+        text += f" ({pct:.1f}% of the {path}peak)"
+    return text + "."
+
+
 def describe_standing(standing: Standing) -> str:
-    """One paragraph: the current best and the yardstick, in numbers."""
-    if standing.head is None:
-        best = "no passing version yet."
-    elif standing.head_ms is None:
-        best = f"version {standing.head} (not timed on this machine: compile-only device)."
+    """One paragraph: head, the best version when it is another one, and the yardstick, in numbers."""
+    head = "no passing version yet." if standing.head is None else _timed(
+        standing, standing.head, standing.head_ms, standing.head_tflops, standing.head_pct_of_peak)
+    if standing.best is not None and standing.best == standing.head:
+        lines = [f"Head and best (the fastest general version): {head}"]
     else:
-        best = f"version {standing.head}: {standing.head_ms:.4g} ms"
-        if standing.head_tflops is not None:
-            best += f", {standing.head_tflops:.3g} TFLOP/s"
-        if standing.head_pct_of_peak is not None:
-            path = f"{standing.peak_path} " if standing.peak_path else ""
-            best += f" ({standing.head_pct_of_peak:.1f}% of the {path}peak)"
-        best += "."
-    lines = [f"Current best (head): {best}"]
+        lines = [f"Head (where work continues by default): {head}"]
+        if standing.best is not None:
+            lines.append("Best (the fastest general version): " + _timed(
+                standing, standing.best, standing.best_ms, standing.best_tflops, standing.best_pct_of_peak))
+    best_ms = standing.best_ms or standing.head_ms
     if standing.vendor_ms is not None:
         yard = f"the vendor library ({standing.vendor_name or 'vendor BLAS'}) takes {standing.vendor_ms:.4g} ms"
-        if standing.head_ms:
-            yard += f"; head is at {100.0 * standing.vendor_ms / standing.head_ms:.1f}% of its speed"
+        if best_ms:
+            who = "best" if standing.best_ms else "head"
+            yard += f"; {who} is at {100.0 * standing.vendor_ms / best_ms:.1f}% of its speed"
         lines.append(f"Yardstick: {yard}.")
     elif standing.peak_tflops:
         lines.append(f"Yardstick: no vendor library on this backend; the device peak for this data path is "
@@ -124,11 +139,13 @@ TUNING_RULE = ("## Tuning parameters\nThis kernel declares tuning parameters (`/
                "tune tool then searches them, starting from this kernel's best configurations.")
 
 
-def build_brief(task: KernelTask, standing: Standing, source: str, *, max_attempts: int = 1) -> str:
-    """The first attempt's brief: the parent kernel and the transformation text."""
+def build_brief(task: KernelTask, standing: Standing, source: str, *, max_attempts: int = 1,
+                version: int | None = None) -> str:
+    """The first attempt's brief: the parent kernel (`version`) and the transformation text."""
     parts = _header(task, 1, max_attempts)
+    which = f" (version {version})" if version is not None else ""
     parts += [f"## Where the session stands\n{describe_standing(standing)}",
-              f"## Current kernel\n```{task.language}\n{source.rstrip()}\n```",
+              f"## Current kernel{which}\n```{task.language}\n{source.rstrip()}\n```",
               f"## Transformation to apply\n{task.transformation_body.strip()}"]
     if task.instructions:
         parts.append(f"## Additional instructions from the engineer\n{task.instructions.strip()}")

@@ -18,6 +18,9 @@ dtype, sizes): version 0 is the naive kernel, validated and benchmarked, with th
 run. Then pick transformations (list_transformations / get_transformation) and apply them with
 apply_transformation, or rewrite the kernel yourself and call submit_kernel. Every submission is compiled,
 validated against a float64 reference and timed from a cold cache; history shows the sequence.
+Reports name `head`, the version work continues from by default, and `best`, the fastest general version (right at
+the session's sizes and at sampled other sizes); head may be slower. A version right only at the session's sizes is
+`not_general`, no success.
 A kernel is one source text with one `// peak:` annotation line giving the entry point and launch geometry."""
 
 

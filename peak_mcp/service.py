@@ -36,13 +36,14 @@ from peak_mcp.models import (
     SessionInfo,
     SessionList,
     SessionSummary,
+    Submission,
     VersionDetail,
     VersionReport,
 )
 from peak_mcp.phases import Baseline, Generality, Recheck, SanitizerReport, SizeFailure, Verdict, dumped
 from peak_mcp.problems import PROBLEMS, get_problem
 from peak_mcp.records import Outcome, SessionRow, Status, VersionRow
-from peak_mcp.reports import history_rows, markdown_table, performance, trim_log
+from peak_mcp.reports import best_version, history_rows, markdown_table, performance, trim_log
 from peak_mcp.responses import rate
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, Job, ProfileJob, TuneJob
 from peak_mcp.runner.ownership import ServerPresence
@@ -81,6 +82,32 @@ PROFILE_INACTIVITY_S, PROFILE_TOTAL_S = 90.0, 360.0
 
 def _quiet(_: str) -> None:
     pass
+
+
+def _sizes(sizes: dict[str, int] | str) -> str:
+    return sizes if isinstance(sizes, str) else ",".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def not_general_message(outcome: Outcome, generality: Generality) -> str:
+    """What a version right at the session's sizes and wrong at others says: not a success, where it failed first
+    (with the check's numbers), where else, and what would make it one."""
+    first, *rest = generality.failures
+    where = f"{len(generality.failures)} of {len(generality.sizes_checked) or len(generality.failures)}"
+    timing = outcome.timing
+    here = f" (median {timing.median_ms:.4g} ms, {rate(timing.tflops)})" if timing else ""
+    text = (f"not general: right at the session's sizes{here} but wrong at {where} sampled other sizes, so not a "
+            f"success. First at {_sizes(first.sizes)}: {first.check}: {(first.message or '').strip().rstrip('.')}")
+    if rest:
+        text += ". Also at " + "; ".join(f"{_sizes(f.sizes)} ({f.check})" for f in rest[:4])
+        text += f" and {len(rest) - 4} more" if len(rest) > 4 else ""
+    allowed = f"every size meeting the session's constraints {generality.constraints}" if generality.constraints \
+        else "any size (the session declares no constraints)"
+    return (text + f". A kernel must be right at {allowed}: handle the edges (guard loads and stores past M, N, K), "
+                   "or accept a specialized kernel with submit_kernel(require_generality=false).")
+
+
+def _number(version: VersionRow | None) -> int | None:
+    return version.number if version is not None else None
 
 
 def _tuning_brief(report: TuneReport | None) -> dict[str, Any] | None:
@@ -282,19 +309,21 @@ class PeakService:
 
     def session_info(self, session_id: str) -> SessionInfo:
         s = self.store.session(session_id)
+        versions = self.store.versions(session_id)
         return SessionInfo(session_id=s.id, problem=s.problem, backend=s.backend, dtype=s.dtype,
                            sizes=s.sizes, device=self.device_of(s).summary(), head=s.head,
-                           versions=len(self.store.versions(session_id)), baseline=dumped(s.baseline), label=s.label,
-                           constraints=s.constraints or [])
+                           best=_number(best_version(versions)), versions=len(versions),
+                           baseline=dumped(s.baseline), label=s.label, constraints=s.constraints or [])
 
     def session_list(self, offset: int = 0, limit: int = 20) -> SessionList:
         """One line per session, oldest first, a page at a time."""
         sessions = self.store.sessions()
         rows = []
         for s in sessions[offset:offset + limit]:
-            versions = self.store.versions(s.id)  # once per session: the count and head's time
-            timing = next((v.timing for v in versions if v.number == s.head), None)
-            best = f"v{s.head}: {timing.median_ms:.4g} ms, {rate(timing.tflops)}" if timing else None
+            versions = self.store.versions(s.id)  # once per session: the count and the best version's time
+            fastest = best_version(versions)
+            best = f"v{fastest.number}: {fastest.timing.median_ms:.4g} ms, {rate(fastest.timing.tflops)}" \
+                if fastest and fastest.timing else None
             # clipped: a data dir from before labels were bounded may hold one of megabytes, on every page
             rows.append(SessionSummary(session_id=s.id, label=clipped(s.label) if s.label else s.label,
                                        problem=s.problem,
@@ -308,7 +337,7 @@ class PeakService:
     def submit_kernel(self, session_id: str, source: str, parent: int | None = None,
                       transformation: str | None = None, progress: Progress = _quiet, *,
                       apply_id: str | None = None, attempt: int | None = None,
-                      require_generality: bool = True) -> VersionReport:
+                      require_generality: bool = True) -> Submission:
         session = self.store.session(session_id)
         if parent is None:
             parent = session.head
@@ -324,7 +353,7 @@ class PeakService:
 
     def _submit(self, session_id: str, source: str, *, parent: int | None, origin: str,
                 transformation: str | None, progress: Progress, apply_id: str | None = None,
-                attempt: int | None = None, require_generality: bool = True) -> VersionReport:
+                attempt: int | None = None, require_generality: bool = True) -> Submission:
         started = time.perf_counter()
         session = self.store.session(session_id)
         if not isinstance(source, str) or not source.strip():
@@ -340,32 +369,70 @@ class PeakService:
                                "limit", "submit one kernel file, without generated tables.")
         number = self.store.add_version(session_id, parent=parent, origin=origin, transformation=transformation,
                                         apply_id=apply_id, attempt=attempt, source=source, status=Status.PENDING)
-        outcome = self._evaluate(session, source, progress, vendor_ms=session.vendor_ms)
-        general = True
+        # A child whose parameters take its parent's tuned configuration starts from it, so that its time compares
+        # with the parent's tuned one; otherwise each list's first value.
+        params, params_from = self._configuration(session, source, parent)
+        outcome = self._evaluate(session, source, progress, vendor_ms=session.vendor_ms, params=params)
+        if params and outcome.timing:
+            outcome.timing = outcome.timing.model_copy(update={"params": params, "params_from": params_from})
+        if params and params_from == "parent":  # said whatever came of it: a failure may be this configuration's
+            message = outcome.message or ""
+            separator = "\n" if "\n" in message else "; "  # after a compiler log, on a line of its own
+            outcome.message = (f"{message}{separator}evaluated at its parent v{parent}'s tuned configuration "
+                               f"{Config(params=params).label()} (tune it to search its own)")
         if outcome.status.passed:
             # Everything measured so far is recorded now, but the version stays pending until it is checked at the
             # other sizes: a server that dies meanwhile leaves it interrupted, never passed unchecked.
             self.store.update_version(session_id, number,
                                       **outcome.model_copy(update={"status": Status.PENDING}).columns())
-            outcome = self._with_generality(session, source, outcome, progress)
-            general = outcome.generality is None or outcome.generality.passed is not False or not require_generality
+            outcome = self._with_generality(session, source, outcome, progress, params)
         self.store.update_version(session_id, number, **outcome.columns())
-        # Without a device, "compiled" is as far as any version gets, so it is what moves head.
+        # Without a device, "compiled" is as far as any version gets, so it is what moves head. A version that is
+        # wrong at other sizes moves it only when the agent accepts a specialized kernel.
         status = outcome.status
-        best_possible = status.passed if session.device_index >= 0 else status is Status.COMPILED
-        first_compiled = status is Status.COMPILED and session.head is None
-        if (best_possible and general) or first_compiled:
+        if session.device_index >= 0:
+            moves = status.passed or (status is Status.NOT_GENERAL and not require_generality)
+        else:
+            moves = status is Status.COMPILED
+        if moves or (status is Status.COMPILED and session.head is None):
             self.store.set_head(session_id, number)
-        report = self.version_report(session_id, number)
+        report = Submission(**dict(self.version_report(session_id, number)),
+                            note=self.standing_note(session_id, number))
         report.seconds = time.perf_counter() - started
         log.info("version recorded", session=session_id, version=number, status=report.status,
                  seconds=round(report.seconds, 3))
         return report
 
-    def _with_generality(self, session: SessionRow, source: str, outcome: Outcome, progress: Progress) -> Outcome:
-        """The outcome once generality and the sanitizer have run: a crash or hang at a sampled size, or a
-        sanitizer finding, fails it; a guard-detected fault at another size only keeps head where it is."""
-        generality, sanitized = self._generality(session, source, progress)
+    def _configuration(self, session: SessionRow, source: str,
+                       parent: int | None) -> tuple[dict[str, int] | None, str | None]:
+        """The configuration a new version is evaluated at, and where it came from: its parent's tuned one
+        ("parent") for each parameter the source declares under the same name with that value among its
+        candidates, when the whole meets `where` at the session's sizes; else the defaults. (None, None) for a
+        source without parameters, or one whose annotation does not parse (the evaluation says why)."""
+        try:
+            spec = self._spec(session, source)
+        except PeakError:
+            return None, None
+        if not spec.params:
+            return None, None
+        ran = self.store.version(session.id, parent).timing if parent is not None else None
+        tuned = ran.params if ran and ran.params and ran.params_from != "defaults" else {}
+        taken = {name: value for name, value in tuned.items() if value in spec.params.get(name, ())}
+        if taken:
+            config = spec.config(taken)
+            try:
+                if not spec.violated(session.sizes, config):
+                    return config, "parent"
+            except PeakError:
+                pass
+        return spec.config(), "defaults"
+
+    def _with_generality(self, session: SessionRow, source: str, outcome: Outcome, progress: Progress,
+                         params: dict[str, int] | None = None) -> Outcome:
+        """The outcome once generality and the sanitizer have run (at `params`, the configuration timed): a crash
+        or hang at a sampled size, or a sanitizer finding, fails it; a wrong result at another size makes it
+        not_general."""
+        generality, sanitized = self._generality(session, source, progress, params)
         update: dict[str, Any] = {"generality": generality}
         if sanitized and outcome.validation is not None:  # kept with the verdict at the session's sizes
             update["validation"] = outcome.validation.model_copy(update={"sanitizer": sanitized})
@@ -378,10 +445,14 @@ class PeakService:
             first = sanitized.failures[0]
             return outcome.model_copy(update={"status": Status.FAILED, "failure": first.check,
                                               "message": f"{first.message} (at {sanitized.sizes})"})
+        if generality.passed is False and generality.failures:
+            return outcome.model_copy(update={"status": Status.NOT_GENERAL,
+                                              "failure": f"generality_{generality.failures[0].check}",
+                                              "message": not_general_message(outcome, generality)})
         return outcome
 
-    def _generality(self, session: SessionRow, source: str,
-                    progress: Progress) -> tuple[Generality, SanitizerReport | None]:
+    def _generality(self, session: SessionRow, source: str, progress: Progress,
+                    params: dict[str, int] | None = None) -> tuple[Generality, SanitizerReport | None]:
         """Validate at the problem's awkward sizes within the session's constraints, then (CUDA, where installed)
         run compute-sanitizer at one of them. A fault at one size (the worker dies) is that size's verdict, not
         the version's. Returns (generality, sanitizer report or None)."""
@@ -402,6 +473,8 @@ class PeakService:
             return unchecked, None
         started = time.perf_counter()
         spec = self._spec(session, source)
+        if params:
+            spec = spec.bind(params)
         job = GeneralityJob(problem=session.problem, dtype=session.dtype, source=source, spec=spec,
                             sizes_list=sizes_list, sanitize_sizes=sanitize_at)
         sanitized = None
@@ -534,7 +607,7 @@ class PeakService:
             validation=dumped(v.validation), generality=dumped(v.generality), tuning=_tuning_brief(v.tuning),
             performance=performance(v, versions, session.baseline, self.device_of(session),
                                     problem.peak_path(session.dtype)),
-            head=session.head,
+            head=session.head, best=_number(best_version(versions.values())),
             phases={phase: round(record.seconds, 3) for phase, record in spent.items()
                     if record is not None and record.seconds is not None})
 
@@ -561,10 +634,10 @@ class PeakService:
 
     def revert(self, session_id: str, version: int, require_generality: bool = True) -> VersionReport:
         v = self.store.version(session_id, version)
-        if not Status(v.status).usable:
+        if not (v.status.usable or v.status is Status.NOT_GENERAL):
             raise InvalidInput(f"version {version} has status {v.status}; only passing versions can become head",
                                "pick a version whose status is benchmarked (see history).")
-        if require_generality and v.generality is not None and v.generality.passed is False:
+        if require_generality and v.status is Status.NOT_GENERAL:
             raise InvalidInput(f"version {version} failed at other sizes (generality); head moves only to general "
                                "versions", "pass require_generality=false to accept a specialized kernel.")
         self.store.set_head(session_id, version)
@@ -574,11 +647,37 @@ class PeakService:
         session = self.store.session(session_id)
         device = self.device_of(session)
         problem = get_problem(session.problem)
-        rows = history_rows(session, self.store.versions(session_id), device, problem.peak_path(session.dtype))
+        versions = self.store.versions(session_id)
+        rows = history_rows(session, versions, device, problem.peak_path(session.dtype))
         return HistoryReport(session_id=session_id, problem=session.problem, backend=session.backend,
                              dtype=session.dtype, sizes=session.sizes, device=session.device,
-                             head=session.head, baseline=dumped(session.baseline), rows=rows,
-                             table=markdown_table(rows))
+                             head=session.head, best=_number(best_version(versions)),
+                             baseline=dumped(session.baseline), rows=rows, table=markdown_table(rows))
+
+    def head_and_best(self, session_id: str) -> tuple[int | None, int | None]:
+        """Head (where work continues by default) and best (the fastest general version)."""
+        return self.store.session(session_id).head, _number(best_version(self.store.versions(session_id)))
+
+    def standing_note(self, session_id: str, number: int) -> str:
+        """Where version `number` left head and best, in one line: "head → v5 (0.21× its parent v4); best: v2
+        (54.59 ms), head is 0.26× as fast"."""
+        session = self.store.session(session_id)
+        versions = {v.number: v for v in self.store.versions(session_id)}
+        v, head, best = versions[number], session.head, best_version(versions.values())
+        if head == number:
+            parent = versions.get(v.parent) if v.parent is not None else None
+            ratio = parent.median_ms / v.median_ms if parent and parent.median_ms and v.median_ms else None
+            text = f"head → v{number}" + (f" ({ratio:.2f}× its parent v{parent.number})" if ratio and parent else "")
+        else:
+            text = f"head stays v{head}" if head is not None else "no head yet"
+        if best is None:
+            return text + ("; no general version is timed yet" if session.runs else "")
+        if best.number == head:
+            return text + ("; it is the new best (fastest general version)" if head == number else
+                           "; head is also the best (fastest general version)")
+        head_ms = versions[head].median_ms if head is not None else None
+        slower = f", head is {best.median_ms / head_ms:.2f}× as fast" if head_ms and best.median_ms else ""
+        return text + f"; best: v{best.number} ({best.median_ms:.4g} ms){slower}"
 
     def history_chart(self, session_id: str) -> bytes:
         from peak_mcp.charts import history_chart
@@ -645,7 +744,7 @@ class PeakService:
             progress(f"tuning: full validation and timing of {Config(params=report.best.params).label()}")
             tuned = self._evaluate(session, v.source, progress, params=report.best.params, vendor_ms=session.vendor_ms)
             if tuned.status.passed and tuned.timing:
-                timing = tuned.timing.model_copy(update={"params": report.best.params})
+                timing = tuned.timing.model_copy(update={"params": report.best.params, "params_from": "tuned"})
                 columns["timing"] = timing.model_dump(mode="json")
                 columns["message"] = (f"{v.message or ''}; tuned over {report.tried} configurations: "
                                       f"{Config(params=report.best.params).label()}, median "
@@ -709,8 +808,11 @@ class PeakService:
         if time_budget_s is not None and not 0.05 <= time_budget_s <= 60:
             raise InvalidInput(f"time_budget_s={time_budget_s} is out of range", "use 0.05 to 60 seconds.")
         steps = ("compile", "validate", "benchmark") if benchmark else ("compile", "validate")
+        params = v.timing.params if v.timing else None  # the configuration the version's time is of
         outcome = self._evaluate(session, v.source, progress, sizes=checked, steps=steps, trials=trials,
-                                 time_budget_s=time_budget_s)
+                                 time_budget_s=time_budget_s, params=params)
+        if params and outcome.timing:
+            outcome.timing = outcome.timing.model_copy(update={"params": params})
         baseline = None
         if benchmark and outcome.status is Status.BENCHMARKED:
             job = EvaluateJob(problem=session.problem, dtype=session.dtype, sizes=checked, steps=["baseline"],

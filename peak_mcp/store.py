@@ -61,6 +61,7 @@ MIGRATIONS = (
     "created_at REAL NOT NULL, heartbeat REAL NOT NULL)",
     "ALTER TABLE versions ADD COLUMN owner TEXT",
     "CREATE INDEX versions_pending ON versions(owner) WHERE status = 'pending'",
+    "ALTER TABLE apply_runs ADD COLUMN resolved TEXT",  # the catalog text the run gives the LLM, fixed when it begins
 )
 _JSON_FIELDS = {"sizes", "baseline", "compile", "validation", "timing", "generality", "constraints", "device_info",
                 "tuning"}
@@ -278,11 +279,12 @@ class Store:
 
     # --- apply runs ------------------------------------------------------------------------------------------
     def create_apply_run(self, *, session_id: str, transformation: str, base_version: int,
-                         instructions: str | None, max_attempts: int) -> str:
+                         instructions: str | None, max_attempts: int, resolved: str | None = None) -> str:
         run_id = uuid.uuid4().hex[:12]
         self._write("INSERT INTO apply_runs (id, session_id, transformation, base_version, instructions, "
-                    "max_attempts, state, created_at) VALUES (?, ?, ?, ?, ?, ?, 'open', ?)",
-                    (run_id, session_id, transformation, base_version, instructions, max_attempts, time.time()))
+                    "max_attempts, state, created_at, resolved) VALUES (?, ?, ?, ?, ?, ?, 'open', ?, ?)",
+                    (run_id, session_id, transformation, base_version, instructions, max_attempts, time.time(),
+                     resolved))
         return run_id
 
     def apply_run(self, run_id: str) -> ApplyRunRow:

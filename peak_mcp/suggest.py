@@ -54,6 +54,7 @@ class Suggestion(BaseModel):
 class Suggestions(BaseModel):
     session_id: str
     head: int
+    best: int | None = None  # the fastest general version (server instructions)
     backend: str
     dtype: str
     device: str
@@ -121,7 +122,8 @@ def suggest_next(service: PeakService, catalog: Catalog, session_id: str, limit:
         ranked[target.id] = Suggestion(id=target.id, title=target.title, score=round(score, 2),
                                        why="; ".join(reasons) or target.summary)
     order = sorted(ranked.values(), key=lambda s: (-s.score, s.id))
-    return Suggestions(session_id=session_id, head=session.head, backend=backend, dtype=dtype,
+    return Suggestions(session_id=session_id, head=session.head, best=service.head_and_best(session_id)[1],
+                       backend=backend, dtype=dtype,
                        device=device.name or session.device, applied=applied,
                        features=sorted(features), suggestions=order[:limit])
 

@@ -56,7 +56,7 @@ async def test_compile_error_then_success_is_retried_and_recorded(make_client, m
         failed_block = retry.split("this code failed\n```cuda\n", 1)[1].split("```", 1)[0]
         assert failed_block == BROKEN.rstrip() + "\n"
         assert "+    float acc = 0.0f + missing_symbol;" in retry and "-    float acc = 0.0f;" in retry  # the diff
-        assert "Current best (head): version 0" in retry
+        assert "Head (where work continues by default): version 0" in retry
         assert "shared-memory-tiling" in llm.prompts[0] and "const float* A" in llm.prompts[0]
         assert "attempt 1 of 3" in llm.prompts[0] and "previous attempt" not in llm.prompts[0]
         rows = (await client.call_tool("history", {"session_id": sid})).structured_content["rows"]
@@ -93,7 +93,7 @@ async def test_without_sampling_the_brief_comes_back_and_submit_completes_the_ru
         )).structured_content
         assert not step["done"] and "submit_kernel" in step["message"]
         assert "use 32x32 tiles" in step["brief"] and "extern \"C\" __global__ void matmul" in step["brief"]
-        assert "Current best (head): version 0 (not timed on this machine" in step["brief"]
+        assert "Head (where work continues by default): version 0 (not timed on this machine" in step["brief"]
         report = (await client.call_tool("submit_kernel", {"session_id": sid, "source": TILED,
                                                            "transformation": "shared-memory-tiling"})
                   ).structured_content
@@ -145,7 +145,7 @@ async def test_a_stateless_llm_fixes_its_failed_attempt_from_the_retry_brief(mak
         retry = llm.prompts[1]
         assert retry.count("relative L2 error") == 1, retry  # the verdict, once
         assert "--- v0\n+++ v1" in retry and f"+        {bad}" in retry  # the diff from the parent
-        assert "Current best (head): version 0: " in retry and " ms" in retry
+        assert "Head and best (the fastest general version): version 0: " in retry and " ms" in retry
         assert "Yardstick:" in retry
         source = (await client.call_tool("get_version", {"session_id": sid})).structured_content["source"]
         assert source == tiled.rstrip() + "\n"
@@ -196,6 +196,30 @@ async def test_catalog_resolution_is_the_same_after_a_restart(make_client, setti
             assert not step.is_error, step.content[0].text
             steps.append(step.structured_content)
     assert steps[0]["resolved_transformation"] == steps[1]["resolved_transformation"] == resolved
+
+
+async def test_a_specialization_is_announced_and_the_plain_text_stays_reachable(make_client, settings) -> None:
+    """On an H100 target (sm_90a) tensor-cores resolves to hopper-wgmma: the answer says so and how to get the plain
+    text, and exact=true gives that text's brief."""
+    settings.cuda_arch = "sm_90a"
+    async with make_client() as (client, _):
+        sid = await _start(client, dtype="f16")
+        step = (await client.call_tool("apply_transformation", {"session_id": sid, "transformation": "tensor-cores"})
+                ).structured_content
+        assert step["resolved_transformation"] == "hopper-wgmma"
+        assert step["note"] == ("resolved to hopper-wgmma, the hopper (sm_90a) specialization of tensor-cores; pass "
+                                "exact=true for tensor-cores itself")
+        assert step["brief"].startswith("# Task: apply the transformation `hopper-wgmma`")
+        plain = (await client.call_tool("apply_transformation", {"session_id": sid, "transformation": "tensor-cores",
+                                                                 "exact": True})).structured_content
+        assert plain["resolved_transformation"] == "tensor-cores" and plain.get("note") is None, plain.get("note")
+        assert plain["brief"].startswith("# Task: apply the transformation `tensor-cores` (Tensor cores through the "
+                                         "WMMA API")
+        assert "wgmma.m64n128k16" not in plain["brief"] and "wmma::fragment<wmma::matrix_a" in plain["brief"]
+        # A variant asked for by its own id is no swap.
+        direct = (await client.call_tool("apply_transformation", {"session_id": sid, "transformation": "hopper-wgmma"})
+                  ).structured_content
+        assert direct["resolved_transformation"] == "hopper-wgmma" and direct.get("note") is None
 
 
 def test_a_brief_for_a_tuned_kernel_asks_to_keep_its_parameters() -> None:

@@ -32,20 +32,24 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
             description=f"extra guidance for the LLM, at most {MAX_INSTRUCTIONS_CHARS} characters")] = None,
         max_attempts: Annotated[int | None, Field(strict=True, ge=1, le=10,
                                                   description="attempts before giving up, 1-10 (default 3)")] = None,
+        exact: Annotated[bool, Field(description="this id's own text, not its specialization for the "
+                                                 "session")] = False,
     ) -> ApplyStep | types.InputRequiredResult:
         """Have the client's LLM apply a transformation (MCP sampling), then compile, validate and benchmark,
         retrying with the compiler or validation feedback. Without sampling it returns the brief: rewrite the
         kernel yourself and call submit_kernel with transformation set."""
         capabilities = ctx.client_capabilities
         if capabilities is None or capabilities.sampling is None:
-            step = await call(ctx, applier.begin, session_id, transformation, version, instructions, max_attempts)
+            step = await call(ctx, applier.begin, session_id, transformation, version, instructions, max_attempts,
+                              exact)
             step.message = ("this client does not offer MCP sampling: rewrite the kernel as the brief says, then "
                             f"call submit_kernel(session_id={session_id!r}, source=..., "
                             f"transformation={transformation!r}); that submission is recorded as this run's attempt")
             return step
         if ctx.protocol_version is not None and ctx.protocol_version >= "2026-07-28":
-            return await _apply_by_rounds(ctx, session_id, transformation, version, instructions, max_attempts)
-        step = await call(ctx, applier.begin, session_id, transformation, version, instructions, max_attempts)
+            return await _apply_by_rounds(ctx, session_id, transformation, version, instructions, max_attempts,
+                                          exact)
+        step = await call(ctx, applier.begin, session_id, transformation, version, instructions, max_attempts, exact)
         while not step.done:
             try:
                 with warnings.catch_warnings():
@@ -61,11 +65,12 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
         return step
 
     async def _apply_by_rounds(ctx: Context, session_id: SessionId, transformation: str, version: int | None,
-                               instructions: str | None, max_attempts: int | None) -> ApplyStep | Any:
+                               instructions: str | None, max_attempts: int | None, exact: bool) -> ApplyStep | Any:
         """2026-07-28 clients: each LLM call is an input-required round; the run id rides request_state."""
         state = ctx.request_state
         if state is None:
-            step = await call(ctx, applier.begin, session_id, transformation, version, instructions, max_attempts)
+            step = await call(ctx, applier.begin, session_id, transformation, version, instructions, max_attempts,
+                              exact)
         else:
             run_id, _, attempt = state.partition(":")
             run = await call(None, service.store.apply_run, run_id)

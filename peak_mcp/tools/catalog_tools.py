@@ -111,8 +111,9 @@ OPTIMIZE_PROMPT = """Optimize the {problem} kernel on the {backend} backend ({dt
 4. Apply one transformation at a time: apply_transformation(session_id, id). If your client cannot sample, the
    tool returns a brief; rewrite the kernel as it says and call submit_kernel(session_id, source,
    transformation=id). Before each step, predict what should move (time, TFLOP/s) and why.
-5. Read the report: a failed attempt names the failing check and gives numbers; fix and resubmit. A slower
-   version is legal but usually wrong direction: revert(session_id, version) moves head back.
+5. Read the report: a failed attempt names the failing check and gives numbers; fix and resubmit. A version
+   right only at the session's sizes is not_general, no success. Head moves to every general version, slower
+   ones too; every report names best (the fastest general version): revert(session_id, best) moves head back.
 6. Check generality with validate(session_id, sizes={{...}}) at sizes that are not tile multiples.
 7. Finish with history(session_id, chart=true) and summarize what worked, with the measured numbers.
 """

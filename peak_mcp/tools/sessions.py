@@ -23,6 +23,8 @@ from peak_mcp.models import (
     ProblemList,
     SessionInfo,
     SessionList,
+    Submission,
+    TuneAnswer,
     VersionDetail,
     VersionReport,
 )
@@ -42,7 +44,6 @@ from peak_mcp.tools.common import (
     VersionNumber,
     call,
 )
-from peak_mcp.tuning import TuneReport
 
 
 def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Applier) -> None:
@@ -104,7 +105,7 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         transformation: Annotated[str | None, Field(description="catalog id of the transformation applied")] = None,
         require_generality: Annotated[bool, Field(
             description="head moves to this version only if it also passes at the sampled other sizes")] = True,
-    ) -> Annotated[types.CallToolResult, VersionReport]:
+    ) -> Annotated[types.CallToolResult, Submission]:
         """Compile, validate and benchmark a kernel as a new version of the session; then validate it at sampled
         other sizes (generality)."""
         if transformation is not None:  # statistics count only catalog transformations
@@ -186,7 +187,7 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         = "auto",
         max_configs: Annotated[int, Field(strict=True, ge=1, le=4096, description="configurations to try")] = 64,
         budget_s: Annotated[float | None, Field(ge=1, le=3600, description="stop after this many seconds")] = None,
-    ) -> Annotated[types.CallToolResult, TuneReport]:
+    ) -> Annotated[types.CallToolResult, TuneAnswer]:
         """Search a version's tuning parameters (`// peak: params` / `where` lines): configurations compiled in
         parallel, invalid ones pruned with the reason, the rest validated and timed briefly; the fastest is then
         validated and timed in full and becomes the version's performance. Every configuration is stored (history,
@@ -197,7 +198,9 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         pruned = report.pruned[:10]
         if len(report.devices) <= 1:  # one device measured them all: `devices` says which, once
             fastest, pruned = ([r.model_copy(update={"device": None}) for r in rows] for rows in (fastest, pruned))
-        return result(report.model_copy(update={"results": fastest, "pruned": pruned}))
+        head, best = await call(None, service.head_and_best, session_id)
+        trimmed = report.model_copy(update={"results": fastest, "pruned": pruned})
+        return result(TuneAnswer.model_validate({**trimmed.model_dump(), "head": head, "best_version": best}))
 
     @mcp.tool(annotations=RUNS_ONLY)
     async def profile(session_id: SessionId, version: Version = None,
