@@ -78,6 +78,7 @@ def cuda_beside(device_uuid: str | None) -> ArrayModule:
         for ordinal in range(driver.cuDeviceGetCount()[1]):
             if driver.cuDeviceGetUuid(driver.cuDeviceGet(ordinal)[1])[1].bytes.hex() == device_uuid:
                 with cupy.cuda.Device(ordinal):
+                    cupy.cuda.Stream.null.use()  # not a stream a closed CUDA executor left current (it crashed)
                     float((cupy.arange(3, dtype=cupy.float64) * 2).sum())  # a context, a kernel compile, a copy
                 return ArrayModule(cupy, CUDA, ordinal)
         return ArrayModule(np, HOST, why=f"no CUDA device has the UUID {device_uuid}")
@@ -201,6 +202,7 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
     xp = where.xp
     if where.device is not None:
         xp.cuda.Device(where.device).use()
+        xp.cuda.Stream.null.use()  # the thread's current stream may belong to an executor closed since
     made: list[InputSet] = []
     try:
         for _ in range(max(1, min(sets, trials))):

@@ -197,6 +197,8 @@ class CudaExecutor(Executor):
 
     def close(self) -> None:
         self.nvrtc.close()
+        if self.device is not None:  # cupy's current stream is this executor's, which goes away with it
+            self.xp.cuda.Stream.null.use()
 
     def load(self, kernel: Compiled) -> Compiled:
         if kernel.pending is None:
