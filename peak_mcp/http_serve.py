@@ -1,4 +1,5 @@
-"""Streamable HTTP, safe to expose: a bearer token off loopback, Host and Origin allowlists on every bind.
+"""Streamable HTTP, safe to expose: a bearer token off loopback, Host and Origin allowlists on every bind, and
+limits on what clients hold (http_limits.py).
 
 Host/Origin checks are the MCP SDK's own (TransportSecuritySettings, DNS-rebinding protection), switched on for
 every bind rather than only loopback ones. The SDK's auth hook is OAuth-shaped (issuer, resource metadata); a static
@@ -18,6 +19,8 @@ from mcp.server import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from peak_mcp.config import HttpLimits
+
 log = structlog.get_logger("peak_mcp.http")
 TOKEN_ENV = "PEAK_MCP_TOKEN"
 MIN_TOKEN_CHARS = 16
@@ -35,6 +38,7 @@ class HttpOptions:
     token: str | None = field(default=None, repr=False)  # never printed
     allowed_hosts: list[str] = field(default_factory=list)
     allowed_origins: list[str] = field(default_factory=list)
+    limits: HttpLimits = field(default_factory=HttpLimits)
 
 
 def is_loopback(host: str) -> bool:
@@ -111,7 +115,19 @@ def build_app(server: MCPServer, options: HttpOptions) -> ASGIApp:
 def serve(server: MCPServer, options: HttpOptions) -> None:
     import uvicorn
 
+    from peak_mcp.http_limits import Guard, fd_budget, protocol_class
+
     app = build_app(server, options)
+    limits = options.limits
+    connections, backlog = fd_budget(limits.max_connections)
+    if connections < 8:
+        raise ExposureError(f"the file limit (ulimit -n) leaves room for {max(connections, 0)} HTTP connections; "
+                            f"raise it, or lower PEAK_MCP_HTTP_MAX_CONNECTIONS")
     log.info("serving streamable HTTP", host=options.host, port=options.port, token=bool(options.token),
-             allowed_hosts=options.allowed_hosts, allowed_origins=options.allowed_origins)
-    uvicorn.run(app, host=options.host, port=options.port, log_level="info", server_header=False)
+             allowed_hosts=options.allowed_hosts, allowed_origins=options.allowed_origins,
+             max_connections=connections, max_client_connections=limits.max_client_connections,
+             header_timeout=limits.header_timeout, body_timeout=limits.body_timeout)
+    # ws="none": a WebSocket upgrade would hand the connection to another protocol, out of the Guard's count (MCP
+    # does not use WebSockets). Keep-alive stays uvicorn's 5 s.
+    uvicorn.run(app, host=options.host, port=options.port, http=protocol_class(Guard(limits, connections)),
+                ws="none", backlog=backlog, log_level="info", server_header=False)

@@ -1,0 +1,196 @@
+"""What `serve --http` lets clients hold, so that slow, many or hostile clients cannot take it down (issue 19).
+
+uvicorn alone accepts every connection and waits for request headers forever: h11 is sans-I/O and has no timeouts,
+uvicorn's timeout_keep_alive starts only after a response, and limit_concurrency answers 503 only once a request has
+been read. A client that dribbles headers thus holds a file descriptor for good; at RLIMIT_NOFILE asyncio's accept
+loop logs a traceback per attempt (hundreds of thousands a minute) and nobody gets in. Here:
+
+- GuardedH11Protocol, uvicorn's h11 protocol subclassed: a request's headers must arrive within header_timeout and
+  its body within body_timeout; a peer address holds at most max_client_connections and all together at most
+  max_connections, fitted under RLIMIT_NOFILE with a reserve. When all are taken, the connection that has waited
+  longest for its headers (from an address that holds many, first) makes room, so slow clients cannot lock out one
+  that sends its request at once.
+
+Limits are per peer address: behind a reverse proxy every connection comes from the proxy's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+from typing import Any, ClassVar
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from peak_mcp.config import HttpLimits
+
+log = logging.getLogger("peak_mcp.http")
+
+REFUSED = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 5\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
+TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
+MAX_BACKLOG = 1024
+# Descriptors opened after the budget is taken besides connections: device workers' pipes, the store, compilers.
+FD_MARGIN = 64
+# An address holding at most this many connections looks like a client, not a flood: it is evicted last. A new
+# connection waits a loop turn or two for its first bytes, while a flood's batches may evict hundreds.
+FEW = 8
+
+
+def fd_budget(wanted: int) -> tuple[int, int]:
+    """(connections, listen backlog) that fit under RLIMIT_NOFILE, raising the soft limit towards the hard one first.
+
+    A refused or evicted connection holds its descriptor until the event loop closes it a few turns later, and
+    asyncio accepts up to `backlog` connections a turn: about four backlogs are in flight beyond those counted, so
+    they are kept free, with FD_MARGIN and what is open now. A long backlog keeps a burst of connections waiting in
+    the kernel rather than dropping their SYNs (a client then retries only a second later), so it gets what the
+    connections leave, between a floor and MAX_BACKLOG."""
+    if sys.platform == "win32":
+        return wanted, MAX_BACKLOG
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    fixed = _open_fds() + FD_MARGIN
+    if soft == resource.RLIM_INFINITY:
+        return wanted, MAX_BACKLOG
+    needed = fixed + wanted + 4 * MAX_BACKLOG
+    if soft < needed and (hard == resource.RLIM_INFINITY or soft < hard):
+        soft = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    floor = max(8, min(128, soft // 16))  # a small limit (a test's) keeps most of it for connections
+    backlog = min(MAX_BACKLOG, max(floor, (soft - fixed - wanted) // 4))
+    return min(wanted, soft - fixed - 4 * backlog), backlog
+
+
+def _open_fds() -> int:
+    for folder in ("/proc/self/fd", "/dev/fd"):
+        with contextlib.suppress(OSError):
+            return len(os.listdir(folder))
+    return 32
+
+
+class Guard:
+    """The connections open now, in all and per peer address, and those waiting for request headers, oldest first."""
+
+    def __init__(self, limits: HttpLimits, max_connections: int) -> None:
+        self.limits = limits
+        self.max_connections = max_connections
+        self.total = 0
+        self.per_address: dict[str, int] = {}
+        self.waiting: dict[GuardedH11Protocol, None] = {}  # a dict keeps insertion order: the first waited longest
+
+    def admit(self, conn: GuardedH11Protocol) -> bool:
+        held = self.per_address.get(conn.address, 0)
+        if held >= self.limits.max_client_connections:
+            log.warning("refused a connection from %s, which has %d open (PEAK_MCP_HTTP_MAX_CLIENT_CONNECTIONS)",
+                        conn.address, held)
+            return False
+        if self.total >= self.max_connections:
+            if not self.waiting:
+                log.warning("refused a connection from %s: %d are open (PEAK_MCP_HTTP_MAX_CONNECTIONS, and the file "
+                            "limit)", conn.address, self.total)
+                return False
+            # Counted until its transport is gone, so the total may pass the cap by the evictions in flight.
+            victim = self._victim()
+            del self.waiting[victim]
+            log.warning("closed a connection from %s that waited long for its request headers: %d are open "
+                        "(PEAK_MCP_HTTP_MAX_CONNECTIONS, and the file limit)", victim.address, self.total)
+            victim.drop(REFUSED)
+        self.total += 1
+        self.per_address[conn.address] = held + 1
+        return True
+
+    def _victim(self) -> GuardedH11Protocol:
+        """The oldest connection waiting for headers from an address with more than FEW open, else the oldest."""
+        for looked, conn in enumerate(self.waiting):
+            if self.per_address[conn.address] > FEW:
+                return conn
+            if looked == 32:  # a wide flood of few connections an address: no need to look further
+                break
+        return next(iter(self.waiting))
+
+    def release(self, conn: GuardedH11Protocol) -> None:
+        self.total -= 1
+        self.waiting.pop(conn, None)
+        held = self.per_address.pop(conn.address) - 1
+        if held:
+            self.per_address[conn.address] = held
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol behind the Guard, with a deadline for each request's headers and then its body."""
+
+    guard: ClassVar[Guard]  # set on the subclass that protocol_class() makes
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.address = ""
+        self._admitted = False
+        self._phase: str | None = None  # "header" or "body" while a request is being read
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        peer = transport.get_extra_info("peername")
+        self.address = str(peer[0]) if isinstance(peer, tuple) else "local"
+        if not self.guard.admit(self):
+            transport.write(REFUSED)  # before uvicorn sees it: no task, no request, no log line of its own
+            transport.close()
+            return
+        self._admitted = True
+        super().connection_made(transport)
+        self._watch()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._watch()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self._admitted:
+            return
+        self._admitted = False
+        if self._deadline is not None:
+            self._deadline.cancel()
+        self.guard.release(self)
+        super().connection_lost(exc)
+
+    def drop(self, answer: bytes) -> None:
+        if not self.transport.is_closing():
+            if self.cycle is None or not self.cycle.response_started:
+                self.transport.write(answer)
+            self.transport.close()
+
+    def _watch(self) -> None:
+        """Start the clock when h11 starts waiting for a request's headers (IDLE) or its body (SEND_BODY).
+
+        Idle keep-alive connections are uvicorn's: they are in IDLE too, but timed by timeout_keep_alive until a
+        byte of the next request arrives (data_received), from which the header deadline runs."""
+        state = self.conn.their_state
+        phase = "header" if state is h11.IDLE else "body" if state is h11.SEND_BODY else None
+        if phase == self._phase or self.transport.is_closing():
+            return
+        self._phase = phase
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        if phase == "header":
+            self.guard.waiting[self] = None
+        else:
+            self.guard.waiting.pop(self, None)
+        if phase is not None:
+            seconds = self.guard.limits.header_timeout if phase == "header" else self.guard.limits.body_timeout
+            self._deadline = self.loop.call_later(seconds, self._expire, phase, seconds)
+
+    def _expire(self, phase: str, seconds: float) -> None:
+        self._deadline = None
+        log.warning("closed the connection from %s: the request's %s took over %g s (PEAK_MCP_HTTP_%s_TIMEOUT)",
+                    self.address, phase, seconds, phase.upper(), extra={"throttle": phase})
+        self.guard.waiting.pop(self, None)
+        self.drop(TIMED_OUT)
+
+
+def protocol_class(guard: Guard) -> type[GuardedH11Protocol]:
+    """The class uvicorn instantiates per connection (its `http` setting), bound to one server's Guard."""
+    return type("GuardedH11Protocol", (GuardedH11Protocol,), {"guard": guard})
