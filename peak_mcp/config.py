@@ -117,6 +117,8 @@ class HttpLimits(BaseSettings):
                                         description="open connections from one address (a proxy counts as one)")
     header_timeout: float = Field(5.0, gt=0, le=300, description="seconds a request's headers may take to arrive")
     body_timeout: float = Field(30.0, gt=0, le=3600, description="seconds a request's body may take after them")
+    auth_failures_per_minute: int = Field(30, ge=1, le=1_000_000,
+                                          description="wrong or missing tokens from one client before it gets 429")
 
     @classmethod
     def from_env(cls) -> HttpLimits:

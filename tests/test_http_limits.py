@@ -1,5 +1,5 @@
 """`serve --http` under slow, many and hostile clients (issue 19): header and body deadlines, per-address and
-file-limit connection caps.
+file-limit connection caps, a failure budget per client.
 
 Real servers as subprocesses, real sockets; every connection goes to 127.0.0.1, from loopback source addresses
 (127.0.0.x) standing for distinct clients. The flood server runs with a file limit of 256, so that a few hundred
@@ -237,3 +237,15 @@ async def test_slow_connections_from_many_addresses_leave_a_client_answered(floo
     cap = re.search(r"max_connections=(\d+)", text)  # the start-up line: what the file limit leaves
     assert cap and int(cap[1]) < FLOOD_NOFILE - 64
     assert "Too many open files" not in text
+
+
+def test_a_client_that_keeps_failing_gets_429_and_others_do_not(flood: Server) -> None:
+    """30 wrong tokens a minute from one address (PEAK_MCP_HTTP_AUTH_FAILURES_PER_MINUTE), then 429 for the rest
+    of the minute, its right token included; each answer closes its connection. Another address is not affected."""
+    statuses = [_post(flood.port, auth="x" * 43, source="127.0.0.40") for _ in range(35)]
+    assert statuses == [401] * 30 + [429] * 5
+    assert _post(flood.port, auth=flood.token, source="127.0.0.40") == 429
+    answer = _request(flood.port, b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", "127.0.0.40")
+    assert answer.startswith(b"HTTP/1.1 429") and b"retry-after: " in answer.lower()
+    assert b"connection: close" in answer.lower()
+    assert _post(flood.port, auth=flood.token, source="127.0.0.41") == 200
