@@ -10,6 +10,8 @@ loop logs a traceback per attempt (hundreds of thousands a minute) and nobody ge
   max_connections, fitted under RLIMIT_NOFILE with a reserve. When all are taken, the connection that has waited
   longest for its headers (from an address that holds many, first) makes room, so slow clients cannot lock out one
   that sends its request at once.
+- LogThrottle: at most one line a second from each logging call site; the next one says how many were dropped.
+- AccessLog: one line per response without the query string (uvicorn's access log prints it, token and all).
 
 Limits are per peer address: behind a reverse proxy every connection comes from the proxy's.
 """
@@ -17,18 +19,24 @@ Limits are per peer address: behind a reverse proxy every connection comes from 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import os
 import sys
+import threading
+import time
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import h11
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from peak_mcp.config import HttpLimits
 
 log = logging.getLogger("peak_mcp.http")
+access_log = logging.getLogger("peak_mcp.http.access")
 
 REFUSED = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 5\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
 TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
@@ -194,3 +202,108 @@ class GuardedH11Protocol(H11Protocol):
 def protocol_class(guard: Guard) -> type[GuardedH11Protocol]:
     """The class uvicorn instantiates per connection (its `http` setting), bound to one server's Guard."""
     return type("GuardedH11Protocol", (GuardedH11Protocol,), {"guard": guard})
+
+
+@dataclass(slots=True)
+class _Site:
+    last: float  # when a line from it was last let through
+    dropped: int = 0  # records dropped since
+    sample: logging.LogRecord | None = None  # the last of them
+
+
+class LogThrottle(logging.Filter):
+    """At most one line a second from each call site (file, line, level, and a `throttle` extra where given, e.g. a
+    status code): a line let through says how many were dropped before it, and a site that falls quiet gets its
+    count on a line of its own a second later, or at exit. A traceback is printed once per site and exception;
+    later ones are shortened to their last line."""
+
+    def __init__(self, interval_s: float = 1.0) -> None:
+        super().__init__()
+        self.interval_s = interval_s
+        self._lock = threading.Lock()  # threads log too, and the reporter reads the sites
+        self._sites: dict[tuple[object, ...], _Site] = {}
+        self._tracebacks: set[tuple[object, ...]] = set()
+        threading.Thread(target=self._report_every, name="log-throttle", daemon=True).start()
+        atexit.register(self.report, quiet_for_s=0.0)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "throttle_report", False):
+            return True
+        key = (record.name, record.levelno, record.pathname, record.lineno, getattr(record, "throttle", None))
+        now = time.monotonic()
+        with self._lock:
+            site = self._sites.setdefault(key, _Site(last=-self.interval_s))
+            if now - site.last < self.interval_s:
+                site.dropped, site.sample = site.dropped + 1, record
+                return False
+            dropped, since = site.dropped, now - site.last
+            site.last, site.dropped, site.sample = now, 0, None
+            exc = record.exc_info[1] if record.exc_info else None
+            seen = (key, type(exc), str(exc))
+            shorten = exc is not None and (seen in self._tracebacks or len(self._tracebacks) >= 1000)
+            if exc is not None:
+                self._tracebacks.add(seen)
+        if shorten or dropped:
+            message = record.getMessage()
+            if shorten:
+                message += f" ({type(exc).__name__}: {exc})"
+                record.exc_info, record.exc_text = None, None
+            if dropped:
+                message += f" [{dropped} more like this dropped in the last {since:.1f} s]"
+            record.msg, record.args = message, ()
+        return True
+
+    def _report_every(self) -> None:
+        while True:
+            time.sleep(self.interval_s / 4)
+            self.report()
+
+    def report(self, quiet_for_s: float | None = None) -> None:
+        """Log the count of each site that dropped lines and has let none through for `quiet_for_s` (a second)."""
+        quiet_for_s = self.interval_s if quiet_for_s is None else quiet_for_s
+        now = time.monotonic()
+        with self._lock:
+            quiet = [site for site in self._sites.values()
+                     if site.sample is not None and now - site.last >= quiet_for_s]
+            reports = [(site.sample, site.dropped, now - site.last) for site in quiet]
+            for site in quiet:
+                site.last, site.dropped, site.sample = now, 0, None
+        for sample, dropped, since in reports:
+            if sample is not None:
+                logging.getLogger(sample.name).log(
+                    sample.levelno, "%s [%d like this in the last %.1f s, this one the last]", sample.getMessage(),
+                    dropped, since, extra={"throttle_report": True})
+
+
+def throttle_logging() -> None:
+    """Every record reaching the root logger's handlers goes through one LogThrottle, with a time stamp."""
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(stream=sys.stderr)
+    throttle = LogThrottle()
+    for handler in root.handlers:
+        handler.addFilter(throttle)
+        handler.setFormatter(logging.Formatter("%(asctime)s [%(levelname)s] %(name)s: %(message)s"))
+
+
+class AccessLog:
+    """One line per response: client, method, path and status; never the query string nor any header."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_logged(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                client = scope.get("client")
+                raw = scope.get("raw_path") or scope["path"].encode()
+                path = raw.partition(b"?")[0].decode("ascii", "backslashreplace")[:200]  # %0A stays escaped
+                access_log.info("%s %s %s %d", client[0] if client else "-", scope["method"], path,
+                                message["status"], extra={"throttle": message["status"]})
+            await send(message)
+
+        await self.app(scope, receive, send_logged)

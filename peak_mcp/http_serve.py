@@ -141,17 +141,19 @@ def check_exposure(options: HttpOptions) -> None:
 
 
 def build_app(server: MCPServer, options: HttpOptions) -> ASGIApp:
+    from peak_mcp.http_limits import AccessLog
+
     check_exposure(options)
     app: ASGIApp = server.streamable_http_app(transport_security=security_settings(options), host=options.host)
     if options.token:
         app = BearerToken(app, options.token, options.limits.auth_failures_per_minute)
-    return app
+    return AccessLog(app)
 
 
 def serve(server: MCPServer, options: HttpOptions) -> None:
     import uvicorn
 
-    from peak_mcp.http_limits import Guard, fd_budget, protocol_class
+    from peak_mcp.http_limits import Guard, fd_budget, protocol_class, throttle_logging
 
     app = build_app(server, options)
     limits = options.limits
@@ -159,12 +161,15 @@ def serve(server: MCPServer, options: HttpOptions) -> None:
     if connections < 8:
         raise ExposureError(f"the file limit (ulimit -n) leaves room for {max(connections, 0)} HTTP connections; "
                             f"raise it, or lower PEAK_MCP_HTTP_MAX_CONNECTIONS")
+    throttle_logging()
     log.info("serving streamable HTTP", host=options.host, port=options.port, token=bool(options.token),
              allowed_hosts=options.allowed_hosts, allowed_origins=options.allowed_origins,
              max_connections=connections, max_client_connections=limits.max_client_connections,
              header_timeout=limits.header_timeout, body_timeout=limits.body_timeout,
              auth_failures_per_minute=limits.auth_failures_per_minute)
-    # ws="none": a WebSocket upgrade would hand the connection to another protocol, out of the Guard's count (MCP
-    # does not use WebSockets). Keep-alive stays uvicorn's 5 s.
+    # log_config=None: uvicorn's records go to the root handlers, through the throttle; its access log is replaced
+    # by AccessLog (it printed query strings). ws="none": a WebSocket upgrade would hand the connection to another
+    # protocol, out of the Guard's count (MCP does not use WebSockets). Keep-alive stays uvicorn's 5 s.
     uvicorn.run(app, host=options.host, port=options.port, http=protocol_class(Guard(limits, connections)),
-                ws="none", backlog=backlog, log_level="info", server_header=False)
+                ws="none", backlog=backlog, log_config=None, access_log=False, log_level="info",
+                server_header=False)

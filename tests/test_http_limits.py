@@ -1,5 +1,5 @@
 """`serve --http` under slow, many and hostile clients (issue 19): header and body deadlines, per-address and
-file-limit connection caps, a failure budget per client.
+file-limit connection caps, a failure budget per client, and logs that neither hold the token nor flood.
 
 Real servers as subprocesses, real sockets; every connection goes to 127.0.0.1, from loopback source addresses
 (127.0.0.x) standing for distinct clients. The flood server runs with a file limit of 256, so that a few hundred
@@ -237,6 +237,51 @@ async def test_slow_connections_from_many_addresses_leave_a_client_answered(floo
     cap = re.search(r"max_connections=(\d+)", text)  # the start-up line: what the file limit leaves
     assert cap and int(cap[1]) < FLOOD_NOFILE - 64
     assert "Too many open files" not in text
+
+
+def test_a_token_in_a_query_string_is_never_logged(quick: Server) -> None:
+    """uvicorn's access log printed `POST /mcp?token=<TOKEN>`; the server's own prints the path alone."""
+    assert _post(quick.port, f"?token={quick.token}") == 401
+    assert _post(quick.port, f"?token={quick.token}", auth=quick.token) == 200
+    time.sleep(0.2)
+    text = quick.log.read_text(errors="replace")
+    assert "127.0.0.1 POST /mcp 401" in text and "127.0.0.1 POST /mcp 200" in text
+    assert quick.token not in text
+
+
+def test_logs_stay_bounded_under_a_flood_of_failures(flood: Server) -> None:
+    """1,000 failures of four kinds (wrong tokens, then 429s, garbage, refused connections) from 127.0.0.30-31
+    write a few lines a second, with each kind's count."""
+    before = flood.lines()
+    started = time.monotonic()
+    statuses = [_post(flood.port, auth="x" * 43, source="127.0.0.30") for _ in range(400)]
+    assert statuses[:30] == [401] * 30 and set(statuses[30:]) == {429}  # PEAK_MCP_HTTP_AUTH_FAILURES_PER_MINUTE
+    for _ in range(300):
+        assert _request(flood.port, b"NOT HTTP AT ALL\r\n\r\n", "127.0.0.30").startswith(b"HTTP/1.1 400")
+    held = _connect_all(flood.port, ["127.0.0.31"], 364, b"POST /mcp HTTP/1.1\r\n")
+    try:
+        time.sleep(1.5)  # a kind's count is logged a second after it falls quiet
+        produced = flood.lines() - before
+        elapsed = time.monotonic() - started
+        assert produced <= 4 * (elapsed + 2), f"{produced} log lines in {elapsed:.1f} s"
+    finally:
+        _close(held)
+    time.sleep(1.0)
+    text = flood.log.read_text(errors="replace")
+    assert _counted(text, "127.0.0.30 POST /mcp 401") == 30
+    assert _counted(text, "127.0.0.30 POST /mcp 429") == 370
+    assert _counted(text, "Invalid HTTP request received.") == 300
+
+
+def _counted(log: str, kind: str) -> int:
+    """The records of a kind: its lines, plus the drops each counts (`[N more like this dropped ...]` before it;
+    `[N like this ..., this one the last]` for a report that stands for N)."""
+    total = 0
+    for line in log.splitlines():
+        if kind in line:
+            found = re.search(r"\[(\d+) (more )?like this", line)
+            total += 1 if not found else int(found[1]) + (1 if found[2] else 0)
+    return total
 
 
 def test_a_client_that_keeps_failing_gets_429_and_others_do_not(flood: Server) -> None:
