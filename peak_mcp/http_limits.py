@@ -40,7 +40,10 @@ access_log = logging.getLogger("peak_mcp.http.access")
 
 REFUSED = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 5\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
 TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-length: 0\r\n\r\n"
-MAX_BACKLOG = 1024
+# The listen backlog, which is also how many connections asyncio accepts in one loop turn. Under a flood of
+# reconnecting slow clients (tools/http_flood.py) 128 served a client best: 1024 made each turn long and the queue a
+# wait behind the flood; 64 dropped more of the client's SYNs, each retried only a second later.
+MAX_BACKLOG = 128
 # Descriptors opened after the budget is taken besides connections: device workers' pipes, the store, compilers.
 FD_MARGIN = 64
 # An address holding at most this many connections looks like a client, not a flood: it is evicted last. A new
@@ -53,9 +56,7 @@ def fd_budget(wanted: int) -> tuple[int, int]:
 
     A refused or evicted connection holds its descriptor until the event loop closes it a few turns later, and
     asyncio accepts up to `backlog` connections a turn: about four backlogs are in flight beyond those counted, so
-    they are kept free, with FD_MARGIN and what is open now. A long backlog keeps a burst of connections waiting in
-    the kernel rather than dropping their SYNs (a client then retries only a second later), so it gets what the
-    connections leave, between a floor and MAX_BACKLOG."""
+    they are kept free, with FD_MARGIN and what is open now. Under a small limit the backlog shrinks first."""
     if sys.platform == "win32":
         return wanted, MAX_BACKLOG
     import resource
