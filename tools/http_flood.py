@@ -78,24 +78,29 @@ def open_fds(pid: int) -> int:
         return -1
 
 
-async def authenticated_request(port: int, token: str, query: str = "", timeout_s: float = 15.0) -> tuple[int, float]:
-    """(status, seconds) of one `initialize` POST, read to its end; status 0 when no answer came in timeout_s."""
+async def authenticated_request(port: int, token: str, query: str = "",
+                                timeout_s: float = 15.0) -> tuple[int, float, float]:
+    """(status, seconds, seconds to connect) of one `initialize` POST, read to its end; status 0 when no answer came
+    in timeout_s. Connecting takes a second or more when the kernel dropped the SYN (a full accept queue)."""
     started = time.perf_counter()
+    connected = float("nan")
     request = (f"POST /mcp{query} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
                f"Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
                f"Connection: close\r\nContent-Length: {len(INITIALIZE)}\r\n\r\n{INITIALIZE}").encode()
     try:
         async with asyncio.timeout(timeout_s):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            connected = time.perf_counter() - started
             try:
                 writer.write(request)
                 status_line = await reader.readline()
                 await reader.read()  # the whole answer (Connection: close)
             finally:
                 writer.close()
-        return int(status_line.split()[1]) if status_line.startswith(b"HTTP/") else 0, time.perf_counter() - started
+        status = int(status_line.split()[1]) if status_line.startswith(b"HTTP/") else 0
+        return status, time.perf_counter() - started, connected
     except (TimeoutError, OSError, ValueError, IndexError):
-        return 0, time.perf_counter() - started
+        return 0, time.perf_counter() - started, connected
 
 
 class Flood:
@@ -162,7 +167,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
                                  "duration_s": args.duration}
     try:
         await asyncio.sleep(1.0)
-        status, seconds = await authenticated_request(port, token)
+        status, seconds, _ = await authenticated_request(port, token)
         result["idle_latency_ms"] = round(seconds * 1000, 1)
         result["idle_status"] = status
         result["idle_fds"] = open_fds(server.pid)
@@ -175,6 +180,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         started = time.monotonic()
         tasks = [asyncio.create_task(flood.slot(i, stop)) for i in range(args.connections)]
         latencies: list[float] = []
+        connects: list[float] = []
         unanswered = 0
         other_statuses: dict[int, int] = {}  # of the unanswered: 0 when no answer came within 15 s
         peak_fds = peak_open = 0
@@ -184,7 +190,8 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             peak_fds = max(peak_fds, open_fds(server.pid))
             peak_open = max(peak_open, flood.open_now)
             if time.monotonic() >= next_probe:
-                status, seconds = await authenticated_request(port, token)
+                status, seconds, connect = await authenticated_request(port, token)
+                connects.append(connect)
                 if status == 200:
                     latencies.append(seconds)
                 else:
@@ -194,7 +201,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         held_at_end = flood.open_now
         server_cpu = cpu_seconds(server.pid) - cpu_before
         fds_at_end = open_fds(server.pid)
-        status, _ = await authenticated_request(port, token, query=f"?token={token}")  # must not reach the log
+        status, _, _ = await authenticated_request(port, token, query=f"?token={token}")  # must not reach the log
         stop.set()
         await asyncio.wait(tasks, timeout=30)
         for task in tasks:
@@ -211,6 +218,8 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             "auth_unanswered_statuses": other_statuses,
             "auth_latency_ms_median": round(statistics.median(latencies) * 1000, 1) if latencies else None,
             "auth_latency_ms_max": round(max(latencies) * 1000, 1) if latencies else None,
+            "auth_requests_over_1s": sum(seconds > 1.0 for seconds in latencies),
+            "auth_connect_ms_max": round(max(connects) * 1000, 1) if connects else None,
             "log_lines": data.count(b"\n") - lines_before, "log_bytes": len(flood_log),
             "too_many_open_files": flood_log.count(b"Too many open files"),
             "token_in_log": token.encode() in data, "query_token_status": status,
