@@ -46,8 +46,9 @@ TIMED_OUT = b"HTTP/1.1 408 Request Timeout\r\nconnection: close\r\ncontent-lengt
 MAX_BACKLOG = 128
 # Descriptors opened after the budget is taken besides connections: device workers' pipes, the store, compilers.
 FD_MARGIN = 64
-# An address holding at most this many connections looks like a client, not a flood: it is evicted last. A new
-# connection waits a loop turn or two for its first bytes, while a flood's batches may evict hundreds.
+# An address holding fewer connections looks like a client, not a flood: when all are taken, it may make room and
+# is evicted last. A new connection waits a loop turn or two for its first bytes, while a flood's batches may
+# evict hundreds.
 FEW = 8
 
 
@@ -98,7 +99,9 @@ class Guard:
                         conn.address, held)
             return False
         if self.total >= self.max_connections:
-            if not self.waiting:
+            # Only an address holding few may make room: a flood's own connections would only evict each other,
+            # two closes a connection, each evicted one coming back at once.
+            if not self.waiting or held >= FEW:
                 log.warning("refused a connection from %s: %d are open (PEAK_MCP_HTTP_MAX_CONNECTIONS, and the file "
                             "limit)", conn.address, self.total)
                 return False
@@ -113,9 +116,9 @@ class Guard:
         return True
 
     def _victim(self) -> GuardedH11Protocol:
-        """The oldest connection waiting for headers from an address with more than FEW open, else the oldest."""
+        """The oldest connection waiting for headers from an address with FEW or more open, else the oldest."""
         for looked, conn in enumerate(self.waiting):
-            if self.per_address[conn.address] > FEW:
+            if self.per_address[conn.address] >= FEW:
                 return conn
             if looked == 32:  # a wide flood of few connections an address: no need to look further
                 break
