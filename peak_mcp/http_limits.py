@@ -7,9 +7,9 @@ loop logs a traceback per attempt (hundreds of thousands a minute) and nobody ge
 
 - GuardedH11Protocol, uvicorn's h11 protocol subclassed: a request's headers must arrive within header_timeout and
   its body within body_timeout; a peer address holds at most max_client_connections and all together at most
-  max_connections, fitted under RLIMIT_NOFILE with a reserve. When all are taken, the connection that has waited
-  longest for its headers (from an address that holds many, first) makes room, so slow clients cannot lock out one
-  that sends its request at once.
+  max_connections, fitted under RLIMIT_NOFILE with a reserve. When all are taken, a client holding few still gets
+  in: the connection that has waited longest for its headers (from an address that holds many, first) makes room,
+  so slow clients cannot lock out one that sends its request at once.
 - LogThrottle: at most one line a second from each logging call site; the next one says how many were dropped.
 - AccessLog: one line per response without the query string (uvicorn's access log prints it, token and all).
 
