@@ -23,6 +23,7 @@ import json
 import os
 import resource
 import secrets
+import shutil
 import socket
 import statistics
 import subprocess
@@ -234,10 +235,10 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
             server.wait(30)
         except subprocess.TimeoutExpired:
             server.kill()
-        if not args.keep_log:
-            log.unlink(missing_ok=True)
-        else:
+        if args.keep_log:
             result["log"] = str(log)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:
@@ -249,7 +250,8 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=30.0, help="seconds the flood lasts (at most 120)")
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between a connection's header lines")
     parser.add_argument("--rate", type=float, default=2000.0, help="new connections a second, at most")
-    parser.add_argument("--keep-log", action="store_true", help="keep the server's log and print its path")
+    parser.add_argument("--keep-log", action="store_true",
+                        help="keep the server's log and data dir and print the log's path")
     args = parser.parse_args()
     if not (1 <= args.connections <= 18000 and 1 <= args.sources <= 250 and 0 < args.duration <= 120):
         parser.error("bounded: --connections 1..18000, --sources 1..250, --duration up to 120 s")
