@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 import re
 import resource
@@ -22,6 +23,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import anyio
 import pytest
@@ -294,3 +296,43 @@ def test_a_client_that_keeps_failing_gets_429_and_others_do_not(flood: Server) -
     assert answer.startswith(b"HTTP/1.1 429") and b"retry-after: " in answer.lower()
     assert b"connection: close" in answer.lower()
     assert _post(flood.port, auth=flood.token, source="127.0.0.41") == 200
+
+
+def test_the_throttle_counts_what_it_drops_and_shortens_repeated_tracebacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process, on a clock the test moves: LogThrottle on a handler, records from one call site."""
+    from peak_mcp import http_limits
+
+    clock = [0.0]
+    monkeypatch.setattr(http_limits, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=time.sleep))
+    throttle = http_limits.LogThrottle(interval_s=1000.0)  # its reporter sleeps 250 s: the test calls report()
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append  # type: ignore[method-assign]
+    handler.addFilter(throttle)
+    logger = logging.getLogger("test.throttle")
+    logger.addHandler(handler)
+    logger.propagate = False
+
+    def fail(i: int) -> None:
+        try:
+            raise OSError(24, "Too many open files")
+        except OSError:
+            logger.exception("accept failed %d", i)
+
+    try:
+        for i in range(500):
+            fail(i)
+        clock[0] = 1001.0
+        for i in range(500, 504):
+            fail(i)
+        clock[0] = 2002.0
+        throttle.report()
+    finally:
+        logger.removeHandler(handler)
+    lines = [r.getMessage() for r in seen]
+    assert len(lines) == 3, lines
+    assert seen[0].exc_info and lines[0] == "accept failed 0"
+    assert seen[1].exc_info is None  # the same exception again: its last line only
+    assert lines[1] == ("accept failed 500 (OSError: [Errno 24] Too many open files) "
+                        "[499 more like this dropped in the last 1001.0 s]")
+    assert lines[2] == "accept failed 503 [3 like this in the last 1001.0 s, this one the last]"
