@@ -89,19 +89,21 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.command == "serve":
         from peak_mcp.app import build
+        from peak_mcp.errors import PeakError
 
         options = None
-        if args.http:  # checked before anything starts, so an unsafe exposure fails fast
+        if args.http:  # checked before anything starts, so an unsafe exposure or a bad limit fails fast
+            from peak_mcp.config import HttpLimits
             from peak_mcp.http_serve import ExposureError, HttpOptions, check_exposure, load_token
 
             try:
                 options = HttpOptions(host=args.host, port=args.port, token=load_token(args.token_file),
-                                      allowed_hosts=args.allowed_host, allowed_origins=args.allowed_origin)
+                                      allowed_hosts=args.allowed_host, allowed_origins=args.allowed_origin,
+                                      limits=HttpLimits.from_env())
                 check_exposure(options)
-            except ExposureError as exc:
+            except (ExposureError, PeakError) as exc:
                 print(f"peak-mcp: {exc}", file=sys.stderr)
                 sys.exit(2)
-        from peak_mcp.errors import PeakError
 
         try:
             server, service = build(data_dir=args.data_dir, ray=args.ray)
@@ -110,9 +112,14 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(2)
         try:
             if options is not None:
+                from peak_mcp.http_serve import ExposureError
                 from peak_mcp.http_serve import serve as serve_http
 
-                serve_http(server, options)
+                try:
+                    serve_http(server, options)
+                except ExposureError as exc:  # the file limit leaves no room for connections
+                    print(f"peak-mcp: {exc}", file=sys.stderr)
+                    sys.exit(2)
             else:
                 import anyio
 

@@ -7,6 +7,7 @@ so a bad value fails at start with the variable's name instead of somewhere in a
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -116,11 +117,37 @@ class Settings(BaseSettings):
         try:
             settings = cls()
         except ValidationError as exc:
-            problems = "; ".join(f"{_variable(e['loc'])}={e.get('input')!r}: {e['msg']}" for e in exc.errors())
-            raise InvalidInput(f"bad setting: {problems}", "fix or unset the environment variable.") from None
+            raise _bad_setting(exc, _variable) from None
         if data_dir is not None:
             settings.data_dir = data_dir
         return settings
+
+
+class HttpLimits(BaseSettings):
+    """What one HTTP server lets clients hold (`serve --http`), from `PEAK_MCP_HTTP_*`; see http_limits.py."""
+
+    model_config = SettingsConfigDict(env_prefix="PEAK_MCP_HTTP_", frozen=True, extra="ignore")
+
+    max_connections: int = Field(1000, ge=8, le=1_000_000, description="open connections in all (fewer when the "
+                                 "file limit, RLIMIT_NOFILE, leaves less room)")
+    max_client_connections: int = Field(64, ge=1, le=1_000_000,
+                                        description="open connections from one address (a proxy counts as one)")
+    header_timeout: float = Field(5.0, gt=0, le=300, description="seconds a request's headers may take to arrive")
+    body_timeout: float = Field(30.0, gt=0, le=3600, description="seconds a request's body may take after them")
+    auth_failures_per_minute: int = Field(30, ge=1, le=1_000_000,
+                                          description="wrong or missing tokens from one client before it gets 429")
+
+    @classmethod
+    def from_env(cls) -> HttpLimits:
+        try:
+            return cls()
+        except ValidationError as exc:
+            raise _bad_setting(exc, lambda loc: "PEAK_MCP_HTTP_" + str(loc[0] if loc else "?").upper()) from None
+
+
+def _bad_setting(exc: ValidationError, variable: Callable[[tuple[Any, ...]], str]) -> InvalidInput:
+    problems = "; ".join(f"{variable(e['loc'])}={e.get('input')!r}: {e['msg']}" for e in exc.errors())
+    return InvalidInput(f"bad setting: {problems}", "fix or unset the environment variable.")
 
 
 _ALIASES = {"extra_catalog_dirs": "TRANSFORMATIONS", "inactivity_timeout_s": "JOB_TIMEOUT",

@@ -1,4 +1,5 @@
-"""Streamable HTTP, safe to expose: a bearer token off loopback, Host and Origin allowlists on every bind.
+"""Streamable HTTP, safe to expose: a bearer token off loopback, Host and Origin allowlists on every bind, and
+limits on what clients hold (http_limits.py).
 
 Host/Origin checks are the MCP SDK's own (TransportSecuritySettings, DNS-rebinding protection), switched on for
 every bind rather than only loopback ones. The SDK's auth hook is OAuth-shaped (issuer, resource metadata); a static
@@ -9,7 +10,9 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import math
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,10 +21,14 @@ from mcp.server import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from peak_mcp.config import HttpLimits
+
 log = structlog.get_logger("peak_mcp.http")
 TOKEN_ENV = "PEAK_MCP_TOKEN"
 MIN_TOKEN_CHARS = 16
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+FAILURE_WINDOW_S = 60.0
+TRACKED_CLIENTS = 10_000  # clients whose failures are remembered; beyond, the oldest windows are forgotten
 
 
 class ExposureError(Exception):
@@ -35,6 +42,7 @@ class HttpOptions:
     token: str | None = field(default=None, repr=False)  # never printed
     allowed_hosts: list[str] = field(default_factory=list)
     allowed_origins: list[str] = field(default_factory=list)
+    limits: HttpLimits = field(default_factory=HttpLimits)
 
 
 def is_loopback(host: str) -> bool:
@@ -76,22 +84,52 @@ def security_settings(options: HttpOptions) -> TransportSecuritySettings:
 
 
 class BearerToken:
-    """Every HTTP request must carry `Authorization: Bearer <token>`; anything else gets 401 before the app."""
+    """Every HTTP request must carry `Authorization: Bearer <token>`; anything else gets 401 before the app.
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    A client (its address, or X-Forwarded-For's from a trusted proxy: uvicorn's proxy_headers) with
+    `failures_per_minute` failures in its current minute gets 429 until the minute ends, token or not. Both answers
+    close the connection, so each further try is a new connection, counted by the connection limits."""
+
+    def __init__(self, app: ASGIApp, token: str, failures_per_minute: int = 30) -> None:
         self.app = app
         self._expected = f"Bearer {token}".encode()
+        self._limit = failures_per_minute
+        self._failures: dict[str, tuple[float, int]] = {}  # client -> (its window's start, failures); oldest first
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            client = scope["client"][0] if scope.get("client") else "-"
+            now = time.monotonic()
+            start, failures = self._failures.get(client, (now, 0))
+            if failures >= self._limit and now - start < FAILURE_WINDOW_S:
+                retry = str(math.ceil(FAILURE_WINDOW_S - (now - start))).encode()
+                await _refuse(send, 429, b"too many failed attempts; retry later\n", [(b"retry-after", retry)])
+                return
             given = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
             if not hmac.compare_digest(given, self._expected):
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"www-authenticate", b'Bearer realm="peak-mcp"'),
-                                        (b"content-type", b"text/plain; charset=utf-8")]})
-                await send({"type": "http.response.body", "body": b"missing or wrong bearer token\n"})
+                self._failed(client, now)
+                await _refuse(send, 401, b"missing or wrong bearer token\n",
+                              [(b"www-authenticate", b'Bearer realm="peak-mcp"')])
                 return
         await self.app(scope, receive, send)
+
+    def _failed(self, client: str, now: float) -> None:
+        start, failures = self._failures.get(client, (now, 0))
+        if now - start >= FAILURE_WINDOW_S or not failures:
+            self._failures.pop(client, None)  # a new window goes last: the dict stays ordered by window start
+            start, failures = now, 0
+        self._failures[client] = (start, failures + 1)
+        while self._failures:  # forget windows that are over, and the oldest beyond TRACKED_CLIENTS
+            oldest, (started, _) = next(iter(self._failures.items()))
+            if now - started < FAILURE_WINDOW_S and len(self._failures) <= TRACKED_CLIENTS:
+                break
+            del self._failures[oldest]
+
+
+async def _refuse(send: Send, status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [*headers, (b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def check_exposure(options: HttpOptions) -> None:
@@ -103,15 +141,35 @@ def check_exposure(options: HttpOptions) -> None:
 
 
 def build_app(server: MCPServer, options: HttpOptions) -> ASGIApp:
+    from peak_mcp.http_limits import AccessLog
+
     check_exposure(options)
     app: ASGIApp = server.streamable_http_app(transport_security=security_settings(options), host=options.host)
-    return BearerToken(app, options.token) if options.token else app
+    if options.token:
+        app = BearerToken(app, options.token, options.limits.auth_failures_per_minute)
+    return AccessLog(app)
 
 
 def serve(server: MCPServer, options: HttpOptions) -> None:
     import uvicorn
 
+    from peak_mcp.http_limits import Guard, fd_budget, protocol_class, throttle_logging
+
     app = build_app(server, options)
+    limits = options.limits
+    connections, backlog = fd_budget(limits.max_connections)
+    if connections < 8:
+        raise ExposureError(f"the file limit (ulimit -n) leaves room for {max(connections, 0)} HTTP connections; "
+                            f"raise it, or lower PEAK_MCP_HTTP_MAX_CONNECTIONS")
+    throttle_logging()
     log.info("serving streamable HTTP", host=options.host, port=options.port, token=bool(options.token),
-             allowed_hosts=options.allowed_hosts, allowed_origins=options.allowed_origins)
-    uvicorn.run(app, host=options.host, port=options.port, log_level="info", server_header=False)
+             allowed_hosts=options.allowed_hosts, allowed_origins=options.allowed_origins,
+             max_connections=connections, max_client_connections=limits.max_client_connections,
+             header_timeout=limits.header_timeout, body_timeout=limits.body_timeout,
+             auth_failures_per_minute=limits.auth_failures_per_minute)
+    # log_config=None: uvicorn's records go to the root handlers, through the throttle; its access log is replaced
+    # by AccessLog (it printed query strings). ws="none": a WebSocket upgrade would hand the connection to another
+    # protocol, out of the Guard's count (MCP does not use WebSockets). Keep-alive stays uvicorn's 5 s.
+    uvicorn.run(app, host=options.host, port=options.port, http=protocol_class(Guard(limits, connections)),
+                ws="none", backlog=backlog, log_config=None, access_log=False, log_level="info",
+                server_header=False)
