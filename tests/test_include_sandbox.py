@@ -200,3 +200,10 @@ def test_symlinked_cwd_header_is_not_in_compile_reach(nvrtc: CudaExecutor, tmp_p
     _assert_no_leak(log)
     assert '#include "cuda_fp16.h"' in log
     assert os.getcwd() == str(tmp_path)
+
+
+def test_a_diagnostic_inside_a_toolkit_header_names_it_by_label(nvrtc: CudaExecutor) -> None:
+    source = _cuda_source("#define __half2 int\n#include <cuda_fp16.h>")
+    log = _cuda_compile(nvrtc, source)
+    assert "<cuda>/cuda_fp16.h(" in log, log
+    assert not any(d in log for d in nvrtc.include_dirs) and "site-packages" not in log, log

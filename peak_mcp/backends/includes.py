@@ -250,7 +250,8 @@ def check_source(source: str, allowed_dirs: Sequence[str] | None) -> list[Refusa
 
 def refusal_log(refusals: Iterable[Refusal], file_name: str) -> str:
     lines = [r.render(file_name) for r in refusals]
-    lines.append("the kernel was not compiled: it may include only toolkit headers, by name, and nothing else")
+    lines.append("the kernel was not compiled: these lines are refused before any compiler runs (a kernel is one "
+                 "file of plain text; it may include only toolkit headers, by name)")
     return "\n".join(lines)
 
 
