@@ -218,7 +218,7 @@ def check_source(source: str, allowed_dirs: Sequence[str] | None) -> list[Refusa
         elif allowed_dirs is None:
             refuse(number, f"`{shown}` is refused: HLSL kernels are one file; includes are not allowed")
         elif name != "include":
-            refuse(number, f"`{shown}` is not allowed; only #include of a CUDA toolkit header is")
+            refuse(number, f"`{shown}` is not allowed; only `#include` of a toolkit header, by name, is")
         else:
             target = _INCLUDE_TARGET.match(rest)
             if target is None:
@@ -250,8 +250,7 @@ def check_source(source: str, allowed_dirs: Sequence[str] | None) -> list[Refusa
 
 def refusal_log(refusals: Iterable[Refusal], file_name: str) -> str:
     lines = [r.render(file_name) for r in refusals]
-    lines.append("the kernel was not compiled: these lines are refused before any compiler runs (a kernel is one "
-                 "file of plain text; it may include only toolkit headers, by name)")
+    lines.append("the kernel was not compiled: these lines are refused before any compiler runs")
     return "\n".join(lines)
 
 
