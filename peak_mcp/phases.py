@@ -30,7 +30,9 @@ def dumped(record: BaseModel | None) -> dict[str, Any] | None:
 class CompileInfo(BaseModel):
     ok: bool
     log: str = ""
-    reason: str | None = None  # `resources`: the compiler went past a memory or time limit
+    # `resources`: the compiler went past a memory or time limit. Left out when unset, so rows stored before it
+    # read back as they were written.
+    reason: str | None = Field(default=None, exclude_if=lambda value: value is None)
     resources: dict[str, Any] = Field(default_factory=dict)  # per backend: registers, shared bytes, arch, ...
     seconds: float | None = None
 
