@@ -72,6 +72,57 @@ def code_examples(body: str) -> list[CodeExample]:
     return found
 
 
+# A "Tuning parameters" bullet that names a platform first is for that platform's backends only: an HLSL brief
+# carries no NVIDIA/AMD lines, a CUDA brief no AMD/HLSL ones (HIP runs on both AMD and NVIDIA).
+TUNING_PLATFORMS = {"NVIDIA": ("cuda", "hip"), "AMD": ("hip",), "HLSL": ("hlsl",)}
+TUNING_HEADING = "## Tuning parameters"
+_PLATFORM_BULLET = re.compile(r"^- (?P<platform>NVIDIA|AMD|HLSL)\b")
+_SECTION = re.compile(r"^## ", re.MULTILINE)
+
+
+def _section_span(body: str, heading: str) -> tuple[int, int, int] | None:
+    """Where the section `heading` lies: (its heading line's start, its text's start, its end: the next `## `)."""
+    match = re.search(rf"^{re.escape(heading)}[ \t]*$", body, re.MULTILINE)
+    if match is None:
+        return None
+    following = _SECTION.search(body, match.end())
+    return match.start(), match.end(), following.start() if following else len(body)
+
+
+def split_section(body: str, heading: str) -> tuple[str, str | None]:
+    """`body` without the section `heading`, and that section's text without its heading (None when none)."""
+    span = _section_span(body, heading)
+    if span is None:
+        return body, None
+    start, text, end = span
+    return body[:start] + body[end:], body[text:end].strip("\n")
+
+
+def render_body(body: str, backend: str) -> str:
+    """A text's body as a brief for `backend` shows it: fenced examples in a language that does not serve the
+    backend (a cuda block in an HLSL brief, an hlsl block in a CUDA one) give way to a one-line note, and the
+    Tuning parameters bullets for other platforms are left out."""
+    def fence(match: re.Match[str]) -> str:
+        words = match.group("info").split()
+        language = words[0].lower() if words else ""
+        if not FENCE_BACKENDS.get(language) or backend in FENCE_BACKENDS[language]:
+            return match.group(0)
+        return (f"{match.group('indent')}(A {language.upper()} example stands here in the text; this {backend} "
+                f"brief leaves it out: write the same steps in {backend.upper()}.)")
+
+    out = _FENCE.sub(fence, body)
+    span = _section_span(out, TUNING_HEADING)
+    if span is None:
+        return out
+    start, text, end = span
+    lines = out[text:end].strip("\n").splitlines()
+    kept = [line for line in lines if not (m := _PLATFORM_BULLET.match(line))
+            or backend in TUNING_PLATFORMS[m.group("platform")]]
+    if any(_PLATFORM_BULLET.match(line) for line in lines) and not any(_PLATFORM_BULLET.match(line) for line in kept):
+        kept.append(f"- No candidate values are recorded for {backend}: choose them from the device facts.")
+    return out[:start] + TUNING_HEADING + "\n" + "\n".join(kept) + "\n\n" + out[end:]
+
+
 class Transformation(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
