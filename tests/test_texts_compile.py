@@ -73,6 +73,24 @@ float ra = 0.f, acc = 0.f;
 auto fetch = [&](int k0) { ra = k0 + (int)threadIdx.x < K ? static_cast<float>(A[k0 + threadIdx.x]) : 0.f; };
 auto stash = [&](int stage) { if (threadIdx.x < BK) As[stage][threadIdx.x] = ra; };
 auto compute = [&](int cur) { acc += As[cur][threadIdx.x % BK]; };""", after="C[threadIdx.x] = acc;"),
+    ("double-buffering", 1): Harness(file="""#define BK 16
+groupshared float As[2][BK];
+static float ra = 0.0, acc = 0.0;
+static uint lane = 0;
+void fetch(uint k0) { ra = 0.0; if (k0 + lane < p.K) ra = float(A[k0 + lane]); }
+void stash(uint stage) { if (lane < BK) As[stage][lane] = ra; }
+void compute(uint cur) { acc += As[cur][lane % BK]; }""", before="lane = gtid.x; const uint T = (p.K + BK - 1) / BK;",
+                                     after="C[gtid.x] = acc;"),
+    ("grid-rasterization", 1): Harness(file="#define BM 128\n#define BN 128\n#define GROUP_M 8",
+                                       after="if (m0 < p.M && n0 < p.N) C[0] = float(m0 + n0);"),
+    ("register-blocking-1d", 1): Harness(numthreads="512, 1, 1", file="""#define BK 8
+#define TM 8
+#define BN 64
+groupshared float As[64][BK];
+groupshared float Bs[BK][BN];""", before="""
+const uint tid = gtid.x, threadRow = tid / BN, threadCol = tid % BN;
+float acc[TM];
+for (uint z = 0; z < TM; ++z) acc[z] = 0.0;""", after="for (uint j = 0; j < TM; ++j) C[j * 512 + tid] = acc[j];"),
     ("grid-rasterization", 0): Harness(before="constexpr int BM = 128, BN = 128, GROUP_M = 8;",
                                        after="if (m0 < M && n0 < N) C[0] = (float)(m0 + n0);"),
     ("hlsl-16bit-types", 0): Harness(place="file", buffers="""[[vk::binding(0)]] ByteAddressBuffer A;
