@@ -76,7 +76,7 @@ class Applier:
             backend=session.backend, dtype=session.dtype, sizes=session.sizes,
             device=self.service.device_of(session), transformation_id=resolved.id,
             transformation_title=resolved.title,
-            transformation_body=render_body(resolved.body, session.backend),
+            transformation_body=render_body(resolved.body, session.backend, self.service.device_of(session).arch),
             instructions=run.instructions, language=LANGUAGE.get(session.backend, "cpp"))
         return task, resolved.id
 

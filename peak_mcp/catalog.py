@@ -98,10 +98,12 @@ def split_section(body: str, heading: str) -> tuple[str, str | None]:
     return body[:start] + body[end:], body[text:end].strip("\n")
 
 
-def render_body(body: str, backend: str) -> str:
+def render_body(body: str, backend: str, arch: str | None = None) -> str:
     """A text's body as a brief for `backend` shows it: fenced examples in a language that does not serve the
     backend (a cuda block in an HLSL brief, an hlsl block in a CUDA one) give way to a one-line note, and the
-    Tuning parameters bullets for other platforms are left out."""
+    Tuning parameters bullets for other platforms are left out (for HIP, with the device's `arch` known, those of
+    the other vendor too: gfx* is AMD, sm_* NVIDIA)."""
+    vendor = "AMD" if arch and arch.startswith("gfx") else "NVIDIA" if arch and arch.startswith("sm_") else None
     def fence(match: re.Match[str]) -> str:
         words = match.group("info").split()
         language = words[0].lower() if words else ""
@@ -117,7 +119,8 @@ def render_body(body: str, backend: str) -> str:
     start, text, end = span
     lines = out[text:end].strip("\n").splitlines()
     kept = [line for line in lines if not (m := _PLATFORM_BULLET.match(line))
-            or backend in TUNING_PLATFORMS[m.group("platform")]]
+            or (backend in TUNING_PLATFORMS[m.group("platform")]
+                and not (backend == "hip" and vendor and m.group("platform") != vendor))]
     if any(_PLATFORM_BULLET.match(line) for line in lines) and not any(_PLATFORM_BULLET.match(line) for line in kept):
         kept.append(f"- No candidate values are recorded for {backend}: choose them from the device facts.")
     return out[:start] + TUNING_HEADING + "\n" + "\n".join(kept) + "\n\n" + out[end:]

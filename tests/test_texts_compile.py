@@ -281,3 +281,12 @@ def test_a_brief_shows_only_its_backends_code_and_tuning_lines(backend: str) -> 
         for line in (tuning or "").splitlines():
             assert not any(line.startswith(f"- {p}") for p in others), f"{t.id}: {line!r} in a {backend} brief"
         assert body.count(f"{TUNING_HEADING}\n") <= 1, t.id
+
+
+def test_a_hip_brief_keeps_the_tuning_lines_of_its_devices_vendor() -> None:
+    body = CATALOG.get("shared-memory-tiling").body
+    for arch, kept, left_out in (("gfx942", "- AMD CDNA", "- NVIDIA"), ("sm_90a", "- NVIDIA", "- AMD")):
+        _, tuning = split_section(render_body(body, "hip", arch), TUNING_HEADING)
+        assert kept in tuning and left_out not in tuning and "- HLSL" not in tuning, (arch, tuning)
+    _, both = split_section(render_body(body, "hip"), TUNING_HEADING)  # device unknown: both vendors
+    assert "- AMD CDNA" in both and "- NVIDIA" in both
