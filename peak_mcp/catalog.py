@@ -78,6 +78,7 @@ TUNING_PLATFORMS = {"NVIDIA": ("cuda", "hip"), "AMD": ("hip",), "HLSL": ("hlsl",
 TUNING_HEADING = "## Tuning parameters"
 _PLATFORM_BULLET = re.compile(r"^- (?P<platform>NVIDIA|AMD|HLSL)\b")
 _SECTION = re.compile(r"^## ", re.MULTILINE)
+_STEP_END = re.compile(r"^(?:\d+\. |## )", re.MULTILINE)  # the next numbered step or section
 
 
 def _section_span(body: str, heading: str) -> tuple[int, int, int] | None:
@@ -109,10 +110,15 @@ def render_body(body: str, backend: str, arch: str | None = None) -> str:
         language = words[0].lower() if words else ""
         if not FENCE_BACKENDS.get(language) or backend in FENCE_BACKENDS[language]:
             return match.group(0)
-        return (f"{match.group('indent')}(A {language.upper()} example stands here in the text; this {backend} "
-                f"brief leaves it out: write the same steps in {backend.upper()}.)")
+        # Nothing stands in for it where the same step goes on to give this backend's own example.
+        step = _STEP_END.search(body, match.end())
+        following = body[match.end():step.start() if step else len(body)]
+        if any(backend in FENCE_BACKENDS.get(m.group("info").split()[0].lower() if m.group("info").split() else "",
+                                             ()) for m in _FENCE.finditer(following)):
+            return "\x00"
+        return f"{match.group('indent')}(the text's {language.upper()} example is left out of this {backend} brief)"
 
-    out = _FENCE.sub(fence, body)
+    out = re.sub(r"^\x00\n", "", _FENCE.sub(fence, body), flags=re.MULTILINE)
     span = _section_span(out, TUNING_HEADING)
     if span is None:
         return out

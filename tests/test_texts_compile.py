@@ -281,6 +281,10 @@ def test_a_brief_shows_only_its_backends_code_and_tuning_lines(backend: str) -> 
         for line in (tuning or "").splitlines():
             assert not any(line.startswith(f"- {p}") for p in others), f"{t.id}: {line!r} in a {backend} brief"
         assert body.count(f"{TUNING_HEADING}\n") <= 1, t.id
+        assert "\x00" not in body, t.id
+    if backend == "hlsl":  # its K loop has an HLSL example: no note about the CUDA one left out stands there
+        step = render_body(CATALOG.get("double-buffering").body, "hlsl").split("3. Restructure", 1)[1]
+        assert "left out" not in step.split("4. ", 1)[0] and "```hlsl" in step
 
 
 def test_a_hip_brief_keeps_the_tuning_lines_of_its_devices_vendor() -> None:
