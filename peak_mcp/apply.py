@@ -12,7 +12,7 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
-from peak_mcp.catalog import Catalog
+from peak_mcp.catalog import Catalog, render_body
 from peak_mcp.errors import InvalidInput, PeakError
 from peak_mcp.models import ApplyStep, VersionReport
 from peak_mcp.problems import get_problem
@@ -75,7 +75,8 @@ class Applier:
             problem=problem.name, problem_title=problem.title, abi=problem.abi(session.backend, session.dtype),
             backend=session.backend, dtype=session.dtype, sizes=session.sizes,
             device=self.service.device_of(session), transformation_id=resolved.id,
-            transformation_title=resolved.title, transformation_body=resolved.body,
+            transformation_title=resolved.title,
+            transformation_body=render_body(resolved.body, session.backend, self.service.device_of(session).arch),
             instructions=run.instructions, language=LANGUAGE.get(session.backend, "cpp"))
         return task, resolved.id
 

@@ -72,6 +72,66 @@ def code_examples(body: str) -> list[CodeExample]:
     return found
 
 
+# A "Tuning parameters" bullet that names a platform first is for that platform's backends only: an HLSL brief
+# carries no NVIDIA/AMD lines, a CUDA brief no AMD/HLSL ones (HIP runs on both AMD and NVIDIA).
+TUNING_PLATFORMS = {"NVIDIA": ("cuda", "hip"), "AMD": ("hip",), "HLSL": ("hlsl",)}
+TUNING_HEADING = "## Tuning parameters"
+_PLATFORM_BULLET = re.compile(r"^- (?P<platform>NVIDIA|AMD|HLSL)\b")
+_SECTION = re.compile(r"^## ", re.MULTILINE)
+_STEP_END = re.compile(r"^(?:\d+\. |## )", re.MULTILINE)  # the next numbered step or section
+
+
+def _section_span(body: str, heading: str) -> tuple[int, int, int] | None:
+    """Where the section `heading` lies: (its heading line's start, its text's start, its end: the next `## `)."""
+    match = re.search(rf"^{re.escape(heading)}[ \t]*$", body, re.MULTILINE)
+    if match is None:
+        return None
+    following = _SECTION.search(body, match.end())
+    return match.start(), match.end(), following.start() if following else len(body)
+
+
+def split_section(body: str, heading: str) -> tuple[str, str | None]:
+    """`body` without the section `heading`, and that section's text without its heading (None when none)."""
+    span = _section_span(body, heading)
+    if span is None:
+        return body, None
+    start, text, end = span
+    return body[:start] + body[end:], body[text:end].strip("\n")
+
+
+def render_body(body: str, backend: str, arch: str | None = None) -> str:
+    """A text's body as a brief for `backend` shows it: fenced examples in a language that does not serve the
+    backend (a cuda block in an HLSL brief, an hlsl block in a CUDA one) give way to a one-line note, and the
+    Tuning parameters bullets for other platforms are left out (for HIP, with the device's `arch` known, those of
+    the other vendor too: gfx* is AMD, sm_* NVIDIA)."""
+    vendor = "AMD" if arch and arch.startswith("gfx") else "NVIDIA" if arch and arch.startswith("sm_") else None
+    def fence(match: re.Match[str]) -> str:
+        words = match.group("info").split()
+        language = words[0].lower() if words else ""
+        if not FENCE_BACKENDS.get(language) or backend in FENCE_BACKENDS[language]:
+            return match.group(0)
+        # Nothing stands in for it where the same step goes on to give this backend's own example.
+        step = _STEP_END.search(body, match.end())
+        following = body[match.end():step.start() if step else len(body)]
+        if any(backend in FENCE_BACKENDS.get(m.group("info").split()[0].lower() if m.group("info").split() else "",
+                                             ()) for m in _FENCE.finditer(following)):
+            return "\x00"
+        return f"{match.group('indent')}(the text's {language.upper()} example is left out of this {backend} brief)"
+
+    out = re.sub(r"^\x00\n", "", _FENCE.sub(fence, body), flags=re.MULTILINE)
+    span = _section_span(out, TUNING_HEADING)
+    if span is None:
+        return out
+    start, text, end = span
+    lines = out[text:end].strip("\n").splitlines()
+    kept = [line for line in lines if not (m := _PLATFORM_BULLET.match(line))
+            or (backend in TUNING_PLATFORMS[m.group("platform")]
+                and not (backend == "hip" and vendor and m.group("platform") != vendor))]
+    if any(_PLATFORM_BULLET.match(line) for line in lines) and not any(_PLATFORM_BULLET.match(line) for line in kept):
+        kept.append(f"- No candidate values are recorded for {backend}: choose them from the device facts.")
+    return out[:start] + TUNING_HEADING + "\n" + "\n".join(kept) + "\n\n" + out[end:]
+
+
 class Transformation(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

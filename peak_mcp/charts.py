@@ -103,7 +103,9 @@ def lineage_figure(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_
 
     by_version = {r["version"]: r for r in rows}
     depth = depths(rows)
-    v0 = min(by_version) if by_version else None
+    # Speedups are over v0, or over the first timed version when v0 itself was not timed (it failed, or the
+    # session's first kernel did not build): a session whose v1 benchmarked still has a chart.
+    v0 = next((v for v in sorted(by_version) if by_version[v]["median_ms"]), min(by_version, default=None))
     v0_ms = by_version[v0]["median_ms"] if v0 is not None else None
     v0_tflops = by_version[v0]["tflops"] if v0 is not None else None
 
@@ -206,7 +208,7 @@ def lineage_figure(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{_number(v)}×"))
     ax.yaxis.set_minor_formatter(NullFormatter())
-    ax.set_ylabel("speedup over v0 (log)")
+    ax.set_ylabel(f"speedup over v{v0} (log)" if v0 is not None else "speedup (log)")
     ax.set_xticks(range(columns))
     ax.set_xlabel("steps from v0 along the lineage")
     ax.grid(alpha=0.35, which="major", axis="y")

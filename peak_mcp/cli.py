@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -172,10 +173,28 @@ def _view(args: argparse.Namespace) -> int:
                 print(path)
         return 0
     except PeakError as exc:
-        print(f"peak-mcp: {exc}", file=sys.stderr)
+        hint = cli_hint(exc.hint, getattr(args, "session", None))
+        print(f"peak-mcp: {exc.message}" + (f"\nHint: {hint}" if hint else ""), file=sys.stderr)
         return 1
     finally:
         service.close()
+
+
+def cli_hint(hint: str | None, session: str | None) -> str | None:
+    """An error's hint as the command line says it: the service's hints name MCP tools (list_sessions, history),
+    which a terminal user cannot call; these name the peak-mcp commands that show the same."""
+    if not hint:
+        return hint
+    show = f"peak-mcp show {session}" if session else "peak-mcp show SESSION"
+    for pattern, replacement in (
+            (r"call list_sessions to see the sessions, or start_session to begin one\.",
+             "`peak-mcp sessions` lists the sessions in this data dir (--data-dir names another one; "
+             "`peak-mcp demo` starts one)."),
+            (r"call list_sessions", "run `peak-mcp sessions`"),
+            (r"call history", f"run `{show}`"),
+            (r"\(see history\)", f"(see `{show}`)")):
+        hint = re.sub(pattern, replacement, hint)
+    return hint
 
 
 def session_lines(service: Any, only: str | None = None) -> list[str]:

@@ -12,16 +12,20 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
+from peak_mcp.records import Status
 from peak_mcp.resources import data_dir
-from peak_mcp.service import CPU_DEVICE_SIZES  # the service picks these itself; the demo prints them up front
 
 EXAMPLES = data_dir("examples") / "matmul"  # shipped in the wheel as peak_mcp/_data/examples
+# The demo's sizes on a CPU Vulkan device (lavapipe): the whole demo (v0 and the shipped kernels, validated and
+# timed) took 17.2 s wall at 256^3 on 2 cores (22.2 s beside two busy loops), against 3 min 37 s at the service's
+# CPU default of 1024^3, where a loaded machine ran into the job limits. `--sizes` overrides.
+DEMO_CPU_SIZES = {"M": 256, "N": 256, "K": 256}
 
 
 def demo_sizes(device: dict[str, Any] | None, sizes: dict[str, int] | None) -> dict[str, int] | None:
-    """The sizes asked for; else 1024^3 on a CPU device; else None (the problem's default)."""
+    """The sizes asked for; else DEMO_CPU_SIZES on a CPU device; else None (the problem's default)."""
     if sizes is None and device is not None and device.get("device_type") == "cpu":
-        return dict(CPU_DEVICE_SIZES)
+        return dict(DEMO_CPU_SIZES)
     return sizes
 
 
@@ -59,6 +63,8 @@ async def _demo(backend: str | None, dtype: str, sizes: dict[str, int] | None, k
         session = started.structured_content
         print(f"session {session['session_id']} on {session['device'].get('name')}: v0 "
               f"{session['version_0']['status']} — {session['version_0']['message']}")
+        failures = [] if _usable(session["version_0"].get("status")) else [
+            ("v0 (the naive kernel)", session["version_0"].get("status"), session["version_0"].get("failure"))]
         files = kernels if kernels is not None else example_kernels(backend, dtype)
         if not files:
             print(f"no example kernels for {backend} {dtype}; version 0 is the naive kernel")
@@ -72,6 +78,8 @@ async def _demo(backend: str | None, dtype: str, sizes: dict[str, int] | None, k
             report: dict[str, Any] = result.structured_content or {}
             if "version" in report:
                 made[report["version"]] = path.name
+            if result.is_error or not _usable(report.get("status")):
+                failures.append((path.name, report.get("status", "error"), report.get("failure")))
             perf = report.get("performance") or {}
             print(f"{path.name}: v{report.get('version')} {report.get('status')} in {wall:.2f} s round trip; "
                   f"{json.dumps({k: round(v, 4) for k, v in perf.items() if isinstance(v, float)})}"
@@ -86,7 +94,28 @@ async def _demo(backend: str | None, dtype: str, sizes: dict[str, int] | None, k
             print(f"head moved to the best version, v{found['best']} (revert)")
         where = f" --data-dir {data_dir}" if data_dir else ""
         print(f"chart and table: peak-mcp{where} show {session['session_id']} --out chart.png")
+    if failures:
+        print(failure_summary(failures, sizes), file=sys.stderr)
+        return 1
     return 0
+
+
+def _usable(status: str | None) -> bool:
+    """Passed here, or compiled where nothing can run (a compile-only device)."""
+    return status is not None and status in Status.__members__.values() and Status(status).usable
+
+
+def failure_summary(failures: list[tuple[str, str | None, str | None]], sizes: dict[str, int] | None) -> str:
+    """Which kernels did not pass, and for timeouts what to change: the shipped kernels pass on a working device,
+    so a timeout there says the machine was too slow or too busy for these sizes."""
+    lines = [f"demo: {len(failures)} kernel(s) did not pass: " + "; ".join(
+        f"{name}: {status}" + (f" ({failure})" if failure else "") for name, status, failure in failures)]
+    if any(failure == "timeout" for _, _, failure in failures):
+        at = ",".join(f"{k}={v}" for k, v in (sizes or {}).items()) or "the problem's default sizes"
+        lines.append(f"a timeout at {at} is a job limit, not a broken kernel: on a slow or busy machine pass "
+                     "smaller --sizes (e.g. --sizes M=128,N=128,K=128) or raise PEAK_MCP_JOB_TIMEOUT and "
+                     "PEAK_MCP_VK_FENCE_TIMEOUT_S (seconds).")
+    return "\n".join(lines)
 
 
 def best_line(history: dict[str, Any], made: dict[int, str]) -> str:

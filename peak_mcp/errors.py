@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 
 class PeakError(Exception):
     """An error caused by the request, reported to the agent with an actionable hint."""
@@ -33,3 +35,14 @@ class Unavailable(PeakError):
     """The request is fine but this machine cannot serve it (no GPU, no compiler, ...)."""
 
     kind = "unavailable"
+
+
+def busy_note() -> str:
+    """What a timeout message says about the machine: the load average against the core count when the machine is
+    busier than its cores (a slow launch is then the machine's doing, not the kernel's), else nothing."""
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):  # no load average on this platform
+        return ""
+    cores = os.cpu_count() or 1
+    return f"; the load average is {load:.1f} on {cores} cores: this machine is busy" if load > cores else ""

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from peak_mcp.catalog import TUNING_HEADING, split_section
 from peak_mcp.devices import Device
 from peak_mcp.errors import InvalidInput
 
@@ -132,7 +133,7 @@ def describe_standing(standing: Standing) -> str:
 
 
 _TUNED = re.compile(r"^\s*//\s*peak\s*:\s*params\b", re.MULTILINE)
-TUNING_RULE = ("## Tuning parameters\nThis kernel declares tuning parameters (`// peak: params` lines; each name is a "
+TUNING_RULE = (f"{TUNING_HEADING}\nThis kernel declares tuning parameters (`// peak: params` lines; each name is a "
                "macro at compile time). Keep them: write tile sizes and similar choices as those names, not as fixed "
                "numbers; a new choice the transformation introduces becomes another parameter with its candidate "
                "values (first = default) and, where some combinations are invalid, a `// peak: where=` line. The "
@@ -144,13 +145,18 @@ def build_brief(task: KernelTask, standing: Standing, source: str, *, max_attemp
     """The first attempt's brief: the parent kernel (`version`) and the transformation text."""
     parts = _header(task, 1, max_attempts)
     which = f" (version {version})" if version is not None else ""
+    body, suggested = task.transformation_body, None
+    if _TUNED.search(source):  # one Tuning parameters section: the rule, then what the text suggests
+        body, suggested = split_section(body, TUNING_HEADING)
     parts += [f"## Where the session stands\n{describe_standing(standing)}",
               f"## Current kernel{which}\n```{task.language}\n{source.rstrip()}\n```",
-              f"## Transformation to apply\n{task.transformation_body.strip()}"]
+              f"## Transformation to apply\n{body.strip()}"]
     if task.instructions:
         parts.append(f"## Additional instructions from the engineer\n{task.instructions.strip()}")
     if _TUNED.search(source):
-        parts.append(TUNING_RULE)
+        parts.append(TUNING_RULE + (f"\n\nWhat this transformation suggests:\n{suggested}\nA name the kernel "
+                                    "already declares keeps the kernel's own candidate values; take from these "
+                                    "lines only the names that are new." if suggested else ""))
     parts.append(f"## Answer format\nReply with exactly one ```{task.language} fenced block holding the whole new "
                  "kernel file with its `peak:` annotation line. Brief reasoning may come before the block, none after.")
     return "\n\n".join(parts)

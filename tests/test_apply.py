@@ -233,3 +233,28 @@ def test_a_brief_for_a_tuned_kernel_asks_to_keep_its_parameters() -> None:
     assert TUNING_RULE in build_brief(task, Standing(head=0, peak_path="fp32"), TUNED)
     plain = TUNED.replace("// peak: params", "// params").replace("// peak: where", "// where")
     assert TUNING_RULE not in build_brief(task, Standing(head=0, peak_path="fp32"), plain)
+
+
+@pytest.mark.vulkan
+@pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")
+async def test_an_hlsl_brief_carries_hlsl_only_and_one_tuning_section(make_client) -> None:
+    """Issue 20: the double-buffering brief for a tuned HLSL kernel showed the text's CUDA loop, its NVIDIA
+    tuning lines and two "Tuning parameters" sections (the text's BK=[8, 16] beside the rule to keep the kernel's
+    own parameters). Now: no cuda block, no other platform's line, one section holding the rule and the text's
+    HLSL line."""
+    from tests.test_tuning import TUNED
+
+    llm = ScriptedLLM([fenced(TUNED, "hlsl")])
+    async with make_client(sampling_callback=llm) as (client, _):
+        sid = await _start(client, "hlsl", {"M": 8, "N": 8, "K": 8})
+        tuned = await client.call_tool("submit_kernel", {"session_id": sid, "source": TUNED})
+        assert not tuned.is_error, tuned.content[0].text
+        await client.call_tool("apply_transformation", {"session_id": sid, "transformation": "double-buffering",
+                                                        "version": tuned.structured_content["version"],
+                                                        "max_attempts": 1})
+    brief = llm.prompts[0]
+    assert "```cuda" not in brief and "```hlsl\n   fetch(0); stash(0); GroupMemoryBarrierWithGroupSync();" in brief
+    assert "- NVIDIA" not in brief and "- AMD" not in brief
+    assert brief.count("## Tuning parameters") == 1, brief
+    tuning = brief.split("## Tuning parameters", 1)[1]
+    assert "Keep them" in tuning and "- HLSL on lavapipe" in tuning and "keeps the kernel's own" in tuning

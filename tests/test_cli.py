@@ -134,6 +134,7 @@ def test_show_prints_the_table_and_writes_the_chart(data, capsys, no_devices, tm
 def test_show_of_an_unknown_session_fails_with_the_reason(data, capsys, no_devices) -> None:
     code, _, err = cli("show", "nosuchsession", "--data-dir", str(data["dir"]), capsys=capsys)
     assert code == 1 and "unknown session 'nosuchsession'" in err
+    assert "`peak-mcp sessions` lists the sessions" in err and "list_sessions" not in err  # a command, not a tool
 
 
 def test_export_writes_source_and_report(data, capsys, no_devices, tmp_path) -> None:
@@ -165,6 +166,8 @@ def test_export_rejects_a_missing_version(data, capsys, no_devices, tmp_path, ve
                        capsys=capsys)
     assert code == 1 and expected in err
     assert list(tmp_path.iterdir()) == []
+    if version == "9":
+        assert f"run `peak-mcp show {data['sid']}`" in err and "call history" not in err
 
 
 def test_the_views_escape_what_an_old_data_dir_holds(capsys, no_devices, tmp_path) -> None:
@@ -304,3 +307,48 @@ def test_crowded_siblings_keep_their_labels_apart_and_the_yardsticks_are_speedup
         assert len(crosses) == 2 and all(2 < c.get_xdata()[0] < 3 for c in crosses)  # v7 is at depth 2
     finally:
         plt.close(fig)
+
+
+def test_a_session_whose_v0_failed_charts_the_versions_that_were_timed() -> None:
+    """Issue 20: `show` drew "no timed versions yet" for a session whose v0 failed and whose v1 benchmarked.
+    Speedups are then over the first timed version."""
+    from matplotlib import pyplot as plt
+
+    rows = [_row(0, None, None, None, status="failed"), _row(1, 0, 40.0, "shared-memory-tiling"),
+            _row(2, 1, 20.0, "register-blocking-2d", head=True)]
+    session = {"problem": "matmul", "dtype": "f32", "sizes": {"M": 256, "N": 256, "K": 256}, "backend": "hlsl",
+               "device": "llvmpipe", "label": None, "baseline": None}
+    fig = lineage_figure(rows, session)
+    try:
+        ax, _ = _texts(fig)
+        assert "no timed versions yet" not in [t.get_text() for t in ax.texts]
+        assert ax.get_ylabel() == "speedup over v1 (log)"
+        [head] = [line for line in ax.lines if line.get_marker() == "*"]
+        assert head.get_ydata()[0] == pytest.approx(2.0)
+        assert len([line for line in ax.lines if line.get_marker() == "x"]) == 1  # v0, failed
+    finally:
+        plt.close(fig)
+
+
+@needs_lavapipe
+def test_the_demo_exits_non_zero_when_a_kernel_fails_and_a_timeout_names_the_limit(tmp_path) -> None:
+    """Issue 20: the demo exited 0 when kernels failed, and a timeout blamed the kernel. Now a kernel that does
+    not compile and one that outlives the fence timeout make it exit 1, naming both; the timeout line names the
+    limits and smaller sizes, not a broken kernel."""
+    import subprocess
+
+    broken = tmp_path / "broken.hlsl"
+    broken.write_text((EXAMPLES / "hlsl" / "naive.hlsl").read_text().replace("acc += ", "acc += undefined_name + "))
+    slow = tmp_path / "slow.hlsl"  # 65535 x 1024 groups of a loop lavapipe runs for long: outlives 3 s
+    slow.write_text((EXAMPLES.parent / "faults" / "hang.hlsl").read_text().replace("groups=(64, 64, 1)",
+                                                                                    "groups=(65535, 1024, 1)"))
+    env = {**os.environ, "PEAK_MCP_VK_FENCE_TIMEOUT_S": "3"}
+    done = subprocess.run([sys.executable, "-m", "peak_mcp", "demo", "--backend", "hlsl", "--sizes", "M=32,N=32,K=32",
+                           "--data-dir", str(tmp_path / "data"), "--kernels", str(broken), str(slow)],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+    [summary] = [line for line in done.stderr.splitlines() if line.startswith("demo: ")]
+    assert summary.startswith("demo: 2 kernel(s) did not pass: broken.hlsl: compile_error (compile); slow.hlsl: error "
+                              "(timeout)"), summary
+    assert "a timeout at M=32,N=32,K=32 is a job limit, not a broken kernel" in done.stderr
+    assert "PEAK_MCP_VK_FENCE_TIMEOUT_S" in done.stderr and "--sizes" in done.stderr

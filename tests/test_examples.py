@@ -8,7 +8,7 @@ import pytest
 
 from peak_mcp.backends import cuda as cuda_backend
 from peak_mcp.backends.registry import launch_spec
-from peak_mcp.demo import CPU_DEVICE_SIZES, demo_sizes, example_kernels
+from peak_mcp.demo import DEMO_CPU_SIZES, demo_sizes, example_kernels
 from peak_mcp.launch import with_params
 from peak_mcp.problems.matmul import Matmul
 
@@ -61,7 +61,7 @@ def test_include_dirs_add_a_tree_with_crt_when_the_cudart_wheel_lacks_it(tmp_pat
 
 def test_demo_sizes_shrink_only_for_a_cpu_device_left_at_the_default() -> None:
     lavapipe, gpu = {"name": "llvmpipe", "device_type": "cpu"}, {"name": "H100", "device_type": "discrete"}
-    assert demo_sizes(lavapipe, None) == CPU_DEVICE_SIZES
+    assert demo_sizes(lavapipe, None) == DEMO_CPU_SIZES
     assert demo_sizes(gpu, None) is None and demo_sizes(None, None) is None
     asked = {"M": 64, "N": 64, "K": 64}
     assert demo_sizes(lavapipe, asked) is asked

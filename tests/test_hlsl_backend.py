@@ -479,6 +479,9 @@ def test_hang_becomes_a_timeout_and_the_worker_exits() -> None:
         reply = worker.result(timeout=60)
         assert not reply["ok"] and reply["fatal"] and reply["kind"] == "timeout", reply
         assert "did not finish within 2 s" in reply["error"]
+        # Issue 20: it names the limit and how to raise it, and does not claim the kernel never ends (a slow or
+        # busy machine reads the same).
+        assert "PEAK_MCP_VK_FENCE_TIMEOUT_S" in reply["error"] and "probably" not in reply["error"]
         assert time.monotonic() - started < 30
         # The worker exits on its own (status 3) although the driver is still busy with the dispatch.
         assert worker.proc.wait(timeout=30) == 3, worker.log()
@@ -553,5 +556,26 @@ def test_pool_stops_a_job_at_the_total_limit_and_says_which_limit() -> None:
         after = pool.run("hlsl", 0, EvaluateJob(**job(kernel(CORRECT_BODY), {"M": 8, "N": 8, "K": 8},
                                                      ("compile", "validate"))), inactivity_s=60, total_s=60)
         assert isinstance(after, EvaluateResult) and after.validation and after.validation.passed, after
+    finally:
+        pool.close()
+
+
+@needs_device
+def test_pool_stops_a_silent_job_and_names_the_limit_without_blaming_the_kernel() -> None:
+    """Issue 20: a job stopped for want of progress may be a slow launch on a busy CPU device as much as a hang:
+    the message names PEAK_MCP_JOB_TIMEOUT and how to raise it, and does not say the kernel probably never ends."""
+    from peak_mcp.runner.messages import EvaluateJob
+    from peak_mcp.runner.pool import DevicePool, JobFailed
+
+    pool = DevicePool(env={**os.environ, "PYTHONPATH": PYTHONPATH},
+                      options=lambda _backend, _index: {"fence_timeout_s": 120})
+    try:
+        with pytest.raises(JobFailed) as failed:
+            pool.run("hlsl", 0, EvaluateJob(**job(HANG, {"M": 8, "N": 8, "K": 8}, ("compile", "validate"))),
+                     inactivity_s=3, total_s=120)
+        text = str(failed.value)
+        assert failed.value.kind == "timeout", text
+        assert "no progress for 3 s" in text and "PEAK_MCP_JOB_TIMEOUT" in text, text
+        assert "slow device" in text and "probably" not in text, text
     finally:
         pool.close()

@@ -6,6 +6,10 @@ Convention (peak_mcp.catalog.code_examples): a fence is tagged with its language
 cuda/hlsl block is a fragment: it compiles inside the harness below, which declares the names it uses (placed at
 file scope for helpers, in the kernel body for statements). ```text is pseudo-code, skipped with the reason
 recorded here. A cuda fence serves the cuda and hip backends, an hlsl fence the hlsl backend.
+
+Each fence is compiled as a brief shows it: the body rendered for the backend (catalog.render_body, which leaves out
+fences for other backends), in every dtype the text applies to on that backend (f32, f16, bf16 for CUDA/HIP; f32,
+f16 for HLSL), with A and B of that dtype: code that only builds for float inputs fails here.
 """
 
 from __future__ import annotations
@@ -17,7 +21,17 @@ import pytest
 from peak_mcp.backends import hlsl as hlsl_backend
 from peak_mcp.backends.base import CompileFailed
 from peak_mcp.backends.registry import BACKENDS, launch_spec
-from peak_mcp.catalog import FENCE_BACKENDS, Catalog, CodeExample, builtin_transformations_dir, code_examples
+from peak_mcp.catalog import (
+    FENCE_BACKENDS,
+    TUNING_HEADING,
+    TUNING_PLATFORMS,
+    Catalog,
+    CodeExample,
+    builtin_transformations_dir,
+    code_examples,
+    render_body,
+    split_section,
+)
 from peak_mcp.problems.matmul import Matmul
 
 
@@ -56,9 +70,27 @@ auto compute = [&](int s) { acc += tile[s][threadIdx.x % 16]; };""", after="C[th
 constexpr int BK = 16; const int T = (K + BK - 1) / BK;
 __shared__ float As[2][BK];
 float ra = 0.f, acc = 0.f;
-auto fetch = [&](int k0) { ra = k0 + (int)threadIdx.x < K ? A[k0 + threadIdx.x] : 0.f; };
+auto fetch = [&](int k0) { ra = k0 + (int)threadIdx.x < K ? static_cast<float>(A[k0 + threadIdx.x]) : 0.f; };
 auto stash = [&](int stage) { if (threadIdx.x < BK) As[stage][threadIdx.x] = ra; };
 auto compute = [&](int cur) { acc += As[cur][threadIdx.x % BK]; };""", after="C[threadIdx.x] = acc;"),
+    ("double-buffering", 1): Harness(file="""#define BK 16
+groupshared float As[2][BK];
+static float ra = 0.0, acc = 0.0;
+static uint lane = 0;
+void fetch(uint k0) { ra = 0.0; if (k0 + lane < p.K) ra = float(A[k0 + lane]); }
+void stash(uint stage) { if (lane < BK) As[stage][lane] = ra; }
+void compute(uint cur) { acc += As[cur][lane % BK]; }""", before="lane = gtid.x; const uint T = (p.K + BK - 1) / BK;",
+                                     after="C[gtid.x] = acc;"),
+    ("grid-rasterization", 1): Harness(file="#define BM 128\n#define BN 128\n#define GROUP_M 8",
+                                       after="if (m0 < p.M && n0 < p.N) C[0] = float(m0 + n0);"),
+    ("register-blocking-1d", 1): Harness(numthreads="512, 1, 1", file="""#define BK 8
+#define TM 8
+#define BN 64
+groupshared float As[64][BK];
+groupshared float Bs[BK][BN];""", before="""
+const uint tid = gtid.x, threadRow = tid / BN, threadCol = tid % BN;
+float acc[TM];
+for (uint z = 0; z < TM; ++z) acc[z] = 0.0;""", after="for (uint j = 0; j < TM; ++j) C[j * 512 + tid] = acc[j];"),
     ("grid-rasterization", 0): Harness(before="constexpr int BM = 128, BN = 128, GROUP_M = 8;",
                                        after="if (m0 < M && n0 < N) C[0] = (float)(m0 + n0);"),
     ("hlsl-16bit-types", 0): Harness(place="file", buffers="""[[vk::binding(0)]] ByteAddressBuffer A;
@@ -118,8 +150,8 @@ PSEUDO_CODE: dict[tuple[str, int], str] = {
 }
 
 CUDA_FILE = """// peak: entry=harness grid=(1, 1, 1) block=(256, 1, 1)
-{file}
-extern "C" __global__ void harness(const float* A, const float* B, float* C, int M, int N, int K) {{
+{headers}{file}
+extern "C" __global__ void harness(const {T}* A, const {T}* B, float* C, int M, int N, int K) {{
 {body}
 }}
 """
@@ -133,17 +165,30 @@ void main(uint3 gtid : SV_GroupThreadID, uint3 gid : SV_GroupID) {{
 {body}
 }}
 """
-HLSL_BUFFERS = """[[vk::binding(0)]] StructuredBuffer<float> A;
-[[vk::binding(1)]] StructuredBuffer<float> B;
+HLSL_BUFFERS = """[[vk::binding(0)]] StructuredBuffer<{T}> A;
+[[vk::binding(1)]] StructuredBuffer<{T}> B;
 [[vk::binding(2)]] RWStructuredBuffer<float> C;"""
 
 CATALOG = Catalog.load(builtin_transformations_dir())
 EXAMPLES = {t.id: code_examples(t.body) for t in CATALOG.list()}
-CASES = [(t.id, n, backend) for t in CATALOG.list() for n, example in enumerate(EXAMPLES[t.id])
-         for backend in t.backends if backend in FENCE_BACKENDS.get(example.language, ())]
+BACKEND_DTYPES = {"cuda": ("f32", "f16", "bf16"), "hip": ("f32", "f16", "bf16"), "hlsl": ("f32", "f16")}
+CUDA_HEADERS = {"f32": "", "f16": "#include <cuda_fp16.h>\n", "bf16": "#include <cuda_bf16.h>\n"}
+CUDA_TYPES = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"}
+HLSL_TYPES = {"f32": "float", "f16": "half"}
 
 
-def wrap(text_id: str, n: int, example: CodeExample) -> str:
+def shown(text_id: str, backend: str) -> list[int]:
+    """The numbers of the text's fences that a brief for `backend` shows."""
+    rendered = [e.code for e in code_examples(render_body(CATALOG.get(text_id).body, backend))]
+    return [n for n, example in enumerate(EXAMPLES[text_id]) if example.code in rendered]
+
+
+CASES = [(t.id, n, backend, dtype) for t in CATALOG.list() for backend in t.backends for n in shown(t.id, backend)
+         if backend in FENCE_BACKENDS.get(EXAMPLES[t.id][n].language, ())
+         for dtype in BACKEND_DTYPES[backend] if t.for_dtype(dtype)]
+
+
+def wrap(text_id: str, n: int, example: CodeExample, dtype: str = "f32") -> str:
     """The compilable file for one example: itself when it is a whole kernel, else its harness around it."""
     if example.kernel:
         return example.code
@@ -157,9 +202,9 @@ def wrap(text_id: str, n: int, example: CodeExample) -> str:
     else:
         body = f"{harness.before}\n{example.code}\n{harness.after}"
     if example.language == "hlsl":
-        return HLSL_FILE.format(buffers=harness.buffers or HLSL_BUFFERS, file=file, numthreads=harness.numthreads,
-                                body=body)
-    return CUDA_FILE.format(file=file, body=body)
+        buffers = harness.buffers or HLSL_BUFFERS.format(T=HLSL_TYPES[dtype])
+        return HLSL_FILE.format(buffers=buffers, file=file, numthreads=harness.numthreads, body=body)
+    return CUDA_FILE.format(headers=CUDA_HEADERS[dtype], T=CUDA_TYPES[dtype], file=file, body=body)
 
 
 @pytest.fixture(scope="module")
@@ -171,8 +216,9 @@ def compilers() -> dict[str, object]:
             "hip": hip_backend.open_executor(None, hip_arch="sm_90a")}
 
 
-@pytest.mark.parametrize(("text_id", "n", "backend"), CASES, ids=[f"{t}#{n}-{b}" for t, n, b in CASES])
-def test_example_compiles(compilers: dict[str, object], text_id: str, n: int, backend: str) -> None:
+@pytest.mark.parametrize(("text_id", "n", "backend", "dtype"), CASES,
+                         ids=[f"{t}#{n}-{b}-{d}" for t, n, b, d in CASES])
+def test_example_compiles(compilers: dict[str, object], text_id: str, n: int, backend: str, dtype: str) -> None:
     example = EXAMPLES[text_id][n]
     if backend not in BACKENDS:
         pytest.skip(f"no {backend} compiler in peak-mcp yet; the cuda build of this example stands for it")
@@ -180,13 +226,13 @@ def test_example_compiles(compilers: dict[str, object], text_id: str, n: int, ba
         pytest.skip("a cuda block: its cuda build stands for hip (HIP on NVIDIA compiles HIP headers only)")
     if backend == "hlsl" and hlsl_backend.find_compiler() is None:
         pytest.skip("no HLSL compiler on PATH (glslang-tools or dxc)")
-    source = wrap(text_id, n, example)
+    source = wrap(text_id, n, example, dtype)
     spec = launch_spec(source, backend, Matmul.symbols)
     try:
         compilers[backend].compile(source, spec)  # type: ignore[attr-defined]
     except CompileFailed as exc:
         numbered = "\n".join(f"{i:4} {line}" for i, line in enumerate(source.splitlines(), start=1))
-        pytest.fail(f"{text_id}, code block {n} (body line {example.line}) does not compile for {backend}:\n"
+        pytest.fail(f"{text_id}, code block {n} (body line {example.line}) does not compile for {backend} {dtype}:\n"
                     f"{exc.log}\n--- the file compiled ---\n{numbered}")
 
 
@@ -219,3 +265,32 @@ def test_a_broken_example_fails() -> None:
     with pytest.raises(CompileFailed, match="tz"):
         cuda_backend.CudaExecutor(None, arch="sm_90a").compile(
             source, launch_spec(source, "cuda", Matmul.symbols))
+
+
+@pytest.mark.parametrize("backend", ["cuda", "hip", "hlsl"])
+def test_a_brief_shows_only_its_backends_code_and_tuning_lines(backend: str) -> None:
+    """Rendered for a backend, a text carries no fence in another backend's language and no Tuning parameters
+    line for another platform (no CUDA code or AMD lines in an HLSL brief)."""
+    others = [p for p, serves in TUNING_PLATFORMS.items() if backend not in serves]
+    for t in CATALOG.list(backend=backend):
+        body = render_body(t.body, backend)
+        for example in code_examples(body):
+            assert not FENCE_BACKENDS.get(example.language) or backend in FENCE_BACKENDS[example.language], \
+                f"{t.id}: a {example.language} block in a {backend} brief"
+        _, tuning = split_section(body, TUNING_HEADING)
+        for line in (tuning or "").splitlines():
+            assert not any(line.startswith(f"- {p}") for p in others), f"{t.id}: {line!r} in a {backend} brief"
+        assert body.count(f"{TUNING_HEADING}\n") <= 1, t.id
+        assert "\x00" not in body, t.id
+    if backend == "hlsl":  # its K loop has an HLSL example: no note about the CUDA one left out stands there
+        step = render_body(CATALOG.get("double-buffering").body, "hlsl").split("3. Restructure", 1)[1]
+        assert "left out" not in step.split("4. ", 1)[0] and "```hlsl" in step
+
+
+def test_a_hip_brief_keeps_the_tuning_lines_of_its_devices_vendor() -> None:
+    body = CATALOG.get("shared-memory-tiling").body
+    for arch, kept, left_out in (("gfx942", "- AMD CDNA", "- NVIDIA"), ("sm_90a", "- NVIDIA", "- AMD")):
+        _, tuning = split_section(render_body(body, "hip", arch), TUNING_HEADING)
+        assert kept in tuning and left_out not in tuning and "- HLSL" not in tuning, (arch, tuning)
+    _, both = split_section(render_body(body, "hip"), TUNING_HEADING)  # device unknown: both vendors
+    assert "- AMD CDNA" in both and "- NVIDIA" in both

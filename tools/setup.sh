@@ -9,7 +9,18 @@ if [ -n "$missing" ]; then
     if [ "$(id -u)" = 0 ]; then apt_get="apt-get"; elif command -v sudo >/dev/null; then apt_get="sudo apt-get"; fi
     if [ -n "${apt_get:-}" ]; then
         export DEBIAN_FRONTEND=noninteractive
-        $apt_get update -qq && $apt_get install -y -qq --no-install-recommends $missing
+        # A fresh machine often has apt busy (unattended-upgrades, cloud-init): wait for its locks instead of
+        # failing. DPkg::Lock::Timeout covers dpkg's locks; `update`'s lists lock is waited for here, up to 10 min.
+        wait_lock=(-o DPkg::Lock::Timeout=600)
+        log=$(mktemp)
+        trap 'rm -f "$log"' EXIT
+        for try in $(seq 60); do
+            if $apt_get "${wait_lock[@]}" update -qq 2>"$log"; then cat "$log" >&2; break; fi
+            if ! grep -qi 'lock' "$log" || [ "$try" = 60 ]; then cat "$log" >&2; exit 1; fi
+            echo "setup.sh: apt is busy (another apt or dpkg holds its lock); waiting ($try of 60)" >&2
+            sleep 10
+        done
+        $apt_get "${wait_lock[@]}" install -y -qq --no-install-recommends $missing
     else
         echo "warning: cannot install $missing (not root, no sudo); the HLSL backend will report what is missing" >&2
     fi

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.backends.base import KernelFault
+from peak_mcp.errors import busy_note
 
 # VkPhysicalDeviceType -> our word, and the preference order used to number devices (discrete GPUs first).
 DEVICE_TYPES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
@@ -357,10 +358,12 @@ class VulkanDevice:
                     done, deadline = now_done, time.monotonic() + self.fence_timeout_s
             if time.monotonic() >= deadline:
                 raise self.mark_lost(
-                    f"the kernel did not finish within {self.fence_timeout_s:g} s (fence timeout): it probably "
-                    "never terminates (a loop whose exit condition is never met, or a barrier not every thread "
-                    "reaches); if it is just very slow at these sizes, benchmark smaller sizes or raise "
-                    "PEAK_MCP_VK_FENCE_TIMEOUT_S. The device is left busy; the worker restarts", kind="timeout")
+                    f"the kernel did not finish within {self.fence_timeout_s:g} s, the fence timeout "
+                    f"PEAK_MCP_VK_FENCE_TIMEOUT_S sets. Either one launch takes longer than that on this device "
+                    f"(a CPU Vulkan driver, large sizes, or other work competing for the cores{busy_note()}): "
+                    f"raise PEAK_MCP_VK_FENCE_TIMEOUT_S and PEAK_MCP_JOB_TIMEOUT or use smaller sizes; or it never "
+                    "terminates (a loop whose exit condition is never met, a barrier not every thread reaches). "
+                    "The device is left busy; the worker restarts", kind="timeout")
 
     # --- memory ----------------------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Buffer:

@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from peak_mcp.errors import PeakError
+from peak_mcp.errors import PeakError, busy_note
 from peak_mcp.runner.isolated import python_command, safe_cwd
 from peak_mcp.runner.messages import Job
 from peak_mcp.runner.ownership import DeviceLocks, DeviceOwned
@@ -277,11 +277,15 @@ class DevicePool:
                             "PEAK_MCP_JOB_MAX_SECONDS.")
                     raise JobFailed(
                         "timeout",
-                        f"the job made no progress for {inactivity_s:.0f} s during '{last_stage}' and was stopped "
-                        f"(the kernel probably never finishes: a loop whose exit condition is never met, or a "
-                        f"barrier not reached by every thread). The worker was restarted.",
-                        "check loop bounds and that every thread reaches every __syncthreads(); if one launch is "
-                        "legitimately that slow, raise PEAK_MCP_JOB_TIMEOUT.")
+                        f"the job reported no progress for {inactivity_s:.0f} s during '{last_stage}', the limit "
+                        f"PEAK_MCP_JOB_TIMEOUT sets, and was stopped; the worker was restarted. Either one launch "
+                        f"takes longer than that on this machine (a slow device such as a CPU Vulkan driver, large "
+                        f"sizes, or other work competing for the cores{busy_note()}), or the kernel never finishes "
+                        f"(a loop whose exit condition is never met, a barrier not every thread reaches).",
+                        f"on a slow or busy machine raise PEAK_MCP_JOB_TIMEOUT (now {inactivity_s:.0f} s; e.g. "
+                        f"PEAK_MCP_JOB_TIMEOUT={max(120, int(inactivity_s * 4))}) or use smaller sizes; if the same "
+                        "kernel finishes at smaller sizes it is the machine. Otherwise check loop bounds and that "
+                        "every thread reaches every barrier.")
                 self._kill(worker)
                 self.restarts += 1
                 raise JobFailed("worker_died", f"the worker died during '{last_stage}': {self._death_note(worker)}. "
