@@ -13,6 +13,7 @@ from peak_mcp.apply import Applier
 from peak_mcp.catalog import Catalog
 from peak_mcp.service import PeakService
 from peak_mcp.tools import apply, catalog_tools, sessions
+from peak_mcp.tools.arguments import PeakServer
 
 INSTRUCTIONS = """peak-mcp is a lab bench for GPU kernel optimization. Start with start_session (problem, backend,
 dtype, sizes): version 0 is the naive kernel, validated and benchmarked, with the vendor library timed in the same
@@ -30,7 +31,7 @@ OUTPUT_SCHEMAS = "peak://output-schemas"
 
 def create_server(service: PeakService, catalog: Catalog) -> MCPServer:
     applier = Applier(service, catalog)
-    mcp = MCPServer("peak-mcp", instructions=INSTRUCTIONS, version=__version__)
+    mcp = PeakServer("peak-mcp", instructions=INSTRUCTIONS, version=__version__)
     sessions.register(mcp, service, catalog, applier)
     catalog_tools.register(mcp, service, catalog, applier)
     apply.register(mcp, service, applier)
