@@ -43,7 +43,7 @@ from peak_mcp.models import (
 from peak_mcp.phases import Baseline, Generality, Recheck, SanitizerReport, SizeFailure, Verdict, dumped
 from peak_mcp.problems import PROBLEMS, get_problem
 from peak_mcp.records import Outcome, SessionRow, Status, VersionRow
-from peak_mcp.reports import best_version, history_rows, markdown_table, performance, trim_log
+from peak_mcp.reports import best_version, compile_failure, history_rows, markdown_table, performance, trim_log
 from peak_mcp.responses import rate
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, Job, ProfileJob, TuneJob
 from peak_mcp.runner.ownership import ServerPresence
@@ -529,7 +529,7 @@ class PeakService:
         if compiled is None or not compiled.ok:
             return Outcome(status=Status.COMPILE_ERROR, failure=(compiled and compiled.reason) or "compile",
                            compile=compiled,
-                           message="compilation failed:\n" + trim_log(compiled.log if compiled else None))
+                           message=compile_failure(compiled.log if compiled else None))
         if not runs:
             return Outcome(status=Status.COMPILED, failure=None, compile=compiled,
                            message=f"compiled for {compiled.resources.get('arch')}; no {session.backend} device on "
