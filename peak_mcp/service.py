@@ -781,7 +781,7 @@ class PeakService:
         v = self.resolve_version(session_id, version)
         spec = self._spec(session, v.source)
         job = ProfileJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, source=v.source,
-                         spec=spec, counters=counters and session.runs)
+                         spec=spec, counters=counters)  # the worker says why it cannot
         # nvdisasm may run a minute without progress, and ncu replays the kernel: longer limits than a timing job.
         result = self._run_job(session, job, progress,
                                inactivity_s=max(self.settings.inactivity_timeout_s, PROFILE_INACTIVITY_S),
