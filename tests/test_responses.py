@@ -78,6 +78,7 @@ async def test_schemas_carry_no_titles_and_stay_small(make_client) -> None:
         listed = json.dumps([t.model_dump(mode="json", exclude_none=True, by_alias=True) for t in tools])
         assert '"title": "' not in listed  # pydantic's respelled property names, dropped
         assert '"anyOf"' not in listed and '"default": null' not in listed  # optional arguments read plainly
+        assert all("\n" not in t.description and "  " not in t.description for t in tools)  # no docstring indent
         assert len(listed) <= 16_000, len(listed)  # issue 20's bar; 18 tools; each added tool must earn its schema
         # Output schemas are served as a resource, not in tools/list; every answer is still checked against them.
         assert all(t.output_schema is None for t in tools)
