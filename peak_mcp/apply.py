@@ -17,6 +17,7 @@ from peak_mcp.errors import InvalidInput, PeakError
 from peak_mcp.models import ApplyStep, VersionReport
 from peak_mcp.problems import get_problem
 from peak_mcp.records import ApplyRunRow, Status, VersionRow
+from peak_mcp.reports import trim_log
 from peak_mcp.sampling import (
     SYSTEM_PROMPT,
     FailedAttempt,
@@ -249,9 +250,10 @@ class Applier:
 
 
 def _verdict(report: VersionReport) -> str:
-    """The failed attempt's verdict, said once: the report's message already holds the compiler log or the
-    failing check with its numbers."""
+    """The failed attempt's verdict, said once: the whole compiler log (a report's message gives only its first
+    error), or the failing check with its numbers."""
     text = report.message.strip()
-    if report.status == "compile_error" and report.compile and report.compile.log.strip() not in text:
-        text += "\n" + report.compile.log.strip()
+    if report.status == "compile_error" and report.compile and report.compile.log.strip():
+        log = report.compile.log.strip()
+        text = text if log in text else "compilation failed:\n" + trim_log(log)
     return text or f"{report.status} ({report.failure})"

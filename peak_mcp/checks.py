@@ -87,14 +87,16 @@ def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance) -> 
             at = where(_first(xp, unwritten), shape)
             return Finding("unwritten_output",
                            f"{count} of {stored.size} elements of {buf.arg.name} were never written (they still hold "
-                           f"the NaN poison written before the launch); first at {at}",
+                           f"the NaN poison written before the launch); first at {at}"
+                           + _accumulation_hint(buf.arg.name, count, stored.size),
                            buf.arg.name, {"count": count, "indices": at}), stats
         values = to_float64(stored, buf.arg.dtype)
         nonfinite = ~xp.isfinite(values)
         count = int(nonfinite.sum())
         if count:
             at = where(_first(xp, nonfinite), shape)
-            return Finding("nan_or_inf", f"{count} elements of {buf.arg.name} are NaN or Inf; first at {at}",
+            return Finding("nan_or_inf", f"{count} elements of {buf.arg.name} are NaN or Inf; first at {at}"
+                           + _accumulation_hint(buf.arg.name, int(xp.isnan(values).sum()), values.size),
                            buf.arg.name, {"count": count, "indices": at}), stats
         ref = refs[buf.arg.name]
         got = values if ref.indices is None else values[ref.indices]
@@ -120,6 +122,16 @@ def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance) -> 
                            f"first: {samples[:3]}",
                            buf.arg.name, {"count": n_over, "samples": samples[:3], **stats}), stats
     return None, stats
+
+
+def _accumulation_hint(name: str, nan: int, size: int) -> str:
+    """A kernel that adds into its output (C[i] += acc) reads the NaN poison back everywhere: say that outputs
+    start as NaN, not zero. Only when every element is NaN: a partial NaN has another cause."""
+    if nan < size or size == 0:
+        return ""
+    return (f". Every element is NaN: if the kernel adds into {name} ({name}[i] += ...), note that outputs start as "
+            f"NaN, not zero (the validator fills them with NaN before each launch, to catch elements never "
+            f"written); store the finished sum ({name}[i] = acc) instead")
 
 
 def check_same(ws: Workspace, first: dict[str, Any]) -> Finding | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 
 class Record(BaseModel):
@@ -35,6 +35,12 @@ class CompileInfo(BaseModel):
     reason: str | None = Field(default=None, exclude_if=lambda value: value is None)
     resources: dict[str, Any] = Field(default_factory=dict)  # per backend: registers, shared bytes, arch, ...
     seconds: float | None = None
+
+    @field_validator("log")
+    @classmethod
+    def _no_nul(cls, log: str) -> str:
+        """NVRTC's and the HIP runtime's logs are C strings: their terminating NUL came through as text."""
+        return log.replace("\x00", "").rstrip()
 
 
 class SanitizerFinding(Record):

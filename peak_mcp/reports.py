@@ -20,6 +20,17 @@ def trim_log(text: str | None, limit: int = _LOG_LIMIT) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters)"
 
 
+def compile_failure(log: str | None) -> str:
+    """A failed compile in one line, for a report's message: its first error, and where the rest is. The whole
+    log is the report's compile.log; repeating it in the message doubled every failed compile's answer."""
+    lines = [line.strip() for line in (log or "").replace("\x00", "").splitlines() if line.strip()]
+    if not lines:
+        return "compilation failed (the compiler printed nothing)"
+    first = next((line for line in lines if "error" in line.lower()), lines[0])
+    rest = f"; compile.log has all {len(lines)} lines" if len(lines) > 1 else ""
+    return f"compilation failed: {first}{rest}"
+
+
 def median_ms(version: VersionRow | None) -> float | None:
     return version.median_ms if version is not None else None
 

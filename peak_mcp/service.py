@@ -43,7 +43,7 @@ from peak_mcp.models import (
 from peak_mcp.phases import Baseline, Generality, Recheck, SanitizerReport, SizeFailure, Verdict, dumped
 from peak_mcp.problems import PROBLEMS, get_problem
 from peak_mcp.records import Outcome, SessionRow, Status, VersionRow
-from peak_mcp.reports import best_version, history_rows, markdown_table, performance, trim_log
+from peak_mcp.reports import best_version, compile_failure, history_rows, markdown_table, performance, trim_log
 from peak_mcp.responses import rate
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, Job, ProfileJob, TuneJob
 from peak_mcp.runner.ownership import ServerPresence
@@ -529,7 +529,7 @@ class PeakService:
         if compiled is None or not compiled.ok:
             return Outcome(status=Status.COMPILE_ERROR, failure=(compiled and compiled.reason) or "compile",
                            compile=compiled,
-                           message="compilation failed:\n" + trim_log(compiled.log if compiled else None))
+                           message=compile_failure(compiled.log if compiled else None))
         if not runs:
             return Outcome(status=Status.COMPILED, failure=None, compile=compiled,
                            message=f"compiled for {compiled.resources.get('arch')}; no {session.backend} device on "
@@ -781,7 +781,7 @@ class PeakService:
         v = self.resolve_version(session_id, version)
         spec = self._spec(session, v.source)
         job = ProfileJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, source=v.source,
-                         spec=spec, counters=counters and session.runs)
+                         spec=spec, counters=counters)  # the worker says why it cannot
         # nvdisasm may run a minute without progress, and ncu replays the kernel: longer limits than a timing job.
         result = self._run_job(session, job, progress,
                                inactivity_s=max(self.settings.inactivity_timeout_s, PROFILE_INACTIVITY_S),

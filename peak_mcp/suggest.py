@@ -63,11 +63,44 @@ class Suggestions(BaseModel):
     suggestions: list[Suggestion]
 
 
+# A variable set from the x thread index: `col = blockIdx.x * blockDim.x + threadIdx.x`, `col = id.x`.
+_X_VARIABLE = re.compile(r"\b(\w+)\s*=\s*[^;,=]*?(?:threadIdx\.x|\b(?:id|tid|gid|DTid|dtid|dispatchThreadID|"
+                         r"dispatch_id|global_id|threadID|gi)\.x\b|SV_DispatchThreadID\.x)")
+_ASSIGNMENT = re.compile(r"\b(\w+)\s*=(?!=)\s*([^;,]*)")
+# A shared tile of A declared k-major, `As[BK][BM + 4]`, or named transposed (`AsT`, `As_t`, `At`).
+_SHARED_A = re.compile(r"(?:__shared__|groupshared)[^;]*?\b(\w+)\s*\[\s*([^\]]*)\]\s*\[\s*([^\]]*)\]")
+
+
+def _coalesced(source: str) -> bool:
+    """Adjacent threads (x) touch adjacent elements: an x-derived variable is the contiguous index of a row-major
+    n-indexed access, `C[row * N + col]` or `B[k * p.N + col]`."""
+    names = set(_X_VARIABLE.findall(source))
+    assignments = _ASSIGNMENT.findall(source)
+    for _ in range(3):  # `tx = threadIdx.x; col = blockIdx.x * TILE + tx;`: derived names too
+        names |= {lhs for lhs, rhs in assignments if any(re.search(rf"\b{re.escape(n)}\b", rhs) for n in names)}
+    return any(re.search(r"\[[^\[\]]*\bN\s*\+\s*" + re.escape(name) + r"\s*\]", source) for name in names)
+
+
+def _a_tile_transposed(source: str) -> bool:
+    for name, first, second in _SHARED_A.findall(source):
+        if not re.fullmatch(r"(?:s|sh|smem|tile)?_?A(?:s|sh|_s|_smem|_tile|tile)?(_?[tT])?|a_?(?:s|sh|smem|tile)",
+                            name):
+            continue
+        named_transposed = re.fullmatch(r".*_?[tT]", name) is not None  # AsT, As_t, At
+        if named_transposed or ("K" in first and "M" in second and "K" not in second):
+            return True
+    return False
+
+
 def source_features(source: str) -> dict[str, tuple[str, ...]]:
     """Feature name -> the transformations it stands for, for the features found in a kernel source."""
     found = {name: covers for name, (pattern, covers) in FEATURES.items() if re.search(pattern, source)}
     if _DOUBLE_BUFFER.search(source):
         found["multi-buffered shared tiles"] = ("double-buffering",)
+    if _coalesced(source):
+        found["coalesced (x threads along n)"] = ("coalesced-access",)
+    if _a_tile_transposed(source):
+        found["A tile stored k-major (transposed)"] = ("transpose-a-tile-in-shared",)
     if "register micro-tile (2-D)" in found:
         found.pop("register micro-tile (1-D)", None)
     return found

@@ -33,12 +33,13 @@ async def _session(client, backend: str = "cuda", **extra) -> dict:
     return result.structured_content
 
 
-async def test_tools_are_listed_with_output_schemas(make_client) -> None:
+async def test_tools_are_listed_and_output_schemas_served(make_client) -> None:
     async with make_client() as (client, _):
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert set(tools) >= TOOLS
-        assert tools["submit_kernel"].output_schema["properties"]["status"]
-        assert "rows" in tools["history"].output_schema["properties"]
+        schemas = json.loads((await client.read_resource("peak://output-schemas")).contents[0].text)
+        assert schemas["submit_kernel"]["properties"]["status"]
+        assert "rows" in schemas["history"]["properties"]
 
 
 async def test_doctor_explains_what_is_missing(make_client) -> None:

@@ -121,12 +121,10 @@ class HlslExecutor(Executor):
             info = reflect(spirv, spec.entry)
         except ValueError as exc:
             raise CompileFailed(f"the compiler produced unreadable SPIR-V: {exc}") from None
-        # glslang only warns when the entry is missing, and emits an empty shader of that name.
+        # glslang only warns when the entry is missing, and emits an empty shader of that name: its entry points
+        # then list the missing name itself, so the functions to name are read from the source.
         if spec.entry not in info.entry_points or "Entry point not found" in log:
-            raise CompileFailed(
-                f"{SOURCE_NAME}:{spec.line}: entry '{spec.entry}' named on the peak: line was not found as a compute "
-                f"entry point (found {info.entry_points or 'none'}); name the [numthreads(...)] function exactly so"
-                + (f"\n{log}" if log else ""))
+            raise CompileFailed(missing_entry(source, spec.entry, spec.line))
         problems = _abi_problems(info)
         if info.local_size is not None and 0 in info.local_size:
             problems.append(f"[numthreads{tuple(info.local_size)}] has a zero dimension: a group of no threads "
@@ -382,3 +380,19 @@ def probe(compiler: str | None = None) -> dict[str, Any]:
         missing.append({"what": "Vulkan", "why": f"{type(exc).__name__}: {exc}",
                         "fix": "check vulkaninfo; apt-get install libvulkan1 mesa-vulkan-drivers"})
     return report
+
+
+_NUMTHREADS_FUNCTION = re.compile(r"\[\s*numthreads\s*\([^)]*\)\s*\](?:\s*\[[^\]]*\])*\s*\w+\s+(\w+)\s*\(")
+
+
+def missing_entry(source: str, entry: str, line: int) -> str:
+    """The peak: line names a function the kernel does not define as a compute entry: say which it does."""
+    found = list(dict.fromkeys(_NUMTHREADS_FUNCTION.findall(source)))
+    if not found:
+        return (f"{SOURCE_NAME}:{line}: entry '{entry}' named on the peak: line is not a [numthreads(...)] function "
+                f"of the kernel, and the kernel has none; mark the entry function [numthreads(X, Y, Z)]")
+    fix = (f"set entry={found[0]} on the peak: line, or rename that function to {entry}" if len(found) == 1
+           else "set entry= on the peak: line to one of them")
+    return (f"{SOURCE_NAME}:{line}: entry '{entry}' named on the peak: line is not a [numthreads(...)] function "
+            f"of the kernel; its [numthreads(...)] function{'s' if len(found) > 1 else ''}: {', '.join(found)}; "
+            f"{fix}")

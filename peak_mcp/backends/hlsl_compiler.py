@@ -88,7 +88,40 @@ def clean_log(text: str, workdir: str, source: str, compiler: Compiler) -> str:
     lines = [line.rstrip() for line in text.replace("\r", "").splitlines()]
     lines = [line for line in lines if line.strip() and line.strip() != SOURCE_NAME]  # glslang echoes the name
     text = sanitize_log("\n".join(lines), SOURCE_NAME)
-    return _HOST_PATH.sub(lambda m: m.group(0) if m.group(0) in source else REDACTED, text)
+    text = _HOST_PATH.sub(lambda m: m.group(0) if m.group(0) in source else REDACTED, text)
+    return quote_source_lines(text, source) if compiler.name == "glslangValidator" else text
+
+
+# glslang's positions: `ERROR: kernel.hlsl:16: 'x' : unknown variable` and `kernel.hlsl(16): error at column 31`.
+_GLSLANG_POSITION = re.compile(re.escape(SOURCE_NAME) + r"(?::(?P<colon>\d+):|\((?P<paren>\d+)\):)"
+                               r"(?:.*\bcolumn (?P<column>\d+))?")
+
+
+def quote_source_lines(log: str, source: str) -> str:
+    """glslang's log with the kernel's line quoted under each diagnostic, as clang and EDG print it (a caret under
+    the column where glslang gives one); one quote for a run of diagnostics about the same line."""
+    source_lines = source.splitlines()
+    out: list[str] = []
+    quoted: int | None = None
+    for line in log.splitlines():
+        out.append(line)
+        match = _GLSLANG_POSITION.search(line)
+        if match is None:
+            quoted = None
+            continue
+        number = int(match.group("colon") or match.group("paren"))
+        column = match.group("column")
+        if not 1 <= number <= len(source_lines) or (number == quoted and column is None):
+            continue
+        text = source_lines[number - 1].expandtabs(4)
+        if number != quoted:
+            out.append(f"    {text}")
+        if column is not None and 1 <= int(column) <= len(text) + 1:
+            if number == quoted:
+                out.append(f"    {text}")
+            out.append("    " + " " * (int(column) - 1) + "^")
+        quoted = number
+    return "\n".join(out)
 
 
 # A function parameter of a buffer type: `(ByteAddressBuffer buf` or `, RWStructuredBuffer<float> out`.

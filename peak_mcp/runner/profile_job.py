@@ -176,7 +176,7 @@ def _counters(executor: Executor, job: ProfileJob, sizes: dict[str, int], entry:
     if not job.counters:
         return unavailable(Counters, "ncu: not asked for (counters=false)")
     if executor.facts.index < 0:
-        return unavailable(Counters, "ncu: needs a GPU; this worker only compiles")
+        return unavailable(Counters, "ncu: needs a GPU, and this session has none (it compiles only)")
     ncu = find_tool("ncu")
     if ncu is None:
         return unavailable(Counters, f"ncu: Nsight Compute was not found on {_WHERE} or /opt/nvidia/nsight-compute; "
