@@ -106,6 +106,29 @@ async def test_a_kernel_that_only_works_at_tile_multiples_is_not_general(make_cl
         assert not back.is_error and back.structured_content["head"] == report["version"]
 
 
+def _rows_below(bits: int) -> str:
+    """The naive shader with (row, col) packed into one word as `bits` + (32 - bits) bits: exact up to 2**bits
+    rows, wrong past them."""
+    return _naive_with("uint row = id.y, col = id.x;",
+                       f"uint packed = (id.y << {32 - bits}) | id.x;\n"
+                       f"    uint row = packed >> {32 - bits}, col = packed & {(1 << (32 - bits)) - 1}u;")
+
+
+@pytest.mark.parametrize(("sizes", "bits", "above"), [({"M": 96, "N": 80, "K": 72}, 11, 4101),
+                                                      ({"M": 2500, "N": 40, "K": 24}, 13, 16389)])
+async def test_a_kernel_wrong_only_above_the_sessions_rows_is_not_general(make_client, sizes, bits, above) -> None:
+    """Exact at the session's sizes and every awkward size below them; wrong past 2**bits rows: a sampled size
+    above the session's (at least 4x it, at least 4096) sees it."""
+    async with make_client() as (client, _):
+        session = await _session(client, sizes)
+        report = await _submit(client, session["session_id"], _rows_below(bits))
+        assert report["status"] == "not_general", report["message"]
+        failed_at = [f["sizes"] for f in report["generality"]["failures"]]
+        assert failed_at == [{"M": above, "N": 33, "K": 19}], failed_at
+        assert f"M={above}" in report["message"] or str(above) in report["message"], report["message"]
+        assert report["head"] == 0
+
+
 async def test_declared_constraints_make_a_tile_multiple_kernel_general(make_client) -> None:
     constraints = ["M % 16 == 0", "N % 16 == 0", "K % 16 == 0"]
     async with make_client() as (client, _):
