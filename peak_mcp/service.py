@@ -460,9 +460,10 @@ class PeakService:
         constraints = session.constraints or []
         sizes_list = sample_sizes(problem, session.sizes, constraints)
         sanitize_at = None
-        # compute-sanitizer watches the CUDA driver: HIP sessions on NVIDIA qualify, HIP on AMD does not.
+        # compute-sanitizer watches the CUDA driver: HIP sessions on NVIDIA qualify, HIP on AMD does not. HLSL's
+        # is the Vulkan validation layer's GPU-assisted validation, on any Vulkan driver.
         if self.settings.sanitizer and backend_spec(session.backend).sanitizer and \
-                self.device_of(session).vendor != "amd":
+                (session.backend == "hlsl" or self.device_of(session).vendor != "amd"):
             # One of the sampled sizes; with none, the session's own when small (the sanitizer slows a launch a lot).
             fallback = sizes_list[-1] if sizes_list else (
                 session.sizes if problem.flops(session.sizes) <= SANITIZER_MAX_FLOPS else None)

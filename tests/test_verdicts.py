@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from peak_mcp.runner import vulkan_sanitizer
 from peak_mcp.workspace import FRONT_GUARD_BYTES, Workspace
 from tests.conftest import EXAMPLES, has_device, skip_reason
+from tests.hostile.harness import HOSTILE
 
 pytestmark = [pytest.mark.vulkan, pytest.mark.anyio]
 if not has_device("hlsl"):
@@ -129,6 +131,21 @@ async def test_a_kernel_wrong_only_above_the_sessions_rows_is_not_general(make_c
         assert report["head"] == 0
 
 
+@pytest.mark.skipif(vulkan_sanitizer.layer_manifest() is None, reason="no Vulkan validation layer "
+                    "(apt-get install vulkan-validationlayers)")
+async def test_a_read_past_a_buffer_masked_afterwards_fails_under_the_validation_layer(make_client) -> None:
+    """Every output exact, so the guards pass it; GPU-assisted validation at a sampled size sees the read past A."""
+    source = (HOSTILE / "hlsl" / "oob_read_masked.hlsl").read_text()
+    async with make_client() as (client, _):
+        session = await _session(client, {"M": 64, "N": 48, "K": 40})
+        report = await _submit(client, session["session_id"], source)
+        assert (report["status"], report["failure"]) == ("failed", "sanitizer_vulkan_oob"), report["message"]
+        assert "out of bounds" in report["message"] and "buffer A" in report["message"], report["message"]
+        assert report["head"] == 0
+        good = await _submit(client, session["session_id"], NAIVE)
+        assert good["status"] == "benchmarked", good["message"]
+
+
 async def test_declared_constraints_make_a_tile_multiple_kernel_general(make_client) -> None:
     constraints = ["M % 16 == 0", "N % 16 == 0", "K % 16 == 0"]
     async with make_client() as (client, _):
@@ -163,6 +180,10 @@ async def test_every_example_passes_at_every_sampled_size(make_client) -> None:
             assert report["status"] == "benchmarked", (path.name, report["message"])
             assert report["generality"]["passed"], (path.name, report["generality"])
             assert report["head"] == report["version"]
+            checked = [s for s in report["generality"]["sizes_checked"] if any(s[k] > session["sizes"][k] for k in s)]
+            assert len(checked) >= 3, report["generality"]["sizes_checked"]  # above the session's in each symbol
+            if vulkan_sanitizer.layer_manifest() is not None:  # and no access past a buffer at a small size
+                assert (report["validation"]["sanitizer"] or {}).get("clean") == ["vulkan_oob"], report["validation"]
 
 
 async def test_a_hang_at_another_size_fails_the_version(make_client, settings) -> None:
