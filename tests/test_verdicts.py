@@ -34,7 +34,8 @@ FLAWED = {
     "out_of_bounds_read": _naive_with("k < p.K", "k <= p.K"),
 }
 
-# A 16x16-tiled kernel without edge guards: right at tile multiples, wrong elsewhere.
+# A 16x16-tiled kernel without edge guards: right at tile multiples, wrong elsewhere (edges unwritten, the K tail
+# dropped), yet never outside its buffers: a read past them would fail it under the validation layer instead.
 UNGUARDED = """// peak: entry=main groups=(N // 16, M // 16, 1)
 struct Params { uint M; uint N; uint K; };
 [[vk::push_constant]] ConstantBuffer<Params> p;
@@ -48,7 +49,7 @@ groupshared float Bs[16][16];
 void main(uint3 id : SV_DispatchThreadID, uint3 t : SV_GroupThreadID)
 {
     float acc = 0.0;
-    for (uint k0 = 0; k0 < p.K; k0 += 16) {
+    for (uint k0 = 0; k0 + 16 <= p.K; k0 += 16) {
         As[t.y][t.x] = A[id.y * p.K + k0 + t.x];
         Bs[t.y][t.x] = B[(k0 + t.y) * p.N + id.x];
         GroupMemoryBarrierWithGroupSync();
