@@ -39,7 +39,8 @@ class Settings(BaseSettings):
         1.0, ge=0.05, le=60, validation_alias=AliasChoices("benchmark_budget_s", "PEAK_MCP_BENCH_SECONDS"),
         description="seconds of timed launches per benchmark")
     validation_trials: int = Field(3, ge=1, le=20, description="fresh input sets each validation runs")
-    sanitizer: bool = Field(True, description="compute-sanitizer after generality on CUDA, where installed")
+    sanitizer: bool = Field(True, description="after generality, where installed: compute-sanitizer on CUDA, the "
+                                              "Vulkan validation layer's GPU-assisted validation on HLSL")
     default_max_attempts: int = Field(
         3, ge=1, le=10, validation_alias=AliasChoices("default_max_attempts", "PEAK_MCP_MAX_ATTEMPTS"),
         description="attempts apply_transformation makes by default")

@@ -36,27 +36,39 @@ def satisfies(sizes: Sizes, constraints: list[str]) -> bool:
 
 def sample_sizes(problem: Problem, sizes: Sizes, constraints: list[str],
                  count: int = DEFAULT_COUNT) -> list[dict[str, int]]:
-    """The problem's awkward sizes that meet the constraints. One that does not is rounded up, first only in the
+    """The problem's awkward sizes that meet the constraints, then for each symbol one size above the session's in
+    it (Problem.sizes_above: the first choice that meets them). One that does not is rounded up, first only in the
     symbols the constraints name (so the others stay odd), then in every symbol, to the smallest multiple that
     works."""
     named = _symbols_in(constraints) & set(problem.symbols)
     chosen: list[dict[str, int]] = []
+
+    def keep(variant: dict[str, int] | None) -> None:
+        if variant is not None and variant not in chosen and variant != dict(sizes):
+            chosen.append(variant)
+
     for candidate in problem.generality_sizes(sizes):
-        variants = [candidate]
-        for only in (named, set(problem.symbols)):
-            variants += [{k: -(-v // r) * r if k in only else v for k, v in candidate.items()} for r in _ROUNDINGS]
-        for variant in variants:
-            try:
-                ok = satisfies(variant, constraints) and problem.check_sizes(variant) == variant
-            except PeakError:
-                ok = False
-            if ok:
-                if variant not in chosen and variant != dict(sizes):
-                    chosen.append(variant)
-                break
+        keep(_fit(problem, candidate, constraints, named))
         if len(chosen) >= count:
             break
+    for choices in problem.sizes_above(sizes):
+        keep(next((v for v in (_fit(problem, c, constraints, named) for c in choices) if v is not None), None))
     return chosen
+
+
+def _fit(problem: Problem, candidate: dict[str, int], constraints: list[str],
+         named: set[str]) -> dict[str, int] | None:
+    """The candidate, or its smallest rounding up that meets the constraints and the problem's limits; None."""
+    variants = [candidate]
+    for only in (named, set(problem.symbols)):
+        variants += [{k: -(-v // r) * r if k in only else v for k, v in candidate.items()} for r in _ROUNDINGS]
+    for variant in variants:
+        try:
+            if satisfies(variant, constraints) and problem.check_sizes(variant) == variant:
+                return variant
+        except PeakError:
+            continue
+    return None
 
 
 def _symbols_in(constraints: list[str]) -> set[str]:

@@ -75,6 +75,8 @@ MAX_SOURCE_BYTES = 256 * 1024
 # does: those keep head where it is and stay in the generality report.
 DEVICE_FAULTS = ("kernel_fault", "worker_died", "timeout")
 SANITIZER_MAX_FLOPS = 2e10  # the sanitizer slows a launch 10-100x: at the session's sizes only when they are small
+# ... and GPU-assisted validation on a CPU Vulkan device (lavapipe) runs an instrumented shader at CPU speed.
+VULKAN_SANITIZER_MAX_FLOPS = 1e9
 IMPOSSIBLE_SPEED_MARGIN = 1.02  # over the datasheet peak: room for clocks a little above the profile's
 CPU_DEVICE_SIZES = {"M": 1024, "N": 1024, "K": 1024}  # a CPU Vulkan driver (lavapipe) does 4096^3 in an hour
 PROFILE_INACTIVITY_S, PROFILE_TOTAL_S = 90.0, 360.0
@@ -460,12 +462,14 @@ class PeakService:
         constraints = session.constraints or []
         sizes_list = sample_sizes(problem, session.sizes, constraints)
         sanitize_at = None
-        # compute-sanitizer watches the CUDA driver: HIP sessions on NVIDIA qualify, HIP on AMD does not.
+        # compute-sanitizer watches the CUDA driver: HIP sessions on NVIDIA qualify, HIP on AMD does not. HLSL's
+        # is the Vulkan validation layer's GPU-assisted validation, on any Vulkan driver.
         if self.settings.sanitizer and backend_spec(session.backend).sanitizer and \
-                self.device_of(session).vendor != "amd":
+                (session.backend == "hlsl" or self.device_of(session).vendor != "amd"):
             # One of the sampled sizes; with none, the session's own when small (the sanitizer slows a launch a lot).
             fallback = sizes_list[-1] if sizes_list else (
-                session.sizes if problem.flops(session.sizes) <= SANITIZER_MAX_FLOPS else None)
+                session.sizes if problem.flops(session.sizes) <= (
+                    VULKAN_SANITIZER_MAX_FLOPS if session.backend == "hlsl" else SANITIZER_MAX_FLOPS) else None)
             sanitize_at = next((s for s in sizes_list if min(s.values()) >= 16), fallback)
         unchecked = Generality(passed=None, sizes_checked=[], failures=[], constraints=constraints,
                                note=f"no sampled size meets the constraints {constraints}: generality is unchecked")

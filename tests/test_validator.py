@@ -81,13 +81,28 @@ def test_sampled_sizes_are_awkward_by_default_and_meet_declared_constraints() ->
     free = sample_sizes(MATMUL, session, [])
     assert {"M": 1, "N": 1, "K": 1} in free and {"M": 100, "N": 77, "K": 53} in free
     assert any(s["M"] > 8 * s["N"] for s in free) and any(s["K"] % 16 for s in free)
-    assert session not in free and len(free) == 8
+    assert session not in free and len(free) == 11
+    for symbol in ("M", "N", "K"):  # and above the session's in each symbol, the others small
+        above = [s for s in free if s[symbol] > session[symbol]]
+        assert len(above) == 1 and above[0][symbol] >= 4 * session[symbol], (symbol, free)
+        assert MATMUL.flops(above[0]) <= 2**26
     constrained = sample_sizes(MATMUL, session, ["M % 128 == 0", "N % 64 == 0"])
     assert constrained and all(satisfies(s, ["M % 128 == 0", "N % 64 == 0"]) for s in constrained)
     assert any(s["K"] % 8 for s in constrained)  # unconstrained symbols stay awkward where they can
     only_k = sample_sizes(MATMUL, session, ["K % 64 == 0"])
     assert {"M": 7, "N": 5, "K": 64} in only_k and {"M": 100, "N": 77, "K": 64} in only_k
     assert sample_sizes(MATMUL, session, ["M == 4096"]) == []  # nothing to sample: the service says unchecked
+
+
+def test_sizes_above_the_session_honor_constraints_and_stay_cheap() -> None:
+    small = sample_sizes(MATMUL, {"M": 96, "N": 80, "K": 72}, [])
+    assert {"M": 4101, "N": 33, "K": 19} in small  # at least 4096 rows, whatever the session
+    capped = sample_sizes(MATMUL, {"M": 1000, "N": 128, "K": 128}, ["M <= 3000"])
+    assert max(s["M"] for s in capped) == 2053  # 4x breaks the constraint: 2x, still above the session's
+    aligned = sample_sizes(MATMUL, {"M": 128, "N": 128, "K": 128}, ["M % 16 == 0", "N % 16 == 0"])
+    assert {"M": 4112, "N": 48, "K": 19} in aligned and all(s["M"] % 16 == 0 for s in aligned)
+    huge = sample_sizes(MATMUL, {"M": 65536, "N": 65536, "K": 65536}, [])
+    assert {"M": 262149, "N": 5, "K": 3} in huge and all(MATMUL.flops(s) <= 2**26 for s in huge[8:])
 
 
 FIRST_RELEASE_SCHEMA = """

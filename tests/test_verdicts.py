@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from peak_mcp.runner import vulkan_sanitizer
 from peak_mcp.workspace import FRONT_GUARD_BYTES, Workspace
 from tests.conftest import EXAMPLES, has_device, skip_reason
+from tests.hostile.harness import HOSTILE
 
 pytestmark = [pytest.mark.vulkan, pytest.mark.anyio]
 if not has_device("hlsl"):
@@ -32,7 +34,8 @@ FLAWED = {
     "out_of_bounds_read": _naive_with("k < p.K", "k <= p.K"),
 }
 
-# A 16x16-tiled kernel without edge guards: right at tile multiples, wrong elsewhere.
+# A 16x16-tiled kernel without edge guards: right at tile multiples, wrong elsewhere (edges unwritten, the K tail
+# dropped), yet never outside its buffers: a read past them would fail it under the validation layer instead.
 UNGUARDED = """// peak: entry=main groups=(N // 16, M // 16, 1)
 struct Params { uint M; uint N; uint K; };
 [[vk::push_constant]] ConstantBuffer<Params> p;
@@ -46,7 +49,7 @@ groupshared float Bs[16][16];
 void main(uint3 id : SV_DispatchThreadID, uint3 t : SV_GroupThreadID)
 {
     float acc = 0.0;
-    for (uint k0 = 0; k0 < p.K; k0 += 16) {
+    for (uint k0 = 0; k0 + 16 <= p.K; k0 += 16) {
         As[t.y][t.x] = A[id.y * p.K + k0 + t.x];
         Bs[t.y][t.x] = B[(k0 + t.y) * p.N + id.x];
         GroupMemoryBarrierWithGroupSync();
@@ -106,6 +109,44 @@ async def test_a_kernel_that_only_works_at_tile_multiples_is_not_general(make_cl
         assert not back.is_error and back.structured_content["head"] == report["version"]
 
 
+def _rows_below(bits: int) -> str:
+    """The naive shader with (row, col) packed into one word as `bits` + (32 - bits) bits: exact up to 2**bits
+    rows, wrong past them."""
+    return _naive_with("uint row = id.y, col = id.x;",
+                       f"uint packed = (id.y << {32 - bits}) | id.x;\n"
+                       f"    uint row = packed >> {32 - bits}, col = packed & {(1 << (32 - bits)) - 1}u;")
+
+
+@pytest.mark.parametrize(("sizes", "bits", "above"), [({"M": 96, "N": 80, "K": 72}, 11, 4101),
+                                                      ({"M": 2500, "N": 40, "K": 24}, 13, 16389)])
+async def test_a_kernel_wrong_only_above_the_sessions_rows_is_not_general(make_client, sizes, bits, above) -> None:
+    """Exact at the session's sizes and every awkward size below them; wrong past 2**bits rows: a sampled size
+    above the session's (at least 4x it, at least 4096) sees it."""
+    async with make_client() as (client, _):
+        session = await _session(client, sizes)
+        report = await _submit(client, session["session_id"], _rows_below(bits))
+        assert report["status"] == "not_general", report["message"]
+        failed_at = [f["sizes"] for f in report["generality"]["failures"]]
+        assert failed_at == [{"M": above, "N": 33, "K": 19}], failed_at
+        assert f"M={above}" in report["message"] or str(above) in report["message"], report["message"]
+        assert report["head"] == 0
+
+
+@pytest.mark.skipif(vulkan_sanitizer.layer_manifest() is None, reason="no Vulkan validation layer "
+                    "(apt-get install vulkan-validationlayers)")
+async def test_a_read_past_a_buffer_masked_afterwards_fails_under_the_validation_layer(make_client) -> None:
+    """Every output exact, so the guards pass it; GPU-assisted validation at a sampled size sees the read past A."""
+    source = (HOSTILE / "hlsl" / "oob_read_masked.hlsl").read_text()
+    async with make_client() as (client, _):
+        session = await _session(client, {"M": 64, "N": 48, "K": 40})
+        report = await _submit(client, session["session_id"], source)
+        assert (report["status"], report["failure"]) == ("failed", "sanitizer_vulkan_oob"), report["message"]
+        assert "out of bounds" in report["message"] and "buffer A" in report["message"], report["message"]
+        assert report["head"] == 0
+        good = await _submit(client, session["session_id"], NAIVE)
+        assert good["status"] == "benchmarked", good["message"]
+
+
 async def test_declared_constraints_make_a_tile_multiple_kernel_general(make_client) -> None:
     constraints = ["M % 16 == 0", "N % 16 == 0", "K % 16 == 0"]
     async with make_client() as (client, _):
@@ -140,6 +181,10 @@ async def test_every_example_passes_at_every_sampled_size(make_client) -> None:
             assert report["status"] == "benchmarked", (path.name, report["message"])
             assert report["generality"]["passed"], (path.name, report["generality"])
             assert report["head"] == report["version"]
+            checked = [s for s in report["generality"]["sizes_checked"] if any(s[k] > session["sizes"][k] for k in s)]
+            assert len(checked) >= 3, report["generality"]["sizes_checked"]  # above the session's in each symbol
+            if vulkan_sanitizer.layer_manifest() is not None:  # and no access past a buffer at a small size
+                assert (report["validation"]["sanitizer"] or {}).get("clean") == ["vulkan_oob"], report["validation"]
 
 
 async def test_a_hang_at_another_size_fails_the_version(make_client, settings) -> None:

@@ -65,6 +65,7 @@ class HlslKernel:
 
 class HlslExecutor(Executor):
     backend = "hlsl"
+    sanitizer = True  # the Khronos validation layer's GPU-assisted validation, where installed (vulkan_sanitizer)
 
     def __init__(self, index: int | None, *, fence_timeout_s: float = 30.0, compiler: str | None = None,
                  compile_timeout_s: float = 60.0) -> None:
@@ -333,6 +334,11 @@ def probe(compiler: str | None = None) -> dict[str, Any]:
     """Devices and compiler, with the reason and the fix for whatever is missing. Never raises."""
     report: dict[str, Any] = {"backend": "hlsl", "devices": [], "compiler": {"available": False}, "missing": []}
     missing = report["missing"]
+    from peak_mcp.runner import vulkan_sanitizer
+
+    report["tools"] = {"vulkan-validation-layer": vulkan_sanitizer.layer_manifest()}
+    if report["tools"]["vulkan-validation-layer"] is None:
+        missing.append(vulkan_sanitizer.missing_note())
     try:
         found = find_compiler(compiler)
         if found:

@@ -30,14 +30,18 @@ REDACTED = "<host path>"
 class Compiler:
     name: str  # "dxc" | "glslangValidator"
     path: str
+    # vulkan1.1 (SPIR-V 1.3) for the validation layer's GPU-assisted run: glslang decorates HLSL's structured
+    # buffers BufferBlock, which SPIR-V 1.4+ (vulkan1.2) no longer allows, and the layer re-validates what it
+    # instruments (drivers run the vulkan1.2 module as it is).
+    target_env: str = "vulkan1.2"
 
     def command(self, entry: str, source: str, output: str) -> list[str]:
         # 16-bit types always on: `half` then means a real 16-bit float (HLSL 2018+ semantics), which f16
         # buffers need; f32 kernels are unaffected.
         if self.name == "dxc":
             return [self.path, "-spirv", "-T", "cs_6_2", "-E", entry, "-HV", "2021", "-enable-16bit-types",
-                    "-fspv-target-env=vulkan1.2", "-Fo", output, source]
-        return [self.path, "-D", "-V", "-S", "comp", "-e", entry, "--target-env", "vulkan1.2",
+                    f"-fspv-target-env={self.target_env}", "-Fo", output, source]
+        return [self.path, "-D", "-V", "-S", "comp", "-e", entry, "--target-env", self.target_env,
                 "--hlsl-enable-16bit-types", "-o", output, source]
 
     def version(self) -> str:

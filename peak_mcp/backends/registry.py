@@ -24,7 +24,7 @@ class BackendSpec:
     language: str  # the fence tag of code in catalog texts
     compiles_without_device: bool  # compile-only sessions where no device exists
     vendor_library: str | None = None  # the yardstick timed beside the kernels, where there is one
-    sanitizer: bool = False  # compute-sanitizer can watch its launches (where the worker's executor allows)
+    sanitizer: bool = False  # a sanitizer can watch its launches (compute-sanitizer; on Vulkan the validation layer)
 
 
 BACKENDS: dict[str, BackendSpec] = {}
@@ -41,7 +41,7 @@ register(BackendSpec("cuda", "peak_mcp.backends.cuda", ".cu", ("entry", "grid", 
 register(BackendSpec("hip", "peak_mcp.backends.hip", ".hip", ("entry", "grid", "block"), "hip",
                      compiles_without_device=True, vendor_library="cuBLAS on NVIDIA", sanitizer=True))
 register(BackendSpec("hlsl", "peak_mcp.backends.hlsl", ".hlsl", ("entry", "groups"), "hlsl",
-                     compiles_without_device=True))
+                     compiles_without_device=True, sanitizer=True))
 
 
 def backend_spec(name: str) -> BackendSpec:

@@ -111,6 +111,12 @@ class Problem(ABC):
         """Size sets that shake out kernels which only work at some sizes (odd, prime, below one tile, ...),
         smallest first; the validator filters them by the session's constraints."""
 
+    def sizes_above(self, sizes: Sizes) -> list[list[dict[str, int]]]:
+        """For each symbol, size sets larger than the session's in that symbol (a kernel that only breaks past a
+        few thousand rows is wrong too), first choice first: the validator keeps the first of each list that meets
+        the session's constraints. Cheap ones: the other symbols stay small. None by default."""
+        return []
+
     @abstractmethod
     def flops(self, sizes: Sizes) -> float: ...
 

@@ -105,7 +105,14 @@ def generality(executor: Executor, job: GeneralityJob | dict[str, Any], progress
         if failure:
             failures.append(failure)
     result = GeneralityResult(generality=Generality(passed=not failures, sizes_checked=checked, failures=failures))
-    if job.sanitize_sizes and executor.sanitizer and executor.facts.index >= 0:
+    if job.sanitize_sizes and executor.sanitizer and executor.facts.index >= 0 and executor.backend == "hlsl":
+        from peak_mcp.runner import vulkan_sanitizer
+
+        result.sanitizer = vulkan_sanitizer.run(LaunchTarget(source=job.source, spec=job.spec, problem=job.problem,
+                                                             dtype=job.dtype, sizes=job.sanitize_sizes,
+                                                             device=executor.facts.index, backend="hlsl"),
+                                                progress)
+    elif job.sanitize_sizes and executor.sanitizer and executor.facts.index >= 0:
         from peak_mcp.runner import sanitizer
 
         result.sanitizer = sanitizer.run(LaunchTarget(source=job.source, spec=job.spec, problem=job.problem,

@@ -70,7 +70,8 @@ class LaunchTarget(_KernelJob):
 
     sizes: Sizes
     device: int
-    backend: Literal["cuda", "hip"] = "cuda"  # hip: HIP source on NVIDIA, through the CUDA driver
+    backend: Literal["cuda", "hip", "hlsl"] = "cuda"  # hip: HIP source on NVIDIA, through the CUDA driver; hlsl: under
+    # the Vulkan validation layer (vulkan_sanitizer.target)
 
 
 class ProfileJob(_KernelJob):

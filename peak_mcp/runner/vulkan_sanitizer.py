@@ -1,0 +1,243 @@
+"""The Khronos validation layer's GPU-assisted validation over one launch of an HLSL kernel at a small size: Vulkan's
+counterpart of compute-sanitizer's memcheck.
+
+The validator's guards see a read past a buffer only through the value read; a kernel that reads past the end of A
+and masks the value afterwards (`a = A[i]; if (!inside) a = 0;`) passes them. GPU-AV instruments the shader so
+that every storage-buffer access is checked against its descriptor's range and reports the first out-of-bounds
+one. The launch runs in a child process (`target` below) under VK_LAYER_KHRONOS_validation with GPU-assisted
+validation on, each buffer its own exact allocation bound with its whole size. The shader is compiled for
+vulkan1.1 (SPIR-V 1.3) there: the layer re-validates the module it instruments, and glslang's vulkan1.2 output
+for structured buffers (BufferBlock in SPIR-V 1.5) fails that check, leaving the shader uninstrumented.
+
+Where the layer is not installed, or cannot instrument the shader, the report says so and fails nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from peak_mcp.phases import SanitizerFinding, SanitizerReport, UncheckedTool
+from peak_mcp.runner.isolated import python_command, safe_cwd
+from peak_mcp.runner.messages import LaunchTarget
+from peak_mcp.runner.toolkit import kill_tree
+
+LAYER = "VK_LAYER_KHRONOS_validation"
+TOOL = "vulkan_oob"  # the check is sanitizer_vulkan_oob
+TIMEOUT_S = 180.0
+LAUNCHED = "peak-vulkan-sanitizer: launched"
+# GPU-AV's out-of-bounds messages: "Descriptor index 0 access out of bounds. Descriptor size is 1596 and highest
+# byte accessed was 1599 ..." (1.3.2xx; VUID-vkCmdDispatch-None-02706) and newer layers' wording.
+_OOB = re.compile(r"out of bounds|OOB|VUID-vkCmdDispatch-None-0(2706|8612|8613)", re.I)
+_NO_INSTRUMENT = re.compile(r"Failure to instrument shader|Error during shader instrumentation|"
+                            r"GPU-Assisted Validation disabled|GPU-AV.*disabled", re.I)
+_HANDLE = re.compile(r"0x[0-9a-f]{6,}")
+_LAYER_DIRS = ("/usr/local/etc/vulkan/explicit_layer.d", "/usr/local/share/vulkan/explicit_layer.d",
+               "/etc/vulkan/explicit_layer.d", "/usr/share/vulkan/explicit_layer.d")
+
+
+def layer_manifest() -> str | None:
+    """The validation layer's manifest where the Vulkan loader looks for explicit layers; None when absent."""
+    dirs = [d for var in ("VK_LAYER_PATH", "VK_ADD_LAYER_PATH") for d in os.environ.get(var, "").split(os.pathsep)
+            if d]
+    data_dirs = [os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local/share")]
+    data_dirs += (os.environ.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share").split(os.pathsep)
+    dirs += [str(Path(d, "vulkan", "explicit_layer.d")) for d in data_dirs if d] + list(_LAYER_DIRS)
+    for folder in dict.fromkeys(dirs):
+        for manifest in sorted(Path(folder).glob("*.json")) if Path(folder).is_dir() else []:
+            try:
+                if json.loads(manifest.read_text()).get("layer", {}).get("name") == LAYER:
+                    return str(manifest)
+            except (OSError, ValueError, AttributeError):
+                continue
+    return None
+
+
+def missing_note() -> dict[str, str]:
+    return {"what": f"Vulkan validation layer ({LAYER})",
+            "why": "no layer manifest in VK_LAYER_PATH or the loader's explicit_layer.d folders",
+            "fix": "install it (Debian/Ubuntu: apt-get install vulkan-validationlayers; elsewhere the LunarG Vulkan "
+                   "SDK); without it, a read past a buffer whose value the shader then discards goes unchecked "
+                   "on Vulkan"}
+
+
+# GPU-assisted validation alone: the core checks, handle wrapping, thread safety and lifetimes off (their messages
+# are not this check's), descriptor-indexing checks off (no descriptor arrays here); buffer bounds checks stay on.
+# What a run costs is lavapipe compiling the instrumented shader: with Mesa's shader cache off, 0.4-0.5 s for
+# naive.hlsl and tiled_groupshared.hlsl at 100x77x53, about 12 s for register_blocked.hlsl (0.75 s without the
+# layer), with or without these settings.
+SETTINGS = """khronos_validation.enables = VK_VALIDATION_FEATURE_ENABLE_GPU_ASSISTED_EXT
+khronos_validation.disables = VK_VALIDATION_FEATURE_DISABLE_CORE_CHECKS_EXT,\
+VK_VALIDATION_FEATURE_DISABLE_THREAD_SAFETY_EXT,VK_VALIDATION_FEATURE_DISABLE_OBJECT_LIFETIMES_EXT,\
+VK_VALIDATION_FEATURE_DISABLE_UNIQUE_HANDLES_EXT
+khronos_validation.gpuav_descriptor_indexing = false
+khronos_validation.gpuav_buffer_oob = true
+khronos_validation.report_flags = error
+khronos_validation.debug_action = VK_DBG_LAYER_ACTION_LOG_MSG
+khronos_validation.log_filename = stdout
+"""
+
+
+def layer_environment(settings_file: str | None = None) -> dict[str, str]:
+    """The layer on, with GPU-assisted validation: vk_layer_settings.txt (`settings_file`, read by 1.3.2xx layers)
+    and the environment variables of newer ones (validate_gpu_based)."""
+    found = {"VK_LAYER_SETTINGS_PATH": settings_file} if settings_file else {}
+    return {**found, "VK_INSTANCE_LAYERS": LAYER, "VK_LOADER_LAYERS_ENABLE": "*validation",
+            "VK_LAYER_ENABLES": "VK_VALIDATION_FEATURE_ENABLE_GPU_ASSISTED_EXT",
+            "VK_KHRONOS_VALIDATION_VALIDATE_GPU_BASED": "GPU_BASED_GPU_ASSISTED",
+            "VK_KHRONOS_VALIDATION_GPUAV_BUFFER_OOB": "true",
+            "VK_KHRONOS_VALIDATION_REPORT_FLAGS": "error", "VK_KHRONOS_VALIDATION_DEBUG_ACTION":
+                "VK_DBG_LAYER_ACTION_LOG_MSG", "VK_KHRONOS_VALIDATION_LOG_FILENAME": "stdout"}
+
+
+def run(job: LaunchTarget, progress: Callable[[str], None] | None = None) -> SanitizerReport:
+    """One launch under GPU-assisted validation; never raises. The child stays in the worker's process group (a
+    worker killed as hung takes it along); a heartbeat every two seconds keeps the hang detector off."""
+    if layer_manifest() is None:
+        return SanitizerReport(available=False, **missing_note())
+    started = time.perf_counter()
+    workdir = tempfile.mkdtemp(prefix="peak-vk-sanitize-", dir=safe_cwd())
+    job_file = Path(workdir, "job.json")
+    job_file.write_text(job.model_dump_json())
+    log_file = Path(workdir, "layer.log")
+    settings_file = Path(workdir, "vk_layer_settings.txt")
+    settings_file.write_text(SETTINGS)
+    where = " ".join(f"{k}={v}" for k, v in job.sizes.items())
+    with log_file.open("wb") as log:
+        proc = subprocess.Popen(python_command(sys.executable, "peak_mcp.runner.vulkan_sanitizer", str(job_file)),
+                                cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
+                                env={**os.environ, **layer_environment(str(settings_file))})
+    beat, timed_out = 0.0, False
+    try:
+        while proc.poll() is None:
+            if time.perf_counter() - started > TIMEOUT_S:
+                kill_tree(proc.pid)
+                timed_out = True
+                break
+            if progress and time.perf_counter() - beat > 2.0:
+                beat = time.perf_counter()
+                progress(f"Vulkan GPU-assisted validation at {where}")
+            time.sleep(0.05)
+        text = log_file.read_text(errors="replace") if log_file.exists() else ""
+    finally:
+        if proc.poll() is None:
+            kill_tree(proc.pid)
+        shutil.rmtree(workdir, ignore_errors=True)
+    report = parse(text, proc.returncode, timed_out, _buffer_bytes(job))
+    return report.model_copy(update={"sizes": job.sizes, "seconds": round(time.perf_counter() - started, 3)})
+
+
+def _buffer_bytes(job: LaunchTarget) -> dict[int, str]:
+    """{bytes: buffer name(s)} of the launch's buffers, to name the one a message's descriptor size belongs to."""
+    from peak_mcp.dtypes import itemsize
+    from peak_mcp.problems import get_problem
+    from peak_mcp.problems.base import BufferArg
+
+    named: dict[int, list[str]] = {}
+    for arg in get_problem(job.problem).arguments(job.dtype):
+        if isinstance(arg, BufferArg):
+            nbytes = max(4, (arg.count(job.sizes) * itemsize(arg.dtype) + 3) // 4 * 4)
+            named.setdefault(nbytes, []).append(arg.name)
+    return {n: " or ".join(names) for n, names in named.items()}
+
+
+def parse(text: str, returncode: int | None, timed_out: bool = False,
+          buffers: dict[int, str] | None = None) -> SanitizerReport:
+    """The report for one child's output: an out-of-bounds message fails it; a shader the layer could not
+    instrument, or a launch that did not happen, leaves it unchecked."""
+    messages = _messages(text)
+    oob = [m for m in messages if _OOB.search(m)]
+    if oob:
+        size = re.search(r"Descriptor size is (\d+)", oob[0])
+        which = (buffers or {}).get(int(size.group(1))) if size else None
+        what = f"an access past the end of buffer {which} ({size.group(1)} bytes): " if which else ""
+        finding = SanitizerFinding(check=f"sanitizer_{TOOL}",
+                                   message=f"Vulkan GPU-assisted validation: {what}{_clean(oob[0])}"
+                                           + (f" (and {len(oob) - 1} more)" if len(oob) > 1 else ""))
+        return SanitizerReport(available=True, passed=False, failures=[finding])
+    why = None
+    if timed_out:
+        why = f"the instrumented launch did not finish within {TIMEOUT_S:.0f} s"
+    elif any(_NO_INSTRUMENT.search(m) for m in messages):
+        why = "the layer could not instrument this shader: " + _clean(next(m for m in messages
+                                                                              if _NO_INSTRUMENT.search(m)))
+    elif LAUNCHED not in text or returncode != 0:
+        tail = [line for line in text.strip().splitlines() if line.strip() and LAUNCHED not in line][-1:]
+        why = f"the instrumented launch did not run (exit {returncode}): {(tail or ['no output'])[0][:200]}"
+    if why:
+        return SanitizerReport(available=True, passed=None, unchecked=[UncheckedTool(tool=TOOL, message=why)])
+    return SanitizerReport(available=True, passed=True, clean=[TOOL])
+
+
+def _messages(text: str) -> list[str]:
+    """The layer's messages, one string each (a message starts with its VUID or UNASSIGNED-... and a colon)."""
+    blocks: list[list[str]] = []
+    for line in text.splitlines():
+        if re.match(r"^(VUID|UNASSIGNED|SYNC|BestPractices|Validation)[-\w]*\(|^Validation Error", line):
+            blocks.append([line])
+        elif blocks and line.startswith(" "):
+            blocks[-1].append(line.strip())
+    return [" ".join(b) for b in blocks]
+
+
+def _clean(message: str) -> str:
+    """The layer's own words about the access, without handles, object lists or the spec's paragraph."""
+    body = message.split(" | ", 2)[-1] if " | " in message else message
+    body = body.split("The Vulkan spec states")[0].split("Objects:")[0]
+    body = re.sub(r"(Command buffer|Pipeline|Shader Module) \(0x[0-9a-f]+\)\.?\s*", "", body)
+    body = re.sub(r"(Unable to find SPIR-V OpLine for source information\.\s*)?Build shader with debug info to get "
+                  r"source information\.\s*", "", body)
+    return _HANDLE.sub("0x…", " ".join(body.split()))[:400]
+
+
+def target(job_file: str) -> int:
+    """Inside the layer: compile for vulkan1.1, allocate each buffer exactly, load the inputs, launch once."""
+    import dataclasses
+
+    import numpy as np
+
+    from peak_mcp.backends.hlsl import HlslExecutor
+    from peak_mcp.dtypes import itemsize
+    from peak_mcp.launch import with_params
+    from peak_mcp.problems import get_problem
+    from peak_mcp.problems.base import BufferArg, ScalarArg
+
+    job = LaunchTarget.model_validate_json(Path(job_file).read_text())
+    problem, dtype, sizes = get_problem(job.problem), job.dtype, job.sizes
+    executor = HlslExecutor(job.device)
+    try:
+        spec = job.spec
+        source = with_params(job.source, spec.config())
+        if executor.compiler is not None:
+            executor.compiler = dataclasses.replace(executor.compiler, target_env="vulkan1.1")
+        kernel = executor.compile(source, spec)
+        inputs = problem.make_inputs(sizes, dtype, 0, np)
+        args = problem.arguments(dtype)
+        buffers = []
+        for arg in (a for a in args if isinstance(a, BufferArg)):
+            buf = executor.alloc(arg.count(sizes) * itemsize(arg.dtype))
+            if not arg.is_output:
+                executor.write(buf, inputs[arg.name].view(np.uint8))
+            buffers.append(buf)
+        scalars = [a.value(sizes) for a in args if isinstance(a, ScalarArg)]
+        executor.run(kernel, [executor.pointer(b, 0) for b in buffers], scalars, spec.evaluate(sizes))
+        print(LAUNCHED, flush=True)
+    finally:
+        executor.close()  # GPU-AV reports what the launch's instrumentation recorded by the time the queue idles
+    return 0
+
+
+def main() -> int:
+    return target(sys.argv[1])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
