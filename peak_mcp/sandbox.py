@@ -124,7 +124,7 @@ def python_runtime_paths() -> list[str]:
 def tool_paths(environ: dict[str, str] | None = None) -> list[str]:
     """Where this environment says programs, libraries and Vulkan drivers live, beyond the system trees: the tree
     around each PATH and LD_LIBRARY_PATH entry (`/opt/x` for `/opt/x/bin`) and the folders of the Vulkan driver
-    manifests. A compiler unpacked under /tmp and put on PATH must stay runnable when confined."""
+    and layer manifests. A compiler unpacked under /tmp and put on PATH must stay runnable when confined."""
     environ = os.environ if environ is None else environ
     found: list[str] = []
     for variable in ("PATH", "LD_LIBRARY_PATH"):
@@ -136,6 +136,8 @@ def tool_paths(environ: dict[str, str] | None = None) -> list[str]:
                 found.append(parent if wide else real)  # ~/.local/bin, not ~/.local with the data dir in it
     for variable in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES"):
         found += [os.path.dirname(f) for f in environ.get(variable, "").split(os.pathsep) if os.path.isabs(f)]
+    for variable in ("VK_LAYER_PATH", "VK_ADD_LAYER_PATH"):  # the validation layer's manifests
+        found += [d for d in environ.get(variable, "").split(os.pathsep) if os.path.isabs(d)]
     return _grantable(found)
 
 

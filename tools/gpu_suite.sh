@@ -15,6 +15,7 @@ if [ -d .gl ]; then for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig; fi
 if [ -d .vk ]; then  # glslang and Mesa's lavapipe, unpacked beside / so they cannot break the image
     mkdir -p /tmp/vk && for f in .vk/*.deb; do dpkg -x "$f" /tmp/vk; done
     export PATH=/tmp/vk/usr/bin:$PATH LD_LIBRARY_PATH=/tmp/vk/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+    [ -d /tmp/vk/usr/share/vulkan/explicit_layer.d ] && export VK_LAYER_PATH=/tmp/vk/usr/share/vulkan/explicit_layer.d
     # The ICD manifest names an absolute library path; point it into the unpacked tree.
     lvp=/tmp/vk/usr/share/vulkan/icd.d/lvp_icd.x86_64.json
     [ -f $lvp ] && sed "s#/usr/lib/x86_64-linux-gnu#/tmp/vk/usr/lib/x86_64-linux-gnu#" $lvp > /tmp/vk/lvp_icd.json
