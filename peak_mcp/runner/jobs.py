@@ -99,9 +99,11 @@ def generality(executor: Executor, job: GeneralityJob | dict[str, Any], progress
     checked: list[dict[str, int]] = []
     failures: list[SizeFailure] = []
     for sizes in job.sizes_list:
-        progress(f"generality at {_label(sizes)}")
+        label = _label(sizes)
+        progress(f"generality at {label}")
         checked.append(sizes)
-        failure = _validate_at(executor, kernel, problem, job.dtype, sizes, seed)
+        failure = _validate_at(executor, kernel, problem, job.dtype, sizes, seed,
+                               lambda message, label=label: progress(f"generality at {label}: {message}"))
         if failure:
             failures.append(failure)
     result = GeneralityResult(generality=Generality(passed=not failures, sizes_checked=checked, failures=failures))
@@ -123,9 +125,11 @@ def generality(executor: Executor, job: GeneralityJob | dict[str, Any], progress
 
 
 def _validate_at(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int],
-                 seed: int) -> SizeFailure | None:
+                 seed: int, progress: Progress) -> SizeFailure | None:
+    """One size's verdict. Progress comes once per launch, as in validation at the session's sizes: a slow kernel
+    at a large sampled size (printf from every thread at M=4101 took over 30 s on the H100) is no hang."""
     try:
-        validated = validate(executor, kernel, problem, dtype, sizes, trials=1, seed=seed, progress=lambda _: None,
+        validated = validate(executor, kernel, problem, dtype, sizes, trials=1, seed=seed, progress=progress,
                              sets=1)
     except PeakError as exc:  # sizes the annotation cannot launch, or a device limit
         return SizeFailure(sizes=sizes, check=getattr(exc, "kind", "annotation"), message=str(exc))
