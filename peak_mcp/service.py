@@ -105,7 +105,10 @@ def not_general_message(outcome: Outcome, generality: Generality) -> str:
     allowed = f"every size meeting the session's constraints {generality.constraints}" if generality.constraints \
         else "any size (the session declares no constraints)"
     return (text + f". A kernel must be right at {allowed}: handle the edges (guard loads and stores past M, N, K), "
-                   "or accept a specialized kernel with submit_kernel(require_generality=false).")
+                   f"{ACCEPT_SPECIALIZED}.")
+
+
+ACCEPT_SPECIALIZED = "or accept a specialized kernel with submit_kernel(require_generality=false)"
 
 
 def _number(version: VersionRow | None) -> int | None:
@@ -388,6 +391,9 @@ class PeakService:
             self.store.update_version(session_id, number,
                                       **outcome.model_copy(update={"status": Status.PENDING}).columns())
             outcome = self._with_generality(session, source, outcome, progress, params)
+        if outcome.status is Status.NOT_GENERAL and not require_generality:  # the hint was taken: say so instead
+            outcome.message = (outcome.message or "").replace(
+                ACCEPT_SPECIALIZED, "accepted here as a specialized kernel (require_generality=false)")
         self.store.update_version(session_id, number, **outcome.columns())
         # Without a device, "compiled" is as far as any version gets, so it is what moves head. A version that is
         # wrong at other sizes moves it only when the agent accepts a specialized kernel.

@@ -211,3 +211,14 @@ async def test_a_child_starts_from_its_parents_tuned_configuration(make_client) 
         assert again["passed"] and again["performance"]["params"] == best, again
         table = (await client.call_tool("history", {"session_id": sid})).content[0].text
         assert f"[{label} (tuned)]" in table and f"[{label} (v{v}'s tuned)]" in table, table
+
+
+async def test_a_specialized_kernel_accepted_on_submit_is_not_told_to_do_what_it_did(make_client) -> None:
+    async with make_client() as (client, _):
+        started = (await client.call_tool("start_session", {"backend": "hlsl", "sizes": TILE_MULTIPLES})
+                   ).structured_content
+        report = (await client.call_tool("submit_kernel", {"session_id": started["session_id"], "source": UNGUARDED,
+                                                           "require_generality": False})).structured_content
+        assert report["status"] == "not_general" and report["head"] == 1, report
+        assert "submit_kernel(require_generality=false)" not in report["message"], report["message"]
+        assert "accepted here as a specialized kernel (require_generality=false)" in report["message"]

@@ -288,7 +288,9 @@ class HlslExecutor(Executor):
         for i in range(pipe.bindings):
             buf, offset = buffers[i]
             if buf.size - offset > largest:
-                raise InvalidInput(f"buffer {i} is {buf.size - offset} bytes, over the device's "
+                names = {b.binding: b.name for b in kernel.handle.info.bindings}
+                raise InvalidInput(f"binding {i} ({names.get(i, 'unnamed')}) is {buf.size - offset} bytes, over the "
+                                   "device's "
                                    f"maxStorageBufferRange of {largest} bytes on {self.facts.name}",
                                    "use smaller sizes on this device.")
         return pipe, push
