@@ -188,3 +188,8 @@ def test_clang_for_amd_targets_reads_nothing_when_the_text_check_is_bypassed(mon
     with pytest.raises(CompileFailed) as failed:
         executor.compile(source, launch_spec(source, "hip", Matmul.symbols))
     assert SECRET not in failed.value.log, failed.value.log
+
+
+def test_nvrtcs_own_out_of_memory_code_reads_as_a_memory_limit() -> None:
+    limits = confined.CompileLimits()
+    assert confined.exceeded_limit(1, "NVRTC_ERROR_OUT_OF_MEMORY", limits) == "memory (4 GiB)"

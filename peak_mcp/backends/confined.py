@@ -53,7 +53,7 @@ def configure(**changes: object) -> CompileLimits:
 
 # What compilers print when an allocation fails under RLIMIT_AS.
 OUT_OF_MEMORY = re.compile(r"out of memory|bad_alloc|cannot allocate memory|memoryerror|allocation failed|"
-                            r"NVRTC_ERROROUT_OF_MEMORY", re.IGNORECASE)
+                            r"NVRTC_ERROR_OUT_OF_MEMORY", re.IGNORECASE)
 
 
 def resources_exceeded(name: str, what: str, source_name: str) -> CompileFailed:
