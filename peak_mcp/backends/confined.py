@@ -32,6 +32,19 @@ class CompileLimits:
         return Policy(read=(*SYSTEM_READ, *read), write=tuple(write), memory_bytes=self.memory_bytes,
                       cpu_seconds=self.cpu_seconds)
 
+    @property
+    def memory(self) -> str:
+        return f"memory ({self.memory_bytes / GIB:g} GiB)"
+
+    @property
+    def cpu(self) -> str:
+        return f"CPU time ({self.cpu_seconds} s)"
+
+    @property
+    def pulse_s(self) -> float:
+        """How long a compile may keep its worker's progress beating: past its own wall limit, it is no compile."""
+        return self.wall_seconds + 10
+
     def describe(self) -> str:
         return (f"{self.memory_bytes / GIB:g} GiB of memory, {self.cpu_seconds} s of CPU, "
                 f"{self.wall_seconds:g} s in all")
@@ -67,11 +80,11 @@ def exceeded_limit(returncode: int, output: str, limits: CompileLimits) -> str |
     """Which limit a finished compiler process ran into, or None. The CPU limit sends SIGXCPU (SIGKILL a second
     later if that is ignored); a failed allocation under the memory limit makes compilers say so and abort."""
     if returncode == -signal.SIGXCPU:
-        return f"CPU time ({limits.cpu_seconds} s)"
+        return limits.cpu
     if returncode != 0 and OUT_OF_MEMORY.search(output):
-        return f"memory ({limits.memory_bytes / GIB:g} GiB)"
+        return limits.memory
     if returncode == -signal.SIGKILL:
-        return f"CPU time ({limits.cpu_seconds} s) or memory ({limits.memory_bytes / GIB:g} GiB)"
+        return f"{limits.cpu} or {limits.memory}"
     return None
 
 

@@ -74,8 +74,8 @@ class _Child:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
         if self.process.returncode == -signal.SIGXCPU:
-            return f"CPU time ({bounds.cpu_seconds} s)"
-        return f"memory ({bounds.memory_bytes / confined.GIB:g} GiB; it died with status {self.process.returncode})"
+            return bounds.cpu
+        return f"{bounds.memory}; it died with status {self.process.returncode}"
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -107,8 +107,7 @@ class NvrtcChildren:
         with self._lock:
             self._idle.append(child)
         if reply.get("resources"):
-            raise confined.resources_exceeded("NVRTC", f"memory ({bounds.memory_bytes / confined.GIB:g} GiB)",
-                                              source_name)
+            raise confined.resources_exceeded("NVRTC", bounds.memory, source_name)
         if not reply["ok"]:
             raise CompileFailed(reply["error"])
         return base64.b64decode(reply["cubin"]), reply["log"]

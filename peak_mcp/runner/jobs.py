@@ -25,7 +25,7 @@ def _compile(executor: Executor, source: str, spec: LaunchSpec,
              progress: Progress) -> tuple[Compiled | None, CompileInfo]:
     started = time.perf_counter()
     try:
-        with heartbeat(progress, "compile", limit_s=confined.limits().wall_seconds + 10):  # bounded by its limits
+        with heartbeat(progress, "compile", limit_s=confined.limits().pulse_s):  # bounded by its limits
             kernel = executor.compile(with_params(source, spec.config()), spec)
     except CompileFailed as failed:
         return None, CompileInfo(ok=False, log=failed.log, reason=failed.reason or None,

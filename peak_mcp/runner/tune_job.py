@@ -105,7 +105,7 @@ def _compile_all(executor: Executor, source: str, todo: list[tuple[int, LaunchSp
             pool.shutdown(wait=True, cancel_futures=True)
     for count, item in enumerate(retry, start=1):
         with heartbeat(progress, f"compiling {count}/{len(retry)} on this thread",
-                       limit_s=confined.limits().wall_seconds + 10):
+                       limit_s=confined.limits().pulse_s):
             built = one(item)
         yield item[0], loaded(built)
 
