@@ -15,11 +15,11 @@ LABEL_MAX_CHARS = 100
 # What a terminal or a one-line listing acts on instead of showing: Cc (C0/C1 controls: ESC, BEL, CSI, newline),
 # Cf (format characters, among them the bidi overrides that reorder a line), Zl/Zp (line and paragraph separators)
 # and Cs (lone surrogates, which no UTF-8 output can encode).
-_HIDDEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def _hidden(char: str) -> bool:
-    return unicodedata.category(char) in _HIDDEN
+    return unicodedata.category(char) in HIDDEN_CATEGORIES
 
 
 def checked_label(label: str | None) -> str | None:

@@ -22,6 +22,8 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from peak_mcp.text import HIDDEN_CATEGORIES
+
 # A directive starts a line with `#`, its digraph `%:` or the trigraph `??=` (NVRTC has no trigraphs in C++17;
 # refusing them costs nothing).
 _DIRECTIVE = re.compile(r"^(?P<lead>[ \t\f\v]*)(?:#|%:|\?\?=)(?P<gap>[^A-Za-z_0-9\n]*)(?P<name>[A-Za-z_0-9]*)"
@@ -40,10 +42,11 @@ _HASH = r"(?:#|%:|\?\?=)"
 _PASTING = re.compile(_HASH + _HASH)
 _TRIGRAPH = re.compile(r"\?\?[=/'()!<>\-]")
 _ASCII_UCN = re.compile(r"\\(?:u00[0-7][0-9A-Fa-f]|U000000[0-7][0-9A-Fa-f])")
-# Characters a compiler may take for blanks or skip, or that reorder how a line reads (Trojan Source): C0 and C1
-# controls but tab, newline, carriage return, form feed and vertical tab; Unicode blanks but the space; format
-# characters (zero-width space, byte-order mark, bidirectional overrides); lone surrogates (no UTF-8 at all).
-_ODD_CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp", "Zs"}
+# Characters a compiler may take for blanks or skip, or that reorder how a line reads (Trojan Source): what a label
+# may not hold either (C0 and C1 controls, format characters such as zero-width space, byte-order mark and
+# bidirectional overrides, line separators, lone surrogates), and Unicode blanks; tab, newline, carriage return,
+# form feed, vertical tab and the space are let through below.
+_ODD_CATEGORIES = HIDDEN_CATEGORIES | {"Zs"}
 _PLAIN_BLANKS = " \t\n\r\f\v"
 
 
