@@ -6,6 +6,7 @@ Synchronous on purpose: each call may block on a worker; the MCP layer runs it i
 from __future__ import annotations
 
 import difflib
+import re
 import sqlite3
 import threading
 import time
@@ -42,6 +43,7 @@ from peak_mcp.models import (
 )
 from peak_mcp.phases import Baseline, Generality, Recheck, SanitizerReport, SizeFailure, Verdict, dumped
 from peak_mcp.problems import PROBLEMS, get_problem
+from peak_mcp.problems.base import Problem
 from peak_mcp.records import Outcome, SessionRow, Status, VersionRow
 from peak_mcp.reports import best_version, compile_failure, history_rows, markdown_table, performance, trim_log
 from peak_mcp.responses import rate
@@ -104,8 +106,24 @@ def not_general_message(outcome: Outcome, generality: Generality) -> str:
         text += f" and {len(rest) - 4} more" if len(rest) > 4 else ""
     allowed = f"every size meeting the session's constraints {generality.constraints}" if generality.constraints \
         else "any size (the session declares no constraints)"
-    return (text + f". A kernel must be right at {allowed}: handle the edges (guard loads and stores past M, N, K), "
+    symbols = ", ".join(generality.sizes_checked[0]) if generality.sizes_checked else "the sizes"
+    return (text + f". A kernel must be right at {allowed}: handle the edges (guard loads and stores past {symbols}), "
                    f"{ACCEPT_SPECIALIZED}.")
+
+
+def _named_sizes(text: str) -> dict[str, int]:
+    """The sizes a worker's progress line names ("M=4101 N=33 K=19: validate trial 1/1")."""
+    return {name: int(value) for name, value in re.findall(r"(\w+)=(\d+)", text.split(":")[0])}
+
+
+def _above(problem: Problem, session_sizes: dict[str, int], sizes: dict[str, int] | str) -> bool:
+    """A sampled size with more work than the session's: a timeout there may be a kernel that is only slow (one
+    launch longer than the job's limit), so it makes the version not general rather than failed."""
+    named = _named_sizes(sizes) if isinstance(sizes, str) else sizes
+    try:
+        return set(named) == set(session_sizes) and problem.flops(named) > problem.flops(session_sizes)
+    except (KeyError, TypeError):
+        return False
 
 
 ACCEPT_SPECIALIZED = "or accept a specialized kernel with submit_kernel(require_generality=false)"
@@ -445,7 +463,9 @@ class PeakService:
         if sanitized and outcome.validation is not None:  # kept with the verdict at the session's sizes
             update["validation"] = outcome.validation.model_copy(update={"sanitizer": sanitized})
         outcome = outcome.model_copy(update=update)
-        unsafe = next((f for f in generality.failures if f.check in DEVICE_FAULTS), None)
+        unsafe = next((f for f in generality.failures if f.check in DEVICE_FAULTS
+                       and not (f.check == "timeout" and _above(get_problem(session.problem), session.sizes, f.sizes))),
+                      None)
         if unsafe:
             return outcome.model_copy(update={"status": Status.FAILED, "failure": unsafe.check,
                                               "message": f"at sizes {unsafe.sizes} (generality): {unsafe.message}"})
@@ -496,8 +516,14 @@ class PeakService:
                 return Generality(passed=None, sizes_checked=[], failures=[],
                                   note=f"the check stopped during '{exc.stage}': {exc}"), None
             at = exc.stage.removeprefix("generality at ")
-            generality = Generality(passed=False, sizes_checked=sizes_list,
+            # Only the sizes up to the one it stopped at were checked; the rest never ran.
+            stopped = _named_sizes(at)
+            reached = next((i + 1 for i, s in enumerate(sizes_list) if s == stopped), len(sizes_list))
+            generality = Generality(passed=False, sizes_checked=sizes_list[:reached],
                                     failures=[SizeFailure(sizes=at, check=exc.kind, message=str(exc))])
+            if reached < len(sizes_list):
+                generality.note = f"the check stopped at {_sizes(at)}; {len(sizes_list) - reached} sizes after it " \
+                                  "were not checked"
         if not sizes_list:
             generality = unchecked
         generality.seconds = round(time.perf_counter() - started, 3)
