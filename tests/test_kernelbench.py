@@ -427,6 +427,22 @@ class Model(nn.Module):
     np.testing.assert_allclose(p.reference(x, g, b, **sizes), expected, rtol=1e-10, atol=1e-12)
 
 
+def test_a_plain_class_on_torch_tensors(torch: Any) -> None:
+    source = TORCH_HEAD + """
+class Model:
+    def __init__(self):
+        self.scale = 3.0
+    def forward(self, x):
+        return torch.tanh(x) * self.scale
+"""
+    p = declare_kernelbench(from_source(source), "tanh")
+    assert p.parameters == {} and p.torch_reference is not None
+    (x,) = generated(p, {"BATCH_SIZE": 2, "DIM": 5})
+    np.testing.assert_allclose(p.reference(x, BATCH_SIZE=2, DIM=5), np.tanh(x) * 3, rtol=1e-14)
+    y = p.torch_reference(torch.from_numpy(x).half(), BATCH_SIZE=2, DIM=5)
+    assert y.dtype == torch.float16
+
+
 def test_group_norm_gets_a_divisibility_constraint(torch: Any) -> None:
     source = TORCH_HEAD.replace("return [torch.randn(batch_size, dim)]",
                                 "return [torch.randn(batch_size, dim, 6)]") + """

@@ -360,8 +360,9 @@ class _Probe:
         self.get_inputs = get_inputs
         self.get_init_inputs = get_init_inputs
         self.torch = _torch()
-        self.uses_torch = self.torch is not None and isinstance(model_cls, type) and issubclass(
+        self.is_module = self.torch is not None and isinstance(model_cls, type) and issubclass(
             model_cls, self.torch.nn.Module)
+        self.uses_torch = self.is_module  # or get_inputs gives torch tensors: set once they are seen
 
     @contextlib.contextmanager
     def seeded(self, seed: int) -> Iterator[None]:
@@ -414,7 +415,11 @@ class _Probe:
             with self.torch.no_grad():
                 if overrides:
                     return self.torch.func.functional_call(model, dict(overrides), tuple(args))
-                return model(*args)
+                return (model if callable(model) else model.forward)(*args)
+
+    def converted(self, model: Any, device: Any, dtype: Any) -> Any:
+        """An nn.Module moved to `device` and `dtype` (its floating parameters and buffers); anything else as is."""
+        return model.to(device=device, dtype=dtype) if self.is_module else model
 
     def run(self, values: Mapping[str, int], seed: int) -> _Round:
         inputs = self.call_inputs(values, seed)
@@ -432,7 +437,7 @@ class _Probe:
         except Exception as exc:
             raise KernelBenchError(f"forward raised {_short(exc)} (with {_sizes_text(values)})",
                                    "the model must run at sizes other than the module's") from exc
-        params = list(model.named_parameters()) if self.uses_torch else []
+        params = list(model.named_parameters()) if self.is_module else []
         return _Round(dict(values), inputs, model, _outputs(result), params,
                       counter.get_total_flops() if counter is not None else None)
 
@@ -591,6 +596,7 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
     if any(len(items) != n_items for items in observed):
         raise KernelBenchError("get_inputs returns a different number of inputs at different sizes")
     arg_names = _forward_names(model_cls, n_items)
+    probe.uses_torch = probe.uses_torch or any(_is_torch_tensor(item) for item in first)
     tensor_positions = [i for i, item in enumerate(first) if _is_array(item)]
     if not tensor_positions:
         raise KernelBenchError("get_inputs returns no tensor", "a problem needs at least one input tensor")
@@ -833,7 +839,7 @@ def _check_model(probe: _Probe, base: _Round, notes: list[str]) -> None:
     if not all(_same(a, b) for a, b in zip(base.outputs, _outputs(again), strict=True)):
         raise KernelBenchError("forward gives different results on the same inputs (random: dropout in training "
                                "mode?)", "a reference must be deterministic")
-    if not probe.uses_torch:
+    if not probe.is_module:
         return
     torch = probe.torch
     buffers = [(n, b) for n, b in base.model.named_buffers() if b.is_floating_point()]
@@ -953,7 +959,7 @@ class _Runner:
             outs = [np.asarray(o, dtype=np.float64) for o in _outputs(probe.forward(model, args, values))]
         else:
             torch = probe.torch
-            model = self.model(values, ("float64", device), lambda m: m.to(device=device, dtype=torch.float64))
+            model = self.model(values, ("float64", device), lambda m: probe.converted(m, device, torch.float64))
             tensors = [torch.tensor(np.asarray(a, dtype=np.float64), device=device) for a in arrays]
             args, params = self.split(tensors, values)
             overrides = dict(zip(self.param_paths, params, strict=True))
@@ -967,13 +973,13 @@ class _Runner:
         values = self.values(sizes)
         first = next(t for t in tensors if isinstance(t, torch.Tensor))
         model = self.model(values, (str(first.dtype), str(first.device)),
-                           lambda m: m.to(device=first.device, dtype=first.dtype))
+                           lambda m: self.probe.converted(m, first.device, first.dtype))
         args, params = self.split(list(tensors), values)
         with patched(self.probe.ns, values), torch.no_grad():
             if params:
                 return torch.func.functional_call(model, dict(zip(self.param_paths, params, strict=True)),
                                                   tuple(args))
-            return model(*args)
+            return (model if callable(model) else model.forward)(*args)
 
 
 def _self_check(problem: KernelBenchProblem, sizes: Mapping[str, int]) -> None:
