@@ -55,13 +55,13 @@ not counted) over the probe rounds, fitted as `c * S1 * S2 ...` (at most four sy
 an output) * S ...` (a convolution); 0, with a note, where nothing is counted or neither fits. BYTES is left to the
 default (every input read once, every output written once). NAIVE is empty: a KernelBench file has no kernel.
 
-References. `reference(*inputs, **sizes)` takes float64 numpy arrays in INPUTS order and the sizes by symbol,
-builds the model at those sizes (module variables patched while it runs, restored after; four models cached),
-converts it to float64 and runs forward on copies of the inputs on `reference_device` (cuda where torch sees one,
-else cpu); it returns float64 numpy arrays, one per output (a tuple for several). `torch_reference(*tensors,
-**sizes)` runs the same model at the tensors' dtype and device (the yardstick; it does not copy the inputs).
-Before returning, `declare_kernelbench` checks the reference on generated inputs at a probe size: finite, and of
-the declared output shapes.
+References. `reference(*inputs, **sizes)` takes float64 numpy arrays in INPUTS order and the sizes by symbol, builds
+the model at those sizes (module variables patched while it runs, restored after; four models cached), converts it
+to float64 and runs forward on copies of the inputs on `reference_device` (by default cuda where torch sees one when
+it runs, else cpu); it returns float64 numpy arrays, one per output (a tuple for several).
+`torch_reference(*tensors, **sizes)` runs the same model at the tensors' dtype and device (the yardstick; it does
+not copy the inputs). Before returning, `declare_kernelbench` checks the reference on generated inputs at a probe
+size: finite, and of the declared output shapes.
 """
 
 from __future__ import annotations
@@ -548,7 +548,7 @@ class KernelBenchProblem:
     fixed_arguments: dict[int, Any]  # forward position -> the non-tensor value get_inputs gives there
     distributions: dict[str, str]  # input name -> how `generate` draws it
     notes: tuple[str, ...] = ()
-    reference_device: str = "cpu"
+    reference_device: str | None = None  # None: cuda where torch sees one when `reference` runs, else cpu
 
     def namespace(self) -> dict[str, Any]:
         """The problem as the attributes of a problem file: the declaration plus its callables."""
@@ -712,12 +712,12 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
     }
 
     torch = probe.torch if probe.uses_torch else None
-    device = reference_device or ("cuda" if torch is not None and torch.cuda.is_available() else "cpu")
     runner = _Runner(probe, symbols, [input_name[i] for i in tensor_positions], param_paths, fixed, scalar_exprs,
                      n_items, n_out)
 
     def reference(*arrays: Any, **sizes: int) -> Any:
         """float64 numpy inputs in INPUTS order and the sizes by symbol; float64 numpy outputs."""
+        device = reference_device or ("cuda" if torch is not None and torch.cuda.is_available() else "cpu")
         return runner.reference(arrays, sizes, device)
 
     def torch_reference(*tensors: Any, **sizes: int) -> Any:
@@ -728,8 +728,9 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
         declaration=declaration, reference=reference, generate=generate,
         torch_reference=torch_reference if torch is not None else None, symbols=symbols, constants=constants,
         parameters={param_name[p]: p for p in param_paths}, fixed_arguments=fixed,
-        distributions={k: v[0] for k, v in distributions.items()}, notes=tuple(notes), reference_device=device)
-    _self_check(problem, size_rounds[0])
+        distributions={k: v[0] for k, v in distributions.items()}, notes=tuple(notes),
+        reference_device=reference_device)
+    _self_check(problem, size_rounds[0], lambda *a, **s: runner.reference(a, s, "cpu"))
     return problem
 
 
@@ -982,8 +983,9 @@ class _Runner:
             return (model if callable(model) else model.forward)(*args)
 
 
-def _self_check(problem: KernelBenchProblem, sizes: Mapping[str, int]) -> None:
-    """The reference on generated inputs at probe sizes: finite, and of the declared shapes."""
+def _self_check(problem: KernelBenchProblem, sizes: Mapping[str, int], reference: Callable[..., Any]) -> None:
+    """The reference (on the CPU: the describe process needs no GPU) on generated inputs at probe sizes: finite,
+    and of the declared shapes."""
     decl = problem.declaration
     rng = np.random.default_rng(0)
     values = {s: int(sizes[s]) for s in decl["SCALARS"]}
@@ -993,7 +995,7 @@ def _self_check(problem: KernelBenchProblem, sizes: Mapping[str, int]) -> None:
         return tuple(_evaluate(e, env) for e in exprs)
 
     arrays = [problem.generate(n, shape_of(s), rng) for n, s in decl["INPUTS"].items()]
-    result = problem.reference(*arrays, **values)
+    result = reference(*arrays, **values)
     outs = result if isinstance(result, tuple) else (result,)
     for (out_name, exprs), out in zip(decl["OUTPUTS"].items(), outs, strict=True):
         if tuple(out.shape) != shape_of(exprs):
