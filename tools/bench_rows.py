@@ -26,10 +26,13 @@ import ast
 import itertools
 import json
 import os
+import queue
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -200,7 +203,6 @@ class Runner:
         self.cp, self.problem, self.dtype, self.reps = cp, problem, dtype, reps
         self.size = (rows, cols)
         self.includes = tuple(f"-I{d}" for d in include_dirs())
-        self.arch = f"-arch=sm_{cp.cuda.Device().compute_capability}"  # "90" on an H100
         self.flush = cp.empty(FLUSH_BYTES, dtype=cp.uint8)
         self.data: dict[tuple[int, int], dict[str, Any]] = {}
 
@@ -259,7 +261,7 @@ class Runner:
     # compile, launch, check, time -------------------------------------------------------------------------
     def compile(self, source: str, config: dict[str, int], entry: str) -> Any:
         module = self.cp.RawModule(code=kernel_source(source, self.dtype, config),
-                                   options=("-std=c++17", self.arch, *self.includes), backend="nvrtc")
+                                   options=("-std=c++17", *self.includes), backend="nvrtc")
         return module.get_function(entry)
 
     def launch(self, kernel: Any, geo: dict[str, Any], case: dict[str, Any], rows: int, cols: int) -> None:
@@ -362,48 +364,72 @@ def child(args: argparse.Namespace) -> int:
     return 0
 
 
+def one_child(command: list[str], limit_s: float, deadline: float) -> tuple[list[dict[str, Any]], str | None, str]:
+    """Run one child: the results it reported, the kernel in flight when it stopped (None when it finished them
+    all), and why it stopped early."""
+    results: list[dict[str, Any]] = []
+    current, why = None, ""
+    with tempfile.TemporaryFile(mode="w+") as errors:  # a file, not a pipe: a chatty child never blocks on it
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def pump() -> None:
+            for line in proc.stdout or ():
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        hung = False
+        while True:  # one event at a time, each within the per-kernel limit
+            try:
+                line = lines.get(timeout=max(1.0, min(limit_s, deadline - time.monotonic())))
+            except queue.Empty:
+                hung = True
+                proc.kill()
+                break
+            if line is None:
+                break
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if event.pop("event", None) == "start":
+                current = event["kernel"]
+            elif "kernel" in event:
+                results.append(event)
+                current = None
+        proc.wait()
+        errors.seek(0)
+        tail = " / ".join(errors.read().strip().splitlines()[-2:])[-400:]  # the exception's line
+        if hung:
+            why = "no answer within the time limit (a hang?)"
+        elif proc.returncode not in (0, 3):
+            why = f"the child process died (exit {proc.returncode})"
+        why += f": {tail}" if why and tail else ""
+    return results, current, why
+
+
 def run_children(problem: str, dtype: str, kernels: list[str], args: argparse.Namespace,
                  deadline: float) -> list[dict[str, Any]]:
     """The kernels' results, restarting the child after a fault or a hang (that kernel is reported failed)."""
     results: list[dict[str, Any]] = []
     todo = list(kernels)
     while todo:
-        remaining = deadline - time.monotonic()
-        if remaining < 5:
+        if deadline - time.monotonic() < 5:
             results += [{"kernel": k, "configs": [], "failure": "skipped: the time budget ran out"} for k in todo]
             break
         command = [sys.executable, __file__, "--child", "--problem", problem, "--dtype", dtype, "--rows",
                    str(args.rows), "--cols", str(args.cols), "--reps", str(args.reps), "--sweep", str(args.sweep),
                    "--kernels", *todo]
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        current, done = None, []
-        try:
-            out, err = proc.communicate(timeout=min(remaining, args.kernel_timeout * len(todo) + 30))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-            err = f"timed out; {err}"
-        for line in out.splitlines():
-            try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if event.get("event") == "start":
-                current = event["kernel"]
-            elif event.get("event") == "result":
-                event.pop("event")
-                done.append(event["kernel"])
-                results.append(event)
-                current = None
-        todo = [k for k in todo if k not in done]
+        done, current, why = one_child(command, args.kernel_timeout * max(1, args.sweep), deadline)
+        results += done
+        todo = [k for k in todo if k not in {r["kernel"] for r in done}]
         if current is not None and current in todo:  # in flight when the child died or hung
-            why = "hung or crashed the child process" + (f": {err.strip()[-400:]}" if err.strip() else "")
-            results.append({"kernel": current, "configs": [], "failure": why})
+            results.append({"kernel": current, "configs": [], "failure": why or "the child stopped"})
             todo.remove(current)
-        elif todo and proc.returncode not in (0, 3):
-            results += [{"kernel": k, "configs": [], "failure": f"child failed (exit {proc.returncode}): "
-                         f"{err.strip()[-400:]}"} for k in todo]
+        elif todo and why:  # died before starting a kernel (e.g. no cupy): the rest would fail the same way
+            results += [{"kernel": k, "configs": [], "failure": why} for k in todo]
             break
     order = {k: i for i, k in enumerate(kernels)}
     return sorted(results, key=lambda r: order.get(r["kernel"], 0))
@@ -482,6 +508,10 @@ def torch_yardsticks(problem: str, dtype: str, rows: int, cols: int, reps: int, 
 # --- the report -------------------------------------------------------------------------------------------------
 
 
+def cell(text: str, limit: int = 200) -> str:
+    return " ".join(text.split())[:limit].replace("|", "/")
+
+
 def table(report: dict[str, Any]) -> str:
     copy = report.get("copy", {})
     copy_gbps = copy.get("copy_gbps")
@@ -495,11 +525,11 @@ def table(report: dict[str, Any]) -> str:
         for kernel in group["kernels"]:
             if not kernel["configs"]:
                 lines.append(f"| {group['problem']} | {group['dtype']} | {kernel['kernel']} | | | | | | "
-                             f"FAILED: {kernel.get('failure', '?')[:160]} |")
+                             f"FAILED: {cell(kernel.get('failure', '?'))} |")
             for entry in kernel["configs"]:
                 config = " ".join(f"{k}={v}" for k, v in entry["config"].items())
                 if "failure" in entry:
-                    status = f"FAILED: {entry['failure'][:160]}"
+                    status = f"FAILED: {cell(entry['failure'])}"
                 else:
                     status = "ok" if entry.get("correct") else "WRONG"
                 ms, gbps = entry.get("ms"), entry.get("gbps")
@@ -508,7 +538,7 @@ def table(report: dict[str, Any]) -> str:
                 err = ", ".join(f"{e:.1e}" for e in errors if e is not None)
                 lines.append(f"| {group['problem']} | {group['dtype']} | {kernel['kernel']} | {config} | "
                              f"{f'{ms:.4f}' if ms else ''} | {f'{gbps:.0f}' if gbps else ''} | {pct} | {err} | "
-                             f"{status.replace('|', '/')} |")
+                             f"{status} |")
         torch_result = group.get("torch", {})
         nbytes = min_bytes(group["problem"], report["rows"], report["cols"], group["dtype"])
         for key, label in (("torch_eager_ms", "torch eager"), ("torch_compile_ms", "torch.compile")):
@@ -521,7 +551,7 @@ def table(report: dict[str, Any]) -> str:
         for key in ("torch_compile_skipped", "torch_failure"):
             if torch_result.get(key):
                 lines.append(f"| {group['problem']} | {group['dtype']} | torch.compile | | | | | | "
-                             f"skipped: {torch_result[key][:200].replace('|', '/')} |")
+                             f"skipped: {cell(torch_result[key])} |")
     return "\n".join(lines)
 
 
