@@ -6,7 +6,10 @@ For each problem and dtype (f32, bf16 by default) every CUDA example under examp
 with NVRTC through CuPy (its `typedef float T;` line rewritten for the dtype, its tuning parameters defined at
 their defaults), checked against a float64 reference at the timed size (8192 x 8192) and at odd sizes (1x1,
 7x1001, 33x4099; outputs poisoned with NaN first), and timed with CUDA events: warm-up launches, then >= 20 reps,
-each after an L2 flush (a 256 MB buffer written), the median reported. Bandwidth counts the minimum bytes: inputs
+each after an L2 flush, the median reported. The flush writes a 256 MB buffer and then reads a 128 MB one: the
+read makes the L2 write the flush's dirty lines back before the timed launch (written alone, the flush leaves
+about the L2's size of dirty lines that the next kernel pays to write back: some 15 us on an H100, a sixth of a
+bf16 row_sum at 8192 x 8192). --dirty-flush keeps the write alone. Bandwidth counts the minimum bytes: inputs
 read once, outputs written once; it is compared with a device-to-device copy of a 1 GiB buffer timed the same way.
 torch eager and torch.compile of the same operation are timed as yardsticks (torch.compile is skipped, with the
 reason, where it fails or the time budget is short).
@@ -44,6 +47,7 @@ ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2}
 TOLERANCE = {"f32": 1e-5, "f16": 4e-3, "bf16": 1e-2}  # max error / scale, per element
 ODD_SIZES = ((1, 1), (7, 1001), (33, 4099))
 FLUSH_BYTES = 256 << 20
+CLEAN_BYTES = 128 << 20
 COPY_BYTES = 1 << 30
 EPS = 1e-6  # rmsnorm
 
@@ -197,13 +201,13 @@ def include_dirs() -> list[str]:
 class Runner:
     """Compiles, checks and times kernels for one problem and dtype with CuPy."""
 
-    def __init__(self, problem: str, dtype: str, rows: int, cols: int, reps: int) -> None:
+    def __init__(self, problem: str, dtype: str, rows: int, cols: int, reps: int, dirty: bool) -> None:
         import cupy as cp
 
         self.cp, self.problem, self.dtype, self.reps = cp, problem, dtype, reps
         self.size = (rows, cols)
         self.includes = tuple(f"-I{d}" for d in include_dirs())
-        self.flush = cp.empty(FLUSH_BYTES, dtype=cp.uint8)
+        self.flush = Flush(cp, dirty)
         self.data: dict[tuple[int, int], dict[str, Any]] = {}
 
     # data and reference -------------------------------------------------------------------------------------
@@ -297,7 +301,7 @@ class Runner:
         start, end = cp.cuda.Event(), cp.cuda.Event()
         times = []
         for _ in range(self.reps):
-            self.flush.fill(1)
+            self.flush()
             start.record()
             launch()
             end.record()
@@ -339,6 +343,23 @@ class StickyError(RuntimeError):
     """The CUDA context is unusable (an illegal address, a trap): the child must restart."""
 
 
+class Flush:
+    """Evicts the L2 between timed launches: a 256 MB write, then (unless `dirty`) a 128 MB read so the write's
+    dirty lines are written back before the clock starts."""
+
+    def __init__(self, xp: Any, dirty: bool) -> None:
+        self.xp, self.buffer = xp, xp.empty(FLUSH_BYTES, dtype=xp.uint8)
+        self.clean = None if dirty else xp.ones(CLEAN_BYTES, dtype=xp.uint8)
+
+    def __call__(self) -> None:
+        if self.xp.__name__ == "torch":
+            self.buffer.fill_(1)
+        else:
+            self.buffer.fill(1)
+        if self.clean is not None:
+            self.clean.max()  # a read of every byte, on the same stream
+
+
 def context_alive(cp: Any) -> bool:
     try:
         cp.cuda.Device().synchronize()
@@ -350,7 +371,7 @@ def context_alive(cp: Any) -> bool:
 
 def child(args: argparse.Namespace) -> int:
     """Evaluate kernels one by one, one JSON line per event on stdout; exit 3 after a sticky CUDA error."""
-    runner = Runner(args.problem, args.dtype, args.rows, args.cols, args.reps)
+    runner = Runner(args.problem, args.dtype, args.rows, args.cols, args.reps, args.dirty_flush)
     for name in args.kernels:
         print(json.dumps({"event": "start", "kernel": name}), flush=True)
         try:
@@ -421,7 +442,7 @@ def run_children(problem: str, dtype: str, kernels: list[str], args: argparse.Na
             break
         command = [sys.executable, __file__, "--child", "--problem", problem, "--dtype", dtype, "--rows",
                    str(args.rows), "--cols", str(args.cols), "--reps", str(args.reps), "--sweep", str(args.sweep),
-                   "--kernels", *todo]
+                   *(["--dirty-flush"] if args.dirty_flush else []), "--kernels", *todo]
         done, current, why = one_child(command, args.kernel_timeout * max(1, args.sweep), deadline)
         results += done
         todo = [k for k in todo if k not in {r["kernel"] for r in done}]
@@ -438,29 +459,32 @@ def run_children(problem: str, dtype: str, kernels: list[str], args: argparse.Na
 # --- yardsticks: copy bandwidth, torch eager, torch.compile ---------------------------------------------------
 
 
-def copy_bandwidth(reps: int) -> dict[str, Any]:
+def copy_bandwidth(reps: int, dirty: bool) -> dict[str, Any]:
     import cupy as cp
 
     src, dst = cp.ones(COPY_BYTES, dtype=cp.uint8), cp.empty(COPY_BYTES, dtype=cp.uint8)
-    flush = cp.empty(FLUSH_BYTES, dtype=cp.uint8)
+    flush = Flush(cp, dirty)
     start, end = cp.cuda.Event(), cp.cuda.Event()
     for _ in range(3):
         cp.copyto(dst, src)
     times = []
     for _ in range(reps):
-        flush.fill(1)
+        flush()
         start.record()
         cp.copyto(dst, src)
         end.record()
         end.synchronize()
         times.append(cp.cuda.get_elapsed_time(start, end))
     ms = statistics.median(times)
+    del src, dst, flush
+    cp.get_default_memory_pool().free_all_blocks()
     device = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
     return {"copy_ms": ms, "copy_gbps": 2 * COPY_BYTES / ms / 1e6, "device": device["name"].decode(),
             "sms": device["multiProcessorCount"], "l2_bytes": device["l2CacheSize"]}
 
 
-def torch_yardsticks(problem: str, dtype: str, rows: int, cols: int, reps: int, compile_ok: bool) -> dict[str, Any]:
+def torch_yardsticks(problem: str, dtype: str, rows: int, cols: int, reps: int, compile_ok: bool,
+                     dirty: bool) -> dict[str, Any]:
     import torch
 
     torch_dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
@@ -473,7 +497,8 @@ def torch_yardsticks(problem: str, dtype: str, rows: int, cols: int, reps: int, 
         "row_sum": lambda x, w: x.float().sum(1),
     }
     op = ops[problem]
-    flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+    flush = Flush(torch, dirty)
+    flush.buffer, flush.clean = flush.buffer.cuda(), None if dirty else flush.clean.cuda()
 
     def timed(fn: Any) -> float:
         for _ in range(3):
@@ -481,7 +506,7 @@ def torch_yardsticks(problem: str, dtype: str, rows: int, cols: int, reps: int, 
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         times = []
         for _ in range(reps):
-            flush.fill_(1)
+            flush()
             start.record()
             fn(x, w)
             end.record()
@@ -517,8 +542,8 @@ def table(report: dict[str, Any]) -> str:
     copy_gbps = copy.get("copy_gbps")
     lines = [f"Device: {copy.get('device', '?')} ({copy.get('sms', '?')} SMs); device-to-device copy of 1 GiB: "
              f"{copy_gbps or float('nan'):.0f} GB/s (read + write). Size {report['rows']}x{report['cols']}, "
-             f"median of {report['reps']} reps after an L2 flush; GB/s counts inputs read once and outputs "
-             "written once.", "",
+             f"median of {report['reps']} reps after an L2 flush ({report['flush']}); GB/s counts inputs read once and "
+             "outputs written once.", "",
              "| problem | dtype | kernel | config | ms | GB/s | % of copy | max err (8192², odd sizes) | status |",
              "|---|---|---|---|---|---|---|---|---|"]
     for group in report["groups"]:
@@ -567,6 +592,7 @@ def main() -> int:
     parser.add_argument("--match", default="", help="only kernels whose file name contains this")
     parser.add_argument("--budget", type=float, default=225.0, help="seconds for the whole run")
     parser.add_argument("--kernel-timeout", type=float, default=60.0)
+    parser.add_argument("--dirty-flush", action="store_true", help="flush by a write alone (no read after it)")
     parser.add_argument("--no-torch", action="store_true")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -581,9 +607,10 @@ def main() -> int:
     deadline = t_start + args.budget
     out_path = args.out or (Path(os.environ["OUT"]) / "rows.json" if os.environ.get("OUT") else Path("rows.json"))
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    report: dict[str, Any] = {"rows": args.rows, "cols": args.cols, "reps": args.reps, "groups": []}
+    report: dict[str, Any] = {"rows": args.rows, "cols": args.cols, "reps": args.reps, "groups": [],
+                              "flush": "write 256 MB" + ("" if args.dirty_flush else ", then read 128 MB")}
     try:
-        report["copy"] = copy_bandwidth(args.reps)
+        report["copy"] = copy_bandwidth(args.reps, args.dirty_flush)
     except Exception as exc:
         report["copy"] = {"failure": f"{type(exc).__name__}: {exc}"}
     for problem in args.problems:
@@ -600,7 +627,7 @@ def main() -> int:
             compile_ok = not args.no_compile and left > 15 + 10 * (len(groups) - i)
             try:
                 group["torch"] = torch_yardsticks(group["problem"], group["dtype"], args.rows, args.cols,
-                                                  args.reps, compile_ok)
+                                                  args.reps, compile_ok, args.dirty_flush)
             except Exception as exc:
                 group["torch"] = {"torch_failure": f"{type(exc).__name__}: {str(exc)[:300]}"}
     report["wall_s"] = time.monotonic() - t_start
