@@ -253,3 +253,23 @@ def test_bench_reads_annotations_as_the_server_does() -> None:
     assert bench.min_bytes("row_sum", 8192, 8192, "f32") == 8192 * 8192 * 4 + 8192 * 4
     with pytest.raises(ValueError):
         bench.evaluate("__import__('os')", {})
+
+
+def test_bench_table_reports_failures_as_rows() -> None:
+    """A kernel that failed to compile, one that ran wrong and a skipped torch.compile are rows of the table."""
+    bench = load_bench()
+    ok = {"config": {"BLOCK": 256}, "error": 1e-7, "odd_errors": {"1x1": 0.0}, "correct": True, "ms": 0.2,
+          "gbps": 2684.4}
+    report = {"rows": 8192, "cols": 8192, "reps": 20, "flush": "write 256 MB, then read 128 MB",
+              "copy": {"copy_gbps": 3000.0, "device": "H100", "sms": 132},
+              "groups": [{"problem": "softmax", "dtype": "bf16", "kernels": [
+                  {"kernel": "a.cu", "configs": [ok]},
+                  {"kernel": "b.cu", "configs": [{**ok, "correct": False}]},
+                  {"kernel": "c.cu", "configs": [{"config": {}, "failure": "CompileException: x | y\nz"}]},
+                  {"kernel": "d.cu", "configs": [], "failure": "no answer within the time limit (a hang?)"}],
+                  "torch": {"torch_eager_ms": 0.25, "torch_compile_skipped": "torch.compile failed: E"}}]}
+    lines = bench.table(report).splitlines()
+    rows = [line for line in lines if line.startswith("| softmax")]
+    assert len(rows) == 6 and all(line.count("|") == 10 for line in rows), rows
+    assert "89%" in rows[0] and "WRONG" in rows[1] and "FAILED: CompileException: x / y z" in rows[2]
+    assert "a hang?" in rows[3] and "torch eager" in rows[4] and "skipped: torch.compile failed" in rows[5]
