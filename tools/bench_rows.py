@@ -544,7 +544,8 @@ def table(report: dict[str, Any]) -> str:
              f"{copy_gbps or float('nan'):.0f} GB/s (read + write). Size {report['rows']}x{report['cols']}, "
              f"median of {report['reps']} reps after an L2 flush ({report['flush']}); GB/s counts inputs read once and "
              "outputs written once.", "",
-             "| problem | dtype | kernel | config | ms | GB/s | % of copy | max err (8192², odd sizes) | status |",
+             f"| problem | dtype | kernel | config | ms | GB/s | % of copy | max error / scale ({report['rows']}x"
+             f"{report['cols']}, {', '.join(f'{r}x{c}' for r, c in ODD_SIZES)}) | status |",
              "|---|---|---|---|---|---|---|---|---|"]
     for group in report["groups"]:
         for kernel in group["kernels"]:
