@@ -273,3 +273,28 @@ def test_bench_table_reports_failures_as_rows() -> None:
     assert len(rows) == 6 and all(line.count("|") == 10 for line in rows), rows
     assert "89%" in rows[0] and "WRONG" in rows[1] and "FAILED: CompileException: x / y z" in rows[2]
     assert "a hang?" in rows[3] and "torch eager" in rows[4] and "skipped: torch.compile failed" in rows[5]
+
+
+def test_bench_child_watchdog_names_the_kernel_in_flight() -> None:
+    """A child that hangs is killed after the per-kernel limit, one that dies is reported with its exit status; in
+    both cases the kernel it had started is the one blamed, and results it already sent are kept."""
+    import sys
+    import time
+
+    bench = load_bench()
+
+    def child(body: str) -> list[str]:
+        start = "import json, os, sys, time\nsay = lambda **e: print(json.dumps(e), flush=True)\n"
+        return [sys.executable, "-c", start + body]
+
+    done, current, why = bench.one_child(child("say(event='start', kernel='k.cu'); time.sleep(60)"), 1.0,
+                                         time.monotonic() + 30)
+    assert (done, current) == ([], "k.cu") and "no answer within the time limit" in why
+    body = "say(event='start', kernel='a.cu'); say(event='result', kernel='a.cu', configs=[])\n" \
+           "say(event='start', kernel='b.cu'); sys.stderr.write('boom\\n'); os.abort()"
+    done, current, why = bench.one_child(child(body), 10.0, time.monotonic() + 30)
+    assert [r["kernel"] for r in done] == ["a.cu"] and current == "b.cu"
+    assert "died (exit -6)" in why and "boom" in why
+    done, current, why = bench.one_child(child("say(event='start', kernel='c.cu'); sys.exit(3)"), 10.0,
+                                         time.monotonic() + 30)
+    assert (done, current, why) == ([], "c.cu", "")  # a sticky CUDA error: the child says so and exits 3
