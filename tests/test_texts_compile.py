@@ -10,6 +10,11 @@ recorded here. A cuda fence serves the cuda and hip backends, an hlsl fence the 
 Each fence is compiled as a brief shows it: the body rendered for the backend (catalog.render_body, which leaves out
 fences for other backends), in every dtype the text applies to on that backend (f32, f16, bf16 for CUDA/HIP; f32,
 f16 for HLSL), with A and B of that dtype: code that only builds for float inputs fails here.
+
+Texts for the row problems (softmax, rmsnorm, row_sum; not matmul) compile in a row harness: the element type T
+and pointers x, w, y with ROWS and COLS. Their cuda fences are compiled for HIP too, in HIP's spelling of the
+harness (HIP headers, hip_bfloat16): those fences are written to build as both (`#if defined(__HIPCC__)` where
+the two differ), so a HIP brief never shows code that HIP rejects.
 """
 
 from __future__ import annotations
@@ -144,6 +149,68 @@ uint tid = gtid.x, m0 = gid.y * 128, k0 = 0, aRow = tid / 2, aCol = (tid % 2) * 
 bool vecA = (p.K % 4) == 0;""", after="C[tid] = a4.x + a4.y + a4.z + a4.w;"),
 }
 
+# Row texts: helpers their fences assume from other texts (a warp butterfly, a block sum, the vector unpack).
+ROW_WARP_SUM = """__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1)
+#if defined(__HIPCC__)
+        v += __shfl_xor(v, o, 32);
+#else
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+#endif
+    return v;
+}"""
+ROW_BLOCK_SUM = """__device__ __forceinline__ float block_sum(float v, float* red) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    v = warp_sum(v);
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < BLOCK / 32 ? red[lane] : 0.0f);
+}"""
+ROW_UNPACK = """#define VEC ((int)(16 / sizeof(T)))
+__device__ __forceinline__ void unpack(const uint4& raw, float (&f)[VEC]) {
+    const T* e = reinterpret_cast<const T*>(&raw);
+    for (int j = 0; j < VEC; ++j) f[j] = static_cast<float>(e[j]);
+}"""
+ROW_X0 = "const float x0 = threadIdx.x < COLS ? static_cast<float>(x[threadIdx.x]) : 0.0f;"
+
+HARNESSES.update({
+    ("row-per-block-reduction", 0): Harness(place="file", file="#define BLOCK 256", before=f"""
+__shared__ float red[BLOCK];
+{ROW_X0}""", after="y[threadIdx.x] = T(block_reduce<true>(x0, red) + block_reduce<false>(x0, red));"),
+    ("row-per-block-reduction", 1): Harness(file="#define BLOCK 256\n{fence0}", before="__shared__ float red[BLOCK];"),
+    ("row-per-block-reduction", 2): Harness(place="file", file="#define NT 256",
+                                            after="y[tid] = group_sum(float(x[tid]), tid);"),
+    ("warp-shuffle-reduction", 0): Harness(place="file", file="#define BLOCK 256", before=f"""
+__shared__ float red_max[BLOCK / 32], red_sum[BLOCK / 32];
+{ROW_X0}""", after="y[threadIdx.x] = T(block_reduce<true>(x0, red_max) + block_reduce<false>(x0, red_sum));"),
+    ("vectorized-row-access", 0): Harness(place="file", before="""
+float f[VEC];
+unpack(reinterpret_cast<const uint4*>(x)[threadIdx.x], f);""",
+                                          after="reinterpret_cast<uint4*>(y)[threadIdx.x] = pack(f);"),
+    ("vectorized-row-access", 1): Harness(file="#define BLOCK 256\n{fence0}",
+                                          after="if (has_edge) y[base + edge] = T(acc);"),
+    ("online-softmax", 0): Harness(place="file", before=f"""
+{ROW_X0}
+float m = LOWEST, s = 0.0f, f[1] = {{x0}};
+online(m, s, f, 1);
+merge(m, s, 1.0f, 2.0f);""", after="y[threadIdx.x] = T(m + s);"),
+    ("online-softmax", 1): Harness(file=f"#define BLOCK 256\n#define EPT 32\n{ROW_UNPACK}\n"
+                                        "#define VPT (EPT / VEC)\n{fence0}",
+                                   before="""
+const size_t base = (size_t)blockIdx.x * COLS;
+const int tid = threadIdx.x, nvec = COLS / VEC;
+const uint4* xv = reinterpret_cast<const uint4*>(x + base);""",
+                                   after="y[base + tid] = T(m + s + (fits ? 1.0f : 0.0f));"),
+    ("online-softmax", 2): Harness(file="""#define NT 256
+float group_max(float v, uint tid) { return WaveActiveMax(v); }
+float group_sum(float v, uint tid) { return WaveActiveSum(v); }""", before="const uint base = gid.x * p.COLS;",
+                                   after="y[tid] = row_max * inv;"),
+    ("row-per-warp", 0): Harness(file=f"#define WARPS 8\n{ROW_WARP_SUM}"),
+    ("persistent-rows", 0): Harness(file=f"#define BLOCK 256\n{ROW_WARP_SUM}\n{ROW_BLOCK_SUM}"),
+    ("hlsl-wave-reduction", 0): Harness(place="file", file="#define NT 256", after="""
+y[tid] = group_reduce(float(x[tid]), tid, false) + group_reduce(float(x[tid]), tid, true);"""),
+})
+
 PSEUDO_CODE: dict[tuple[str, int], str] = {
     ("edge-tile-specialization", 0): "control-flow outline: `…` stands for the compute step",
     ("hopper-wgmma", 0): "a schedule of PTX instructions per K step, not C++",
@@ -169,6 +236,29 @@ HLSL_BUFFERS = """[[vk::binding(0)]] StructuredBuffer<{T}> A;
 [[vk::binding(1)]] StructuredBuffer<{T}> B;
 [[vk::binding(2)]] RWStructuredBuffer<float> C;"""
 
+ROW_CUDA_FILE = """// peak: entry=harness grid=(1, 1, 1) block=(256, 1, 1)
+{headers}typedef {T} T;
+{file}
+extern "C" __global__ void harness(const T* x, const T* w, T* y, int ROWS, int COLS) {{
+{body}
+}}
+"""
+ROW_HEADERS = {"cuda": "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n",
+               "hip": "#include <hip/hip_runtime.h>\n#include <hip/hip_fp16.h>\n#include <hip/hip_bfloat16.h>\n"}
+ROW_TYPES = {"cuda": {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"},
+             "hip": {"f32": "float", "f16": "__half", "bf16": "hip_bfloat16"}}
+ROW_HLSL_FILE = """// peak: entry=main groups=(1, 1, 1)
+struct Params {{ uint ROWS; uint COLS; }};
+[[vk::push_constant]] ConstantBuffer<Params> p;
+[[vk::binding(0)]] StructuredBuffer<{T}> x;
+[[vk::binding(1)]] RWStructuredBuffer<float> y;
+{file}
+[numthreads({numthreads})]
+void main(uint3 gid : SV_GroupID, uint tid : SV_GroupIndex) {{
+{body}
+}}
+"""
+
 CATALOG = Catalog.load(builtin_transformations_dir())
 EXAMPLES = {t.id: code_examples(t.body) for t in CATALOG.list()}
 BACKEND_DTYPES = {"cuda": ("f32", "f16", "bf16"), "hip": ("f32", "f16", "bf16"), "hlsl": ("f32", "f16")}
@@ -188,7 +278,13 @@ CASES = [(t.id, n, backend, dtype) for t in CATALOG.list() for backend in t.back
          for dtype in BACKEND_DTYPES[backend] if t.for_dtype(dtype)]
 
 
-def wrap(text_id: str, n: int, example: CodeExample, dtype: str = "f32") -> str:
+def row_text(text_id: str) -> bool:
+    """A text for the row problems only (softmax, rmsnorm, row_sum): its fences use the row harness."""
+    problems = CATALOG.get(text_id).problems
+    return "matmul" not in problems and "any" not in problems
+
+
+def wrap(text_id: str, n: int, example: CodeExample, dtype: str = "f32", backend: str = "cuda") -> str:
     """The compilable file for one example: itself when it is a whole kernel, else its harness around it."""
     if example.kernel:
         return example.code
@@ -201,6 +297,10 @@ def wrap(text_id: str, n: int, example: CodeExample, dtype: str = "f32") -> str:
         body = f"{harness.before}\n{harness.after}"
     else:
         body = f"{harness.before}\n{example.code}\n{harness.after}"
+    if row_text(text_id):
+        if example.language == "hlsl":
+            return ROW_HLSL_FILE.format(T=HLSL_TYPES[dtype], file=file, numthreads=harness.numthreads, body=body)
+        return ROW_CUDA_FILE.format(headers=ROW_HEADERS[backend], T=ROW_TYPES[backend][dtype], file=file, body=body)
     if example.language == "hlsl":
         buffers = harness.buffers or HLSL_BUFFERS.format(T=HLSL_TYPES[dtype])
         return HLSL_FILE.format(buffers=buffers, file=file, numthreads=harness.numthreads, body=body)
@@ -222,11 +322,11 @@ def test_example_compiles(compilers: dict[str, object], text_id: str, n: int, ba
     example = EXAMPLES[text_id][n]
     if backend not in BACKENDS:
         pytest.skip(f"no {backend} compiler in peak-mcp yet; the cuda build of this example stands for it")
-    if backend == "hip" and example.language != "hip":
+    if backend == "hip" and example.language != "hip" and not row_text(text_id):
         pytest.skip("a cuda block: its cuda build stands for hip (HIP on NVIDIA compiles HIP headers only)")
     if backend == "hlsl" and hlsl_backend.find_compiler() is None:
         pytest.skip("no HLSL compiler on PATH (glslang-tools or dxc)")
-    source = wrap(text_id, n, example, dtype)
+    source = wrap(text_id, n, example, dtype, backend)
     spec = launch_spec(source, backend, Matmul.symbols)
     try:
         compilers[backend].compile(source, spec)  # type: ignore[attr-defined]
@@ -265,6 +365,22 @@ def test_a_broken_example_fails() -> None:
     with pytest.raises(CompileFailed, match="tz"):
         cuda_backend.CudaExecutor(None, arch="sm_90a").compile(
             source, launch_spec(source, "cuda", Matmul.symbols))
+
+
+def test_a_broken_row_example_fails_in_both_spellings() -> None:
+    """The row harness hides nothing either: a typo fails the CUDA and the HIP build."""
+    from peak_mcp.backends import cuda as cuda_backend
+    from peak_mcp.backends import hip as hip_backend
+
+    good = EXAMPLES["row-per-warp"][0]
+    broken = good.model_copy(update={"code": good.code.replace("warp_sum(acc)", "warp_summ(acc)")})
+    executors = {"cuda": cuda_backend.CudaExecutor(None, arch="sm_90a"),
+                 "hip": hip_backend.open_executor(None, hip_arch="sm_90a")}
+    for backend, executor in executors.items():
+        source = wrap("row-per-warp", 0, broken, "bf16", backend)
+        assert ("hip_bfloat16" in source) == (backend == "hip")
+        with pytest.raises(CompileFailed, match="warp_summ"):
+            executor.compile(source, launch_spec(source, backend, Matmul.symbols))
 
 
 @pytest.mark.parametrize("backend", ["cuda", "hip", "hlsl"])

@@ -1,0 +1,126 @@
+// Step 6, persistent-rows: step 4's body in a loop over rows. GRID blocks (a multiple of the SM count: 132 on an
+// H100 SXM, so 528 is 4 blocks per SM; pick multiples of your device's count) take rows blockIdx.x,
+// blockIdx.x + gridDim.x, ...: no block launch per row and no partial last wave. The shared partials are
+// double-buffered by row parity, so a warp that runs ahead into the next row never overwrites partials another
+// warp is still reading. Any ROWS, COLS >= 1.
+// peak: entry=rmsnorm_persistent grid=(min(ROWS, GRID), 1, 1) block=(BLOCK, 1, 1) shared=0
+// peak: params BLOCK=[256, 512, 128, 1024] EPT=[32, 16, 64, 8] GRID=[528, 264, 396, 792, 1056]
+// peak: where=BLOCK * EPT <= 16384
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+typedef float T;  // the session's dtype: float, __half or __nv_bfloat16 (the only line to change)
+
+#define EPS 1e-6f
+#define WARPS (BLOCK / 32)
+#define VEC ((int)(16 / sizeof(T)))  // elements per 16-byte access: 4 floats or 8 halves
+#define VPT (EPT / VEC)              // 16-byte vectors each thread keeps in registers
+
+__device__ __forceinline__ void unpack(const uint4& raw, float (&f)[VEC])
+{
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+        f[j] = static_cast<float>(e[j]);
+}
+
+__device__ __forceinline__ uint4 pack(const float (&f)[VEC])
+{
+    uint4 raw;
+    T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+        e[j] = T(f[j]);
+    return raw;
+}
+
+// y for one vector: x * r * w, w as a vector where the row is aligned (then so is column `col` of w).
+__device__ __forceinline__ uint4 scale(const uint4& raw, const T* __restrict__ w, int col, bool wvec, float r)
+{
+    float f[VEC], g[VEC];
+    unpack(raw, f);
+    if (wvec) {
+        unpack(*reinterpret_cast<const uint4*>(w + col), g);
+    } else {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j)
+            g[j] = static_cast<float>(w[col + j]);
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+        f[j] = f[j] * r * g[j];
+    return pack(f);
+}
+
+__device__ __forceinline__ float squares(const uint4& raw)
+{
+    float f[VEC], s = 0.0f;
+    unpack(raw, f);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+        s += f[j] * f[j];
+    return s;
+}
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK)
+rmsnorm_persistent(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int ROWS, int COLS)
+{
+    __shared__ float red[2][WARPS];
+    for (int row = blockIdx.x, parity = 0; row < ROWS; row += gridDim.x, parity ^= 1) {
+        const size_t base = (size_t)row * COLS;
+        const T* xr = x + base;
+        T* yr = y + base;
+        const int head = min((int)((VEC - base % VEC) % VEC), COLS);
+        const int nvec = (COLS - head) / VEC, tail = head + nvec * VEC;
+        const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+        const bool has_edge = tid < head + (COLS - tail);  // scalar head and tail columns, one per thread
+        const int edge = tid < head ? tid : tail + (tid - head);
+        const uint4* xv = reinterpret_cast<const uint4*>(xr + head);
+        uint4* yv = reinterpret_cast<uint4*>(yr + head);
+        const bool fits = nvec <= VPT * BLOCK, wvec = head == 0;  // uniform over the block
+
+        const float xe = has_edge ? static_cast<float>(xr[edge]) : 0.0f;
+        float ss = xe * xe;
+        uint4 raw[VPT];
+        if (fits) {
+#pragma unroll
+            for (int k = 0; k < VPT; ++k)  // every load first
+                if (tid + k * BLOCK < nvec)
+                    raw[k] = xv[tid + k * BLOCK];
+#pragma unroll
+            for (int k = 0; k < VPT; ++k)
+                if (tid + k * BLOCK < nvec)
+                    ss += squares(raw[k]);
+        } else {
+#pragma unroll 4
+            for (int i = tid; i < nvec; i += BLOCK)
+                ss += squares(xv[i]);
+        }
+        ss = warp_sum(ss);
+        if (lane == 0)
+            red[parity][warp] = ss;
+        __syncthreads();
+        const float r = rsqrtf(warp_sum(lane < WARPS ? red[parity][lane] : 0.0f) / COLS + EPS);
+
+        if (has_edge)
+            yr[edge] = T(xe * r * static_cast<float>(w[edge]));
+        if (fits) {
+#pragma unroll
+            for (int k = 0; k < VPT; ++k)
+                if (tid + k * BLOCK < nvec)
+                    yv[tid + k * BLOCK] = scale(raw[k], w, head + (tid + k * BLOCK) * VEC, wvec, r);
+        } else {
+#pragma unroll 4
+            for (int i = tid; i < nvec; i += BLOCK)
+                yv[i] = scale(xv[i], w, head + i * VEC, wvec, r);
+        }
+    }
+}

@@ -1,0 +1,53 @@
+// softmax, hlsl-wave-reduction (WaveActiveSum / WaveActiveMax): one thread group per row; each thread strides over
+// the row (consecutive threads, consecutive elements). Two passes: an online pass (each thread keeps a running max
+// and a rescaled sum of exp), then the write. Each reduction: WaveActiveSum/WaveActiveMax within a wave, one
+// groupshared exchange of the waves' results, one barrier. f32 buffers and math. Any ROWS, COLS >= 1.
+// peak: entry=main groups=(min(ROWS, 65535), cdiv(ROWS, 65535), 1)
+// peak: params NT=[256, 128, 512, 64]
+struct Params { uint ROWS; uint COLS; };
+[[vk::push_constant]] ConstantBuffer<Params> p;
+[[vk::binding(0)]] StructuredBuffer<float> x;
+[[vk::binding(1)]] RWStructuredBuffer<float> y;
+#define LOG2E 1.4426950408889634
+#define LOWEST (-3.402823466e38)  // -FLT_MAX: (m - max) is never inf - inf
+
+groupshared float partial[NT];  // one slot per wave; NT slots are enough for any wave size
+
+// Wave intrinsics inside each wave, one groupshared exchange between waves. The wave size is read at run time
+// (32 on NVIDIA, 32 or 64 on AMD, 8 on lavapipe), never assumed. Waves are taken to be consecutive runs of
+// SV_GroupIndex (wave w holds w * lanes ... (w + 1) * lanes - 1, as on NVIDIA, AMD, Intel and lavapipe). Every
+// thread adds the partials in the same order: the same result in all of them, the same bits on every launch.
+float group_reduce(float v, uint tid, bool is_max)
+{
+    const uint lanes = WaveGetLaneCount();
+    const float w = is_max ? WaveActiveMax(v) : WaveActiveSum(v);
+    if (WaveIsFirstLane())
+        partial[tid / lanes] = w;
+    GroupMemoryBarrierWithGroupSync();
+    float total = partial[0];
+    for (uint i = 1; i < (NT + lanes - 1) / lanes; ++i)
+        total = is_max ? max(total, partial[i]) : total + partial[i];
+    GroupMemoryBarrierWithGroupSync();  // partial is written again by the next reduction
+    return total;
+}
+
+[numthreads(NT, 1, 1)]
+void main(uint3 gid : SV_GroupID, uint tid : SV_GroupIndex)
+{
+    const uint row = gid.y * 65535 + gid.x;  // rows over x and y: at most 65535 groups per dimension
+    if (row >= p.ROWS)
+        return;  // the whole group leaves: the barriers below stay in uniform control flow
+    const uint base = row * p.COLS;
+    // Online softmax per thread: a running max m and the sum s of exp(x - m), rescaled when m grows.
+    float m = LOWEST, s = 0.0;
+    for (uint c = tid; c < p.COLS; c += NT) {
+        const float v = x[base + c];
+        const float mn = max(m, v);
+        s = s * exp2((m - mn) * LOG2E) + exp2((v - mn) * LOG2E);
+        m = mn;
+    }
+    const float row_max = group_reduce(m, tid, true);
+    const float inv = 1.0 / group_reduce(s * exp2((m - row_max) * LOG2E), tid, false);
+    for (uint c = tid; c < p.COLS; c += NT)
+        y[base + c] = (exp2((x[base + c] - row_max) * LOG2E) * inv);
+}
