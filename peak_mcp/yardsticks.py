@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from peak_mcp.backends.cold_l2 import ColdL2
 from peak_mcp.timing import Chunk, measure
 
 COPY_BYTES = 1 << 30
@@ -211,16 +212,14 @@ def _synchronize(torch: Any, device: Any) -> None:
 
 def _cuda_timer(torch: Any, call: Callable[..., Any], args: list[Any], device: Any,
                 flush_bytes: int | None) -> Callable[[Chunk], list[float]]:
-    if flush_bytes is None:
-        l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or L2_FALLBACK_BYTES
-        flush_bytes = max(2 * l2, FLUSH_MIN_BYTES)
-    flush = torch.empty(flush_bytes, dtype=torch.uint8, device=device)
+    l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or L2_FALLBACK_BYTES
+    cold = ColdL2(torch, flush_bytes // 2 if flush_bytes else l2, device)  # as the kernels are timed
     stream = torch.cuda.current_stream(device)
 
     def timed(chunk: Chunk) -> list[float]:
         pairs = []
         for rep in range(chunk.reps):
-            flush.fill_((chunk.offset + rep) & 0xFF)  # evicts the inputs and the last call's outputs from L2
+            cold.flush(chunk.offset + rep)  # evicts the inputs and the last call's outputs from L2
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record(stream)
             call(*args)

@@ -14,8 +14,8 @@ from peak_mcp.timing import Chunk, measure
 
 def time_cublas_matmul(dtype: str, sizes: dict[str, int], inputs: dict[str, Any], budget_s: float,
                        flush: Any, *, min_reps: int = 10, max_reps: int = 1000) -> dict[str, Any]:
-    """Inputs are cupy arrays in storage dtype; `flush` a device buffer larger than L2, overwritten before each
-    launch. Runs on cupy's current stream (the executor's)."""
+    """Inputs are cupy arrays in storage dtype; `flush` a ColdL2, flushed before each launch. Runs on cupy's
+    current stream (the executor's)."""
     from cupy_backends.cuda.libs import cublas
 
     m, n, k = sizes["M"], sizes["N"], sizes["K"]
@@ -37,7 +37,7 @@ def time_cublas_matmul(dtype: str, sizes: dict[str, int], inputs: dict[str, Any]
     def timed(chunk: Chunk) -> list[float]:
         pairs = []
         for rep in range(chunk.reps):
-            flush.fill((chunk.offset + rep) & 0xFF)
+            flush.flush(chunk.offset + rep)
             start, end = cp.cuda.Event(), cp.cuda.Event()
             start.record(stream)
             gemm()

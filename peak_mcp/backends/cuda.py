@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor, KernelFault, Regions
+from peak_mcp.backends.cold_l2 import ColdL2
 from peak_mcp.backends.cubin import kernel_names, persistent_state
 from peak_mcp.backends.includes import check_source, refusal_log, sanitize_log, short_paths
 from peak_mcp.backends.nvrtc_child import NvrtcChildren
@@ -149,9 +150,7 @@ class CudaExecutor(Executor):
         self.xp = cupy
         # flush=False (compute-sanitizer's run): no allocation beside the kernel's buffers, where a stray write
         # would land unseen by memcheck.
-        flush_bytes = max(2 * props.l2_cache_size, 64 << 20) if flush else 0
-        self.flush = cupy.empty(flush_bytes, cupy.uint8) if flush else None
-        self.flush_words = flush_bytes // 4
+        self.cold = ColdL2(cupy, props.l2_cache_size) if flush else None
 
     # --- compile ---------------------------------------------------------------------------------------------
     def compile(self, source: str, spec: LaunchSpec) -> Compiled:
@@ -299,8 +298,8 @@ class CudaExecutor(Executor):
             for rep in range(reps):
                 for pointer, nbytes in poison[rep % len(poison)] if poison else ():
                     _check(driver.cuMemsetD8Async(int(pointer), 0xFF, nbytes, self.stream.handle))
-                if cold_cache:
-                    _check(driver.cuMemsetD32Async(self.flush.data.ptr, rep, self.flush_words, self.stream.handle))
+                if cold_cache and self.cold is not None:
+                    self.cold.flush(rep)  # on cupy's current stream: this executor's
                 start = self.stream.record(options=timing)
                 self._launch(kernel, config, buffer_sets[rep % len(buffer_sets)], scalars)
                 pairs.append((start, self.stream.record(options=timing)))
@@ -324,7 +323,7 @@ class CudaExecutor(Executor):
             return {"available": False, "reason": f"no maintained cuBLAS binding is installed ({exc}); "
                                                   "pip install cupy-cuda13x (or nvmath-python)"}
         self.stream.sync()
-        return time_cublas_matmul(dtype, sizes, inputs, reps_budget_s, self.flush)
+        return time_cublas_matmul(dtype, sizes, inputs, reps_budget_s, self.cold)
 
     def _need_device(self) -> None:
         if self.device is None:
