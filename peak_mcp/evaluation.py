@@ -231,8 +231,7 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
                     return _fail(finding, 1, made, where.label)
         tol = problem.tolerance(dtype, sizes)
         return Validated(Verdict(passed=True, check=None, trials=trials, reference=where.label,
-                                 message=f"all {trials} trials passed (rel L2 tolerance {tol.rel_l2:.0e}, elementwise "
-                                         f"{tol.factor:g} roundoffs × |row|·|column|)", **stats), made)
+                                 message=f"all {trials} trials passed ({tol.summary()})", **stats), made)
     except BaseException:
         for s in made:
             s.ws.close()

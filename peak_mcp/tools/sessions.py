@@ -58,7 +58,7 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
     @mcp.tool(annotations=READ_ONLY)
     async def list_problems() -> Annotated[types.CallToolResult, ProblemList]:
         """Problems the server can check and time, with size symbols, dtypes and the kernel ABI per backend."""
-        return result(ProblemList(problems=service.list_problems()))
+        return result(await call(None, service.list_problems))
 
     @mcp.tool(annotations=RECORDS)
     async def start_session(
