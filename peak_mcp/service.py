@@ -81,8 +81,9 @@ SANITIZER_MAX_FLOPS = 2e10
 # ... and GPU-assisted validation on a CPU Vulkan device (lavapipe) runs an instrumented shader at CPU speed.
 VULKAN_SANITIZER_MAX_FLOPS = 1e9
 # A CPU Vulkan driver (lavapipe) does matmul at 4096^3 in an hour: without sizes, a session on one starts at the
-# problem's defaults halved (largest symbol first) until a launch costs at most this (matmul: 1024^3).
-CPU_DEVICE_WORK = 2.0**31
+# problem's defaults halved (largest symbol first) until a launch does at most this much work (matmul: 1024^3) and
+# moves at most this many bytes (softmax: 1024 x 2048 in f32; each of them passes through the host reference too).
+CPU_DEVICE_FLOPS, CPU_DEVICE_BYTES = 2.0**31, 2.0**24
 PROFILE_INACTIVITY_S, PROFILE_TOTAL_S = 90.0, 360.0
 
 
@@ -278,7 +279,7 @@ class PeakService:
                       sizes: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
         """The sizes asked for; on a CPU device without any, ones it does in seconds (Problem.scaled_sizes), with a
         note saying so."""
-        scaled = spec.scaled_sizes(CPU_DEVICE_WORK) if sizes is None and device.is_cpu else None
+        scaled = spec.scaled_sizes(CPU_DEVICE_FLOPS, CPU_DEVICE_BYTES) if sizes is None and device.is_cpu else None
         if scaled is not None:
             return scaled, (f"sizes default to {scaled} on this CPU device ({device.name}): the problem's "
                             f"{spec.default_sizes} would take it far longer; pass sizes to override")

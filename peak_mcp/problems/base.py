@@ -118,13 +118,18 @@ class Problem(ABC):
         whichever is larger."""
         return max(self.flops(sizes), self.min_bytes(sizes, dtype or self.dtypes[0]))
 
-    def scaled_sizes(self, budget: float) -> dict[str, int] | None:
-        """The default sizes, each largest symbol halved in turn until `work` fits `budget` (a CPU device's);
-        None when they fit already or no halving meets the problem's own constraints."""
+    def scaled_sizes(self, max_flops: float, max_bytes: float) -> dict[str, int] | None:
+        """The default sizes, each largest symbol halved in turn until a launch does at most `max_flops` and moves
+        at most `max_bytes` (a CPU device's budget); None when they fit already or no halving meets the problem's
+        own constraints."""
         sizes = dict(self.default_sizes)
-        if self.work(sizes) <= budget:
+
+        def fits(s: dict[str, int]) -> bool:
+            return self.flops(s) <= max_flops and self.min_bytes(s, self.dtypes[0]) <= max_bytes
+
+        if fits(sizes):
             return None
-        while self.work(sizes) > budget:
+        while not fits(sizes):
             symbol = max(self.symbols, key=lambda s: sizes[s])
             if sizes[symbol] == 1:
                 return None

@@ -94,6 +94,10 @@ class ProblemCodeError(PeakError):
 
     kind = "problem_error"
 
+    def __init__(self, message: str, hint: str | None = None, line: int | None = None) -> None:
+        super().__init__(message, hint)
+        self.line = line  # in the problem file
+
 
 # --- the declaration -----------------------------------------------------------------------------------------
 class BufferDecl(BaseModel):
@@ -461,14 +465,16 @@ class DeclaredProblem(Problem):
         except PeakError:
             raise
         except Exception as exc:
+            line = self._raised_at(exc)
+            where = f"{self.declaration.path}:{line}" if line else self.declaration.path
             raise ProblemCodeError(
-                f"the problem's own code failed, not the kernel: {function}() in {self._raised_at(exc)} raised "
+                f"the problem's own code failed, not the kernel: {function}() in {where} raised "
                 f"{type(exc).__name__}: {str(exc)[:300]}",
-                f"fix the problem file {self.declaration.path}.") from None
+                f"fix the problem file {self.declaration.path}.", line) from None
 
-    def _raised_at(self, exc: BaseException) -> str:
+    def _raised_at(self, exc: BaseException) -> int | None:
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == self.declaration.path]
-        return f"{self.declaration.path}:{frames[-1].lineno}" if frames else self.declaration.path
+        return frames[-1].lineno if frames else None
 
     def _keywords(self, function: str, sizes: Sizes, xp: Any | None = None) -> dict[str, Any]:
         """The size keywords (and `xp`) a problem function takes."""
@@ -485,9 +491,10 @@ class DeclaredProblem(Problem):
     def _bad(self, function: str, why: str) -> ProblemCodeError:
         return ProblemCodeError(f"the problem's own code is wrong, not the kernel: {function}() at "
                                 f"{self.declaration.where(function)} {why}",
-                                f"fix the problem file {self.declaration.path}.")
+                                f"fix the problem file {self.declaration.path}.", self.declaration.line_of(function))
 
     def make_inputs(self, sizes: Sizes, dtype: str, seed: int, xp: Any) -> dict[str, Any]:
+        self.module()  # worker-side, whether or not the file generates its inputs: refused elsewhere
         inputs: dict[str, Any] = {}
         for i, buf in enumerate(self.declaration.inputs):
             shape = self._shape(buf, sizes)

@@ -139,7 +139,7 @@ def _smoke_test(problem: Any) -> None:
         inputs = problem.make_inputs(sizes, problem.dtypes[0], 0, np)
         problem.reference(inputs, sizes, problem.dtypes[0], 0, float("inf"), np)
     except PeakError as exc:
-        raise DescribeError(f"at sizes {sizes}: {exc.message}") from None
+        raise DescribeError(f"at sizes {sizes}: {exc.message}", getattr(exc, "line", None)) from None
 
 
 def _key_of(loc: tuple[Any, ...]) -> str | None:
