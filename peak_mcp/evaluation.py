@@ -168,7 +168,7 @@ def _explain_nan(executor: Executor, kernel: Compiled, geometry: dict[str, Any],
                    f"the kernel reads outside its input buffers: with NaN guard bytes around every buffer, "
                    f"{finding.details.get('count')} elements of {finding.buffer} came out NaN (first at "
                    f"{finding.details.get('indices')}); with zero guards they did not. Check the loop bounds "
-                   "(k < K, not k <= K) and the guards on every load of an edge tile",
+                   "(i < N, not i <= N) and the guards on every load of an edge tile",
                    finding.buffer, finding.details)
 
 
