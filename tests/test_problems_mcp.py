@@ -125,9 +125,12 @@ async def test_an_operator_problem_file_from_the_environment(tmp_path: Path, mon
     write(folder, "scale", "scale2")
     write(folder, "late", "late_failure", body="if x.size > 64:\n        raise ValueError('only tiny inputs')\n"
                                                  "    return 2 * x")
+    write(folder, "stuck", "late_hang", extra="import time\n", body="if x.size > 64:\n        time.sleep(3600)\n"
+                                                                      "    return 2 * x")
     monkeypatch.setenv("PEAK_MCP_PROBLEMS", str(folder))
     settings = Settings(data_dir=tmp_path / "data")
     settings.benchmark_budget_s = 0.2
+    settings.inactivity_timeout_s = 10
     from mcp import Client
 
     from peak_mcp.app import build
@@ -149,6 +152,11 @@ async def test_an_operator_problem_file_from_the_environment(tmp_path: Path, mon
             assert v0["status"] == "error" and v0["failure"] == "problem_error", v0
             assert f"{folder / 'late.py'}:" in v0["message"] and "not the kernel" in v0["message"]
             assert "only tiny inputs" in v0["message"]
+            # One that never returns there: stopped, and the file is blamed, not the kernel.
+            stuck = (await call(client, "start_session", {"problem": "late_hang", "backend": "hlsl",
+                                                          "sizes": {"N": 1000}}))["version_0"]
+            assert stuck["status"] == "error" and stuck["failure"] == "problem_error", stuck
+            assert "not the kernel" in stuck["message"] and str(folder / "stuck.py") in stuck["message"]
     finally:
         service.close()
 

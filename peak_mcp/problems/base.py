@@ -14,6 +14,8 @@ import numpy as np
 from peak_mcp.errors import InvalidInput
 
 Sizes = Mapping[str, int]
+# In a worker's progress note: what runs now is a problem file's code, not the kernel (a hang is then the file's).
+PROBLEM_CODE = "from the problem file"
 
 
 @dataclass(frozen=True)
