@@ -156,10 +156,6 @@ class ProblemRegistry:
         self._lock = threading.RLock()
         self._loaded = False
 
-    def folders(self) -> list[str]:
-        """The folders problem files are read from: a worker must be able to read them (its Landlock policy)."""
-        return [str(s.folder) for s in self.sources if s.kind != "shipped"]
-
     def files(self) -> list[tuple[Source, Path]]:
         found = []
         for source in self.sources:
