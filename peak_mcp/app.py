@@ -16,10 +16,12 @@ from peak_mcp.service import PeakService
 
 
 def build(settings: Settings | None = None, data_dir: Path | None = None,
-          ray: str | None = None) -> tuple[MCPServer, PeakService]:
+          ray: str | None = None, problems: list[Path] | None = None) -> tuple[MCPServer, PeakService]:
     settings = settings or Settings.from_env(data_dir)
     if ray is not None:  # --ray wins over PEAK_MCP_RAY
         settings.ray = ray
+    if problems:  # --problems folders come before PEAK_MCP_PROBLEMS'
+        settings.problem_dirs = [*problems, *settings.problem_dirs]
     if not structlog.is_configured():  # structlog's default prints to stdout, which a stdio server must not touch
         configure(settings.log_level)
     catalog = Catalog.load(builtin_transformations_dir(), settings.extra_catalog_dirs)

@@ -15,7 +15,6 @@ from typing import Any
 from peak_mcp.catalog import Catalog, render_body
 from peak_mcp.errors import InvalidInput, PeakError
 from peak_mcp.models import ApplyStep, VersionReport
-from peak_mcp.problems import get_problem
 from peak_mcp.records import ApplyRunRow, Status, VersionRow
 from peak_mcp.reports import trim_log
 from peak_mcp.sampling import (
@@ -58,7 +57,8 @@ class Applier:
         session = self.service.store.session(session_id)
         # Refused before a run is recorded: a CUDA text for an HLSL session, an f16-only text for an f32 one.
         text = self.catalog.resolve_for_session(transformation, session.backend, session.dtype,
-                                                self.service.device_of(session), exact=exact)
+                                                self.service.device_of(session), exact=exact,
+                                                problem=session.problem)
         run_id = self.service.store.create_apply_run(session_id=session_id, transformation=transformation,
                                                      base_version=base.number, instructions=instructions,
                                                      max_attempts=attempts, resolved=text.id)
@@ -66,7 +66,7 @@ class Applier:
 
     def _task(self, run: ApplyRunRow) -> tuple[KernelTask, str]:
         session = self.service.store.session(run.session_id)
-        problem = get_problem(session.problem)
+        problem = self.service.problem(session.problem)
         if run.resolved and run.resolved in self.catalog:  # the text chosen when the run began
             resolved = self.catalog.get(run.resolved)
         else:  # runs from before that was kept, or a text no longer in the catalog
@@ -86,7 +86,7 @@ class Applier:
         session = self.service.store.session(session_id)
         baseline = session.baseline
         device = self.service.device_of(session)
-        peak_path = get_problem(session.problem).peak_path(session.dtype)
+        peak_path = self.service.problem(session.problem).peak_path(session.dtype)
         standing = Standing(head=session.head, peak_path=peak_path,
                             peak_tflops=device.peak(peak_path))
         if baseline and baseline.available:

@@ -399,12 +399,15 @@ class Catalog:
 
 
     def resolve_for_session(self, id: str, backend: str, dtype: str,
-                            device: DeviceLike = None, *, exact: bool = False) -> Transformation:
+                            device: DeviceLike = None, *, exact: bool = False,
+                            problem: str | None = None) -> Transformation:
         """`resolve` (with `exact`, `id`'s own text), refusing a text that does not cover the session: a CUDA text
-        for an HLSL session, an f16 text for an f32 one. The refusal names the texts that do apply and share a tag,
-        so the agent can pick one."""
+        for an HLSL session, an f16 text for an f32 one, a matmul text for a softmax one. The refusal names the texts
+        that do apply and share a tag, so the agent can pick one."""
         found = self.get(id) if exact else self.resolve(id, backend, device, dtype)
         wrong = []
+        if problem and not found.for_problem(problem):
+            wrong.append(f"is written for {', '.join(found.problems)}, not {problem}")
         if not found.for_backend(backend):
             wrong.append(f"is written for {', '.join(found.backends)}, not {backend}")
         if not found.for_dtype(dtype):
@@ -415,10 +418,11 @@ class Catalog:
         dev = DeviceDescriptor.of(device)
         tags = set(found.tags)
         near = sorted((t for t in self._items.values() if t.id != found.id and t.for_backend(backend)
-                       and t.for_dtype(dtype) and t.for_device(dev) and tags & set(t.tags)),
+                       and t.for_dtype(dtype) and t.for_device(dev) and tags & set(t.tags)
+                       and (not problem or t.for_problem(problem))),
                       key=lambda t: (-len(tags & set(t.tags)), t.id))[:4]
         hint = (f"for a {backend} {dtype} session try {', '.join(t.id for t in near)}; " if near else "") + \
-            f"list_transformations(backend={backend!r}) shows what applies."
+            "list_transformations(session_id=...) shows what applies."
         raise InvalidInput(f"transformation {named} {' and '.join(wrong)}, and has no specialization for this "
                            "session", hint)
 

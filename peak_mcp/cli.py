@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--ray", default=None, metavar="ADDRESS",
                        help="run device workers as Ray actors on the cluster at ADDRESS (or `auto`); needs the ray "
                             "extra (default: $PEAK_MCP_RAY, else the embedded single-host pool)")
+    serve.add_argument("--problems", action="append", type=Path, default=[], metavar="DIR",
+                       help="a folder of problem files (docs/problems.md), repeatable; before those of "
+                            "$PEAK_MCP_PROBLEMS")
     serve.add_argument("--token-file", type=Path, default=None,
                        help="file holding the bearer token every HTTP request must carry (or $PEAK_MCP_TOKEN); "
                             "required off loopback")
@@ -107,7 +110,7 @@ def main(argv: list[str] | None = None) -> None:
                 sys.exit(2)
 
         try:
-            server, service = build(data_dir=args.data_dir, ray=args.ray)
+            server, service = build(data_dir=args.data_dir, ray=args.ray, problems=args.problems)
         except PeakError as exc:  # a bad setting, or --ray without Ray: say so and stop
             print(f"peak-mcp: {exc}", file=sys.stderr)
             sys.exit(2)

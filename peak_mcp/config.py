@@ -29,6 +29,10 @@ class Settings(BaseSettings):
     extra_catalog_dirs: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, validation_alias=AliasChoices("transformations", "PEAK_MCP_TRANSFORMATIONS"),
         description="extra transformation catalog directories, ':'-separated")
+    problem_dirs: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list, validation_alias=AliasChoices("problems", "PEAK_MCP_PROBLEMS"),
+        description="folders of problem files (docs/problems.md), ':'-separated; their problems take precedence "
+                    "over the shipped ones")
     inactivity_timeout_s: float = Field(
         30.0, gt=0, validation_alias=AliasChoices("inactivity_timeout_s", "PEAK_MCP_JOB_TIMEOUT"),
         description="seconds without progress before a job counts as hung (the worker is killed and restarted)")
@@ -72,7 +76,7 @@ class Settings(BaseSettings):
     ray: str | None = Field(None, description="a Ray cluster's address, or `auto`: device workers run as Ray actors "
                             "(needs the `ray` extra); unset: the embedded single-host pool")
 
-    @field_validator("extra_catalog_dirs", mode="before")
+    @field_validator("extra_catalog_dirs", "problem_dirs", mode="before")
     @classmethod
     def _split_paths(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -83,6 +87,15 @@ class Settings(BaseSettings):
     def database(self) -> Path:
         return self.data_dir / "peak.sqlite3"
 
+    @property
+    def defined_problems(self) -> Path:
+        """Where define_problem keeps the problem files it writes."""
+        return self.data_dir / "problems"
+
+    def problem_folders(self) -> list[Path]:
+        """Every folder problem files are read from besides the shipped one, highest precedence first."""
+        return [self.defined_problems, *(Path(d).expanduser().resolve() for d in self.problem_dirs)]
+
     def confinement(self) -> dict[str, Any]:
         """The compile limits and sandbox switch, as `backends.confined.configure` takes them."""
         return {"memory_bytes": self.compile_memory_mb << 20, "cpu_seconds": self.compile_cpu_s,
@@ -91,7 +104,8 @@ class Settings(BaseSettings):
     def worker_options(self, backend: str, index: int) -> dict[str, Any]:
         """What a worker of `backend` needs from the settings: its executor's keyword arguments, and under
         `confinement` the compile limits and sandbox switch (the worker applies them before opening the device)."""
-        return {**self._executor_options(backend, index), "confinement": self.confinement()}
+        return {**self._executor_options(backend, index), "confinement": self.confinement(),
+                "problem_dirs": [str(d) for d in self.problem_folders()]}
 
     def _executor_options(self, backend: str, index: int) -> dict[str, Any]:
         if backend == "cuda":
@@ -151,7 +165,7 @@ def _bad_setting(exc: ValidationError, variable: Callable[[tuple[Any, ...]], str
     return InvalidInput(f"bad setting: {problems}", "fix or unset the environment variable.")
 
 
-_ALIASES = {"extra_catalog_dirs": "TRANSFORMATIONS", "inactivity_timeout_s": "JOB_TIMEOUT",
+_ALIASES = {"extra_catalog_dirs": "TRANSFORMATIONS", "problem_dirs": "PROBLEMS", "inactivity_timeout_s": "JOB_TIMEOUT",
             "job_total_timeout_s": "JOB_MAX_SECONDS", "benchmark_budget_s": "BENCH_SECONDS",
             "default_max_attempts": "MAX_ATTEMPTS"}
 

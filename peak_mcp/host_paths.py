@@ -22,7 +22,7 @@ from typing import Any
 
 import peak_mcp
 from peak_mcp.catalog import builtin_transformations_dir
-from peak_mcp.models import DoctorReport
+from peak_mcp.models import DoctorReport, ProblemList
 
 # Never labelled: a ROCm tree or a Python in /usr is the system's, with nothing to hide, and labelling /usr would
 # turn /usr/bin/glslangValidator into nonsense.
@@ -79,3 +79,10 @@ def _relabel(value: Any, labels: list[tuple[str, str]]) -> Any:
     if isinstance(value, list):
         return [_relabel(item, labels) for item in value]
     return value
+
+
+def problems_for_agent(listed: ProblemList) -> ProblemList:
+    """list_problems' answer with the same labels: a shipped problem file is `<peak-mcp>/problems/builtin/...`, one
+    in the server's home `~/...`; an operator's folder elsewhere is named as it is (the agent needs to name it)."""
+    dumped = listed.model_dump(mode="json")
+    return ProblemList.model_validate(_relabel(dumped, _labels({}, Path.home())))

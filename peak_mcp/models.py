@@ -43,7 +43,9 @@ class ProblemInfo(BaseModel):
     default_sizes: dict[str, int]
     dtypes: list[str]
     backends: list[str]
-    abi: dict[str, str]
+    abi: dict[str, str]  # per backend, for its first dtype
+    dtypes_by_backend: dict[str, list[str]] = Field(default_factory=dict)
+    source: str = "built-in"  # built-in, or the problem file's path
 
 
 class VersionReport(BaseModel):
@@ -112,6 +114,9 @@ class SessionList(BaseModel):
 
 class ProblemList(BaseModel):
     problems: list[ProblemInfo]
+    errors: list[dict[str, Any]] = Field(
+        default_factory=list, description="problem files left out (level error) or shadowed (warning): file, line, "
+                                          "message")
 
 
 class CheckReport(BaseModel):

@@ -93,6 +93,8 @@ def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: 
         out["pct_of_peak"] = 100.0 * timing.tflops / peak
         out["peak_path"] = peak_path
         out["peak_tflops"] = peak
+    if device.memory_bandwidth_gbps and timing.gbps:  # the yardstick of memory-bound work (softmax, norms, sums)
+        out["pct_of_bandwidth"] = 100.0 * timing.gbps / device.memory_bandwidth_gbps
     return out
 
 

@@ -115,10 +115,12 @@ def landlock_abi() -> Protection:
 
 
 def python_runtime_paths() -> list[str]:
-    """What a Python child needs to import this package and its dependencies: the interpreter's prefixes and
-    every import path entry."""
+    """What a Python child needs to import this package and its dependencies: the interpreter's prefixes, every
+    import path entry, and the folder this package was imported from (a checkout run from its own directory is
+    on sys.path only as '', which grants nothing)."""
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return _grantable([sys.prefix, sys.base_prefix, sys.exec_prefix,
-                       os.path.dirname(os.path.realpath(sys.executable)), *sys.path])
+                       os.path.dirname(os.path.realpath(sys.executable)), package_parent, *sys.path])
 
 
 def tool_paths(environ: dict[str, str] | None = None) -> list[str]:
@@ -162,15 +164,16 @@ def _grantable(entries: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(kept))
 
 
-def worker_policy(workdir: str, cache_dirs: Iterable[str] = ()) -> Policy:
-    """A device worker's reach: the system and Python trees read-only; its private working directory, the caches it
-    keeps (cupy's kernel cache) and the GPU device nodes writable. No memory limit: a GPU context reserves far more
-    address space than it uses, and a compile, the one thing agent text can blow up, has its own limits."""
+def worker_policy(workdir: str, cache_dirs: Iterable[str] = (), read: Iterable[str] = ()) -> Policy:
+    """A device worker's reach: the system and Python trees and `read` (the operator's problem folders) read-only;
+    its private working directory, the caches it keeps (cupy's kernel cache) and the GPU device nodes writable. No
+    memory limit: a GPU context reserves far more address space than it uses, and a compile, the one thing agent
+    text can blow up, has its own limits."""
     devices = [os.path.join("/dev", name) for name in _listdir("/dev") if name.startswith("nvidia")]
     # /proc writable: cuInit writes under /proc/self (measured on the H100: CUDA_ERROR_OPERATING_SYSTEM without
     # it), and so do the CUDA processes a worker starts (compute-sanitizer's target), each under its own pid. Other
     # processes' entries stay out of reach: Landlock denies a confined process ptrace access to unconfined ones.
-    return Policy(read=(*SYSTEM_READ, *python_runtime_paths(), *tool_paths()),
+    return Policy(read=(*SYSTEM_READ, *python_runtime_paths(), *tool_paths(), *_grantable(read)),
                   write=(workdir, "/proc", *cache_dirs, *DEVICE_WRITE, *devices))
 
 

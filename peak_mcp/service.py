@@ -6,7 +6,6 @@ Synchronous on purpose: each call may block on a worker; the MCP layer runs it i
 from __future__ import annotations
 
 import difflib
-import re
 import sqlite3
 import threading
 import time
@@ -34,6 +33,7 @@ from peak_mcp.models import (
     HistoryReport,
     Missing,
     ProblemInfo,
+    ProblemList,
     SessionInfo,
     SessionList,
     SessionSummary,
@@ -41,11 +41,10 @@ from peak_mcp.models import (
     VersionDetail,
     VersionReport,
 )
-from peak_mcp.phases import Baseline, Generality, Recheck, SanitizerReport, SizeFailure, Verdict, dumped
-from peak_mcp.problems import PROBLEMS, get_problem
-from peak_mcp.problems.base import Problem
+from peak_mcp.phases import Baseline, Generality, SanitizerReport, SizeFailure, Verdict, dumped
+from peak_mcp.problems import BUILTIN_CLASSES, Problem, ProblemRegistry
 from peak_mcp.records import Outcome, SessionRow, Status, VersionRow
-from peak_mcp.reports import best_version, compile_failure, history_rows, markdown_table, performance, trim_log
+from peak_mcp.reports import best_version, history_rows, markdown_table, performance, trim_log
 from peak_mcp.responses import rate
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, Job, ProfileJob, TuneJob
 from peak_mcp.runner.ownership import ServerPresence
@@ -65,6 +64,7 @@ from peak_mcp.tuning import (
     run_tuning,
     usable_cores,
 )
+from peak_mcp.verdicts import ACCEPT_SPECIALIZED, above_session, judge, named_sizes, not_general_message
 
 if TYPE_CHECKING:
     from peak_mcp.runner.ray_pool import RayDevicePool
@@ -76,57 +76,19 @@ MAX_SOURCE_BYTES = 256 * 1024
 # device or its worker, or never finishes. Guard-detected accesses at other sizes are what an unguarded tile kernel
 # does: those keep head where it is and stay in the generality report.
 DEVICE_FAULTS = ("kernel_fault", "worker_died", "timeout")
-SANITIZER_MAX_FLOPS = 2e10  # the sanitizer slows a launch 10-100x: at the session's sizes only when they are small
+# The sanitizer slows a launch 10-100x: at the session's sizes only when they are small (Problem.work: flops or bytes)
+SANITIZER_MAX_FLOPS = 2e10
 # ... and GPU-assisted validation on a CPU Vulkan device (lavapipe) runs an instrumented shader at CPU speed.
 VULKAN_SANITIZER_MAX_FLOPS = 1e9
-IMPOSSIBLE_SPEED_MARGIN = 1.02  # over the datasheet peak: room for clocks a little above the profile's
-CPU_DEVICE_SIZES = {"M": 1024, "N": 1024, "K": 1024}  # a CPU Vulkan driver (lavapipe) does 4096^3 in an hour
+# A CPU Vulkan driver (lavapipe) does matmul at 4096^3 in an hour: without sizes, a session on one starts at the
+# problem's defaults halved (largest symbol first) until a launch does at most this much work (matmul: 1024^3) and
+# moves at most this many bytes (softmax: 1024 x 2048 in f32; each of them passes through the host reference too).
+CPU_DEVICE_FLOPS, CPU_DEVICE_BYTES = 2.0**31, 2.0**24
 PROFILE_INACTIVITY_S, PROFILE_TOTAL_S = 90.0, 360.0
 
 
 def _quiet(_: str) -> None:
     pass
-
-
-def _sizes(sizes: dict[str, int] | str) -> str:
-    return sizes if isinstance(sizes, str) else ",".join(f"{k}={v}" for k, v in sizes.items())
-
-
-def not_general_message(outcome: Outcome, generality: Generality) -> str:
-    """What a version right at the session's sizes and wrong at others says: not a success, where it failed first
-    (with the check's numbers), where else, and what would make it one."""
-    first, *rest = generality.failures
-    where = f"{len(generality.failures)} of {len(generality.sizes_checked) or len(generality.failures)}"
-    timing = outcome.timing
-    here = f" (median {timing.median_ms:.4g} ms, {rate(timing.tflops)})" if timing else ""
-    text = (f"not general: right at the session's sizes{here} but wrong at {where} sampled other sizes, so not a "
-            f"success. First at {_sizes(first.sizes)}: {first.check}: {(first.message or '').strip().rstrip('.')}")
-    if rest:
-        text += ". Also at " + "; ".join(f"{_sizes(f.sizes)} ({f.check})" for f in rest[:4])
-        text += f" and {len(rest) - 4} more" if len(rest) > 4 else ""
-    allowed = f"every size meeting the session's constraints {generality.constraints}" if generality.constraints \
-        else "any size (the session declares no constraints)"
-    symbols = ", ".join(generality.sizes_checked[0]) if generality.sizes_checked else "the sizes"
-    return (text + f". A kernel must be right at {allowed}: handle the edges (guard loads and stores past {symbols}), "
-                   f"{ACCEPT_SPECIALIZED}.")
-
-
-def _named_sizes(text: str) -> dict[str, int]:
-    """The sizes a worker's progress line names ("M=4101 N=33 K=19: validate trial 1/1")."""
-    return {name: int(value) for name, value in re.findall(r"(\w+)=(\d+)", text.split(":")[0])}
-
-
-def _above(problem: Problem, session_sizes: dict[str, int], sizes: dict[str, int] | str) -> bool:
-    """A sampled size with more work than the session's: a timeout there may be a kernel that is only slow (one
-    launch longer than the job's limit), so it makes the version not general rather than failed."""
-    named = _named_sizes(sizes) if isinstance(sizes, str) else sizes
-    try:
-        return set(named) == set(session_sizes) and problem.flops(named) > problem.flops(session_sizes)
-    except (KeyError, TypeError):
-        return False
-
-
-ACCEPT_SPECIALIZED = "or accept a specialized kernel with submit_kernel(require_generality=false)"
 
 
 def _number(version: VersionRow | None) -> int | None:
@@ -166,6 +128,10 @@ class PeakService:
         self._probe: dict[str, Any] | None = None
         self.profiles = load_profiles()
         self._devices: dict[str, Device] = {}  # session id -> described device
+        # Problem files are read (confined, by content) at the first look-up, and again by list_problems and
+        # start_session when they changed.
+        self.problems = ProblemRegistry(settings.problem_dirs, defined=settings.defined_problems,
+                                        classes=BUILTIN_CLASSES.values(), sandbox=settings.sandbox)
 
     def close(self) -> None:
         self._stopping.set()
@@ -256,18 +222,30 @@ class PeakService:
                                               sessions[int(d["index"])], int(d["index"])))
 
     # --- problems and sessions -------------------------------------------------------------------------------
-    def list_problems(self) -> list[ProblemInfo]:
-        return [ProblemInfo(name=p.name, title=p.title, sizes=list(p.symbols), default_sizes=p.default_sizes,
-                            dtypes=list(p.dtypes), backends=[b for b in p.backends if b in BACKENDS],
-                            abi={b: p.abi(b, p.dtypes[0]) for b in p.backends if b in BACKENDS})
-                for p in PROBLEMS.values()]
+    def problem(self, name: str) -> Problem:
+        """The problem a session names (NotFound, with the file's error where one failed to load)."""
+        return self.problems.get(name)
+
+    def list_problems(self) -> ProblemList:
+        self.problems.refresh()
+        return ProblemList(problems=[ProblemInfo(
+            name=p.name, title=p.title, sizes=list(p.symbols), default_sizes=p.default_sizes, dtypes=list(p.dtypes),
+            backends=[b for b in p.backends if b in BACKENDS], source=p.source,
+            dtypes_by_backend={b: list(p.dtypes_for(b)) for b in p.backends if b in BACKENDS},
+            abi={b: p.abi(b, p.dtypes_for(b)[0]) for b in p.backends if b in BACKENDS})
+            for p in self.problems.problems()], errors=[e.model_dump() for e in self.problems.errors])
+
+    def _wire(self, session: SessionRow) -> dict[str, Any]:
+        """What every job for this session carries to name its problem (see Problem.wire)."""
+        return self.problem(session.problem).wire()
 
     def start_session(self, problem: str, backend: str, dtype: str, sizes: dict[str, Any] | str | None,
                       label: str | None = None, progress: Progress = _quiet,
                       constraints: list[str] | None = None, device: str | int | None = None) -> SessionInfo:
         label = checked_label(label)
-        spec = get_problem(problem)
-        spec.check_dtype(dtype)
+        self.problems.refresh()
+        spec = self.problem(problem)
+        spec.check_dtype(dtype, backend if backend in BACKENDS else None)
         if isinstance(sizes, str):
             sizes = spec.parse_sizes(sizes)
         spec.check_sizes(sizes)  # bad sizes fail before the device probe
@@ -297,13 +275,14 @@ class PeakService:
         return info
 
     @staticmethod
-    def session_sizes(spec: Any, device: Device,
+    def session_sizes(spec: Problem, device: Device,
                       sizes: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
-        """The sizes asked for; on a CPU device without any, ones it does in seconds, with a note saying so."""
-        if sizes is None and device.is_cpu and set(CPU_DEVICE_SIZES) == set(spec.symbols):
-            return dict(CPU_DEVICE_SIZES), (
-                f"sizes default to {CPU_DEVICE_SIZES} on this CPU device ({device.name}): the problem's "
-                f"{spec.default_sizes} would take it an hour or more; pass sizes to override")
+        """The sizes asked for; on a CPU device without any, ones it does in seconds (Problem.scaled_sizes), with a
+        note saying so."""
+        scaled = spec.scaled_sizes(CPU_DEVICE_FLOPS, CPU_DEVICE_BYTES) if sizes is None and device.is_cpu else None
+        if scaled is not None:
+            return scaled, (f"sizes default to {scaled} on this CPU device ({device.name}): the problem's "
+                            f"{spec.default_sizes} would take it far longer; pass sizes to override")
         return sizes, None
 
     def device_of(self, session: SessionRow) -> Device:
@@ -322,7 +301,7 @@ class PeakService:
 
     def _measure_baseline(self, session_id: str, progress: Progress) -> None:
         session = self.store.session(session_id)
-        job = EvaluateJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, steps=["baseline"],
+        job = EvaluateJob(**self._wire(session), dtype=session.dtype, sizes=session.sizes, steps=["baseline"],
                           time_budget_s=self.settings.benchmark_budget_s)
         try:
             baseline = self._run_job(session, job, progress).baseline or Baseline(available=False, reason="no result")
@@ -464,7 +443,8 @@ class PeakService:
             update["validation"] = outcome.validation.model_copy(update={"sanitizer": sanitized})
         outcome = outcome.model_copy(update=update)
         unsafe = next((f for f in generality.failures if f.check in DEVICE_FAULTS
-                       and not (f.check == "timeout" and _above(get_problem(session.problem), session.sizes, f.sizes))),
+                       and not (f.check == "timeout" and above_session(self.problem(session.problem), session.sizes,
+                                                                      f.sizes))),
                       None)
         if unsafe:
             return outcome.model_copy(update={"status": Status.FAILED, "failure": unsafe.check,
@@ -476,7 +456,8 @@ class PeakService:
         if generality.passed is False and generality.failures:
             return outcome.model_copy(update={"status": Status.NOT_GENERAL,
                                               "failure": f"generality_{generality.failures[0].check}",
-                                              "message": not_general_message(outcome, generality)})
+                                              "message": not_general_message(outcome, generality,
+                                                                             self.problem(session.problem).symbols)})
         return outcome
 
     def _generality(self, session: SessionRow, source: str, progress: Progress,
@@ -484,7 +465,7 @@ class PeakService:
         """Validate at the problem's awkward sizes within the session's constraints, then (CUDA, where installed)
         run compute-sanitizer at one of them. A fault at one size (the worker dies) is that size's verdict, not
         the version's. Returns (generality, sanitizer report or None)."""
-        problem = get_problem(session.problem)
+        problem = self.problem(session.problem)
         constraints = session.constraints or []
         sizes_list = sample_sizes(problem, session.sizes, constraints)
         sanitize_at = None
@@ -494,7 +475,7 @@ class PeakService:
                 (session.backend == "hlsl" or self.device_of(session).vendor != "amd"):
             # One of the sampled sizes; with none, the session's own when small (the sanitizer slows a launch a lot).
             fallback = sizes_list[-1] if sizes_list else (
-                session.sizes if problem.flops(session.sizes) <= (
+                session.sizes if problem.work(session.sizes, session.dtype) <= (
                     VULKAN_SANITIZER_MAX_FLOPS if session.backend == "hlsl" else SANITIZER_MAX_FLOPS) else None)
             sanitize_at = next((s for s in sizes_list if min(s.values()) >= 16), fallback)
         unchecked = Generality(passed=None, sizes_checked=[], failures=[], constraints=constraints,
@@ -505,7 +486,7 @@ class PeakService:
         spec = self._spec(session, source)
         if params:
             spec = spec.bind(params)
-        job = GeneralityJob(problem=session.problem, dtype=session.dtype, source=source, spec=spec,
+        job = GeneralityJob(**self._wire(session), dtype=session.dtype, source=source, spec=spec,
                             sizes_list=sizes_list, sanitize_sizes=sanitize_at)
         sanitized = None
         try:
@@ -517,13 +498,13 @@ class PeakService:
                                   note=f"the check stopped during '{exc.stage}': {exc}"), None
             at = exc.stage.removeprefix("generality at ")
             # Only the sizes up to the one it stopped at were checked; the rest never ran.
-            stopped = _named_sizes(at)
+            stopped = named_sizes(at)
             reached = next((i + 1 for i, s in enumerate(sizes_list) if s == stopped), len(sizes_list))
             generality = Generality(passed=False, sizes_checked=sizes_list[:reached],
                                     failures=[SizeFailure(sizes=at, check=exc.kind, message=str(exc))])
             if reached < len(sizes_list):
-                generality.note = f"the check stopped at {_sizes(at)}; {len(sizes_list) - reached} sizes after it " \
-                                  "were not checked"
+                generality.note = (f"the check stopped at {at.split(':')[0]}; {len(sizes_list) - reached} sizes "
+                                   "after it were not checked")
         if not sizes_list:
             generality = unchecked
         generality.seconds = round(time.perf_counter() - started, 3)
@@ -548,7 +529,7 @@ class PeakService:
         except PeakError as exc:
             return Outcome(status=Status.INVALID_ANNOTATION, failure="annotation", message=str(exc))
         runs = session.device_index >= 0
-        job = EvaluateJob(problem=session.problem, dtype=session.dtype, sizes=sizes or session.sizes, source=source,
+        job = EvaluateJob(**self._wire(session), dtype=session.dtype, sizes=sizes or session.sizes, source=source,
                           spec=spec, steps=list(steps) if runs else ["compile"],
                           trials=trials or self.settings.validation_trials,
                           time_budget_s=time_budget_s or self.settings.benchmark_budget_s, vendor_ms=vendor_ms)
@@ -556,58 +537,17 @@ class PeakService:
             result = self._run_job(session, job, progress)
         except JobFailed as exc:
             return Outcome(status=Status.ERROR, failure=exc.kind, message=str(exc))
-        return self._verdict(session, result, runs)
+        return self._verdict(session, result, runs, sizes or session.sizes)
 
-    def _verdict(self, session: SessionRow, result: EvaluateResult, runs: bool) -> Outcome:
-        """The outcome of one worker result: the first failing check, in order of blame."""
-        problem = get_problem(session.problem)
-        compiled = result.compile
-        if compiled is None or not compiled.ok:
-            return Outcome(status=Status.COMPILE_ERROR, failure=(compiled and compiled.reason) or "compile",
-                           compile=compiled,
-                           message=compile_failure(compiled.log if compiled else None))
-        if not runs:
-            return Outcome(status=Status.COMPILED, failure=None, compile=compiled,
-                           message=f"compiled for {compiled.resources.get('arch')}; no {session.backend} device on "
-                                   "this machine, so it was not validated or timed")
-        verdict = result.validation or Verdict(passed=False, message="the worker returned no validation")
-        failed = Outcome(status=Status.FAILED, compile=compiled, validation=verdict)
-        if not verdict.passed:
-            # A kernel written for another dtype is a common cause of NaN or garbage; restate the ABI.
-            abi = problem.abi(session.backend, session.dtype).splitlines()[1]
-            return failed.model_copy(update={
-                "failure": verdict.check, "message": f"validation failed ({verdict.check}): {verdict.message}\n"
-                                                     f"This session's ABI ({session.dtype}): {abi}"})
-        timing = result.timing
-        if timing and not (timing.recheck and timing.recheck.passed):
-            recheck = timing.recheck or Recheck(passed=False)
-            return failed.model_copy(update={
-                "failure": f"recheck_{recheck.check}",
-                "message": f"the output of the timed launches was wrong ({recheck.check}): {recheck.message}"})
-        again = result.revalidation
-        if again and not again.passed:
-            return failed.model_copy(update={
-                "failure": f"revalidation_{again.check}", "timing": timing,
-                "message": f"faster than the vendor library, so validated again on fresh inputs, and that failed "
-                           f"({again.check}): {again.message}"})
-        if timing and timing.tflops is not None:
-            peak = problem.speed_limit(session.dtype, self.device_of(session).peak_tflops)
-            if peak and timing.tflops > IMPOSSIBLE_SPEED_MARGIN * peak:
-                return failed.model_copy(update={
-                    "failure": "impossible_speed", "timing": timing,
-                    "message": f"measured {timing.tflops:.1f} TFLOP/s, above the {peak:.1f} TFLOP/s this device can "
-                               f"reach for {session.dtype}: the kernel cannot have done all of the work in the time "
-                               "measured (skipped work, or work done outside the timed launch)"})
-        message = verdict.message or "passed"
-        if timing:
-            message += f"; median {timing.median_ms:.4g} ms ({rate(timing.tflops)})"
-        return Outcome(status=Status.BENCHMARKED if timing else Status.VALIDATED, failure=None, compile=compiled,
-                       validation=verdict, timing=timing, message=message)
+    def _verdict(self, session: SessionRow, result: EvaluateResult, runs: bool, sizes: dict[str, int]) -> Outcome:
+        """The outcome of one worker result at `sizes`: the first failing check, in order of blame
+        (verdicts.judge)."""
+        return judge(result, problem=self.problem(session.problem), backend=session.backend, dtype=session.dtype,
+                     sizes=sizes, device=self.device_of(session), runs=runs)
 
-    @staticmethod
-    def _spec(session: SessionRow, source: str) -> LaunchSpec:
+    def _spec(self, session: SessionRow, source: str) -> LaunchSpec:
         """The source's annotation, checked against what the session's backend needs and its problem's sizes."""
-        return launch_spec(source, session.backend, get_problem(session.problem).symbols)
+        return launch_spec(source, session.backend, self.problem(session.problem).symbols)
 
     @overload
     def _run_job(self, session: SessionRow, job: EvaluateJob, progress: Progress) -> EvaluateResult: ...
@@ -633,7 +573,7 @@ class PeakService:
         if number not in versions:
             self.store.version(session_id, number)  # raises NotFound with the hint
         v = versions[number]
-        problem = get_problem(session.problem)
+        problem = self.problem(session.problem)
         spent = {"compile": v.compile, "validate": v.validation, "benchmark": v.timing, "generality": v.generality,
                  "sanitize": v.validation.sanitizer if v.validation else None}
         return VersionReport(
@@ -682,7 +622,7 @@ class PeakService:
     def history(self, session_id: str) -> HistoryReport:
         session = self.store.session(session_id)
         device = self.device_of(session)
-        problem = get_problem(session.problem)
+        problem = self.problem(session.problem)
         versions = self.store.versions(session_id)
         rows = history_rows(session, versions, device, problem.peak_path(session.dtype))
         return HistoryReport(session_id=session_id, problem=session.problem, backend=session.backend,
@@ -720,7 +660,7 @@ class PeakService:
 
         session = self.store.session(session_id)
         device = self.device_of(session)
-        peak_path = get_problem(session.problem).peak_path(session.dtype)
+        peak_path = self.problem(session.problem).peak_path(session.dtype)
         timings = {v.number: v.timing for v in self.store.versions(session_id)}
         rows = []
         for row in self.history(session_id).rows:  # with the timing spread, for error bars
@@ -801,7 +741,7 @@ class PeakService:
     def _tune_chunk(self, session: SessionRow, source: str, spec: LaunchSpec, device: int, batch: list[Config],
                     compile_workers: int | None, progress: Progress) -> list[ConfigResult]:
         """One worker tune job on `device` (the session's or a same-model helper)."""
-        job = TuneJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, source=source, spec=spec,
+        job = TuneJob(**self._wire(session), dtype=session.dtype, sizes=session.sizes, source=source, spec=spec,
                       configs=[c.params for c in batch], compile_workers=compile_workers)
         result = self.pool.run(session.backend, device, job, inactivity_s=self.settings.inactivity_timeout_s,
                                total_s=self.settings.job_total_timeout_s, progress=progress)
@@ -816,7 +756,7 @@ class PeakService:
         session = self.store.session(session_id)
         v = self.resolve_version(session_id, version)
         spec = self._spec(session, v.source)
-        job = ProfileJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, source=v.source,
+        job = ProfileJob(**self._wire(session), dtype=session.dtype, sizes=session.sizes, source=v.source,
                          spec=spec, counters=counters)  # the worker says why it cannot
         # nvdisasm may run a minute without progress, and ncu replays the kernel: longer limits than a timing job.
         result = self._run_job(session, job, progress,
@@ -834,7 +774,7 @@ class PeakService:
               progress: Progress = _quiet) -> CheckReport:
         session = self.store.session(session_id)
         v = self.resolve_version(session_id, version)
-        problem = get_problem(session.problem)
+        problem = self.problem(session.problem)
         checked = problem.check_sizes({**session.sizes, **(sizes or {})})
         if session.device_index < 0:
             raise Unavailable(f"no {session.backend} device on this machine: versions can be compiled, not run",
@@ -851,7 +791,7 @@ class PeakService:
             outcome.timing = outcome.timing.model_copy(update={"params": params})
         baseline = None
         if benchmark and outcome.status is Status.BENCHMARKED:
-            job = EvaluateJob(problem=session.problem, dtype=session.dtype, sizes=checked, steps=["baseline"],
+            job = EvaluateJob(**self._wire(session), dtype=session.dtype, sizes=checked, steps=["baseline"],
                               time_budget_s=time_budget_s or self.settings.benchmark_budget_s)
             baseline = self._run_job(session, job, progress).baseline
         perf = None

@@ -16,6 +16,8 @@ from pydantic import BaseModel, Field
 from peak_mcp.catalog import Catalog, DeviceDescriptor, Transformation
 from peak_mcp.devices import Device
 from peak_mcp.errors import InvalidInput
+from peak_mcp.problems import get_problem
+from peak_mcp.problems.base import Problem
 from peak_mcp.records import VersionRow
 from peak_mcp.service import PeakService
 
@@ -63,44 +65,13 @@ class Suggestions(BaseModel):
     suggestions: list[Suggestion]
 
 
-# A variable set from the x thread index: `col = blockIdx.x * blockDim.x + threadIdx.x`, `col = id.x`.
-_X_VARIABLE = re.compile(r"\b(\w+)\s*=\s*[^;,=]*?(?:threadIdx\.x|\b(?:id|tid|gid|DTid|dtid|dispatchThreadID|"
-                         r"dispatch_id|global_id|threadID|gi)\.x\b|SV_DispatchThreadID\.x)")
-_ASSIGNMENT = re.compile(r"\b(\w+)\s*=(?!=)\s*([^;,]*)")
-# A shared tile of A declared k-major, `As[BK][BM + 4]`, or named transposed (`AsT`, `As_t`, `At`).
-_SHARED_A = re.compile(r"(?:__shared__|groupshared)[^;]*?\b(\w+)\s*\[\s*([^\]]*)\]\s*\[\s*([^\]]*)\]")
-
-
-def _coalesced(source: str) -> bool:
-    """Adjacent threads (x) touch adjacent elements: an x-derived variable is the contiguous index of a row-major
-    n-indexed access, `C[row * N + col]` or `B[k * p.N + col]`."""
-    names = set(_X_VARIABLE.findall(source))
-    assignments = _ASSIGNMENT.findall(source)
-    for _ in range(3):  # `tx = threadIdx.x; col = blockIdx.x * TILE + tx;`: derived names too
-        names |= {lhs for lhs, rhs in assignments if any(re.search(rf"\b{re.escape(n)}\b", rhs) for n in names)}
-    return any(re.search(r"\[[^\[\]]*\bN\s*\+\s*" + re.escape(name) + r"\s*\]", source) for name in names)
-
-
-def _a_tile_transposed(source: str) -> bool:
-    for name, first, second in _SHARED_A.findall(source):
-        if not re.fullmatch(r"(?:s|sh|smem|tile)?_?A(?:s|sh|_s|_smem|_tile|tile)?(_?[tT])?|a_?(?:s|sh|smem|tile)",
-                            name):
-            continue
-        named_transposed = re.fullmatch(r".*_?[tT]", name) is not None  # AsT, As_t, At
-        if named_transposed or ("K" in first and "M" in second and "K" not in second):
-            return True
-    return False
-
-
-def source_features(source: str) -> dict[str, tuple[str, ...]]:
-    """Feature name -> the transformations it stands for, for the features found in a kernel source."""
+def source_features(source: str, problem: Problem | None = None) -> dict[str, tuple[str, ...]]:
+    """Feature name -> the transformations it stands for, for the features found in a kernel source: the generic
+    ones, and the problem's own (`Problem.source_hints`; matmul's by default)."""
     found = {name: covers for name, (pattern, covers) in FEATURES.items() if re.search(pattern, source)}
     if _DOUBLE_BUFFER.search(source):
         found["multi-buffered shared tiles"] = ("double-buffering",)
-    if _coalesced(source):
-        found["coalesced (x threads along n)"] = ("coalesced-access",)
-    if _a_tile_transposed(source):
-        found["A tile stored k-major (transposed)"] = ("transpose-a-tile-in-shared",)
+    found.update((problem or get_problem("matmul")).source_hints(source))
     if "register micro-tile (2-D)" in found:
         found.pop("register micro-tile (1-D)", None)
     return found
@@ -132,7 +103,8 @@ def suggest_next(service: PeakService, catalog: Catalog, session_id: str, limit:
     descriptor = DeviceDescriptor.of(device)
     chain = lineage(service.store.versions(session_id), session.head)
     applied = [v.transformation for v in chain if v.transformation]
-    features = source_features(chain[-1].source)
+    problem = service.problem(session.problem)
+    features = source_features(chain[-1].source, problem)
 
     done: set[str] = set()
     for name in applied:  # the text the session resolved it to, and whatever that one extends, are done
@@ -151,7 +123,7 @@ def suggest_next(service: PeakService, catalog: Catalog, session_id: str, limit:
             continue
         if not (target.for_backend(backend) and target.for_dtype(dtype)):
             continue
-        score, reasons = _score(target, done | by_feature, hinted, features, dtype, sizes, device)
+        score, reasons = _score(target, done | by_feature, hinted, features, dtype, sizes, device, problem)
         ranked[target.id] = Suggestion(id=target.id, title=target.title, score=round(score, 2),
                                        why="; ".join(reasons) or target.summary)
     order = sorted(ranked.values(), key=lambda s: (-s.score, s.id))
@@ -162,7 +134,7 @@ def suggest_next(service: PeakService, catalog: Catalog, session_id: str, limit:
 
 
 def _score(t: Transformation, done: set[str], hinted: set[str], features: dict[str, Any], dtype: str,
-           sizes: dict[str, int], device: Device) -> tuple[float, list[str]]:
+           sizes: dict[str, int], device: Device, problem: Problem) -> tuple[float, list[str]]:
     score, reasons = 0.0, []
     followed = [a for a in t.after if a in done]
     if followed:
@@ -188,13 +160,5 @@ def _score(t: Transformation, done: set[str], hinted: set[str], features: dict[s
         else:
             score -= 3.0
             reasons.append("f32 session: TF32 tensor cores miss the 1e-5 tolerance unless split 3x")
-    if "small-mn" in t.tags:
-        m, n, k = sizes.get("M", 0), sizes.get("N", 0), sizes.get("K", 0)
-        tiles = -(-m // 128) * -(-n // 128)
-        units = device.sm_count or 0
-        if units and tiles < units and k > max(m, n):
-            score += 2.0
-            reasons.append(f"only {tiles} 128x128 tiles for {units} SMs and a long K ({k})")
-        else:
-            score -= 1.0
-    return score, reasons
+    own, why = problem.suggestion_score(t.tags, sizes, device.sm_count)
+    return score + own, reasons + why

@@ -300,10 +300,10 @@ def test_the_hipblas_yardstick_says_what_to_install_where_hip_python_is_missing(
         pytest.skip("hip-python is installed here")
     executor = object.__new__(hip_amd.HipAmdExecutor)  # no AMD GPU here: only the baseline's import path runs
     inputs = {"A": np.ones(4, np.float32), "B": np.ones(4, np.float32)}
-    baseline = executor.baseline("matmul", "f32", {"M": 2, "N": 2, "K": 2}, inputs, 0.1)
+    baseline = executor.baseline("gemm", "f32", {"M": 2, "N": 2, "K": 2}, inputs, 0.1)
     assert baseline["available"] is False and "hipblas" in baseline["reason"] and "pip install hip-python" in \
         baseline["reason"]
-    other = executor.baseline("softmax", "f32", {}, {}, 0.1)
+    other = executor.baseline("softmax", "f32", {}, {}, 0.1)  # a yardstick HIP does not have
     assert other["available"] is False and "softmax" in other["reason"]
 
 

@@ -134,9 +134,10 @@ class Executor(ABC):
         """Return why this launch geometry cannot run on the device, or None."""
         return None
 
-    def baseline(self, problem: str, dtype: str, sizes: dict[str, int], inputs: dict[str, np.ndarray],
+    def baseline(self, yardstick: str, dtype: str, sizes: dict[str, int], inputs: dict[str, np.ndarray],
                  reps_budget_s: float) -> dict[str, Any]:
-        """Time the vendor library on the same problem; {'available': False, 'reason': ...} where there is none."""
+        """Time the vendor library a problem names as its yardstick (Problem.yardstick: "gemm") on the same inputs;
+        {'available': False, 'reason': ...} where this backend has none."""
         return {"available": False, "reason": f"{self.backend} has no vendor library"}
 
     def close(self) -> None:  # noqa: B027 - optional hook

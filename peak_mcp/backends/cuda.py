@@ -313,10 +313,10 @@ class CudaExecutor(Executor):
             raise _as_fault(exc) from None
 
     # --- vendor baseline -------------------------------------------------------------------------------------
-    def baseline(self, problem: str, dtype: str, sizes: dict[str, int], inputs: dict[str, np.ndarray],
+    def baseline(self, yardstick: str, dtype: str, sizes: dict[str, int], inputs: dict[str, np.ndarray],
                  reps_budget_s: float) -> dict[str, Any]:
-        if problem != "matmul":
-            return {"available": False, "reason": f"no vendor baseline is wired for {problem}"}
+        if yardstick != "gemm":
+            return {"available": False, "reason": f"CUDA has no {yardstick!r} vendor yardstick (only gemm: cuBLAS)"}
         try:
             from peak_mcp.backends.cublas_baseline import time_cublas_matmul
         except ImportError as exc:

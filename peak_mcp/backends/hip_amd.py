@@ -200,10 +200,10 @@ class HipAmdExecutor(Executor):
             hip.hipEventDestroy(end)
         return times
 
-    def baseline(self, problem: str, dtype: str, sizes: dict[str, int], inputs: dict[str, np.ndarray],
+    def baseline(self, yardstick: str, dtype: str, sizes: dict[str, int], inputs: dict[str, np.ndarray],
                  reps_budget_s: float) -> dict[str, Any]:
-        if problem != "matmul":
-            return {"available": False, "reason": f"no vendor baseline is wired for {problem}"}
+        if yardstick != "gemm":
+            return {"available": False, "reason": f"HIP has no {yardstick!r} vendor yardstick (only gemm: hipBLAS)"}
         try:
             from peak_mcp.backends.hipblas_baseline import time_hipblas_matmul
 

@@ -89,11 +89,12 @@ class HlslExecutor(Executor):
             **phys.properties, **compiler_facts, "timing": timing, "cache_flush_bytes": self.device.flush_bytes,
             "fence_timeout_s": fence_timeout_s})
 
-    def baseline(self, problem: str, dtype: str, sizes: dict[str, int], inputs: dict[str, Any],
+    def baseline(self, yardstick: str, dtype: str, sizes: dict[str, int], inputs: dict[str, Any],
                  reps_budget_s: float) -> dict[str, Any]:
-        """On a CPU device (lavapipe) the same CPU's BLAS through numpy; a GPU's Vulkan has no vendor library."""
-        if problem != "matmul" or self.facts.properties.get("device_type") != "cpu":
-            return super().baseline(problem, dtype, sizes, inputs, reps_budget_s)
+        """On a CPU device (lavapipe) gemm is the same CPU's BLAS through numpy; a GPU's Vulkan has no vendor
+        library."""
+        if yardstick != "gemm" or self.facts.properties.get("device_type") != "cpu":
+            return super().baseline(yardstick, dtype, sizes, inputs, reps_budget_s)
         from peak_mcp.backends.cpu_baseline import time_numpy_matmul
 
         return time_numpy_matmul(dtype, sizes, inputs, reps_budget_s)

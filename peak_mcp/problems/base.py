@@ -14,6 +14,8 @@ import numpy as np
 from peak_mcp.errors import InvalidInput
 
 Sizes = Mapping[str, int]
+# In a worker's progress note: what runs now is a problem file's code, not the kernel (a hang is then the file's).
+PROBLEM_CODE = "from the problem file"
 
 
 @dataclass(frozen=True)
@@ -39,30 +41,58 @@ class ScalarArg:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """rel_l2 bounds ||out - ref|| / ||ref||; each element must satisfy |out - ref| <= factor * roundoff * scale,
-    where `scale` is the problem's per-element error scale (for matmul ||a_i|| * ||b_j||), so the bound follows
-    the error a correct kernel can have: it grows with the reduction length and the magnitude of the inputs."""
+    """rel_l2 bounds ||out - ref|| / ||ref|| (or the reference's own `norm` and `rel_l2`); each element must satisfy
+    |out - ref| <= factor * floor * roundoff * scale, where `scale` is the problem's per-element error scale (for
+    matmul ||a_i|| * ||b_j||), so the bound follows the error a correct kernel can have: it grows with the reduction
+    length and the magnitude of the inputs. `scale_words` names that scale in a verdict; `with_lp` says the bound
+    is a declared problem's (docs/problems.md, Tolerance), whose terms its references fold into their scales."""
 
     rel_l2: float
     roundoff: float  # unit roundoff of the accumulation (2**-24 for f32)
     factor: float = 8.0
+    floor: float = 1.0
+    scale_words: str = "the error scale"
+    with_lp: bool = False
 
     @property
     def elementwise(self) -> float:
-        return self.factor * self.roundoff
+        return self.factor * self.floor * self.roundoff
+
+    def describe(self) -> str:
+        """The elementwise bound in words, for a verdict."""
+        if self.with_lp:
+            return (f"{self.factor:g} × (|lp − ref| + {self.floor:g} × (u_out × max(|ref|, rms(ref)) + u_f32 × "
+                    f"{self.scale_words})), lp being the reference computed in float32 from the same inputs")
+        return f"{self.factor * self.floor:g} roundoffs ({self.roundoff:.2g}) times {self.scale_words}"
+
+    def summary(self) -> str:
+        """Both bounds in words, for a passing verdict."""
+        if self.with_lp:
+            return f"elementwise {self.describe()}; relative L2 error under a quarter of the bounds' norm"
+        return f"rel L2 tolerance {self.rel_l2:.0e}, elementwise {self.describe()}"
 
 
 @dataclass
 class Reference:
     """Exact outputs in float64 for the checked elements (all, or a sample at huge sizes on the host), with
-    the error scale of each. Arrays live in the array module the validator uses (numpy or cupy)."""
+    the error scale of each. Arrays live in the array module the validator uses (numpy or cupy).
+
+    The bound of element i is `tolerance.elementwise * scale[i]`: a problem whose bound has other terms (a declared
+    problem's |lp - ref|) folds them into `scale`. `norm` is what the relative L2 error is relative to (||values||
+    when None), `rel_l2` its bound for this output (the tolerance's when None)."""
 
     values: Any  # float64, flat
     indices: Any | None  # flat indices into the output, or None for every element
     scale: Any  # float64, same length as values
+    norm: float | None = None
+    rel_l2: float | None = None
 
 
 class Problem(ABC):
+    """What the server knows of a problem. Server-side methods (ABI, sizes, work, tolerance, naive kernels) use
+    only data; worker-side ones (`make_inputs`, `reference`, `reference_at`, `perturb`) may run the problem's own
+    code, and a problem whose code is untrusted (a problem file) refuses to outside a worker process."""
+
     name: str
     title: str
     symbols: tuple[str, ...]
@@ -70,6 +100,57 @@ class Problem(ABC):
     dtypes: tuple[str, ...]
     backends: tuple[str, ...] = ("cuda", "hip", "hlsl")
     max_elements: int = 1 << 31  # per buffer; protects the device and the host reference
+    # The vendor library a backend times as this problem's yardstick (see Executor.baseline): "gemm" for matmul;
+    # None where there is none (peak_mcp.yardsticks adds the roofline and torch ones for every problem).
+    yardstick: str | None = None
+    source: str = "built-in"  # where the problem comes from: built-in, or a problem file's path
+
+    def wire(self) -> dict[str, Any]:
+        """What a job carries so that the worker finds this same problem: its name (built-in classes), or its
+        declaration too (problem files: the worker imports the file the declaration names, once its sha256
+        matches)."""
+        return {"problem": self.name}
+
+    def dtypes_for(self, backend: str) -> tuple[str, ...]:
+        """The dtypes a backend offers for this problem (HLSL has no bf16)."""
+        return tuple(d for d in self.dtypes if backend != "hlsl" or d != "bf16")
+
+    def work(self, sizes: Sizes, dtype: str | None = None) -> float:
+        """One launch's cost in one number, to keep sampled and CPU-device sizes cheap: flops or bytes moved,
+        whichever is larger."""
+        return max(self.flops(sizes), self.min_bytes(sizes, dtype or self.dtypes[0]))
+
+    def scaled_sizes(self, max_flops: float, max_bytes: float) -> dict[str, int] | None:
+        """The default sizes, each largest symbol halved in turn until a launch does at most `max_flops` and moves
+        at most `max_bytes` (a CPU device's budget); None when they fit already or no halving meets the problem's
+        own constraints."""
+        sizes = dict(self.default_sizes)
+
+        def fits(s: dict[str, int]) -> bool:
+            return self.flops(s) <= max_flops and self.min_bytes(s, self.dtypes[0]) <= max_bytes
+
+        if fits(sizes):
+            return None
+        while not fits(sizes):
+            symbol = max(self.symbols, key=lambda s: sizes[s])
+            if sizes[symbol] == 1:
+                return None
+            sizes[symbol] = -(-sizes[symbol] // 2)
+        try:
+            return self.check_sizes(sizes)
+        except InvalidInput:
+            return None
+
+    def source_hints(self, source: str) -> dict[str, tuple[str, ...]]:
+        """Problem-specific features suggest_next reads in a kernel's source: feature name -> the transformations
+        whose work it shows is done. None by default."""
+        return {}
+
+    def suggestion_score(self, tags: tuple[str, ...] | list[str], sizes: Sizes,
+                         units: int | None) -> tuple[float, list[str]]:
+        """A problem's own adjustment to a transformation's rank from its tags and the session's sizes (`units`:
+        the device's SMs or CUs). Nothing by default."""
+        return 0.0, []
 
     @abstractmethod
     def arguments(self, dtype: str) -> list[BufferArg | ScalarArg]:
@@ -127,6 +208,21 @@ class Problem(ABC):
     @abstractmethod
     def tolerance(self, dtype: str, sizes: Sizes | None = None) -> Tolerance: ...
 
+    def speed_floor_ms(self, sizes: Sizes, dtype: str, peaks: Mapping[str, float], bandwidth_gbps: float | None,
+                       cache_bytes: float = 0.0) -> float | None:
+        """The least time one launch can take on a device: its flops at the fastest rate a correct kernel reaches
+        (speed_limit), or its bytes at the memory bandwidth, whichever is longer. Bytes that could sit in the last
+        level cache (`cache_bytes`) are not counted against the bandwidth. None when neither is known."""
+        floors = []
+        limit = self.speed_limit(dtype, peaks)
+        flops = self.flops(sizes)
+        if limit and flops:
+            floors.append(flops / (limit * 1e12) * 1e3)
+        moved = self.min_bytes(sizes, dtype) - cache_bytes
+        if bandwidth_gbps and moved > 0:
+            floors.append(moved / (bandwidth_gbps * 1e9) * 1e3)
+        return max(floors) if floors else None
+
     def speed_limit(self, dtype: str, peaks: Mapping[str, float]) -> float | None:
         """The fastest rate a correct kernel can reach, in TFLOP/s, from the device's peaks; None when unknown."""
         return peaks.get(self.peak_path(dtype))
@@ -177,7 +273,9 @@ class Problem(ABC):
                 )
         return checked
 
-    def check_dtype(self, dtype: str) -> str:
-        if dtype not in self.dtypes:
-            raise InvalidInput(f"dtype {dtype!r} is not offered by {self.name}", f"choose one of {list(self.dtypes)}.")
+    def check_dtype(self, dtype: str, backend: str | None = None) -> str:
+        offered = self.dtypes_for(backend) if backend else self.dtypes
+        if dtype not in offered:
+            on = f" on {backend}" if backend and dtype in self.dtypes else ""
+            raise InvalidInput(f"dtype {dtype!r} is not offered by {self.name}{on}", f"choose one of {list(offered)}.")
         return dtype

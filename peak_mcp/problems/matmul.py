@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -63,6 +64,7 @@ class Matmul(Problem):
     symbols = ("M", "N", "K")
     default_sizes = {"M": 4096, "N": 4096, "K": 4096}  # noqa: RUF012 - read-only class data
     dtypes = ("f32", "f16", "bf16")
+    yardstick = "gemm"  # cuBLAS, hipBLAS, numpy's BLAS on a CPU Vulkan device
 
     def arguments(self, dtype: str) -> list[BufferArg | ScalarArg]:
         return [
@@ -210,9 +212,9 @@ class Matmul(Problem):
         # with K (a simulation put the relative L2 error at 5e-5 and the worst element at 18 f32 roundoffs of
         # |row|·|column| at K = 32768): both bounds widen past K = 16384.
         if dtype == "f32":
-            return Tolerance(rel_l2=1e-5, roundoff=2.0**-24)
+            return Tolerance(rel_l2=1e-5, roundoff=2.0**-24, scale_words=_SCALE_WORDS)
         growth = max(1.0, (sizes or {}).get("K", 0) / 16384)
-        return Tolerance(rel_l2=1e-4 * growth, roundoff=2.0**-22, factor=8.0 * growth)
+        return Tolerance(rel_l2=1e-4 * growth, roundoff=2.0**-22, factor=8.0 * growth, scale_words=_SCALE_WORDS)
 
     def peak_path(self, dtype: str) -> str:
         return {"f32": "fp32", "f16": "fp16_tensor", "bf16": "bf16_tensor"}[dtype]
@@ -243,5 +245,57 @@ class Matmul(Problem):
         raise InvalidInput(f"unknown backend {backend!r}", "choose cuda, hip or hlsl.")
 
 
+    def source_hints(self, source: str) -> dict[str, tuple[str, ...]]:
+        found: dict[str, tuple[str, ...]] = {}
+        if _coalesced(source):
+            found["coalesced (x threads along n)"] = ("coalesced-access",)
+        if _a_tile_transposed(source):
+            found["A tile stored k-major (transposed)"] = ("transpose-a-tile-in-shared",)
+        return found
+
+    def suggestion_score(self, tags: tuple[str, ...] | list[str], sizes: Sizes,
+                         units: int | None) -> tuple[float, list[str]]:
+        if "small-mn" not in tags:
+            return 0.0, []
+        m, n, k = sizes.get("M", 0), sizes.get("N", 0), sizes.get("K", 0)
+        tiles = -(-m // 128) * -(-n // 128)
+        if units and tiles < units and k > max(m, n):
+            return 2.0, [f"only {tiles} 128x128 tiles for {units} SMs and a long K ({k})"]
+        return -1.0, []
+
+
+_SCALE_WORDS = "|row of A|·|column of B|"
+
+
 def _pow2_at_least(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
+
+
+# suggest_next's matmul-only readings of a kernel source.
+# A variable set from the x thread index: `col = blockIdx.x * blockDim.x + threadIdx.x`, `col = id.x`.
+_X_VARIABLE = re.compile(r"\b(\w+)\s*=\s*[^;,=]*?(?:threadIdx\.x|\b(?:id|tid|gid|DTid|dtid|dispatchThreadID|"
+                         r"dispatch_id|global_id|threadID|gi)\.x\b|SV_DispatchThreadID\.x)")
+_ASSIGNMENT = re.compile(r"\b(\w+)\s*=(?!=)\s*([^;,]*)")
+# A shared tile of A declared k-major, `As[BK][BM + 4]`, or named transposed (`AsT`, `As_t`, `At`).
+_SHARED_A = re.compile(r"(?:__shared__|groupshared)[^;]*?\b(\w+)\s*\[\s*([^\]]*)\]\s*\[\s*([^\]]*)\]")
+
+
+def _coalesced(source: str) -> bool:
+    """Adjacent threads (x) touch adjacent elements: an x-derived variable is the contiguous index of a row-major
+    n-indexed access, `C[row * N + col]` or `B[k * p.N + col]`."""
+    names = set(_X_VARIABLE.findall(source))
+    assignments = _ASSIGNMENT.findall(source)
+    for _ in range(3):  # `tx = threadIdx.x; col = blockIdx.x * TILE + tx;`: derived names too
+        names |= {lhs for lhs, rhs in assignments if any(re.search(rf"\b{re.escape(n)}\b", rhs) for n in names)}
+    return any(re.search(r"\[[^\[\]]*\bN\s*\+\s*" + re.escape(name) + r"\s*\]", source) for name in names)
+
+
+def _a_tile_transposed(source: str) -> bool:
+    for name, first, second in _SHARED_A.findall(source):
+        if not re.fullmatch(r"(?:s|sh|smem|tile)?_?A(?:s|sh|_s|_smem|_tile|tile)?(_?[tT])?|a_?(?:s|sh|smem|tile)",
+                            name):
+            continue
+        named_transposed = re.fullmatch(r".*_?[tT]", name) is not None  # AsT, As_t, At
+        if named_transposed or ("K" in first and "M" in second and "K" not in second):
+            return True
+    return False

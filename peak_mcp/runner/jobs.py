@@ -12,7 +12,7 @@ from peak_mcp.errors import PeakError
 from peak_mcp.evaluation import benchmark, validate
 from peak_mcp.launch import LaunchSpec, with_params
 from peak_mcp.phases import Baseline, CompileInfo, Generality, SizeFailure
-from peak_mcp.problems import get_problem
+from peak_mcp.problems import worker_problem
 from peak_mcp.problems.base import Problem
 from peak_mcp.runner.heartbeat import heartbeat
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, LaunchTarget
@@ -45,7 +45,7 @@ def evaluate(executor: Executor, job: EvaluateJob | dict[str, Any], progress: Pr
     before its time is believed."""
     job = EvaluateJob.model_validate(job)
     steps = set(job.steps)
-    problem = get_problem(job.problem)
+    problem = worker_problem(job.problem, job.declaration)
     dtype, sizes = job.dtype, job.sizes
     result = EvaluateResult(device=executor.facts)
     if job.source is not None:
@@ -81,17 +81,28 @@ def evaluate(executor: Executor, job: EvaluateJob | dict[str, Any], progress: Pr
             again.close()
             result.revalidation = again.verdict
     if "baseline" in steps:
-        progress("vendor baseline")
-        inputs = problem.make_inputs(sizes, dtype, job.seed or 0, executor.xp)
-        result.baseline = Baseline.model_validate(
-            executor.baseline(problem.name, dtype, sizes, inputs, job.time_budget_s))
+        result.baseline = yardstick(executor, problem, dtype, sizes, job.seed or 0, job.time_budget_s, progress)
     return result
+
+
+def yardstick(executor: Executor, problem: Problem, dtype: str, sizes: dict[str, int], seed: int, budget_s: float,
+              progress: Progress) -> Baseline:
+    """The problem's vendor library timed on the same inputs (Problem.yardstick: matmul's "gemm" is cuBLAS,
+    hipBLAS, or numpy's BLAS on a CPU Vulkan device), or why there is none. Yardsticks every problem has (the
+    roofline, torch eager and torch.compile from a problem file's torch_reference) belong in peak_mcp.yardsticks,
+    called from here."""
+    if problem.yardstick is None:
+        return Baseline(available=False, reason=f"{problem.name} names no vendor library; % of the device's peak "
+                                                "(its FLOP rate or its memory bandwidth) is the yardstick")
+    progress("vendor baseline")
+    inputs = problem.make_inputs(sizes, dtype, seed, executor.xp)
+    return Baseline.model_validate(executor.baseline(problem.yardstick, dtype, sizes, inputs, budget_s))
 
 
 def generality(executor: Executor, job: GeneralityJob | dict[str, Any], progress: Progress) -> GeneralityResult:
     """Validate one compiled kernel at each of job.sizes_list: one trial and the race check per size."""
     job = GeneralityJob.model_validate(job)
-    problem = get_problem(job.problem)
+    problem = worker_problem(job.problem, job.declaration)
     kernel, compiled = _compile(executor, job.source, job.spec, progress)
     if kernel is None:
         return GeneralityResult(compile=compiled)
@@ -111,6 +122,7 @@ def generality(executor: Executor, job: GeneralityJob | dict[str, Any], progress
         from peak_mcp.runner import vulkan_sanitizer
 
         result.sanitizer = vulkan_sanitizer.run(LaunchTarget(source=job.source, spec=job.spec, problem=job.problem,
+                                                             declaration=job.declaration,
                                                              dtype=job.dtype, sizes=job.sanitize_sizes,
                                                              device=executor.facts.index, backend="hlsl"),
                                                 progress)
@@ -118,6 +130,7 @@ def generality(executor: Executor, job: GeneralityJob | dict[str, Any], progress
         from peak_mcp.runner import sanitizer
 
         result.sanitizer = sanitizer.run(LaunchTarget(source=job.source, spec=job.spec, problem=job.problem,
+                                                      declaration=job.declaration,
                                                       dtype=job.dtype, sizes=job.sanitize_sizes,
                                                       device=executor.facts.index, backend=executor.backend),
                                          progress)

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from peak_mcp.launch import LaunchSpec
+from peak_mcp.problems.declared import ProblemDeclaration
 
 Sizes = dict[str, int]
 
@@ -19,6 +20,9 @@ class _Job(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     problem: str
+    # A problem file's declaration (its path and sha256 with it): the worker imports that file, and only if it still
+    # holds those bytes. None for a built-in class (matmul), found by name.
+    declaration: ProblemDeclaration | None = None
     dtype: str
     seed: int | None = None  # None: drawn per job (validation inputs differ between submissions)
 

@@ -27,6 +27,7 @@ from typing import Any
 import structlog
 
 from peak_mcp.errors import PeakError, busy_note
+from peak_mcp.problems.base import PROBLEM_CODE
 from peak_mcp.runner.isolated import python_command, safe_cwd
 from peak_mcp.runner.messages import Job
 from peak_mcp.runner.ownership import DeviceLocks, DeviceOwned
@@ -275,6 +276,13 @@ class DevicePool:
                             f"'{last_stage}') and was stopped. The worker was restarted.",
                             "check smaller sizes first; on a slow device (a CPU Vulkan driver) raise "
                             "PEAK_MCP_JOB_MAX_SECONDS.")
+                    if PROBLEM_CODE in last_stage:
+                        raise JobFailed(
+                            "problem_error",
+                            f"the problem's own code, not the kernel, made no progress for {inactivity_s:.0f} s "
+                            f"during '{last_stage}' and was stopped; the worker was restarted.",
+                            "fix the problem file (its inputs or reference never finish at these sizes), or raise "
+                            "PEAK_MCP_JOB_TIMEOUT on a slow machine.")
                     raise JobFailed(
                         "timeout",
                         f"the job reported no progress for {inactivity_s:.0f} s during '{last_stage}', the limit "

@@ -17,8 +17,9 @@ import numpy as np
 
 from peak_mcp.backends.base import Executor, KernelFault
 from peak_mcp.backends.registry import launch_spec
+from peak_mcp.errors import PeakError
 from peak_mcp.evaluation import array_module
-from peak_mcp.problems import get_problem
+from peak_mcp.problems import worker_problem
 from peak_mcp.runner.heartbeat import heartbeat
 from peak_mcp.runner.jobs import evaluate
 from peak_mcp.runner.messages import EvaluateJob, Job
@@ -63,9 +64,14 @@ class Primer:
 
     def _warmup(self, job: Job) -> EvaluateJob:
         """The problem's naive kernel at PRIME_SIZE, validated on both input sets and timed over two rotations."""
-        problem = get_problem(job.problem)
+        problem = worker_problem(job.problem, job.declaration)
         source = problem.naive_kernel(self.backend, job.dtype)
         spec = launch_spec(source, self.backend, problem.symbols)
-        return EvaluateJob(problem=job.problem, dtype=job.dtype, sizes=dict.fromkeys(problem.symbols, PRIME_SIZE),
+        sizes = dict.fromkeys(problem.symbols, PRIME_SIZE)
+        try:
+            sizes = problem.check_sizes(sizes)
+        except PeakError:  # a problem's own constraints: its defaults meet them
+            sizes = dict(problem.default_sizes)
+        return EvaluateJob(problem=job.problem, declaration=job.declaration, dtype=job.dtype, sizes=sizes,
                            source=source, spec=spec, steps=["compile", "validate", "benchmark"], trials=2,
                            time_budget_s=0.01, min_reps=4, max_reps=8)

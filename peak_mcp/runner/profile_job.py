@@ -185,8 +185,9 @@ def _counters(executor: Executor, job: ProfileJob, sizes: dict[str, int], entry:
     workdir = tempfile.mkdtemp(prefix="peak-ncu-", dir=safe_cwd())
     try:
         job_file = Path(workdir, "job.json")
-        job_file.write_text(LaunchTarget(source=job.source, spec=job.spec, problem=job.problem, dtype=job.dtype,
-                                         sizes=sizes, device=executor.facts.index).model_dump_json())
+        job_file.write_text(LaunchTarget(source=job.source, spec=job.spec, problem=job.problem,
+                                         declaration=job.declaration, dtype=job.dtype, sizes=sizes,
+                                         device=executor.facts.index).model_dump_json())
         failure = None
         for metrics in (tuple(NCU_METRICS), _NCU_CORE):
             failure = _ncu_run(ncu, metrics, entry, job_file, workdir, progress)

@@ -138,11 +138,13 @@ def target(job_file: str) -> int:
     from peak_mcp.backends.hip import HipOnCudaExecutor
     from peak_mcp.dtypes import itemsize
     from peak_mcp.launch import with_params
-    from peak_mcp.problems import get_problem
+    from peak_mcp.problems import worker_problem
     from peak_mcp.problems.base import BufferArg, ScalarArg
+    from peak_mcp.problems.declared import allow_problem_code
 
+    allow_problem_code()  # a worker's child: the problem's inputs come from its own code
     job = LaunchTarget.model_validate_json(Path(job_file).read_text())
-    problem, dtype, sizes = get_problem(job.problem), job.dtype, job.sizes
+    problem, dtype, sizes = worker_problem(job.problem, job.declaration), job.dtype, job.sizes
     executor = (HipOnCudaExecutor if job.backend == "hip" else CudaExecutor)(job.device, flush=False)
     spec = job.spec
     kernel = executor.compile(with_params(job.source, spec.config()), spec)

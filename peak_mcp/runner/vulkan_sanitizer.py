@@ -138,11 +138,11 @@ def run(job: LaunchTarget, progress: Callable[[str], None] | None = None) -> San
 def _buffer_bytes(job: LaunchTarget) -> dict[int, str]:
     """{bytes: buffer name(s)} of the launch's buffers, to name the one a message's descriptor size belongs to."""
     from peak_mcp.dtypes import itemsize
-    from peak_mcp.problems import get_problem
+    from peak_mcp.problems import worker_problem
     from peak_mcp.problems.base import BufferArg
 
     named: dict[int, list[str]] = {}
-    for arg in get_problem(job.problem).arguments(job.dtype):
+    for arg in worker_problem(job.problem, job.declaration).arguments(job.dtype):
         if isinstance(arg, BufferArg):
             nbytes = max(4, (arg.count(job.sizes) * itemsize(arg.dtype) + 3) // 4 * 4)
             named.setdefault(nbytes, []).append(arg.name)
@@ -207,11 +207,13 @@ def target(job_file: str) -> int:
     from peak_mcp.backends.hlsl import HlslExecutor
     from peak_mcp.dtypes import itemsize
     from peak_mcp.launch import with_params
-    from peak_mcp.problems import get_problem
+    from peak_mcp.problems import worker_problem
     from peak_mcp.problems.base import BufferArg, ScalarArg
+    from peak_mcp.problems.declared import allow_problem_code
 
+    allow_problem_code()  # a worker's child: the problem's inputs come from its own code
     job = LaunchTarget.model_validate_json(Path(job_file).read_text())
-    problem, dtype, sizes = get_problem(job.problem), job.dtype, job.sizes
+    problem, dtype, sizes = worker_problem(job.problem, job.declaration), job.dtype, job.sizes
     executor = HlslExecutor(job.device)
     try:
         spec = job.spec

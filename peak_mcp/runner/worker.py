@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from peak_mcp.backends.base import KernelFault
 from peak_mcp.backends.confined import configure
 from peak_mcp.errors import PeakError
+from peak_mcp.problems.declared import allow_problem_code
 from peak_mcp.sandbox import Protection, confine, worker_policy
 
 
@@ -56,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     from peak_mcp.runner.tune_job import tune
 
     options = json.loads(args.options)
-    protection = _confine(options.pop("confinement", None))
+    allow_problem_code()  # a worker imports problem files (their inputs and references); the server never does
+    protection = _confine(options.pop("confinement", None), options.pop("problem_dirs", []))
     try:
         executor = open_executor(args.backend, None if args.device < 0 else args.device, **options)
     except Exception as exc:
@@ -93,10 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _confine(confinement: dict[str, object] | None) -> Protection:
+def _confine(confinement: dict[str, object] | None, problem_dirs: list[str]) -> Protection:
     """Before any device or compiler is opened: the compile limits for this process's compilers, and the worker's
-    own confinement. Caches that tools would write under $HOME are kept inside the private working directory,
-    except cupy's kernel cache, which is granted where it is (a warm cache spares the first validation ~15 s)."""
+    own confinement, with the operator's problem folders readable. Caches that tools would write under $HOME are
+    kept inside the private working directory, except cupy's kernel cache, which is granted where it is (a warm
+    cache spares the first validation ~15 s)."""
     if confinement is None:  # a worker started by hand or by a test: unconfined, default compile limits
         return Protection(0, "not asked for")
     limits = configure(**confinement)
@@ -108,7 +111,7 @@ def _confine(confinement: dict[str, object] | None) -> Protection:
     cupy_cache = os.environ.setdefault("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache"))
     with contextlib.suppress(OSError):
         os.makedirs(cupy_cache, exist_ok=True)
-    return confine(worker_policy(workdir, [cupy_cache]), landlock=limits.sandbox)
+    return confine(worker_policy(workdir, [cupy_cache], problem_dirs), landlock=limits.sandbox)
 
 
 def _end() -> None:

@@ -11,7 +11,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from peak_mcp.apply import Applier
-from peak_mcp.catalog import Catalog, Transformation
+from peak_mcp.catalog import Catalog, DeviceDescriptor, Transformation
 from peak_mcp.errors import NotFound, PeakError
 from peak_mcp.models import StatsReport, TransformationList, TransformationSummary, TransformationText
 from peak_mcp.responses import result
@@ -33,13 +33,24 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
     async def list_transformations(
         backend: Annotated[str | None, BACKEND] = None, device: Annotated[str | None, Field(
             description="device name, arch (sm_90) or family (hopper); portable ones always match")] = None,
-        problem: Annotated[str | None, Field(description="e.g. matmul")] = None,
+        problem: Annotated[str | None, Field(description="e.g. matmul, softmax; texts naming no problem apply to "
+                                                         "any")] = None,
         tag: Annotated[str | None, Field(description="e.g. memory, tensor-cores")] = None,
         text: Annotated[str | None, Field(description="case-insensitive search in id, title and text")] = None,
         dtype: Annotated[str | None, DTYPE] = None,
+        session_id: Annotated[str | None, Field(
+            description="a session: its problem, backend, dtype and device filter where not given")] = None,
     ) -> Annotated[types.CallToolResult, TransformationList]:
-        """The natural-transformation catalog, filtered."""
+        """The natural-transformation catalog, filtered (by a session's problem, backend, dtype and device with
+        session_id)."""
         descriptor = _device_descriptor(device)
+        if session_id is not None:
+            try:
+                session = service.store.session(session_id)
+            except PeakError as exc:
+                raise ToolError(str(exc)) from None
+            backend, dtype, problem = backend or session.backend, dtype or session.dtype, problem or session.problem
+            descriptor = descriptor or DeviceDescriptor.of(service.device_of(session))
         found = catalog.list(backend=backend, device=descriptor, problem=problem, tag=tag, text=text, dtype=dtype)
         return result(TransformationList(transformations=[_summary(t) for t in found],
                                   errors=[e.model_dump() if hasattr(e, "model_dump") else dict(e.__dict__)
@@ -106,8 +117,8 @@ OPTIMIZE_PROMPT = """Optimize the {problem} kernel on the {backend} backend ({dt
 1. Call doctor to see which backends and devices this machine has.
 2. Call start_session(problem="{problem}", backend="{backend}", dtype="{dtype}", sizes={{...}}). Read version 0's
    time, TFLOP/s, % of peak and the vendor baseline: the gap tells you how far there is to go.
-3. Call list_transformations(backend="{backend}", device=<the session's device name>) and read the candidates'
-   summaries; fetch full texts with get_transformation(id, backend, device) when unsure.
+3. Call list_transformations(session_id=<the session>) (texts for its problem, backend, dtype and device) and read
+   the candidates' summaries; fetch full texts with get_transformation(id, backend, device) when unsure.
 4. Apply one transformation at a time: apply_transformation(session_id, id). If your client cannot sample, the
    tool returns a brief; rewrite the kernel as it says and call submit_kernel(session_id, source,
    transformation=id). Before each step, predict what should move (time, TFLOP/s) and why.

@@ -14,7 +14,7 @@ from pydantic import Field
 from peak_mcp.apply import Applier
 from peak_mcp.catalog import Catalog
 from peak_mcp.errors import PeakError
-from peak_mcp.host_paths import for_agent
+from peak_mcp.host_paths import for_agent, problems_for_agent
 from peak_mcp.models import (
     CheckReport,
     DiffReport,
@@ -58,7 +58,7 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
     @mcp.tool(annotations=READ_ONLY)
     async def list_problems() -> Annotated[types.CallToolResult, ProblemList]:
         """Problems the server can check and time, with size symbols, dtypes and the kernel ABI per backend."""
-        return result(ProblemList(problems=service.list_problems()))
+        return result(problems_for_agent(await call(None, service.list_problems)))
 
     @mcp.tool(annotations=RECORDS)
     async def start_session(

@@ -38,6 +38,7 @@ class Entry:
     unaligned: dict[str, Any] | None = None
     fault: bool = False
     note: str = ""
+    problem: str = "matmul"
 
     @property
     def path(self) -> Path:
@@ -71,11 +72,13 @@ def aligned(sizes: dict[str, int]) -> bool:
     return all(v % TILE == 0 for v in sizes.values())
 
 
-def load_manifest(backend: str | None = None) -> list[Entry]:
+def load_manifest(backend: str | None = None, problem: str | None = "matmul") -> list[Entry]:
+    """The entries for `backend` (every backend: None) and `problem` (every problem: None)."""
     raw = yaml.safe_load(MANIFEST.read_text())["entries"]
     entries = []
     for item in raw:
-        known = {"class", "file", "backend", "status", "failure", "generality_fails", "unaligned", "fault", "note"}
+        known = {"class", "file", "backend", "status", "failure", "generality_fails", "unaligned", "fault", "note",
+                 "problem"}
         unknown = set(item) - known
         if unknown:
             raise ValueError(f"manifest entry {item.get('file')}: unknown keys {sorted(unknown)}")
@@ -83,7 +86,8 @@ def load_manifest(backend: str | None = None) -> list[Entry]:
                              status=_tuple(item["status"]), failure=_tuple(item.get("failure")),
                              generality_fails=bool(item.get("generality_fails", False)),
                              unaligned=item.get("unaligned"), fault=bool(item.get("fault", False)),
-                             note=str(item.get("note", ""))))
+                             note=str(item.get("note", "")), problem=str(item.get("problem", "matmul"))))
+    entries = [e for e in entries if problem is None or e.problem == problem]
     if backend == "hip":  # the CUDA kernels, as HIP: each must get the verdict its CUDA twin gets
         return [replace(e, backend="hip") for e in entries if e.backend == "cuda"]
     return [e for e in entries if backend is None or e.backend == backend]

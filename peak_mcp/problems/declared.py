@@ -1,0 +1,679 @@
+"""Problems as data plus a reference: a problem file's declaration (`ProblemDeclaration`, pure data) and the
+`DeclaredProblem` built from it.
+
+The server reads a declaration (sizes, buffers, expressions, kernel texts) and never the file's Python: a
+declaration comes from a confined subprocess (`peak_mcp.problems.describe`) and is validated here like any other
+untrusted JSON. The worker-side methods (`make_inputs`, `reference`, `reference_at`) import the file, after
+checking its sha256 against the declaration's, and only in a process that said it is a worker
+(`allow_problem_code`): anywhere else they refuse. docs/problems.md describes the format.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import inspect
+import keyword
+import math
+import re
+import sys
+import threading
+import traceback
+import types
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from peak_mcp.dtypes import from_float, itemsize, to_float64, uniform
+from peak_mcp.errors import AnnotationError, InvalidInput, PeakError
+from peak_mcp.launch import _FUNCS, evaluate, evaluate_condition
+from peak_mcp.problems.base import BufferArg, Problem, Reference, ScalarArg, Sizes, Tolerance
+
+BACKEND_NAMES = ("cuda", "hip", "hlsl")
+DTYPE_NAMES = ("f32", "f16", "bf16")
+UNIT_ROUNDOFF = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
+MAX_SYMBOLS, MAX_BUFFERS, MAX_RANK = 8, 16, 4
+MAX_KERNEL_CHARS = 256 * 1024
+MAX_ELEMENTS = 1 << 31  # per buffer, as for every problem
+NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
+RESERVED = frozenset({*_FUNCS, "p", "T", "xp", "to_f32", "from_f32", "main"})  # names the ABI or grammar uses
+
+# Tolerance defaults (docs/problems.md, Tolerance; DeclaredProblem.references): the bound of element i is
+# FACTOR * (|lp_i - ref_i| + FLOOR * (u_out * m_i + u_f32 * s_i)), and the relative L2 error stays under REL_L2_SHARE
+# of the bounds' norm. Measured with tools/false_failures.py (every shipped kernel of every problem, at every sampled
+# size) and a simulation of summation orders and fast-math exp at the default sizes: see the commit that set them.
+FACTOR = 2.0
+FLOOR = 4.0
+REL_L2_SHARE = 0.25
+COMPUTE_ROUNDOFF = 2.0**-24  # kernels compute in f32 whatever the storage type
+
+# Sizes the generality check samples (see generality_sizes): per symbol, in declaration order, cycled.
+_BELOW_TILE = (7, 5, 3, 6)
+_ODD = (100, 77, 53, 91)
+_PRIMES = (97, 89, 101, 103)
+_PAST_POW2 = (65, 129, 33, 257)
+_SMALL = (7, 67, 5, 35)
+ABOVE_WORK = 2.0**26  # the most one size above the session's may cost (flops or bytes): ~0.1 s on lavapipe
+SAMPLED_WORK = 2.0**27  # the most one awkward size may cost
+
+
+# --- who may run problem code --------------------------------------------------------------------------------
+_allowed = threading.local()
+_process_allowed = False
+
+
+def allow_problem_code() -> None:
+    """Called once at the start of a process that may import problem files: a device worker, the describe
+    subprocess, a sanitizer's launch target. The server never calls it."""
+    global _process_allowed
+    _process_allowed = True
+
+
+@contextlib.contextmanager
+def problem_code_allowed() -> Iterator[None]:
+    """Problem code allowed on this thread for a while: for tests and maintainer tools that play the worker."""
+    before = getattr(_allowed, "on", False)
+    _allowed.on = True
+    try:
+        yield
+    finally:
+        _allowed.on = before
+
+
+def may_run_problem_code() -> bool:
+    return _process_allowed or getattr(_allowed, "on", False)
+
+
+class ProblemCodeError(PeakError):
+    """The problem's own code failed or broke its declaration: the problem file is at fault, not the kernel."""
+
+    kind = "problem_error"
+
+    def __init__(self, message: str, hint: str | None = None, line: int | None = None) -> None:
+        super().__init__(message, hint)
+        self.line = line  # in the problem file
+
+
+# --- the declaration -----------------------------------------------------------------------------------------
+class BufferDecl(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    shape: tuple[str, ...]
+    dtype: str | None = None  # pinned; None: the session's dtype
+
+
+class ScalarDecl(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    expr: str
+
+
+class ToleranceDecl(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    factor: float | None = Field(None, gt=0, le=1e6)
+    floor: float | None = Field(None, gt=0, le=1e9)
+    rel_l2: float | None = Field(None, gt=0, le=1.0)
+
+
+class ProblemDeclaration(BaseModel):
+    """Everything the server knows of a problem file, as data. `lines` maps each declared name (and function)
+    to its line in the file, so an error can point there."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    title: str = Field(max_length=200)
+    doc: str = Field("", max_length=2000)
+    sizes: dict[str, int]
+    dtypes: tuple[str, ...]
+    inputs: list[BufferDecl]
+    outputs: list[BufferDecl]
+    scalars: list[ScalarDecl]
+    flops: str = "0"
+    bytes: str | None = None
+    constraints: tuple[str, ...] = ()
+    ranges: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    tolerance: ToleranceDecl | None = None
+    naive: dict[str, str] = Field(default_factory=dict)  # "cuda" or "cuda:f16" -> kernel text
+    has_generate: bool = False
+    has_error_scale: bool = False
+    has_torch_reference: bool = False
+    reference_takes_xp: bool = False
+    path: str
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    lines: dict[str, int] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not NAME.fullmatch(value):
+            raise ValueError(f"NAME {value!r} must match [a-z][a-z0-9_]{{0,39}}")
+        return value
+
+    @field_validator("title")
+    @classmethod
+    def _title(cls, value: str) -> str:
+        if not value.strip() or any(ord(c) < 32 for c in value):
+            raise ValueError("TITLE must be one line of text")
+        return value.strip()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ProblemDeclaration:
+        def fail(key: str, why: str) -> ValueError:
+            return ValueError(f"{key}: {why}")
+
+        if not 1 <= len(self.sizes) <= MAX_SYMBOLS:
+            raise fail("SIZES", f"declare 1 to {MAX_SYMBOLS} size symbols")
+        for symbol, value in self.sizes.items():
+            _identifier(symbol, "SIZES", "size symbol")
+            if isinstance(value, bool) or value < 1:
+                raise fail("SIZES", f"{symbol}={value!r} must be a positive integer")
+        if not self.dtypes or len(set(self.dtypes)) != len(self.dtypes) or set(self.dtypes) - set(DTYPE_NAMES):
+            raise fail("DTYPES", f"a non-empty list of distinct dtypes among {list(DTYPE_NAMES)}")
+        buffers = [*self.inputs, *self.outputs]
+        if not self.outputs:
+            raise fail("OUTPUTS", "declare at least one output")
+        if len(buffers) > MAX_BUFFERS:
+            raise fail("INPUTS", f"at most {MAX_BUFFERS} buffers")
+        seen: set[str] = set()
+        for key, group in (("INPUTS", self.inputs), ("OUTPUTS", self.outputs)):
+            for buf in group:
+                _identifier(buf.name, key, "buffer name")
+                if buf.name in seen or buf.name in self.sizes:
+                    raise fail(key, f"buffer {buf.name!r} is declared twice or is also a size symbol")
+                seen.add(buf.name)
+                if not 1 <= len(buf.shape) <= MAX_RANK:
+                    raise fail(key, f"{buf.name}: a shape of 1 to {MAX_RANK} expressions")
+                if buf.dtype is not None and buf.dtype not in DTYPE_NAMES:
+                    raise fail(key, f"{buf.name}: dtype {buf.dtype!r} is not one of {list(DTYPE_NAMES)}")
+                for expr in buf.shape:
+                    _expression(expr, self.sizes, f"{key} {buf.name}")
+        names = set()
+        for scalar in self.scalars:
+            _identifier(scalar.name, "SCALARS", "scalar name")
+            if scalar.name in seen or scalar.name in names:
+                raise fail("SCALARS", f"{scalar.name!r} is declared twice or is also a buffer")
+            names.add(scalar.name)
+            _expression(scalar.expr, self.sizes, f"SCALARS {scalar.name}")
+        _expression(self.flops, self.sizes, "FLOPS")
+        if self.bytes is not None:
+            _expression(self.bytes, self.sizes, "BYTES")
+        for condition in self.constraints:
+            try:
+                holds = evaluate_condition(condition, self.sizes, where="CONSTRAINTS")
+            except AnnotationError as exc:
+                raise fail("CONSTRAINTS", exc.message) from None
+            if not holds:
+                raise fail("CONSTRAINTS", f"the default sizes {self.sizes} break {condition!r}")
+        for name, (lo, hi) in self.ranges.items():
+            if name not in {b.name for b in self.inputs}:
+                raise fail("RANGE", f"{name!r} is not an input")
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise fail("RANGE", f"{name}: ({lo}, {hi}) is not a finite range with low < high")
+        for key, text in self.naive.items():
+            backend, _, dtype = key.partition(":")
+            if backend not in BACKEND_NAMES or (dtype and dtype not in self.dtypes):
+                raise fail("NAIVE", f"key {key!r}: a backend ({', '.join(BACKEND_NAMES)}), optionally "
+                                    "':' and one of the problem's dtypes")
+            if not text.strip() or len(text) > MAX_KERNEL_CHARS:
+                raise fail("NAIVE", f"{key}: the kernel text is empty or over {MAX_KERNEL_CHARS} characters")
+        for buf in buffers:
+            count = math.prod(evaluate(e, self.sizes) for e in buf.shape)
+            if count > MAX_ELEMENTS:
+                raise fail("SIZES", f"the default sizes {self.sizes} make buffer {buf.name} hold {count:,} "
+                                    f"elements, over the limit of {MAX_ELEMENTS:,}")
+            if count < 1:
+                raise fail("SIZES", f"the default sizes make buffer {buf.name} empty")
+        return self
+
+    def line_of(self, key: str) -> int | None:
+        return self.lines.get(key)
+
+    def where(self, key: str | None = None) -> str:
+        """`file` or `file:line` for a declared name."""
+        line = self.lines.get(key) if key else None
+        return f"{self.path}:{line}" if line else self.path
+
+
+def _identifier(name: str, key: str, what: str) -> None:
+    if not IDENTIFIER.fullmatch(name) or keyword.iskeyword(name) or name in RESERVED or name.startswith("__"):
+        raise ValueError(f"{key}: {what} {name!r} is not a usable identifier (a C identifier of up to 32 "
+                         f"characters, not one of {sorted(RESERVED)})")
+
+
+def _expression(expr: str, sizes: Mapping[str, int], where: str) -> int:
+    try:
+        value = evaluate(expr, sizes, where=where)
+    except AnnotationError as exc:
+        raise ValueError(exc.message) from None
+    if value < 0:
+        raise ValueError(f"{where}: {expr!r} is negative ({value}) at the default sizes")
+    return value
+
+
+# --- kernel texts: the dtype prelude every naive kernel starts with --------------------------------------------
+_CUDA_PRELUDE = {
+    "f32": ("", "float", "v", "v"),
+    "f16": ("#include <cuda_fp16.h>\n", "__half", "__half2float(v)", "__float2half_rn(v)"),
+    "bf16": ("#include <cuda_bf16.h>\n", "__nv_bfloat16", "__bfloat162float(v)", "__float2bfloat16_rn(v)"),
+}
+_HIP_PRELUDE = {
+    "f32": ("", "float"),
+    "f16": ("#include <hip/hip_fp16.h>\n", "__half"),
+    "bf16": ("#include <hip/hip_bfloat16.h>\n", "hip_bfloat16"),
+}
+C_TYPE = {"cuda": {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"},
+          "hip": {"f32": "float", "f16": "__half", "bf16": "hip_bfloat16"},
+          "hlsl": {"f32": "float", "f16": "half"}}
+
+
+def prelude(backend: str, dtype: str) -> str:
+    """What a naive kernel's text is preceded by: the storage type `T` of the session's dtype and two
+    conversions, `to_f32(T)` and `from_f32(float)` (round to nearest)."""
+    head = f"// dtype {dtype}: T is the storage type, to_f32 reads an element, from_f32 rounds a float to T\n"
+    if backend == "cuda":
+        include, t, load, store = _CUDA_PRELUDE[dtype]
+        return (f"{head}{include}typedef {t} T;\n"
+                f"__device__ __forceinline__ float to_f32(T v) {{ return {load}; }}\n"
+                f"__device__ __forceinline__ T from_f32(float v) {{ return {store}; }}\n")
+    if backend == "hip":
+        include, t = _HIP_PRELUDE[dtype]
+        load, store = ("v", "v") if dtype == "f32" else ("static_cast<float>(v)", "T(v)")
+        return (f"{head}#include <hip/hip_runtime.h>\n{include}typedef {t} T;\n"
+                f"__device__ __forceinline__ float to_f32(T v) {{ return {load}; }}\n"
+                f"__device__ __forceinline__ T from_f32(float v) {{ return {store}; }}\n")
+    t = C_TYPE["hlsl"][dtype]
+    return (f"{head}typedef {t} T;\n"
+            "float to_f32(T v) { return (float)v; }\n"
+            "T from_f32(float v) { return (T)v; }\n")
+
+
+_HIP_NOTE = ("HIP: include <hip/hip_runtime.h> (and <hip/hip_fp16.h> for __half, <hip/hip_bfloat16.h> for "
+             "hip_bfloat16); no other headers. The same source targets AMD (64-lane waves) and, through a CUDA "
+             "device header, NVIDIA (32-lane warps): use warpSize, not a literal 64, and keep AMD-only builtins "
+             "under #if defined(__HIP_PLATFORM_AMD__).")
+
+
+# --- the problem ---------------------------------------------------------------------------------------------
+class DeclaredProblem(Problem):
+    """A problem from a declaration. Server-side methods read only the declaration; worker-side ones import the
+    problem file (in a worker process only)."""
+
+    def __init__(self, declaration: ProblemDeclaration) -> None:
+        d = self.declaration = declaration
+        self.name, self.title = d.name, d.title
+        self.symbols = tuple(d.sizes)
+        self.default_sizes = dict(d.sizes)
+        self.dtypes = tuple(d.dtypes)
+        self.backends = tuple(b for b in BACKEND_NAMES if any(k.partition(":")[0] == b for k in d.naive))
+        self.source = d.path
+        self.yardstick = None
+
+    def wire(self) -> dict[str, Any]:
+        return {"problem": self.name, "declaration": self.declaration}
+
+    # --- server side: data only ------------------------------------------------------------------------------
+    def _shape(self, buf: BufferDecl, sizes: Sizes) -> tuple[int, ...]:
+        return tuple(evaluate(e, sizes, where=f"{buf.name} shape") for e in buf.shape)
+
+    def arguments(self, dtype: str) -> list[BufferArg | ScalarArg]:
+        args: list[BufferArg | ScalarArg] = []
+        for buf, is_output in [*((b, False) for b in self.declaration.inputs),
+                               *((b, True) for b in self.declaration.outputs)]:
+            args.append(BufferArg(buf.name, buf.dtype or dtype, functools.partial(self._shape, buf),
+                                  is_output=is_output))
+        for scalar in self.declaration.scalars:
+            args.append(ScalarArg(scalar.name, functools.partial(_scalar, scalar.expr)))
+        return args
+
+    def _buffer_words(self, buf: BufferDecl, backend: str, dtype: str, is_output: bool) -> str:
+        t = C_TYPE[backend].get(buf.dtype or dtype, "float")
+        shape = "×".join(buf.shape)
+        return f"{buf.name} ({t}, {shape}{', read-write' if is_output and backend == 'hlsl' else ''})"
+
+    def abi(self, backend: str, dtype: str) -> str:
+        d = self.declaration
+        what = (d.doc.splitlines()[0] if d.doc.strip() else d.title).strip()
+        buffers = [(b, False) for b in d.inputs] + [(b, True) for b in d.outputs]
+        pinned = [f"{b.name} is always {b.dtype}" for b, _ in buffers if b.dtype]
+        semantics = f"{what} Row-major buffers" + (f"; {', '.join(pinned)}" if pinned else "") + "."
+        if backend == "hlsl":
+            bindings = ", ".join(f"[[vk::binding({i})]] {self._buffer_words(b, backend, dtype, out)}"
+                                 for i, (b, out) in enumerate(buffers))
+            params = " ".join(f"uint {s.name};" for s in d.scalars)
+            lines = [semantics,
+                     f"{bindings}: StructuredBuffer/RWStructuredBuffer or ByteAddressBuffer/RWByteAddressBuffer.",
+                     f"Sizes in a push-constant block: struct Params {{ {params} }}; "
+                     "[[vk::push_constant]] ConstantBuffer<Params> p;" if d.scalars else "No push constants.",
+                     "Annotation: // peak: entry=main groups=(gx, gy, gz); the thread-group size is [numthreads]."]
+        else:
+            params = [f"{'' if out else 'const '}{C_TYPE[backend].get(b.dtype or dtype, 'float')}* {b.name}"
+                      for b, out in buffers] + [f"int {s.name}" for s in d.scalars]
+            lines = [semantics, f'extern "C" __global__ void <entry>({", ".join(params)})',
+                     "Annotation: // peak: entry=<entry> grid=(gx, gy, gz) block=(bx, by, bz) shared=<dynamic bytes>.",
+                     "Buffers are 256-byte aligned; sizes need not be multiples of any tile unless the session says "
+                     "so."]
+            if backend == "hip":
+                lines.append(_HIP_NOTE)
+        shapes = "; ".join(f"{b.name}: {' x '.join(b.shape)}" for b, _ in buffers)
+        lines.append(f"Shapes: {shapes}. Outputs are poisoned (NaN) before every launch and must be fully written, "
+                     "the same bits on every launch; inputs are read-only; nothing may outlive a launch.")
+        if d.constraints:
+            lines.append(f"The problem holds only at sizes where {' and '.join(d.constraints)}.")
+        return "\n".join(lines)
+
+    def check_sizes(self, sizes: Mapping[str, object] | None) -> dict[str, int]:
+        checked = super().check_sizes(sizes)
+        for condition in self.declaration.constraints:
+            if not evaluate_condition(condition, checked, where="the problem's constraint"):
+                raise InvalidInput(f"sizes {checked} break {self.name}'s own constraint {condition!r}",
+                                   f"choose sizes where {' and '.join(self.declaration.constraints)}.")
+        return checked
+
+    def flops(self, sizes: Sizes) -> float:
+        return float(evaluate(self.declaration.flops, sizes, where="FLOPS"))
+
+    def min_bytes(self, sizes: Sizes, dtype: str) -> float:
+        if self.declaration.bytes is not None:
+            return float(evaluate(self.declaration.bytes, sizes, where="BYTES"))
+        return float(sum(arg.count(sizes) * itemsize(arg.dtype) for arg in self.arguments(dtype)
+                         if isinstance(arg, BufferArg)))
+
+    def peak_path(self, dtype: str) -> str:
+        return "fp32"  # elementwise and reduction work runs on the f32 cores, whatever the storage type
+
+    def tolerance(self, dtype: str, sizes: Sizes | None = None) -> Tolerance:
+        """Element i of an output within factor * (|lp - ref| + floor * (u_out * m + u_f32 * s)): see references.
+        `rel_l2` here is nominal: each reference carries its own bound (or the file's TOLERANCE rel_l2)."""
+        given = self.declaration.tolerance or ToleranceDecl()
+        return Tolerance(rel_l2=given.rel_l2 or REL_L2_SHARE, roundoff=COMPUTE_ROUNDOFF,
+                         factor=given.factor or FACTOR, floor=given.floor or FLOOR, with_lp=True,
+                         scale_words="the problem's error scale" if self.declaration.has_error_scale else
+                         "max(|ref|, rms(ref))")
+
+    def naive_kernel(self, backend: str, dtype: str) -> str:
+        d = self.declaration
+        text = d.naive.get(f"{backend}:{dtype}") or d.naive.get(backend)
+        if text is None:
+            raise InvalidInput(f"{self.name} has no naive kernel for {backend}",
+                               f"{self.name} offers {', '.join(self.backends) or 'no backend'}.")
+        self.check_dtype(dtype, backend)
+        return prelude(backend, dtype) + text
+
+    def generality_sizes(self, sizes: Sizes) -> list[dict[str, int]]:
+        """Every symbol 1; below a tile; odd; prime; one past a power of two; one symbol large and the others small
+        (each way round, for two or more symbols); near the session's sizes. Each within SAMPLED_WORK."""
+        symbols = self.symbols
+
+        def cycle(values: tuple[int, ...]) -> dict[str, int]:
+            return {s: values[i % len(values)] for i, s in enumerate(symbols)}
+
+        candidates = [dict.fromkeys(symbols, 1), cycle(_BELOW_TILE), cycle(_ODD), cycle(_PRIMES), cycle(_PAST_POW2)]
+        for big, value in ((0, 1031), (1, 1029)):
+            if big < len(symbols):
+                small = iter(_SMALL)
+                candidates.append({s: value if i == big else next(small) for i, s in enumerate(symbols)})
+        candidates.append({s: min(sizes[s], 512) + 3 if i % 2 == 0 else max(min(sizes[s], 512) - 1, 2)
+                           for i, s in enumerate(symbols)})
+        kept: list[dict[str, int]] = []
+        for candidate in candidates:
+            if candidate not in kept and self.work(candidate) <= SAMPLED_WORK:
+                kept.append(candidate)
+        return kept
+
+    def sizes_above(self, sizes: Sizes) -> list[list[dict[str, int]]]:
+        """Per symbol: at least 4x the session's and 4096, rounded to a power of two plus 5, then 2x, then just
+        past the session's; the other symbols small and odd (33, 19, ...) or smaller (5, 3, ...), the first choice
+        within ABOVE_WORK."""
+        groups = []
+        for symbol in self.symbols:
+            s = sizes[symbol]
+            group = []
+            for big in dict.fromkeys((_pow2_at_least(max(4 * s, 4096)) + 5, _pow2_at_least(2 * s) + 5, s + 7)):
+                if big <= s:
+                    continue
+                for others in ((33, 19, 17, 13), (5, 3, 3, 3)):
+                    rest = iter(others * 2)
+                    candidate = {k: big if k == symbol else next(rest) for k in self.symbols}
+                    try:
+                        if self.work(candidate) <= ABOVE_WORK and self.check_sizes(candidate) == candidate:
+                            group.append(candidate)
+                            break
+                    except InvalidInput:
+                        continue
+            groups.append(group)
+        return groups
+
+    # --- worker side: the problem file's code ------------------------------------------------------------------
+    def module(self) -> types.ModuleType:
+        return load_module(self.declaration)
+
+    def _call(self, function: str, *args: Any, **kwargs: Any) -> Any:
+        """A function of the problem file, with any exception turned into a ProblemCodeError naming the file and
+        the line where it was raised."""
+        fn = getattr(self.module(), function)
+        try:
+            return fn(*args, **kwargs)
+        except PeakError:
+            raise
+        except Exception as exc:
+            line = self._raised_at(exc)
+            where = f"{self.declaration.path}:{line}" if line else self.declaration.path
+            raise ProblemCodeError(
+                f"the problem's own code failed, not the kernel: {function}() in {where} raised "
+                f"{type(exc).__name__}: {str(exc)[:300]}",
+                f"fix the problem file {self.declaration.path}.", line) from None
+
+    def _raised_at(self, exc: BaseException) -> int | None:
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == self.declaration.path]
+        return frames[-1].lineno if frames else None
+
+    def _keywords(self, function: str, sizes: Sizes, xp: Any | None = None) -> dict[str, Any]:
+        """The size keywords (and `xp`) a problem function takes."""
+        try:
+            params = inspect.signature(getattr(self.module(), function)).parameters
+        except (TypeError, ValueError):
+            return dict(sizes)
+        takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        chosen = {k: v for k, v in sizes.items() if takes_all or k in params}
+        if xp is not None and ("xp" in params or takes_all):
+            chosen["xp"] = xp
+        return chosen
+
+    def _bad(self, function: str, why: str) -> ProblemCodeError:
+        return ProblemCodeError(f"the problem's own code is wrong, not the kernel: {function}() at "
+                                f"{self.declaration.where(function)} {why}",
+                                f"fix the problem file {self.declaration.path}.", self.declaration.line_of(function))
+
+    def make_inputs(self, sizes: Sizes, dtype: str, seed: int, xp: Any) -> dict[str, Any]:
+        self.module()  # worker-side, whether or not the file generates its inputs: refused elsewhere
+        inputs: dict[str, Any] = {}
+        for i, buf in enumerate(self.declaration.inputs):
+            shape = self._shape(buf, sizes)
+            count = math.prod(shape)
+            stored_dtype = buf.dtype or dtype
+            if self.declaration.has_generate:
+                values = self._call("generate", buf.name, shape, np.random.default_rng([seed, i]))
+                values = self._checked_array("generate", values, shape, f"input {buf.name}", np)
+                stored = xp.asarray(from_float(values.astype(np.float32).reshape(-1), stored_dtype))
+            else:
+                lo, hi = self.declaration.ranges.get(buf.name, (-1.0, 1.0))
+                values = (uniform(xp, seed * 64 + i, count) * (hi - lo) + lo).astype(np.float32)
+                stored = from_float(values, stored_dtype)
+                zero = to_float64(stored, stored_dtype) == 0  # never zeros (also after rounding to 16 bits)
+                if bool(zero.any()):
+                    fill = hi / 2 if hi != 0 else lo / 2
+                    stored[zero] = from_float(xp.asarray([fill], np.float32), stored_dtype)[0]
+            inputs[buf.name] = stored
+        return inputs
+
+    def _checked_array(self, function: str, value: Any, shape: tuple[int, ...], what: str, xp: Any) -> Any:
+        """`value` as a float64 array of `shape` (numpy or cupy), or a ProblemCodeError that says what is wrong."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = xp.full(shape, float(value))
+        if not hasattr(value, "shape") or not hasattr(value, "dtype"):
+            raise self._bad(function, f"returned {type(value).__name__} for {what}, not an array")
+        if value.dtype.kind not in "fiu":
+            raise self._bad(function, f"returned dtype {value.dtype} for {what}: a real-valued array is needed")
+        if tuple(value.shape) != tuple(shape):
+            if math.prod(value.shape) == math.prod(shape) and len(value.shape) == 1:
+                value = value.reshape(shape)
+            else:
+                raise self._bad(function, f"returned shape {tuple(value.shape)} for {what}; the declaration says "
+                                          f"{tuple(shape)}")
+        value = value.astype(np.float64)
+        if not bool(xp.isfinite(value).all()):
+            raise self._bad(function, f"returned NaN or Inf in {what}")
+        return value
+
+    def _outputs(self, function: str, result: Any, sizes: Sizes, xp: Any) -> dict[str, Any]:
+        """A reference's (or error scale's) result as {output name: float64 array of its shape}."""
+        names = [b.name for b in self.declaration.outputs]
+        if isinstance(result, Mapping):
+            missing = [n for n in names if n not in result]
+            if missing:
+                raise self._bad(function, f"returned no {missing} (a dict by output name is expected)")
+            values = [result[n] for n in names]
+        elif isinstance(result, tuple | list) and not hasattr(result, "shape"):
+            if len(result) != len(names):
+                raise self._bad(function, f"returned {len(result)} values for {len(names)} outputs {names}")
+            values = list(result)
+        else:
+            if len(names) != 1:
+                raise self._bad(function, f"returned one array for {len(names)} outputs {names}")
+            values = [result]
+        return {buf.name: self._checked_array(function, v, self._shape(buf, sizes), f"output {buf.name}", xp)
+                for buf, v in zip(self.declaration.outputs, values, strict=True)}
+
+    def _reference_values(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, xp: Any,
+                          precision: Any) -> dict[str, Any]:
+        """The reference function on the stored inputs converted to `precision` (float64: the reference; float32:
+        lp), computed with xp where the function takes it, else on the host."""
+        host = not self.declaration.reference_takes_xp and xp is not np
+        mod = np if host else xp
+        args = []
+        for buf in self.declaration.inputs:
+            value = to_float64(inputs[buf.name], buf.dtype or dtype).reshape(self._shape(buf, sizes))
+            if host:
+                value = xp.asnumpy(value)
+            args.append(value.astype(precision))
+        keywords = self._keywords("reference", sizes, mod if self.declaration.reference_takes_xp else None)
+        result = self._call("reference", *args, **keywords)
+        outputs = self._outputs("reference", result, sizes, mod)
+        return {k: xp.asarray(v) for k, v in outputs.items()} if host else outputs
+
+    def _error_scale(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, xp: Any) -> dict[str, Any]:
+        args = [xp.asnumpy(v) if xp is not np else v for v in
+                (to_float64(inputs[b.name], b.dtype or dtype).reshape(self._shape(b, sizes))
+                 for b in self.declaration.inputs)]
+        result = self._call("error_scale", *args, **self._keywords("error_scale", sizes))
+        scales = self._outputs("error_scale", result, sizes, np)
+        return {k: xp.abs(xp.asarray(v)) for k, v in scales.items()}
+
+    def references(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, xp: Any) -> dict[str, Reference]:
+        """Every output's reference and bound. The bound of element i is
+
+            factor * (|lp_i - ref_i| + floor * (u_out * m_i + u_f32 * s_i))
+
+        ref: the reference in float64; lp: the same reference fed the stored inputs in float32 and rounded to the
+        output's dtype (what a straightforward correct kernel computes); m = max(|ref|, rms(ref)) (rounding the
+        output: u_out is its dtype's unit roundoff); s: the problem's error scale, m by default (computing in f32).
+        It is folded into Reference.scale over the tolerance's factor * floor * u_f32. The relative L2 error, taken
+        against ||m||, must stay under REL_L2_SHARE of the bounds' norm (or the file's TOLERANCE rel_l2)."""
+        tol = self.tolerance(dtype)
+        given = self.declaration.tolerance
+        exact = self._reference_values(inputs, sizes, dtype, xp, np.float64)
+        rough = self._reference_values(inputs, sizes, dtype, xp, np.float32)
+        scales = self._error_scale(inputs, sizes, dtype, xp) if self.declaration.has_error_scale else None
+        refs = {}
+        for buf in self.declaration.outputs:
+            out_dtype = buf.dtype or dtype
+            ref = exact[buf.name].reshape(-1)
+            lp = to_float64(from_float(rough[buf.name].reshape(-1).astype(np.float32), out_dtype), out_dtype)
+            rms = float(xp.sqrt(xp.mean(ref * ref))) if ref.size else 0.0
+            magnitude = xp.maximum(xp.abs(ref), rms or 1.0)
+            scale = scales[buf.name].reshape(-1) if scales is not None else magnitude
+            folded = (scale + magnitude * (UNIT_ROUNDOFF[out_dtype] / COMPUTE_ROUNDOFF)
+                      + xp.abs(lp - ref) / (tol.floor * COMPUTE_ROUNDOFF))
+            norm = float(xp.linalg.norm(magnitude)) or 1.0
+            rel_l2 = given.rel_l2 if given and given.rel_l2 else \
+                REL_L2_SHARE * tol.elementwise * float(xp.linalg.norm(folded)) / norm
+            refs[buf.name] = Reference(ref, None, folded, norm=norm, rel_l2=rel_l2)
+        return refs
+
+    def reference(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, seed: int, max_flops: float,
+                  xp: Any) -> dict[str, Reference]:
+        return self.references(inputs, sizes, dtype, xp)
+
+    def reference_at(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, indices: np.ndarray,
+                     to_host: Any) -> tuple[np.ndarray, np.ndarray]:
+        # A problem file says nothing of which inputs an element needs: the whole first output, on the host.
+        host = {name: to_host(value) for name, value in inputs.items()}
+        ref = next(iter(self.references(host, sizes, dtype, np).values()))
+        return ref.values[indices], ref.scale[indices]
+
+    def torch_reference(self) -> Callable[..., Any] | None:
+        """The problem file's torch_reference (worker side), for the torch yardsticks; None when it has none."""
+        return getattr(self.module(), "torch_reference", None) if self.declaration.has_torch_reference else None
+
+
+def _scalar(expr: str, sizes: Sizes) -> int:
+    return evaluate(expr, sizes, where="SCALARS")
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+# --- loading a problem file in a worker ------------------------------------------------------------------------
+_modules: dict[tuple[str, str], types.ModuleType] = {}
+_loading = threading.Lock()
+
+
+def load_module(declaration: ProblemDeclaration) -> types.ModuleType:
+    """The problem file's module, executed from the bytes whose sha256 the declaration names; refused outside a
+    process that may run problem code."""
+    if not may_run_problem_code():
+        raise PeakError(f"refusing to import the problem file {declaration.path} in this process: problem code "
+                        "runs only in worker processes", "this is a bug in peak-mcp; please report it.")
+    key = (declaration.path, declaration.sha256)
+    with _loading:
+        if key in _modules:
+            return _modules[key]
+        module = execute_file(Path(declaration.path), declaration.sha256)
+        _modules[key] = module
+        return module
+
+
+def execute_file(path: Path, sha256: str | None = None) -> types.ModuleType:
+    """Run a problem file as a module (not registered in sys.modules under its own name, so two files never share
+    one). `sha256`: the file must still hold exactly those bytes."""
+    if not may_run_problem_code():
+        raise PeakError(f"refusing to run the problem file {path} in this process", None)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ProblemCodeError(f"cannot read the problem file {path}: {exc.strerror}",
+                               "the worker reads problem files where the server found them.") from None
+    digest = hashlib.sha256(data).hexdigest()
+    if sha256 is not None and digest != sha256:
+        raise ProblemCodeError(f"the problem file {path} changed since the server read it",
+                               "call list_problems (the server reads it again) and start a new session.")
+    module = types.ModuleType(f"peak_problem_{digest[:16]}")
+    module.__file__ = str(path)
+    code = compile(data, str(path), "exec", dont_inherit=True)
+    sys.modules[module.__name__] = module  # dataclasses and pickling look their module up there
+    try:
+        exec(code, module.__dict__)
+    except BaseException:
+        sys.modules.pop(module.__name__, None)
+        raise
+    return module

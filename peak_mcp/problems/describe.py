@@ -1,0 +1,266 @@
+"""Read a problem file's declaration in a process of its own: `python -m peak_mcp.problems.describe FILE`.
+
+The server runs this confined (Landlock: the system and Python trees and the file's own folder read-only, a scratch
+folder writable), under memory and CPU limits and a timeout (`peak_mcp.problems.registry`). It imports the file,
+turns its upper-case names into a `ProblemDeclaration`, and tries the file's code once at small sizes (inputs,
+reference, error scale: each output the declared shape, finite), so that a broken file is reported when it is
+found, not in the middle of a session. It writes one JSON object to its standard output,
+`{"declaration": {...}}` or `{"error": "...", "line": N}`; what the problem file prints goes to standard error.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import json
+import os
+import sys
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from peak_mcp.errors import PeakError
+
+NAIVE_SUFFIXES = (".cu", ".hip", ".hlsl", ".txt")
+KEYS = ("NAME", "TITLE", "SIZES", "DTYPES", "INPUTS", "OUTPUTS", "SCALARS", "FLOPS", "BYTES", "CONSTRAINTS",
+        "RANGE", "TOLERANCE", "NAIVE")
+FUNCTIONS = ("reference", "generate", "error_scale", "torch_reference")
+SMOKE_SIZES = (5, 8, 16, 64, 3, 2, 1, 128)
+
+
+class DescribeError(Exception):
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.message, self.line = message, line
+
+
+def top_level_lines(source: str) -> dict[str, int]:
+    """Line of each top-level name a problem file assigns or defines."""
+    lines: dict[str, int] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    lines.setdefault(target.id, node.lineno)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines.setdefault(node.name, node.lineno)
+    return lines
+
+
+def describe_file(path: Path) -> dict[str, Any]:
+    """The declaration of the problem file at `path`, as JSON data; DescribeError naming the line otherwise."""
+    from peak_mcp.problems import declared
+    from peak_mcp.problems.declared import DeclaredProblem, ProblemDeclaration, execute_file
+
+    data = path.read_bytes()
+    sha256 = hashlib.sha256(data).hexdigest()
+    try:
+        text = data.decode("utf-8")
+        lines = top_level_lines(text)
+    except UnicodeDecodeError as exc:
+        raise DescribeError(f"the file is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except SyntaxError as exc:
+        raise DescribeError(f"syntax error: {exc.msg}", exc.lineno) from None
+    try:
+        module = execute_file(path, sha256)
+    except SyntaxError as exc:
+        raise DescribeError(f"syntax error: {exc.msg}", exc.lineno) from None
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt from a problem file too
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
+        raise DescribeError(f"importing it raised {type(exc).__name__}: {str(exc)[:300]}",
+                            frames[-1].lineno if frames else None) from None
+    names = vars(module)
+
+    def fail(key: str, why: str) -> DescribeError:
+        return DescribeError(f"{key}: {why}", lines.get(key))
+
+    if "NAME" not in names:
+        raise DescribeError("declares no NAME (a problem file sets NAME, SIZES, INPUTS, OUTPUTS and defines "
+                            "reference; see docs/problems.md)")
+    if not callable(names.get("reference")):
+        raise DescribeError("defines no reference(...) function (float64 inputs -> the outputs)")
+    doc = (module.__doc__ or "").strip()
+    sizes = names.get("SIZES")
+    if not isinstance(sizes, Mapping) or not sizes:
+        raise fail("SIZES", "a dict of size symbols and their default values, e.g. {'ROWS': 8192, 'COLS': 8192}")
+    declaration = {
+        "name": names["NAME"], "title": names.get("TITLE") or (doc.splitlines()[0] if doc else names["NAME"]),
+        "doc": doc[:2000], "sizes": dict(sizes), "dtypes": _names_tuple(names.get("DTYPES", ("f32",)), "DTYPES", fail),
+        "inputs": _buffers(names.get("INPUTS", {}), "INPUTS", fail),
+        "outputs": _buffers(names.get("OUTPUTS"), "OUTPUTS", fail),
+        "scalars": _scalars(names.get("SCALARS", tuple(sizes)), fail),
+        "flops": _expr(names.get("FLOPS", 0), "FLOPS", fail) or "0",
+        "bytes": _expr(names.get("BYTES"), "BYTES", fail),
+        "constraints": _names_tuple(names.get("CONSTRAINTS", ()), "CONSTRAINTS", fail),
+        "ranges": _ranges(names.get("RANGE", {}), fail),
+        "tolerance": _tolerance(names.get("TOLERANCE"), fail),
+        "naive": _naive(names.get("NAIVE", {}), path.parent, fail),
+        "has_generate": callable(names.get("generate")),
+        "has_error_scale": callable(names.get("error_scale")),
+        "has_torch_reference": callable(names.get("torch_reference")),
+        "reference_takes_xp": _takes_xp(names["reference"]),
+        "path": str(path), "sha256": sha256,
+        "lines": {k: v for k, v in lines.items() if k in KEYS or k in FUNCTIONS},
+    }
+    try:
+        checked = ProblemDeclaration.model_validate(declaration)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        message = str(first.get("msg", "")).removeprefix("Value error, ")
+        key = message.split(":", 1)[0] if message.split(":", 1)[0] in KEYS else \
+            _key_of(first.get("loc", ()))
+        where = f"{key}: " if key and not message.startswith(key) else ""
+        raise DescribeError(f"{where}{message}", lines.get(key or "")) from None
+    declared._modules[(str(path), sha256)] = module  # the smoke test uses this import, not a second one
+    _smoke_test(DeclaredProblem(checked))
+    return checked.model_dump(mode="json")
+
+
+def _smoke_test(problem: Any) -> None:
+    """Inputs and the reference at one small size set: every output the declared shape, finite."""
+    candidates = [dict.fromkeys(problem.symbols, v) for v in SMOKE_SIZES]
+    candidates += problem.generality_sizes(problem.default_sizes)
+    for sizes in candidates:
+        try:
+            problem.check_sizes(sizes)
+        except PeakError:
+            continue
+        break
+    else:
+        return  # no small size meets the constraints: the first session's validation tries the code
+    import numpy as np
+
+    try:
+        inputs = problem.make_inputs(sizes, problem.dtypes[0], 0, np)
+        problem.reference(inputs, sizes, problem.dtypes[0], 0, float("inf"), np)
+    except PeakError as exc:
+        raise DescribeError(f"at sizes {sizes}: {exc.message}", getattr(exc, "line", None)) from None
+
+
+def _key_of(loc: tuple[Any, ...]) -> str | None:
+    field = str(loc[0]) if loc else ""
+    return {"name": "NAME", "title": "TITLE", "sizes": "SIZES", "dtypes": "DTYPES", "inputs": "INPUTS",
+            "outputs": "OUTPUTS", "scalars": "SCALARS", "flops": "FLOPS", "bytes": "BYTES",
+            "constraints": "CONSTRAINTS", "ranges": "RANGE", "tolerance": "TOLERANCE", "naive": "NAIVE"}.get(field)
+
+
+def _takes_xp(function: Any) -> bool:
+    try:
+        return "xp" in inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _names_tuple(value: Any, key: str, fail: Any) -> list[str]:
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, tuple | list) or not all(isinstance(v, str) for v in value):
+        raise fail(key, "a tuple of strings")
+    return list(value)
+
+
+def _expr(value: Any, key: str, fail: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise fail(key, f"an integer or an expression over the size symbols (a string), not {type(value).__name__}")
+    return str(value)
+
+
+def _buffers(value: Any, key: str, fail: Any) -> list[dict[str, Any]]:
+    if not isinstance(value, Mapping):
+        raise fail(key, "a dict: name -> shape (a tuple of expressions), or name -> (dtype, shape)")
+    buffers = []
+    for name, spec in value.items():
+        dtype = None
+        if isinstance(spec, tuple | list) and len(spec) == 2 and isinstance(spec[0], str) and \
+                spec[0] in ("f32", "f16", "bf16") and isinstance(spec[1], tuple | list):
+            dtype, spec = spec
+        if isinstance(spec, str | int):
+            spec = (spec,)
+        if not isinstance(spec, tuple | list) or not all(isinstance(e, str | int) and not isinstance(e, bool)
+                                                          for e in spec):
+            raise fail(key, f"{name}: a shape is a tuple of expressions, e.g. ('ROWS', 'COLS')")
+        buffers.append({"name": str(name), "shape": [str(e) for e in spec], "dtype": dtype})
+    return buffers
+
+
+def _scalars(value: Any, fail: Any) -> list[dict[str, str]]:
+    if isinstance(value, Mapping):
+        return [{"name": str(k), "expr": _expr(v, "SCALARS", fail) or ""} for k, v in value.items()]
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, tuple | list) or not all(isinstance(v, str) for v in value):
+        raise fail("SCALARS", "a tuple of size symbols, or a dict: argument name -> expression")
+    return [{"name": v, "expr": v} for v in value]
+
+
+def _ranges(value: Any, fail: Any) -> dict[str, list[float]]:
+    if not isinstance(value, Mapping):
+        raise fail("RANGE", "a dict: input name -> (low, high)")
+    ranges = {}
+    for name, pair in value.items():
+        if not isinstance(pair, tuple | list) or len(pair) != 2 or \
+                not all(isinstance(v, int | float) and not isinstance(v, bool) for v in pair):
+            raise fail("RANGE", f"{name}: a pair of numbers (low, high)")
+        ranges[str(name)] = [float(pair[0]), float(pair[1])]
+    return ranges
+
+
+def _tolerance(value: Any, fail: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise fail("TOLERANCE", "None, or a dict with any of factor, floor, rel_l2")
+    return dict(value)
+
+
+def _naive(value: Any, folder: Path, fail: Any) -> dict[str, str]:
+    """NAIVE's texts: a value that names a file beside the problem file is that file's text."""
+    if not isinstance(value, Mapping):
+        raise fail("NAIVE", "a dict: backend -> kernel text or the name of a file beside the problem file")
+    texts = {}
+    for key, text in value.items():
+        if not isinstance(text, str):
+            raise fail("NAIVE", f"{key}: a kernel text or a file name")
+        if "\n" not in text and text.strip().endswith(NAIVE_SUFFIXES):
+            target = (folder / text.strip()).resolve()
+            if target.parent != folder.resolve() and folder.resolve() not in target.parents:
+                raise fail("NAIVE", f"{key}: {text!r} is outside the problem file's folder")
+            try:
+                text = target.read_text()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise fail("NAIVE", f"{key}: cannot read {text!r} beside the problem file: {exc}") from None
+        texts[str(key)] = text
+    return texts
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m peak_mcp.problems.describe FILE", file=sys.stderr)
+        return 2
+    result = os.fdopen(os.dup(1), "w")  # the answer's channel; what the problem prints goes to stderr
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    from peak_mcp.problems.declared import allow_problem_code
+
+    allow_problem_code()
+    try:
+        answer: dict[str, Any] = {"declaration": describe_file(Path(args[0]).resolve())}
+    except DescribeError as exc:
+        answer = {"error": exc.message, "line": exc.line}
+    except Exception as exc:  # a bug here, not in the file: still an answer the server can show
+        answer = {"error": f"describing the file failed: {type(exc).__name__}: {exc}", "line": None}
+    result.write(json.dumps(answer) + "\n")
+    result.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

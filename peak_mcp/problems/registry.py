@@ -1,0 +1,275 @@
+"""Where problems come from, by name: built-in classes (matmul: trusted code shipped with the server), then problem
+files, each read by a confined subprocess (`describe`) and cached by content.
+
+Precedence for a name, highest first (docs/problems.md): problems defined in the data directory, operator
+directories (`--problems DIR`, `PEAK_MCP_PROBLEMS`, in the order given), the shipped problem files, the built-in
+classes. A file that cannot be read (syntax error, an exception or a hang at import, a declaration that does not
+hold, a reference that returns the wrong shape) is left out with an error naming it and its line, and so is a file
+that declares a name another file of the same source already took; the server goes on with the rest.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+from pydantic import BaseModel, ValidationError
+
+from peak_mcp.errors import NotFound
+from peak_mcp.problems.base import Problem
+from peak_mcp.problems.declared import DeclaredProblem, ProblemDeclaration
+from peak_mcp.runner.isolated import python_command
+from peak_mcp.sandbox import SYSTEM_READ, Policy, confined_command, python_runtime_paths, tool_paths
+
+log = structlog.get_logger("peak_mcp.problems")
+BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
+DESCRIBE_TIMEOUT_S = 60.0  # importing numpy and running the reference at small sizes takes about a second
+DESCRIBE_MEMORY_BYTES = 4 << 30
+MAX_FILE_BYTES = 1 << 20
+
+
+class ProblemFileError(BaseModel):
+    """A problem file left out (level error) or a note on one (level warning: it shadows another)."""
+
+    file: str
+    line: int | None = None
+    message: str
+    level: str = "error"
+
+    def __str__(self) -> str:
+        return f"{self.file}{f':{self.line}' if self.line else ''}: {self.message}"
+
+
+class DescribeFailed(Exception):
+    def __init__(self, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.message, self.line = message, line
+
+
+@dataclass
+class _Entry:
+    fingerprint: str
+    problem: DeclaredProblem | None = None
+    error: ProblemFileError | None = None
+
+
+@dataclass
+class Source:
+    """One place problem files come from: a folder, its kind (defined, operator, shipped) and its rank."""
+
+    folder: Path
+    kind: str
+
+
+# Declarations already read in this process, by (path, fingerprint): servers built one after another in a test
+# process, or a list_problems after nothing changed, describe nothing again.
+_described: dict[tuple[str, str], ProblemDeclaration] = {}
+_described_lock = threading.Lock()
+
+
+def fingerprint(path: Path) -> str:
+    """The file's sha256, and the size and time of every other file in its folder (kernel texts it names)."""
+    digest = hashlib.sha256(path.read_bytes())
+    for sibling in sorted(path.parent.iterdir()):
+        if sibling != path and sibling.is_file() and sibling.suffix != ".py":
+            stat = sibling.stat()
+            digest.update(f"{sibling.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+def describe_in_subprocess(path: Path, *, sandbox: bool = True,
+                           timeout_s: float = DESCRIBE_TIMEOUT_S) -> ProblemDeclaration:
+    """Run `peak_mcp.problems.describe` on `path` confined (the file's folder readable, a scratch folder writable,
+    4 GiB of memory, CPU time and wall time bounded) and validate its answer here."""
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    with tempfile.TemporaryDirectory(prefix="peak-describe-") as workdir:
+        policy = Policy(read=(*SYSTEM_READ, *python_runtime_paths(), *tool_paths(), str(path.parent)),
+                        write=(workdir,), memory_bytes=DESCRIBE_MEMORY_BYTES, cpu_seconds=int(timeout_s) + 1)
+        command = confined_command(policy, python_command(sys.executable, "peak_mcp.problems.describe", str(path)),
+                                   enabled=sandbox)
+        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+               "TMPDIR": workdir, "HOME": workdir}
+        process = subprocess.Popen(command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
+        try:
+            out, err = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise DescribeFailed(f"reading it took more than {timeout_s:g} s and was stopped (a loop or a wait at "
+                                 "import, or a reference far too slow at small sizes)") from None
+    answer = None
+    for line in reversed(out.strip().splitlines()):
+        try:
+            answer = json.loads(line)
+            break
+        except json.JSONDecodeError:
+            continue
+    if not isinstance(answer, dict):
+        if process.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
+            raise DescribeFailed("reading it went past its CPU time or memory limit and was stopped")
+        tail = [line for line in err.strip().splitlines() if line.strip()][-3:]
+        raise DescribeFailed(f"reading it ended without an answer (exit {process.returncode}): "
+                             f"{' | '.join(tail)[:400] or 'no output'}")
+    if "error" in answer:
+        line = answer.get("line")
+        raise DescribeFailed(str(answer["error"])[:1000], line if isinstance(line, int) else None)
+    try:
+        declaration = ProblemDeclaration.model_validate(answer.get("declaration"))
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise DescribeFailed(f"its declaration does not hold: {first.get('msg')} at {first.get('loc')}") from None
+    if declaration.path != str(path) or declaration.sha256 != sha:
+        raise DescribeFailed("it changed while it was read; read again with list_problems")
+    return declaration
+
+
+class ProblemRegistry:
+    """Every problem this server offers, by name. `refresh` (start, list_problems, start_session) reads files
+    that are new or changed; `get` is the lookup everything else uses."""
+
+    def __init__(self, folders: Iterable[Path] = (), *, defined: Path | None = None,
+                 builtin_dir: Path | None = BUILTIN_DIR, classes: Iterable[Problem] = (), sandbox: bool = True,
+                 timeout_s: float = DESCRIBE_TIMEOUT_S) -> None:
+        self.sources: list[Source] = []
+        if defined is not None:
+            self.sources.append(Source(defined, "defined"))
+        self.sources += [Source(Path(f).expanduser().resolve(), "operator") for f in folders]
+        if builtin_dir is not None:
+            self.sources.append(Source(builtin_dir, "shipped"))
+        self.classes = {p.name: p for p in classes}
+        self.sandbox, self.timeout_s = sandbox, timeout_s
+        self._entries: dict[Path, _Entry] = {}
+        self._by_name: dict[str, Problem] = {}
+        self._errors: list[ProblemFileError] = []
+        self._lock = threading.RLock()
+        self._loaded = False
+
+    def files(self) -> list[tuple[Source, Path]]:
+        found = []
+        for source in self.sources:
+            try:
+                paths = sorted(p for p in source.folder.glob("*.py") if not p.name.startswith("_"))
+            except OSError:
+                continue
+            found += [(source, p.resolve()) for p in paths if p.is_file()]
+        return found
+
+    def refresh(self) -> None:
+        """Read the files that are new or changed since the last look (in parallel, each confined), then settle
+        which file each name comes from."""
+        with self._lock:
+            files = self.files()
+            todo: dict[Path, str] = {}
+            errors: list[ProblemFileError] = []
+            for _, path in files:
+                try:
+                    if path.stat().st_size > MAX_FILE_BYTES:
+                        errors.append(ProblemFileError(file=str(path), message=f"over {MAX_FILE_BYTES} bytes"))
+                        continue
+                    print_ = fingerprint(path)
+                except OSError as exc:
+                    errors.append(ProblemFileError(file=str(path), message=f"cannot read it: {exc.strerror}"))
+                    continue
+                entry = self._entries.get(path)
+                if entry is None or entry.fingerprint != print_:
+                    todo[path] = print_
+            if todo:
+                with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, len(todo))) as pool:
+                    for path, entry in zip(todo, pool.map(lambda item: self._read(*item), todo.items()),
+                                           strict=True):
+                        self._entries[path] = entry
+            self._settle(files, errors)
+            self._loaded = True
+
+    def _read(self, path: Path, print_: str) -> _Entry:
+        key = (str(path), print_)
+        with _described_lock:
+            cached = _described.get(key)
+        if cached is None:
+            try:
+                cached = describe_in_subprocess(path, sandbox=self.sandbox, timeout_s=self.timeout_s)
+            except DescribeFailed as exc:
+                log.warning("problem file left out", file=str(path), line=exc.line, error=exc.message)
+                return _Entry(print_, error=ProblemFileError(file=str(path), line=exc.line, message=exc.message))
+            except OSError as exc:
+                return _Entry(print_, error=ProblemFileError(file=str(path), message=f"cannot read it: {exc}"))
+            with _described_lock:
+                _described[key] = cached
+        return _Entry(print_, problem=DeclaredProblem(cached))
+
+    def _settle(self, files: list[tuple[Source, Path]], errors: list[ProblemFileError]) -> None:
+        by_name: dict[str, Problem] = {}
+        kind_of: dict[str, str] = {}
+        for source, path in files:
+            entry = self._entries.get(path)
+            if entry is None:
+                continue
+            if entry.error is not None:
+                errors.append(entry.error)
+                continue
+            problem = entry.problem
+            assert problem is not None
+            d = problem.declaration
+            if problem.name in by_name:
+                first = by_name[problem.name]
+                if kind_of[problem.name] == source.kind:  # two files of one source: the later one is left out
+                    errors.append(ProblemFileError(
+                        file=str(path), line=d.line_of("NAME"),
+                        message=f"NAME {problem.name!r} is already declared by {first.source}; rename one"))
+                continue  # a source of lower precedence: shadowed (noted below)
+            by_name[problem.name] = problem
+            kind_of[problem.name] = source.kind
+        for name, problem in self.classes.items():
+            if name in by_name:
+                errors.append(ProblemFileError(file=by_name[name].source, level="warning",
+                                               message=f"it replaces the built-in {name}"))
+            else:
+                by_name[name] = problem
+        for source, path in files:  # a file shadowed by one of higher precedence: a warning on it
+            entry = self._entries.get(path)
+            if entry and entry.problem and by_name.get(entry.problem.name) is not entry.problem and \
+                    kind_of.get(entry.problem.name) != source.kind:
+                errors.append(ProblemFileError(file=str(path), level="warning",
+                                               message=f"{entry.problem.name!r} is taken by "
+                                                       f"{by_name[entry.problem.name].source}, which wins"))
+        self._by_name, self._errors = by_name, errors
+
+    def _ensure(self) -> None:
+        if not self._loaded:
+            self.refresh()
+
+    def get(self, name: str) -> Problem:
+        with self._lock:
+            self._ensure()
+            found = self._by_name.get(name)
+            if found is not None:
+                return found
+            failed = [e for e in self._errors if e.level == "error" and Path(e.file).stem == name]
+        if failed:
+            raise NotFound(f"problem {name!r} is not available: its file failed to load: {failed[0]}",
+                           "fix the problem file, then call list_problems (it reads changed files again).")
+        raise NotFound(f"unknown problem {name!r}", f"call list_problems; known: {sorted(self._by_name)}.")
+
+    def problems(self) -> list[Problem]:
+        with self._lock:
+            self._ensure()
+            return sorted(self._by_name.values(), key=lambda p: (p.name != "matmul", p.name))
+
+    @property
+    def errors(self) -> list[ProblemFileError]:
+        with self._lock:
+            self._ensure()
+            return list(self._errors)
+

@@ -1,0 +1,159 @@
+"""False failures of the problem tolerances, and what they still catch, measured through MCP.
+
+For every problem file that ships with the server (softmax, rmsnorm, row_sum) and every dtype the backend offers,
+starts a session (version 0 is the shipped naive kernel: validated at the session's sizes, then at every sampled
+size, the generality check) and submits every correct variant in tools/data/problems/<problem>/ for the backend
+(group reductions, online softmax, fast math, FMA). A version that is not benchmarked, or whose generality check
+failed, is a false failure: the count must be 0. Then, for each (problem, dtype), it submits the naive kernel with
+one output element (row 1, column 2) multiplied by 1 + eps for eps = 2^-6, 2^-7, ... and prints the smallest eps
+that is still caught (the next smaller one passed), and how: failed at the session's sizes (wrong_result), or
+not_general (at a sampled size, where the same element weighs more).
+
+Runs `python -m peak_mcp serve` over stdio (the server a client sees); on a machine without a GPU, --backend hlsl
+on lavapipe. Example:
+
+    python tools/false_failures.py --backend hlsl --sizes ROWS=64,COLS=100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+from peak_mcp.problems.declared import prelude
+
+ROOT = Path(__file__).resolve().parent.parent
+VARIANTS = ROOT / "tools" / "data" / "problems"
+SUFFIX = {"cuda": ".cu", "hip": ".cu", "hlsl": ".hlsl"}
+# The store of the output in each naive kernel, and the same store with one element scaled by (1 + EPS).
+INJECT = {
+    ("softmax", "hlsl"): (r"y\[base \+ c\] = from_f32\((.*)\);",
+                          r"y[base + c] = from_f32((\1) * ((row == 1 && c == 2) ? (1.0 + EPS) : 1.0));"),
+    ("rmsnorm", "hlsl"): (r"y\[base \+ c\] = from_f32\((.*)\);",
+                          r"y[base + c] = from_f32((\1) * ((row == 1 && c == 2) ? (1.0 + EPS) : 1.0));"),
+    ("row_sum", "hlsl"): (r"y\[row\] = sum;", r"y[row] = sum * ((row == 1) ? (1.0 + EPS) : 1.0);"),
+    ("softmax", "cuda"): (r"out\[c\] = from_f32\((.*)\);",
+                          r"out[c] = from_f32((\1) * ((row == 1 && c == 2) ? (1.0f + EPS) : 1.0f));"),
+    ("rmsnorm", "cuda"): (r"out\[c\] = from_f32\((.*)\);",
+                          r"out[c] = from_f32((\1) * ((row == 1 && c == 2) ? (1.0f + EPS) : 1.0f));"),
+    ("row_sum", "cuda"): (r"y\[row\] = sum;", r"y[row] = sum * ((row == 1) ? (1.0f + EPS) : 1.0f);"),
+}
+INJECT.update({(problem, "hip"): pattern for (problem, backend), pattern in list(INJECT.items())
+               if backend == "cuda"})
+
+
+def injected(naive: str, problem: str, backend: str, eps: float) -> str:
+    pattern, replacement = INJECT[(problem, backend)]
+    text, count = re.subn(pattern, replacement.replace("EPS", repr(eps)), naive)
+    assert count == 1, f"the injection pattern for {problem} on {backend} does not match its naive kernel"
+    return text
+
+
+def parse_sizes(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in (part.split("=") for part in text.split(","))}
+
+
+async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    if result.is_error:
+        raise RuntimeError(f"{tool}: {result.content[0].text}")
+    return result.structured_content or {}
+
+
+def verdict(report: dict[str, Any]) -> tuple[bool, str]:
+    """(passed everywhere, one line): benchmarked, and general where generality ran."""
+    generality = report.get("generality") or {}
+    ok = report["status"] == "benchmarked" and generality.get("passed") is not False
+    validation = report.get("validation") or {}
+    ratio = validation.get("max_error_over_bound")
+    sizes = len(generality.get("sizes_checked") or [])
+    line = (f"{report['status']:<12} max error/bound {ratio if ratio is not None else '-':<8} "
+            f"generality {generality.get('passed')} at {sizes} sizes")
+    if not ok:
+        line += f": {(report.get('message') or '')[:300]}"
+    return ok, line
+
+
+async def measure(args: argparse.Namespace) -> dict[str, Any]:
+    data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="peak-false-failures-"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(":")}
+    server = StdioServerParameters(command=sys.executable, args=["-m", "peak_mcp", "--data-dir", str(data_dir),
+                                                                  "serve"], env=env, cwd=str(ROOT))
+    out: dict[str, Any] = {"backend": args.backend, "sizes": args.sizes, "runs": [], "caught": []}
+    false_failures = kernels = 0
+    async with Client(server, read_timeout_seconds=3600) as client:
+        listed = await call(client, "list_problems", {})
+        problems = {p["name"]: p for p in listed["problems"]}
+        for name in args.problems:
+            info = problems[name]
+            for dtype in info["dtypes_by_backend"].get(args.backend, []):
+                if args.dtypes and dtype not in args.dtypes:
+                    continue
+                started = time.perf_counter()
+                session = await call(client, "start_session", {"problem": name, "backend": args.backend,
+                                                               "dtype": dtype, "sizes": args.sizes,
+                                                               "label": f"false failures {name} {dtype}"})
+                sid = session["session_id"]
+                v0 = session["version_0"]
+                ok, line = verdict(v0)
+                kernels += 1
+                false_failures += not ok
+                print(f"{name:8} {dtype:4} naive              {line}", flush=True)
+                out["runs"].append({"problem": name, "dtype": dtype, "kernel": "naive", "ok": ok, "line": line})
+                for path in sorted((VARIANTS / name).glob(f"*{SUFFIX[args.backend]}")):
+                    source = prelude(args.backend, dtype) + path.read_text()
+                    report = await call(client, "submit_kernel", {"session_id": sid, "source": source})
+                    ok, line = verdict(report)
+                    kernels += 1
+                    false_failures += not ok
+                    print(f"{name:8} {dtype:4} {path.stem:<18} {line}", flush=True)
+                    out["runs"].append({"problem": name, "dtype": dtype, "kernel": path.stem, "ok": ok,
+                                        "line": line})
+                naive = (await call(client, "get_version", {"session_id": sid, "version": 0}))["source"]
+                smallest, how = None, ""
+                for k in range(args.from_exp, args.to_exp + 1):
+                    eps = 2.0**-k
+                    report = await call(client, "submit_kernel", {
+                        "session_id": sid, "source": injected(naive, name, args.backend, eps)})
+                    if report["status"] == "benchmarked":  # passed at its sizes and every sampled one
+                        break
+                    smallest, how = k, f"{report['status']}: {report.get('failure')}"
+                caught = f"2^-{smallest} = {2.0**-smallest:.3g} ({how})" if smallest else "none of them"
+                print(f"{name:8} {dtype:4} smallest single-element relative error caught: {caught} "
+                      f"({time.perf_counter() - started:.0f} s)", flush=True)
+                out["caught"].append({"problem": name, "dtype": dtype, "smallest_caught_exp": smallest})
+    out["kernels"], out["false_failures"] = kernels, false_failures
+    print(f"\nfalse failures: {false_failures} of {kernels} correct kernels (each at the session's sizes and at "
+          "every sampled size)")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", default="hlsl", choices=["cuda", "hip", "hlsl"])
+    parser.add_argument("--sizes", type=parse_sizes, default={"ROWS": 64, "COLS": 100})
+    parser.add_argument("--problems", type=lambda t: t.split(","), default=["softmax", "rmsnorm", "row_sum"])
+    parser.add_argument("--dtypes", type=lambda t: t.split(","), default=None)
+    parser.add_argument("--from-exp", type=int, default=6, help="the largest eps injected is 2^-FROM")
+    parser.add_argument("--to-exp", type=int, default=26, help="the smallest eps injected is 2^-TO")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    args = parser.parse_args()
+    out = anyio.run(measure, args)
+    if args.out:
+        args.out.write_text(json.dumps(out, indent=2))
+    return 1 if out["false_failures"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
