@@ -43,7 +43,16 @@ from peak_mcp.models import (
 from peak_mcp.phases import Baseline, Generality, Recheck, SanitizerReport, SizeFailure, Verdict, dumped
 from peak_mcp.problems import PROBLEMS, get_problem
 from peak_mcp.records import Outcome, SessionRow, Status, VersionRow
-from peak_mcp.reports import best_version, compile_failure, history_rows, markdown_table, performance, trim_log
+from peak_mcp.reports import (
+    SLOWER,
+    best_version,
+    change,
+    compile_failure,
+    history_rows,
+    markdown_table,
+    performance,
+    trim_log,
+)
 from peak_mcp.responses import rate
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, Job, ProfileJob, TuneJob
 from peak_mcp.runner.ownership import ServerPresence
@@ -395,14 +404,12 @@ class PeakService:
             outcome.message = (outcome.message or "").replace(
                 ACCEPT_SPECIALIZED, "accepted here as a specialized kernel (require_generality=false)")
         self.store.update_version(session_id, number, **outcome.columns())
-        # Without a device, "compiled" is as far as any version gets, so it is what moves head. A version that is
-        # wrong at other sizes moves it only when the agent accepts a specialized kernel.
+        # Head moves only to versions validated and timed: one wrong at other sizes only when the agent accepts a
+        # specialized kernel. Without a device nothing runs, and a version that only compiled (an empty kernel
+        # compiles) proves nothing: head stays on v0, the starting point, and the note says why.
         status = outcome.status
-        if session.device_index >= 0:
-            moves = status.passed or (status is Status.NOT_GENERAL and not require_generality)
-        else:
-            moves = status is Status.COMPILED
-        if moves or (status is Status.COMPILED and session.head is None):
+        moves = session.runs and (status.passed or (status is Status.NOT_GENERAL and not require_generality))
+        if moves or (number == 0 and status is Status.COMPILED and session.head is None):
             self.store.set_head(session_id, number)
         report = Submission(**dict(self.version_report(session_id, number)),
                             note=self.standing_note(session_id, number))
@@ -644,6 +651,11 @@ class PeakService:
 
     def revert(self, session_id: str, version: int, require_generality: bool = True) -> VersionReport:
         v = self.store.version(session_id, version)
+        if v.status is Status.COMPILED and version != 0:
+            raise InvalidInput(f"version {version} was only compiled (nothing ran: no device in this session); head "
+                               "moves only to versions validated and timed",
+                               f"build on it without moving head: submit_kernel(parent={version}) or "
+                               f"apply_transformation(version={version}).")
         if not (v.status.usable or v.status is Status.NOT_GENERAL):
             raise InvalidInput(f"version {version} has status {v.status}; only passing versions can become head",
                                "pick a version whose status is benchmarked (see history).")
@@ -674,19 +686,30 @@ class PeakService:
         session = self.store.session(session_id)
         versions = {v.number: v for v in self.store.versions(session_id)}
         v, head, best = versions[number], session.head, best_version(versions.values())
+        if not session.runs:
+            where = f"head stays v{head}" if head is not None else "no head"
+            only = f", so v{number} was only compiled" if v.status is Status.COMPILED else ""
+            return (f"{where}: nothing runs in this session (no {session.backend} device here){only}; head and best "
+                    "move only to versions validated and timed")
         if head == number:
             parent = versions.get(v.parent) if v.parent is not None else None
-            ratio = parent.median_ms / v.median_ms if parent and parent.median_ms and v.median_ms else None
-            text = f"head → v{number}" + (f" ({ratio:.2f}× its parent v{parent.number})" if ratio and parent else "")
+            text = f"head → v{number}"
+            if parent is not None and parent.timing and v.timing and parent.timing.median_ms:
+                verdict = change(v.timing, parent.timing)
+                said = "a slowdown beyond noise" if verdict == SLOWER else verdict
+                text += f" ({parent.timing.median_ms / v.timing.median_ms:.2f}× its parent v{parent.number}: {said})"
         else:
             text = f"head stays v{head}" if head is not None else "no head yet"
         if best is None:
-            return text + ("; no general version is timed yet" if session.runs else "")
+            return text + "; no general version is timed yet"
         if best.number == head:
             return text + ("; it is the new best (fastest general version)" if head == number else
                            "; head is also the best (fastest general version)")
-        head_ms = versions[head].median_ms if head is not None else None
-        slower = f", head is {best.median_ms / head_ms:.2f}× as fast" if head_ms and best.median_ms else ""
+        mine = versions[head].timing if head is not None else None
+        slower = ""
+        if mine is not None and best.timing is not None and mine.median_ms:
+            slower = (f", head is {best.timing.median_ms / mine.median_ms:.2f}× as fast "
+                      f"({change(mine, best.timing)})")
         return text + f"; best: v{best.number} ({best.median_ms:.4g} ms){slower}"
 
     def history_chart(self, session_id: str) -> bytes:
