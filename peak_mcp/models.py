@@ -141,6 +141,9 @@ class HistoryReport(BaseModel):
 class VersionDetail(BaseModel):
     report: VersionReport
     source: str
+    configuration: str | None = Field(None, description="for a source with tuning parameters: the configuration "
+                                                        "its time is of, as the #define lines it was compiled with "
+                                                        "(the params line's first values are only its defaults)")
 
 
 class DiffReport(BaseModel):

@@ -44,6 +44,7 @@ from peak_mcp.phases import Baseline, Generality, Recheck, SanitizerReport, Size
 from peak_mcp.problems import PROBLEMS, get_problem
 from peak_mcp.records import Outcome, SessionRow, Status, VersionRow
 from peak_mcp.reports import (
+    NOISE,
     SLOWER,
     best_version,
     change,
@@ -63,6 +64,7 @@ from peak_mcp.sandbox import Protection, landlock_abi
 from peak_mcp.store import Store
 from peak_mcp.text import checked_label, clipped
 from peak_mcp.tuning import (
+    BestConfig,
     Config,
     ConfigResult,
     Space,
@@ -89,6 +91,8 @@ VULKAN_SANITIZER_MAX_FLOPS = 1e9
 IMPOSSIBLE_SPEED_MARGIN = 1.02  # over the datasheet peak: room for clocks a little above the profile's
 CPU_DEVICE_SIZES = {"M": 1024, "N": 1024, "K": 1024}  # a CPU Vulkan driver (lavapipe) does 4096^3 in an hour
 PROFILE_INACTIVITY_S, PROFILE_TOTAL_S = 90.0, 360.0
+# Tuning: the search's fastest few are timed again before the best is chosen where their spreads are wide or overlap.
+RETIME_TOP, NOISY_CV = 3, 0.1
 
 
 def _quiet(_: str) -> None:
@@ -130,7 +134,7 @@ def _tuning_brief(report: TuneReport | None) -> dict[str, Any] | None:
     timed = sorted((r for r in report.results if r.status == "ok"), key=lambda r: r.median_ms or 0.0)
     return {"strategy": report.strategy, "space_size": report.space_size, "tried": report.tried,
             "pruned": len(report.pruned) + report.where_pruned, "stopped": report.stopped, "devices": report.devices,
-            "best": report.best.model_dump() if report.best else None,
+            "best": report.best.model_dump() if report.best else None, "chosen_by": report.chosen_by,
             "fastest": [{"params": r.params, "median_ms": r.median_ms} for r in timed[:5]]}
 
 
@@ -639,7 +643,27 @@ class PeakService:
 
     def get_version(self, session_id: str, version: int | None) -> VersionDetail:
         v = self.resolve_version(session_id, version)
-        return VersionDetail(report=self.version_report(session_id, v.number), source=v.source)
+        return VersionDetail(report=self.version_report(session_id, v.number), source=v.source,
+                             configuration=self.timed_configuration(v))
+
+    def timed_configuration(self, v: VersionRow) -> str | None:
+        """The configuration a version's time is of, beside its source: the source declares lists whose first
+        values are its defaults, and a tuned (or inherited) time is of other values."""
+        timing = v.timing
+        if timing is None or not timing.params:
+            return None
+        how = {"defaults": "its defaults", "parent": f"v{v.parent}'s tuned configuration"}.get(
+            timing.params_from or "", "tuned")
+        defines = " ".join(f"#define {k} {x}" for k, x in timing.params.items())
+        text = f"timed with {Config(params=timing.params).label()} ({how}): compiled as `{defines}` before this source"
+        try:
+            defaults = self._spec(self.store.session(v.session_id), v.source).config()
+        except PeakError:
+            return text
+        if defaults != timing.params:
+            text += (f"; the params line's first values ({Config(params=defaults).label()}) are only the defaults, "
+                     "not what was timed")
+        return text
 
     def diff(self, session_id: str, a: int, b: int | None) -> DiffReport:
         first = self.store.version(session_id, a)
@@ -772,6 +796,7 @@ class PeakService:
         # is then timed in full on the session's own device alone.
         report = run_tuning(space, search, measure, version=v.number, max_configs=max_configs,
                             budget_s=budget_s, batch_size=fan.plan)
+        self._choose_best(session, v.source, spec, report, progress)
         columns: dict[str, Any] = {}
         if report.best is not None:
             progress(f"tuning: full validation and timing of {Config(params=report.best.params).label()}")
@@ -787,6 +812,56 @@ class PeakService:
                                    f"({tuned.failure}): {(tuned.message or '')[:200]}")
         self.store.update_version(session_id, v.number, tuning=report.model_dump(mode="json"), **columns)
         return report
+
+    def _choose_best(self, session: SessionRow, source: str, spec: LaunchSpec, report: TuneReport,
+                     progress: Progress) -> None:
+        """The search times each configuration briefly (a few launches, beside builds): its medians can be noise. Where
+        the fastest few have wide spreads (cv over NOISY_CV) or spreads that overlap the fastest's, they are timed
+        again, longer and one after another on the session's device, and the best is the fastest of that re-time.
+        `report.chosen_by` says which way it went."""
+        timed = sorted((r for r in report.results if r.status == "ok" and r.median_ms is not None),
+                       key=lambda r: r.median_ms or 0.0)
+        top = timed[:RETIME_TOP]
+        if len(top) < 2:
+            report.chosen_by = "the only configuration the search timed" if top else None
+            return
+        widest = max((r.cv or 0.0) for r in top)
+        overlapping = [r for r in top[1:] if change(r, top[0]) == NOISE]
+        if widest <= NOISY_CV and not overlapping:
+            report.chosen_by = (f"the search's fastest median: its spread is narrow (cv at most {widest:.2g}) and "
+                                f"clear of the next ({Config(params=top[1].params).label()})")
+            return
+        why = (f"cv up to {widest:.2g}" if widest > NOISY_CV else "") + \
+            ("; " if widest > NOISY_CV and overlapping else "") + \
+            (f"{len(overlapping)} within noise of the fastest" if overlapping else "")
+        budget = self.settings.benchmark_budget_s
+        progress(f"tuning: re-timing the {len(top)} fastest ({why}) for {budget:g} s each")
+        job = TuneJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, source=source, spec=spec,
+                      configs=[r.params for r in top], time_budget_s=budget, min_reps=20, max_reps=1000,
+                      compile_workers=1, retime=True)
+        try:
+            result = self._run_job(session, job, progress)
+        except JobFailed as exc:
+            report.chosen_by = (f"the search's fastest median, unconfirmed ({why}): re-timing the {len(top)} fastest "
+                                f"failed ({exc.kind}: {str(exc)[:200]})")
+            return
+        report.retimed = [r.model_copy(update={"device": session.device_index}) for r in result.results]
+        again = sorted((r for r in report.retimed if r.status == "ok" and r.median_ms is not None),
+                       key=lambda r: r.median_ms or 0.0)
+        if not again:
+            report.chosen_by = (f"the search's fastest median, unconfirmed ({why}): none of the {len(top)} fastest "
+                                "passed when re-timed")
+            return
+        winner, first = again[0], Config(params=top[0].params)
+        report.best = BestConfig(params=winner.params, median_ms=winner.median_ms or 0.0, tflops=winner.tflops)
+        text = (f"re-timed the search's {len(top)} fastest ({why}) for {budget:g} s each, one after another on "
+                f"device {session.device_index}; the fastest then: {Config(params=winner.params).label()}")
+        if Config(params=winner.params) != first:
+            text += f" (the search's median had {first.label()} first)"
+        level = [Config(params=r.params).label() for r in again[1:] if change(r, winner) == NOISE]
+        if level:
+            text += f"; still within noise of it: {', '.join(level)} (any of them is as fast as this can tell)"
+        report.chosen_by = text
 
     def tuning_devices(self, session: SessionRow) -> list[int]:
         """The devices a tune of this session measures on now: its own, and every idle one of the same model."""

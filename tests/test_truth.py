@@ -1,11 +1,12 @@
 """The loop tells the truth: what an LLM agent that drove a real session found misleading, each through an MCP
 client. Timings that must be exact come from stand-in workers (tests/stand_in_worker.py poses as an H100 whose
-timings a `// TIMES` line sets); the CPU yardstick is timed on lavapipe for real.
+timings a `// TIMES` line sets; tests/stand_in_devices.py tunes); the CPU yardstick is timed on lavapipe for real.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import time
 from collections.abc import AsyncIterator
@@ -23,6 +24,7 @@ from peak_mcp.runner.pool import DevicePool
 from peak_mcp.server import create_server
 from peak_mcp.service import PeakService
 from tests.conftest import has_device, probe, stand_in_python
+from tests.test_fanout import TUNED
 
 pytestmark = pytest.mark.anyio
 H100 = {"backend": "cuda", "index": 0, "name": "NVIDIA H100 80GB HBM3",
@@ -159,3 +161,41 @@ async def test_speedups_within_noise_are_no_gain_and_a_slowdown_is_no_success(tm
         table = (await _call(client, "history", {"session_id": sid})).content[0].text
         assert "| 1.02 (noise) |" in table and "| 0.60 (slower) |" in table and "| 1.67 |" in table, table
         assert "(noise): the middle halves of the two timings overlap" in table
+
+
+# --- 4: tuning picks by more than one noisy median; the source says which configuration was timed -----------------
+
+async def test_a_noisy_search_is_retimed_before_its_best_is_chosen(tmp_path: Path) -> None:
+    """The search's brief timings (cv 1.0) put A=7 B=2 first and the truly fastest A=1 B=2 second: the three fastest
+    are timed again before the best is chosen. get_version then says which configuration the time is of, beside a
+    source whose params lines list other values first."""
+    log = tmp_path / "jobs.jsonl"
+    probed = {"cuda": {**CUDA_GPU["cuda"], "devices": [{**H100, "properties": {}}]}}
+
+    def options(_backend: str, _index: int) -> dict[str, Any]:
+        return {"name": H100["name"], "log": str(log), "search_ms": {"A=1 B=2": 0.095}}
+
+    async with _served(tmp_path, "stand_in_devices.py", probed, options) as (client, _):
+        sid = (await _call(client, "start_session", {"backend": "cuda", "sizes": {"M": 64, "N": 64, "K": 64}})
+               ).structured_content["session_id"]
+        v = (await _call(client, "submit_kernel", {"session_id": sid, "source": TUNED})).structured_content["version"]
+        answer = await _call(client, "tune", {"session_id": sid, "version": v, "max_configs": 16})
+        tuned = answer.structured_content
+        searched = sorted((r for r in tuned["results"] if r["status"] == "ok"), key=lambda r: r["median_ms"])
+        assert searched[0]["params"] == {"A": 7, "B": 2} and searched[0]["cv"] == 1.0  # the noisy search's order
+        assert tuned["best"]["params"] == {"A": 1, "B": 2}, tuned["best"]
+        assert [r["params"] for r in tuned["retimed"]] == [{"A": 7, "B": 2}, {"A": 1, "B": 2}, {"A": 8, "B": 2}]
+        assert tuned["chosen_by"].startswith("re-timed the search's 3 fastest (cv up to 1; 2 within noise of the "
+                                             "fastest)"), tuned["chosen_by"]
+        assert "the fastest then: A=1 B=2 (the search's median had A=7 B=2 first)" in tuned["chosen_by"]
+        jobs = [json.loads(line) for line in log.read_text().splitlines()]
+        [retime] = [j for j in jobs if j["type"] == "tune" and j["retime"]]
+        assert retime["configs"] == [r["params"] for r in tuned["retimed"]]
+        assert [j["params"] for j in jobs if j["type"] == "evaluate"][-1] == {"A": 1, "B": 2}  # the full time: it
+
+        detail = await _call(client, "get_version", {"session_id": sid, "version": v})
+        assert detail.structured_content["report"]["performance"]["params"] == {"A": 1, "B": 2}
+        configuration = detail.structured_content["configuration"]
+        assert configuration == ("timed with A=1 B=2 (tuned): compiled as `#define A 1 #define B 2` before this "
+                                 "source; the params line's first values (A=8 B=20) are only the defaults, not what "
+                                 "was timed"), configuration

@@ -189,17 +189,19 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         budget_s: Annotated[float | None, Field(ge=1, le=3600, description="stop after this many seconds")] = None,
     ) -> Annotated[types.CallToolResult, TuneAnswer]:
         """Search a version's tuning parameters (`// peak: params` / `where` lines): configurations compiled in
-        parallel, invalid ones pruned with the reason, the rest validated and timed briefly; the fastest is then
+        parallel, invalid ones pruned with the reason, the rest validated and timed briefly; where the fastest few
+        are within noise of each other they are timed again before choosing (chosen_by says how); the best is then
         validated and timed in full and becomes the version's performance. Every configuration is stored (history,
         get_version); this answer lists the 16 fastest and 10 pruned."""
         report = await call(ctx, service.tune, session_id, version, strategy=strategy, max_configs=max_configs,
                             budget_s=budget_s, progress=None)
         fastest = sorted(report.results, key=lambda r: (r.status != "ok", r.median_ms or 0.0))[:16]
-        pruned = report.pruned[:10]
+        pruned, retimed = report.pruned[:10], report.retimed
         if len(report.devices) <= 1:  # one device measured them all: `devices` says which, once
-            fastest, pruned = ([r.model_copy(update={"device": None}) for r in rows] for rows in (fastest, pruned))
+            fastest, pruned, retimed = ([r.model_copy(update={"device": None}) for r in rows]
+                                        for rows in (fastest, pruned, retimed))
         head, best = await call(None, service.head_and_best, session_id)
-        trimmed = report.model_copy(update={"results": fastest, "pruned": pruned})
+        trimmed = report.model_copy(update={"results": fastest, "pruned": pruned, "retimed": retimed})
         return result(TuneAnswer.model_validate({**trimmed.model_dump(), "head": head, "best_version": best}))
 
     @mcp.tool(annotations=RUNS_ONLY)
