@@ -208,6 +208,8 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
     async def profile(session_id: SessionId, version: Version = None,
                       counters: Annotated[bool, Field(description="CUDA on a GPU: one launch under Nsight Compute")]
                       = True, ctx: Context | None = None) -> dict[str, Any]:
-        """Registers, shared/local memory, spills and occupancy; the instruction mix (SASS via nvdisasm on CUDA,
-        SPIR-V on HLSL); Nsight Compute counters where ncu works. Each part says when it is unavailable and why."""
+        """Registers, shared/local memory, spills and occupancy (CUDA and HIP, from the compiled kernel); the static
+        instruction mix (each instruction of the code counted once, not executed counts: SASS via nvdisasm on CUDA
+        and HIP on NVIDIA, SPIR-V on HLSL); Nsight Compute counters where ncu works. Each part says when it is
+        unavailable and why."""
         return await call(ctx, service.profile, session_id, version, counters=counters, progress=None)
