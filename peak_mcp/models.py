@@ -134,8 +134,8 @@ class HistoryReport(BaseModel):
     head: int | None
     best: int | None = None  # the fastest general version (server instructions)
     baseline: dict[str, Any] | None
-    rows: list[dict[str, Any]]
-    table: str
+    rows: list[dict[str, Any]] = Field(description="one per version; over MCP without its empty (null) fields")
+    table: str = Field("", description="the same rows as a markdown table: the history tool gives it as its text")
 
 
 class VersionDetail(BaseModel):

@@ -182,10 +182,18 @@ def history_rows(session: SessionRow, versions: list[VersionRow], device: Device
     return rows
 
 
-def markdown_table(rows: list[dict[str, Any]]) -> str:
+def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
+    """The history as a markdown table. With `keep`, at most that many rows: v0, head and best, then the newest;
+    a line names the versions left out (an answer's text stays short; its structured rows hold every version)."""
     def fmt(value: Any, spec: str) -> str:
         return "" if value is None else format(value, spec)
 
+    left_out: list[int] = []
+    if keep is not None and len(rows) > keep:
+        first = [r["version"] for r in rows if r["version"] == 0 or r.get("head") or r.get("best")]
+        kept = set(list(dict.fromkeys(first + [r["version"] for r in reversed(rows)]))[:keep])
+        left_out = [r["version"] for r in rows if r["version"] not in kept]
+        rows = [r for r in rows if r["version"] in kept]
     lines = ["| v | parent | transformation | status | ms | rate | ×parent | ×v0 | % vendor | % peak |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -205,6 +213,9 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         lines.append(f"| {r['version']}{mark} | {fmt(r['parent'], 'd')} | {name} | {status} | "
                      f"{fmt(r['median_ms'], '.4g')} | {speed} | {fmt(r['speedup_vs_parent'], '.2f')}{verdict}"
                      f" | {fmt(r['speedup_vs_v0'], '.2f')} | {vendor} | {fmt(r['pct_of_peak'], '.1f')} |")
+    if left_out:
+        lines.append(f"({len(left_out)} more versions, of v{left_out[0]} to v{left_out[-1]}, are in the structured "
+                     "rows; get_version shows one)")
     if any(r.get("above_vendor") for r in rows):
         lines.append("(!) faster than the vendor yardstick: rare, suspect the yardstick first; benchmark re-times both")
     if any(r.get("change_vs_parent") == NOISE for r in rows):

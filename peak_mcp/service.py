@@ -736,7 +736,8 @@ class PeakService:
                       f"({change(mine, best.timing)})")
         return text + f"; best: v{best.number} ({best.median_ms:.4g} ms){slower}"
 
-    def history_chart(self, session_id: str) -> bytes:
+    def history_chart(self, session_id: str, compact: bool = False) -> bytes:
+        """The lineage chart as PNG; `compact` for an MCP answer (charts.COMPACT), else to read on a screen."""
         from peak_mcp.charts import history_chart
 
         session = self.store.session(session_id)
@@ -750,7 +751,7 @@ class PeakService:
                          "max_ms": timing.max_ms if timing else None})
         vendor = backend_spec(session.backend).vendor_library or "vendor library"
         return history_chart(rows, session.model_dump(), peak_tflops=device.peak(peak_path),
-                             vendor_name=vendor)
+                             vendor_name=vendor, compact=compact)
 
     # --- tuning ----------------------------------------------------------------------------------------------
     def tune(self, session_id: str, version: int | None, *, strategy: str = "auto", max_configs: int = 64,

@@ -117,6 +117,7 @@ async def test_a_kernel_faster_than_the_yardstick_is_flagged_plainly(make_client
         assert "re-time both with benchmark" in perf["vendor_flag"]
         assert perf["timed"].endswith("vendor warm-cache median of 61 calls: not like for like (one from a cold "
                                       "cache, one warm)"), perf["timed"]
+        assert "FLAG: faster than the vendor yardstick" in detail.content[0].text
         history = await _call(client, "history", {"session_id": sid})
         assert history.structured_content["rows"][0]["above_vendor"] is True
         assert " (!) |" in history.content[0].text and "(!) faster than the vendor yardstick" in history.content[0].text
@@ -143,6 +144,7 @@ async def test_speedups_within_noise_are_no_gain_and_a_slowdown_is_no_success(tm
         perf = level.structured_content["performance"]
         assert (perf["speedup_vs_parent"], perf["change_vs_parent"]) == (1.02, "within noise"), perf
         assert "(1.02× its parent v0: within noise)" in level.structured_content["note"]
+        assert "1.02× its parent (within noise)" in level.content[0].text
 
         faster = (await child("median=6.0 p25=5.9 p75=6.1")).structured_content
         assert faster["performance"]["change_vs_parent"] == "faster beyond noise"
@@ -188,6 +190,7 @@ async def test_a_noisy_search_is_retimed_before_its_best_is_chosen(tmp_path: Pat
         assert tuned["chosen_by"].startswith("re-timed the search's 3 fastest (cv up to 1; 2 within noise of the "
                                              "fastest)"), tuned["chosen_by"]
         assert "the fastest then: A=1 B=2 (the search's median had A=7 B=2 first)" in tuned["chosen_by"]
+        assert "chosen by: re-timed" in answer.content[0].text
         jobs = [json.loads(line) for line in log.read_text().splitlines()]
         [retime] = [j for j in jobs if j["type"] == "tune" and j["retime"]]
         assert retime["configs"] == [r["params"] for r in tuned["retimed"]]
@@ -199,3 +202,4 @@ async def test_a_noisy_search_is_retimed_before_its_best_is_chosen(tmp_path: Pat
         assert configuration == ("timed with A=1 B=2 (tuned): compiled as `#define A 1 #define B 2` before this "
                                  "source; the params line's first values (A=8 B=20) are only the defaults, not what "
                                  "was timed"), configuration
+        assert f"configuration: {configuration}\nsource:\n" in detail.content[0].text

@@ -28,8 +28,10 @@ from peak_mcp.models import (
     VersionDetail,
     VersionReport,
 )
-from peak_mcp.responses import result
+from peak_mcp.reports import markdown_table
+from peak_mcp.responses import lean, result
 from peak_mcp.service import PeakService
+from peak_mcp.summaries import summary
 from peak_mcp.text import LABEL_MAX_CHARS
 from peak_mcp.tools.common import (
     BACKEND,
@@ -44,6 +46,8 @@ from peak_mcp.tools.common import (
     VersionNumber,
     call,
 )
+
+HISTORY_TEXT_ROWS = 20  # rows of history's text table; its structured rows hold every version
 
 
 def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Applier) -> None:
@@ -152,9 +156,13 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         report = await call(None, service.history, session_id)
         images = []
         if chart:
-            png = await call(None, service.history_chart, session_id)
+            png = await call(None, service.history_chart, session_id, compact=True)
             images.append(types.ImageContent(type="image", data=base64.b64encode(png).decode(), mime_type="image/png"))
-        return result(report, *images, text=report.table)  # the table reads better than the JSON here
+        # The text: a line of standing and the table (it reads better than JSON), HISTORY_TEXT_ROWS rows at most.
+        # Structured content has every row, lean like every answer (no empty fields), and not the table again.
+        text = f"{summary('HistoryReport', lean(report))}\n{markdown_table(report.rows, keep=HISTORY_TEXT_ROWS)}"
+        rows = [{k: v for k, v in row.items() if v is not None} for row in report.rows]
+        return result(report.model_copy(update={"table": "", "rows": rows}), *images, text=text)
 
     @mcp.tool(annotations=READ_ONLY)
     async def get_version(session_id: SessionId,
@@ -207,9 +215,10 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
     @mcp.tool(annotations=RUNS_ONLY)
     async def profile(session_id: SessionId, version: Version = None,
                       counters: Annotated[bool, Field(description="CUDA on a GPU: one launch under Nsight Compute")]
-                      = True, ctx: Context | None = None) -> dict[str, Any]:
+                      = True, ctx: Context | None = None) -> Annotated[types.CallToolResult, dict[str, Any]]:
         """Registers, shared/local memory, spills and occupancy (CUDA and HIP, from the compiled kernel); the static
         instruction mix (each instruction of the code counted once, not executed counts: SASS via nvdisasm on CUDA
         and HIP on NVIDIA, SPIR-V on HLSL); Nsight Compute counters where ncu works. Each part says when it is
         unavailable and why."""
-        return await call(ctx, service.profile, session_id, version, counters=counters, progress=None)
+        report = await call(ctx, service.profile, session_id, version, counters=counters, progress=None)
+        return result(report, kind="profile")
