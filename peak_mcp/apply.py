@@ -16,7 +16,7 @@ from peak_mcp.catalog import Catalog, render_body
 from peak_mcp.errors import InvalidInput, PeakError
 from peak_mcp.models import ApplyStep, VersionReport
 from peak_mcp.records import ApplyRunRow, Status, VersionRow
-from peak_mcp.reports import trim_log
+from peak_mcp.reports import FASTER, NOISE, SLOWER, change, trim_log
 from peak_mcp.sampling import (
     SYSTEM_PROMPT,
     FailedAttempt,
@@ -217,7 +217,10 @@ class Applier:
 
     # --- statistics ------------------------------------------------------------------------------------------
     def statistics(self) -> list[dict[str, Any]]:
-        """Per transformation: attempts, first-try success, failure kinds, speedups (PEAK's research data)."""
+        """Per transformation: attempts, successes, first-try success, failure kinds, speedups (PEAK's research
+        data). A success is a child that is general, passed, and faster than its parent beyond timing noise (the
+        middle halves of the two timings do not overlap); passing children within noise or slower are counted
+        apart, as what they are."""
         store = self.service.store
         runs = store.apply_runs()
         versions = store.all_versions()
@@ -226,22 +229,32 @@ class Applier:
         for v in versions:
             if v.transformation:
                 grouped[v.transformation].append(v)
+
+        def verdict(v: VersionRow) -> str | None:
+            """FASTER, SLOWER or NOISE against its parent, for a passing (general) version timed beside one."""
+            parent = by_key.get((v.session_id, v.parent))
+            if not (v.status.passed and v.timing and parent and parent.timing):
+                return None
+            return change(v.timing, parent.timing)
+
         out = []
         for name, attempts in sorted(grouped.items()):
             runs_for = [r for r in runs if r.transformation == name and r.attempts > 0]
-            first_try = [r for r in runs_for if r.state == "succeeded" and r.attempts == 1]
-            successes = [v for v in attempts if Status(v.status).passed]
-            speedups = []
-            for v in successes:
-                parent = by_key.get((v.session_id, v.parent))
-                if v.timing and parent and parent.timing:
-                    speedups.append(parent.timing.median_ms / v.timing.median_ms)
+            applied = [v for v in attempts if v.status.passed]
+            verdicts = Counter(verdict(v) for v in applied)
+            speedups = [by_key[(v.session_id, v.parent)].timing.median_ms / v.timing.median_ms  # type: ignore
+                        for v in applied if verdict(v) is not None]
+            first = {v.apply_id: v for v in attempts if v.apply_id and v.attempt == 1}
+            result = {(r.session_id, r.result_version): r for r in runs_for if r.result_version is not None}
             out.append({
                 "transformation": name, "attempts": len(attempts), "runs": len(runs_for),
-                "successes": len(successes),
-                "success_rate": len(successes) / len(attempts),
-                "first_try_success_rate": (len(first_try) / len(runs_for)) if runs_for else None,
-                "runs_succeeded": sum(r.state == "succeeded" for r in runs_for),
+                "applied": len(applied),  # general and passed, whatever the speed
+                "compiled_only": sum(v.status is Status.COMPILED for v in attempts),  # nothing ran: no verdict
+                "successes": verdicts[FASTER], "within_noise": verdicts[NOISE], "slowdowns": verdicts[SLOWER],
+                "success_rate": verdicts[FASTER] / len(attempts),
+                "first_try_success_rate": (sum(r.id in first and verdict(first[r.id]) == FASTER for r in runs_for)
+                                           / len(runs_for)) if runs_for else None,
+                "runs_succeeded": sum(verdict(by_key[key]) == FASTER for key in result if key in by_key),
                 "failure_kinds": dict(Counter(v.failure for v in attempts if v.failure)),
                 "median_speedup_vs_parent": statistics.median(speedups) if speedups else None,
                 "best_speedup_vs_parent": max(speedups) if speedups else None,

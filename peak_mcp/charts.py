@@ -9,11 +9,29 @@ from __future__ import annotations
 
 import io
 import math
+from dataclasses import dataclass
 from typing import Any
 
 PASSED = ("benchmarked", "validated", "compiled")
 NOT_GENERAL = "not_general"  # timed at the session's sizes, wrong at other sizes: drawn apart from the successes
 LABEL_CHARS = 22
+
+
+@dataclass(frozen=True)
+class Layout:
+    max_width_in: float
+    height_in: float
+    dpi: int
+    max_labels: int | None  # versions named beside their points (None: every timed one)
+    colors: int = 0  # a palette of this many colours (compact PNGs only)
+
+
+# `peak-mcp show --out` writes a chart to read on a screen. The history tool's chart rides base64 in its answer: an
+# agent's history was 97 KB with it, and a 50-version chain drew 1760 px wide, 300 KB. COMPACT caps it: a small
+# figure, at most 8 versions named (head, best, v0 and versions wrong at other sizes first, then the newest; the
+# table names all), no anti-aliasing and 16 colours: about 8 KB of base64 at 50 versions.
+FULL = Layout(max_width_in=16.0, height_in=5.2, dpi=110, max_labels=None)
+COMPACT = Layout(max_width_in=7.0, height_in=3.8, dpi=72, max_labels=8, colors=16)
 _BACKEND_PREFIXES = ("hlsl-", "cuda-", "amd-", "hip-")
 
 
@@ -79,27 +97,42 @@ def chart_summary(rows: list[dict[str, Any]]) -> str:
 
 
 def history_chart(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_tflops: float | None = None,
-                  vendor_name: str = "vendor library") -> bytes:
+                  vendor_name: str = "vendor library", compact: bool = False) -> bytes:
     """The PNG. `rows` are history rows (reports.history_rows), optionally with `min_ms`/`max_ms` for error bars;
-    `session` is the stored session (problem, dtype, sizes, device, backend, label, baseline)."""
+    `session` is the stored session (problem, dtype, sizes, device, backend, label, baseline). `compact`: the chart
+    an MCP answer carries (see COMPACT): small, few labels, flat colours in a small palette."""
+    import matplotlib
     from matplotlib import pyplot as plt
 
-    fig = lineage_figure(rows, session, peak_tflops=peak_tflops, vendor_name=vendor_name)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", metadata={"Description": chart_summary(rows)})
+    flat = {key: False for key in ("lines.antialiased", "patch.antialiased", "text.antialiased")} if compact else {}
+    with matplotlib.rc_context(flat):
+        fig = lineage_figure(rows, session, peak_tflops=peak_tflops, vendor_name=vendor_name, compact=compact)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", metadata={"Description": chart_summary(rows)})
     plt.close(fig)
-    return buffer.getvalue()
+    if not compact:
+        return buffer.getvalue()
+    from PIL import Image, PngImagePlugin
+
+    # Without anti-aliasing the chart is a few flat colours: a small palette keeps every one of them.
+    image = Image.open(io.BytesIO(buffer.getvalue())).convert("RGB").quantize(colors=COMPACT.colors,
+                                                                                method=Image.Quantize.FASTOCTREE)
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Description", chart_summary(rows))
+    out = io.BytesIO()
+    image.save(out, format="PNG", optimize=True, pnginfo=info)
+    return out.getvalue()
 
 
 def lineage_figure(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_tflops: float | None = None,
-                   vendor_name: str = "vendor library") -> Any:
+                   vendor_name: str = "vendor library", compact: bool = False) -> Any:
     """The matplotlib Figure behind history_chart (the caller closes it)."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
     from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
     by_version = {r["version"]: r for r in rows}
     depth = depths(rows)
@@ -122,7 +155,9 @@ def lineage_figure(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_
         cursor = by_version[cursor]["parent"]
 
     columns = max(depth.values(), default=0) + 1
-    fig = plt.figure(figsize=(min(16.0, max(7.5, 2.0 + 1.6 * columns)), 5.2), dpi=110, layout="constrained")
+    layout = COMPACT if compact else FULL
+    fig = plt.figure(figsize=(min(layout.max_width_in, max(6.5 if compact else 7.5, 2.0 + 1.6 * columns)),
+                              layout.height_in), dpi=layout.dpi, layout="constrained")
     ax = fig.add_subplot()
     fig.suptitle(_session_title(session), fontsize=10)
 
@@ -209,7 +244,10 @@ def lineage_figure(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{_number(v)}×"))
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_ylabel(f"speedup over v{v0} (log)" if v0 is not None else "speedup (log)")
-    ax.set_xticks(range(columns))
+    if columns > 16:  # 50 steps: every tick would overlap
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=12, integer=True))
+    else:
+        ax.set_xticks(range(columns))
     ax.set_xlabel("steps from v0 along the lineage")
     ax.grid(alpha=0.35, which="major", axis="y")
     ax.grid(alpha=0.12, which="minor", axis="y")
@@ -246,10 +284,21 @@ def lineage_figure(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_
 
     fig.canvas.draw()  # settle the layout, then freeze it so the labels are placed against final positions
     fig.set_layout_engine("none")
+    named = labelled(timed, head, layout.max_labels)
     _place_labels(fig, ax, [(depth[v], speedup(r["median_ms"]), short_label(r),
                              6 if v == head else 3 if r.get("best") else 0)
-                            for v, r in sorted(timed.items())], points, edges)
+                            for v, r in sorted(timed.items()) if v in named], points, edges)
     return fig
+
+
+def labelled(timed: dict[int, dict[str, Any]], head: int | None, most: int | None) -> set[int]:
+    """The versions the chart names: all, or at most `most`: head, best, v0 and those wrong at other sizes first,
+    then the newest. The history table names every version."""
+    if most is None or len(timed) <= most:
+        return set(timed)
+    first = [v for v in timed if v == head or timed[v].get("best") or v == min(timed)]
+    first += [v for v in timed if timed[v]["status"] == NOT_GENERAL]
+    return set(list(dict.fromkeys(first + sorted(timed, reverse=True)))[:most])
 
 
 # Offsets (points) tried in order for each label: right of the point first, then above/below it, then left.

@@ -244,11 +244,12 @@ def export_version(service: Any, session_id: str, version: str, out: Path) -> li
             "report": report.model_dump(mode="json"), "source_file": source.name}
     stem.with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
     # Meant to be read (cat, less): escaped like the terminal views. The source and the JSON keep every character.
-    stem.with_suffix(".md").write_text(printable(_markdown_report(session, report, source.name), keep="\n\t"))
+    summary = _markdown_report(session, report, source.name, detail.configuration)
+    stem.with_suffix(".md").write_text(printable(summary, keep="\n\t"))
     return [source, stem.with_suffix(".json"), stem.with_suffix(".md")]
 
 
-def _markdown_report(session: SessionRow, report: Any, source_name: str) -> str:
+def _markdown_report(session: SessionRow, report: Any, source_name: str, configuration: str | None = None) -> str:
     perf = report.performance or {}
     sizes = " × ".join(f"{k}={v}" for k, v in session.sizes.items())
     lines = [f"# {session.problem} {session.dtype} v{report.version} ({session.backend})", "",
@@ -257,7 +258,10 @@ def _markdown_report(session: SessionRow, report: Any, source_name: str) -> str:
              f"- parent: {'v' + str(report.parent) if report.parent is not None else '-'}; origin: {report.origin}; "
              f"transformation: {report.transformation or '-'}",
              f"- status: **{report.status}**" + (f" ({report.failure})" if report.failure else ""),
-             f"- source: `{source_name}`", ""]
+             f"- source: `{source_name}`"]
+    if configuration:
+        lines.append(f"- configuration: {configuration}")
+    lines.append("")
     if perf:
         lines += ["| metric | value |", "|---|---|"]
         lines += [f"| {k} | {v:.4g} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in perf.items()]

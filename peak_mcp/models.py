@@ -139,13 +139,16 @@ class HistoryReport(BaseModel):
     head: int | None
     best: int | None = None  # the fastest general version (server instructions)
     baseline: dict[str, Any] | None
-    rows: list[dict[str, Any]]
-    table: str
+    rows: list[dict[str, Any]] = Field(description="one per version; over MCP without its empty (null) fields")
+    table: str = Field("", description="the same rows as a markdown table: the history tool gives it as its text")
 
 
 class VersionDetail(BaseModel):
     report: VersionReport
     source: str
+    configuration: str | None = Field(None, description="for a source with tuning parameters: the configuration "
+                                                        "its time is of, as the #define lines it was compiled with "
+                                                        "(the params line's first values are only its defaults)")
 
 
 class DiffReport(BaseModel):

@@ -97,6 +97,8 @@ class Summary(Record):
     median_ms: float | None = None
     min_ms: float | None = None
     max_ms: float | None = None
+    p25_ms: float | None = None  # the middle half of the timed launches (the spread reports judge speedups by)
+    p75_ms: float | None = None
     mean_ms: float | None = None
     cv: float | None = None
     tflops: float | None = None
@@ -126,6 +128,7 @@ class Baseline(Summary):
     reason: str | None = None
     library: str | None = None
     note: str | None = None
+    rounds_ms: list[float] | None = None  # each round's median where it was timed in rounds (the quietest is kept)
 
 
 class SizeFailure(Record):

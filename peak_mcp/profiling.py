@@ -62,6 +62,7 @@ class Occupancy(Section):
     limited_by: list[str] = Field(default_factory=list)
     blocks_by_limit: dict[str, int] = Field(default_factory=dict)  # registers, shared, warps, blocks
     driver_blocks_per_sm: int | None = None  # the CUDA driver's own answer, where a GPU was present
+    waves_per_simd: int | None = None  # AMD: the compiler's figure from registers and LDS
     device_limits: dict[str, Any] = Field(default_factory=dict)
     note: str | None = None
 
@@ -70,6 +71,7 @@ class InstructionMix(Section):
     """Static counts: each instruction of the code once, however often a loop runs it."""
 
     source: str | None = None  # the tool or format counted
+    counts: str | None = None  # what the numbers are: static counts of the code, never executed counts
     total: int | None = None
     groups: dict[str, int] = Field(default_factory=dict)  # fp32, fp16, tensor, integer, memory, control, ...
     ops: dict[str, int] = Field(default_factory=dict)  # the arithmetic that matters: FFMA, HMMA.16816.F32, OpFMul
@@ -454,7 +456,8 @@ def sass_mix(text: str, entry: str | None = None, source: str = "SASS") -> Instr
     if not opcodes:
         return InstructionMix(available=False, why=f"no instructions found for '{entry}' in the disassembly",
                               source=source)
-    return InstructionMix(source=source, total=sum(opcodes.values()), groups=dict(groups.most_common()),
+    return InstructionMix(source=source, counts=static_counts("SASS"), total=sum(opcodes.values()),
+                          groups=dict(groups.most_common()),
                           ops=dict(ops.most_common()), memory=dict(sorted(memory.items())))
 
 
@@ -591,8 +594,15 @@ def spirv_mix(spirv: bytes) -> InstructionMix:
             groups["addressing"] += 1
         else:
             groups["other"] += 1
-    return InstructionMix(source="SPIR-V", total=total, groups=dict(groups.most_common()), ops=dict(ops.most_common()),
+    return InstructionMix(source="SPIR-V", counts=static_counts("SPIR-V module"), total=total,
+                          groups=dict(groups.most_common()), ops=dict(ops.most_common()),
                           memory=dict(sorted(memory.items())))
+
+
+def static_counts(code: str) -> str:
+    """What a mix's numbers are, said where an agent reads them."""
+    return (f"static: each instruction in the {code} counted once, however often it runs (not executed counts; "
+            "a loop body counts once)")
 
 
 # --- Nsight Compute ---------------------------------------------------------------------------------------------

@@ -39,7 +39,8 @@ class Status(StrEnum):
 
     @property
     def usable(self) -> bool:
-        """May become head without the agent's say-so: passed, or compiled where nothing can run."""
+        """As far as a version can get: passed, or compiled where nothing can run (an apply run ends on it). Head
+        moves only to passed versions; one that only compiled is no evidence (an empty kernel compiles)."""
         return self.passed or self is Status.COMPILED
 
 

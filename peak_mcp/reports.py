@@ -6,13 +6,69 @@ from collections.abc import Iterable
 from typing import Any
 
 from peak_mcp.devices import Device
-from peak_mcp.phases import Baseline
+from peak_mcp.phases import Baseline, Summary
 from peak_mcp.records import SessionRow, VersionRow
 from peak_mcp.responses import rate
 
 _LOG_LIMIT = 4000
 # params: the configuration timed (params_from: tuned, parent or defaults)
 _SHOWN_TIMING = ("median_ms", "min_ms", "max_ms", "cv", "reps", "tflops", "gbps", "params", "params_from")
+NORMAL_QUARTILE = 0.6745  # a normal distribution's quartiles lie this many standard deviations from its median
+FASTER, SLOWER, NOISE = "faster beyond noise", "slower beyond noise", "within noise"
+
+
+def spread(timing: Summary | Any) -> tuple[float, float]:
+    """The middle half of a timing's launches, p25..p75 (what a re-run lands in half the time). Rows stored before
+    quartiles were recorded: the quartiles a normal spread of their cv would have; a point where neither is known.
+    `timing`: a Summary, or anything with median_ms and the same optional fields (a tuning.ConfigResult)."""
+    median = timing.median_ms or 0.0
+    p25, p75, cv = getattr(timing, "p25_ms", None), getattr(timing, "p75_ms", None), getattr(timing, "cv", None)
+    if p25 is not None and p75 is not None:
+        return p25, p75
+    if cv is not None:
+        half = NORMAL_QUARTILE * cv * (getattr(timing, "mean_ms", None) or median)
+        return median - half, median + half
+    return median, median
+
+
+def change(new: Summary | Any, old: Summary | Any) -> str:
+    """`new` against `old`: FASTER or SLOWER only when their middle halves do not overlap, else NOISE (a re-run
+    could order them the other way)."""
+    low, high = spread(new)
+    old_low, old_high = spread(old)
+    if high < old_low:
+        return FASTER
+    if low > old_high:
+        return SLOWER
+    return NOISE
+
+
+def how_timed(timing: Summary, baseline: Baseline | None) -> str:
+    """How each side of pct_of_vendor was timed, in one line, and whether that compares like with like."""
+    def side(s: Summary, launches: str) -> str:
+        cache = "warm-cache" if s.cold_cache is False else "cold-cache"
+        rounds = getattr(s, "rounds_ms", None)
+        quietest = f", the quietest of {len(rounds)} rounds" if rounds and len(rounds) > 1 else ""
+        return f"{cache} median of {s.reps} {launches}{quietest}" if s.reps else f"{cache} median"
+
+    text = "kernel " + side(timing, "launches")
+    if baseline is None or not baseline.available or not baseline.median_ms:
+        return text
+    text += "; vendor " + side(baseline, "calls")
+    if (timing.cold_cache is False) != (baseline.cold_cache is False):
+        return text + ": not like for like (one from a cold cache, one warm)"
+    return text + ": like for like"
+
+
+def vendor_flag(timing: Summary, baseline: Baseline, pct: float) -> str | None:
+    """Said plainly where a kernel reads faster than the vendor yardstick: rare, and most often a yardstick timed
+    while the machine was busy (a shared CPU's BLAS most of all)."""
+    if pct <= 100.0:
+        return None
+    if change(timing, baseline) == NOISE:
+        return f"level with the vendor yardstick within noise ({pct:.0f}% by medians): the two spreads overlap"
+    return (f"faster than the vendor yardstick ({pct:.0f}% of it): rare, so suspect the yardstick first (timed on a "
+            "busy machine?); re-time both with benchmark before believing it")
 
 
 def trim_log(text: str | None, limit: int = _LOG_LIMIT) -> str:
@@ -79,15 +135,23 @@ def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: 
     mine = timing.median_ms
     out: dict[str, Any] = {k: getattr(timing, k) for k in _SHOWN_TIMING if k in timing.model_fields_set}
     parent = versions.get(version.parent) if version.parent is not None else None
-    if median_ms(parent):
-        out["speedup_vs_parent"] = median_ms(parent) / mine
-        if parent is not None and parent.timing and parent.timing.params:
+    if parent is not None and parent.timing and parent.timing.median_ms:
+        out["speedup_vs_parent"] = parent.timing.median_ms / mine
+        out["change_vs_parent"] = change(timing, parent.timing)  # the spreads of both timings decide, not the ratio
+        if parent.timing.params:
             out["vs_parent"] = compared(version, parent)
-    if median_ms(versions.get(0)):
-        out["speedup_vs_v0"] = median_ms(versions.get(0)) / mine
+    first = versions.get(0)
+    if first is not None and first.timing and first.timing.median_ms:
+        out["speedup_vs_v0"] = first.timing.median_ms / mine
+        if first.number != version.number:
+            out["change_vs_v0"] = change(timing, first.timing)
     if baseline and baseline.available and baseline.median_ms:
         out["vendor_median_ms"] = baseline.median_ms
         out["pct_of_vendor"] = 100.0 * baseline.median_ms / mine
+        flag = vendor_flag(timing, baseline, out["pct_of_vendor"])
+        if flag:
+            out["vendor_flag"] = flag
+    out["timed"] = how_timed(timing, baseline)
     peak = device.peak(peak_path)
     if peak and timing.tflops is not None:
         out["pct_of_peak"] = 100.0 * timing.tflops / peak
@@ -109,8 +173,10 @@ def history_rows(session: SessionRow, versions: list[VersionRow], device: Device
             "version": v.number, "parent": v.parent, "origin": v.origin,
             "transformation": v.transformation, "attempt": v.attempt, "status": v.status,
             "failure": v.failure, "median_ms": perf.get("median_ms"), "tflops": perf.get("tflops"),
-            "speedup_vs_parent": perf.get("speedup_vs_parent"), "speedup_vs_v0": perf.get("speedup_vs_v0"),
-            "pct_of_vendor": perf.get("pct_of_vendor"), "pct_of_peak": perf.get("pct_of_peak"),
+            "speedup_vs_parent": perf.get("speedup_vs_parent"), "change_vs_parent": perf.get("change_vs_parent"),
+            "speedup_vs_v0": perf.get("speedup_vs_v0"), "pct_of_vendor": perf.get("pct_of_vendor"),
+            "above_vendor": True if perf.get("vendor_flag", "").startswith("faster") else None,
+            "pct_of_peak": perf.get("pct_of_peak"),
             "head": v.number == session.head, "best": best is not None and v.number == best.number,
             "params": v.timing.params if v.timing else None,  # the configuration timed, for a kernel with params
             "configuration": configuration(v),  # the same in words, with where it came from
@@ -118,10 +184,18 @@ def history_rows(session: SessionRow, versions: list[VersionRow], device: Device
     return rows
 
 
-def markdown_table(rows: list[dict[str, Any]]) -> str:
+def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
+    """The history as a markdown table. With `keep`, at most that many rows: v0, head and best, then the newest;
+    a line names the versions left out (an answer's text stays short; its structured rows hold every version)."""
     def fmt(value: Any, spec: str) -> str:
         return "" if value is None else format(value, spec)
 
+    left_out: list[int] = []
+    if keep is not None and len(rows) > keep:
+        first = [r["version"] for r in rows if r["version"] == 0 or r.get("head") or r.get("best")]
+        kept = set(list(dict.fromkeys(first + [r["version"] for r in reversed(rows)]))[:keep])
+        left_out = [r["version"] for r in rows if r["version"] not in kept]
+        rows = [r for r in rows if r["version"] in kept]
     lines = ["| v | parent | transformation | status | ms | rate | ×parent | ×v0 | % vendor | % peak |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -135,8 +209,17 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         failure = (r["failure"] or "").removeprefix("generality_") if r["status"] == "not_general" else r["failure"]
         status = r["status"] + (f": {failure}" if failure and r["status"] not in ("benchmarked",) else "")
         speed = rate(r["tflops"]) if r["tflops"] is not None else ""
+        # the ratio, then what the spreads say of it: "1.02 (noise)", "0.60 (slower)"
+        verdict = {NOISE: " (noise)", SLOWER: " (slower)"}.get(r.get("change_vs_parent") or "", "")
+        vendor = fmt(r["pct_of_vendor"], ".1f") + (" (!)" if r.get("above_vendor") else "")
         lines.append(f"| {r['version']}{mark} | {fmt(r['parent'], 'd')} | {name} | {status} | "
-                     f"{fmt(r['median_ms'], '.4g')} | {speed} | {fmt(r['speedup_vs_parent'], '.2f')}"
-                     f" | {fmt(r['speedup_vs_v0'], '.2f')} | {fmt(r['pct_of_vendor'], '.1f')} | "
-                     f"{fmt(r['pct_of_peak'], '.1f')} |")
+                     f"{fmt(r['median_ms'], '.4g')} | {speed} | {fmt(r['speedup_vs_parent'], '.2f')}{verdict}"
+                     f" | {fmt(r['speedup_vs_v0'], '.2f')} | {vendor} | {fmt(r['pct_of_peak'], '.1f')} |")
+    if left_out:
+        lines.append(f"({len(left_out)} more versions, of v{left_out[0]} to v{left_out[-1]}, are in the structured "
+                     "rows; get_version shows one)")
+    if any(r.get("above_vendor") for r in rows):
+        lines.append("(!) faster than the vendor yardstick: rare, suspect the yardstick first; benchmark re-times both")
+    if any(r.get("change_vs_parent") == NOISE for r in rows):
+        lines.append("(noise): the middle halves of the two timings overlap; no gain or loss is shown")
     return "\n".join(lines)

@@ -1,13 +1,14 @@
 """What a client reads: model results made lean for an LLM's context, valid against the tools' output schemas.
 
-Fields left at their defaults are dropped (the schemas mark them optional), floats keep 4 significant digits
-(timings vary more than that from run to run), and the text block carries the same object as compact JSON (the
-MCP spec asks for a text copy of structured content, for clients that read only text).
+Fields left at their defaults are dropped (the schemas mark them optional) and floats keep 4 significant digits
+(timings vary more than that from run to run). structuredContent is the whole record; the text block is a summary of
+it (summaries.py): the facts a next step depends on, for clients and LLMs that read only text. It used to be the
+same JSON again, which doubled every answer (the MCP spec's text copy of structured content is a SHOULD, for
+clients that read only text: the summary serves them, with less to read).
 """
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -34,10 +35,18 @@ def lean(model: BaseModel) -> dict[str, Any]:
     return rounded(model.model_dump(mode="json", exclude_defaults=True))
 
 
-def result(model: BaseModel, *extra: types.ContentBlock, text: str | None = None) -> types.CallToolResult:
-    """A tool result: lean structured content, its compact JSON as text (or `text`), then `extra` blocks."""
-    structured = lean(model)
-    body = text if text is not None else json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
+def result(model: BaseModel | dict[str, Any], *extra: types.ContentBlock, text: str | None = None,
+           kind: str | None = None, defaults: bool = False) -> types.CallToolResult:
+    """A tool result: lean structured content, its summary as text (or `text`), then `extra` blocks. A dict is
+    structured content already; `kind` names its summary (default: the model's class name); `defaults` keeps the
+    fields left at their defaults (apply_transformation's steps always carried them: `succeeded: false`)."""
+    from peak_mcp.summaries import summary
+
+    if isinstance(model, dict):
+        structured = rounded(model)
+    else:
+        structured = rounded(model.model_dump(mode="json")) if defaults else lean(model)
+    body = text if text is not None else summary(kind or type(model).__name__, structured)
     return types.CallToolResult(content=[types.TextContent(type="text", text=body), *extra],
                                 structured_content=structured)
 

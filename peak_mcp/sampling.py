@@ -122,7 +122,11 @@ def describe_standing(standing: Standing) -> str:
         yard = f"the vendor library ({standing.vendor_name or 'vendor BLAS'}) takes {standing.vendor_ms:.4g} ms"
         if best_ms:
             who = "best" if standing.best_ms else "head"
-            yard += f"; {who} is at {100.0 * standing.vendor_ms / best_ms:.1f}% of its speed"
+            pct = 100.0 * standing.vendor_ms / best_ms
+            yard += f"; {who} is at {pct:.1f}% of its speed"
+            if pct > 100:  # said plainly, as every report says it (reports.vendor_flag)
+                yard += (", faster than the yardstick: rare, so suspect the yardstick (timed on a busy machine?) "
+                         "before the kernel")
         lines.append(f"Yardstick: {yard}.")
     elif standing.peak_tflops:
         lines.append(f"Yardstick: no vendor library on this backend; the device peak for this data path is "

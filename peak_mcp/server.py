@@ -24,8 +24,8 @@ Reports name `head`, the version work continues from by default, and `best`, the
 the session's sizes and at sampled other sizes); head may be slower. A version right only at the session's sizes is
 `not_general`, no success.
 A kernel is one source text with one `// peak:` annotation line giving the entry point and launch geometry.
-Answers are JSON objects (structuredContent, and the same JSON as text); the resource peak://output-schemas
-holds their schemas."""
+Answers are JSON objects (structuredContent) with a text summary of the facts that matter (status, check, message,
+times and their noise verdicts, head and best); the resource peak://output-schemas holds their schemas."""
 OUTPUT_SCHEMAS = "peak://output-schemas"
 
 

@@ -44,7 +44,16 @@ from peak_mcp.models import (
 from peak_mcp.phases import Baseline, Generality, SanitizerReport, SizeFailure, Verdict, dumped
 from peak_mcp.problems import BUILTIN_CLASSES, Problem, ProblemRegistry
 from peak_mcp.records import Outcome, SessionRow, Status, VersionRow
-from peak_mcp.reports import best_version, history_rows, markdown_table, performance, trim_log
+from peak_mcp.reports import (
+    NOISE,
+    SLOWER,
+    best_version,
+    change,
+    history_rows,
+    markdown_table,
+    performance,
+    trim_log,
+)
 from peak_mcp.responses import rate
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, Job, ProfileJob, TuneJob
 from peak_mcp.runner.ownership import ServerPresence
@@ -55,6 +64,7 @@ from peak_mcp.sandbox import Protection, landlock_abi
 from peak_mcp.store import Store
 from peak_mcp.text import checked_label, clipped
 from peak_mcp.tuning import (
+    BestConfig,
     Config,
     ConfigResult,
     Space,
@@ -85,6 +95,8 @@ VULKAN_SANITIZER_MAX_FLOPS = 1e9
 # moves at most this many bytes (softmax: 1024 x 2048 in f32; each of them passes through the host reference too).
 CPU_DEVICE_FLOPS, CPU_DEVICE_BYTES = 2.0**31, 2.0**24
 PROFILE_INACTIVITY_S, PROFILE_TOTAL_S = 90.0, 360.0
+# Tuning: the search's fastest few are timed again before the best is chosen where their spreads are wide or overlap.
+RETIME_TOP, NOISY_CV = 3, 0.1
 
 
 def _quiet(_: str) -> None:
@@ -101,7 +113,7 @@ def _tuning_brief(report: TuneReport | None) -> dict[str, Any] | None:
     timed = sorted((r for r in report.results if r.status == "ok"), key=lambda r: r.median_ms or 0.0)
     return {"strategy": report.strategy, "space_size": report.space_size, "tried": report.tried,
             "pruned": len(report.pruned) + report.where_pruned, "stopped": report.stopped, "devices": report.devices,
-            "best": report.best.model_dump() if report.best else None,
+            "best": report.best.model_dump() if report.best else None, "chosen_by": report.chosen_by,
             "fastest": [{"params": r.params, "median_ms": r.median_ms} for r in timed[:5]]}
 
 
@@ -392,14 +404,12 @@ class PeakService:
             outcome.message = (outcome.message or "").replace(
                 ACCEPT_SPECIALIZED, "accepted here as a specialized kernel (require_generality=false)")
         self.store.update_version(session_id, number, **outcome.columns())
-        # Without a device, "compiled" is as far as any version gets, so it is what moves head. A version that is
-        # wrong at other sizes moves it only when the agent accepts a specialized kernel.
+        # Head moves only to versions validated and timed: one wrong at other sizes only when the agent accepts a
+        # specialized kernel. Without a device nothing runs, and a version that only compiled (an empty kernel
+        # compiles) proves nothing: head stays on v0, the starting point, and the note says why.
         status = outcome.status
-        if session.device_index >= 0:
-            moves = status.passed or (status is Status.NOT_GENERAL and not require_generality)
-        else:
-            moves = status is Status.COMPILED
-        if moves or (status is Status.COMPILED and session.head is None):
+        moves = session.runs and (status.passed or (status is Status.NOT_GENERAL and not require_generality))
+        if moves or (number == 0 and status is Status.COMPILED and session.head is None):
             self.store.set_head(session_id, number)
         report = Submission(**dict(self.version_report(session_id, number)),
                             note=self.standing_note(session_id, number))
@@ -598,7 +608,27 @@ class PeakService:
 
     def get_version(self, session_id: str, version: int | None) -> VersionDetail:
         v = self.resolve_version(session_id, version)
-        return VersionDetail(report=self.version_report(session_id, v.number), source=v.source)
+        return VersionDetail(report=self.version_report(session_id, v.number), source=v.source,
+                             configuration=self.timed_configuration(v))
+
+    def timed_configuration(self, v: VersionRow) -> str | None:
+        """The configuration a version's time is of, beside its source: the source declares lists whose first
+        values are its defaults, and a tuned (or inherited) time is of other values."""
+        timing = v.timing
+        if timing is None or not timing.params:
+            return None
+        how = {"defaults": "its defaults", "parent": f"v{v.parent}'s tuned configuration"}.get(
+            timing.params_from or "", "tuned")
+        defines = " ".join(f"#define {k} {x}" for k, x in timing.params.items())
+        text = f"timed with {Config(params=timing.params).label()} ({how}): compiled as `{defines}` before this source"
+        try:
+            defaults = self._spec(self.store.session(v.session_id), v.source).config()
+        except PeakError:
+            return text
+        if defaults != timing.params:
+            text += (f"; the params line's first values ({Config(params=defaults).label()}) are only the defaults, "
+                     "not what was timed")
+        return text
 
     def diff(self, session_id: str, a: int, b: int | None) -> DiffReport:
         first = self.store.version(session_id, a)
@@ -610,6 +640,11 @@ class PeakService:
 
     def revert(self, session_id: str, version: int, require_generality: bool = True) -> VersionReport:
         v = self.store.version(session_id, version)
+        if v.status is Status.COMPILED and version != 0:
+            raise InvalidInput(f"version {version} was only compiled (nothing ran: no device in this session); head "
+                               "moves only to versions validated and timed",
+                               f"build on it without moving head: submit_kernel(parent={version}) or "
+                               f"apply_transformation(version={version}).")
         if not (v.status.usable or v.status is Status.NOT_GENERAL):
             raise InvalidInput(f"version {version} has status {v.status}; only passing versions can become head",
                                "pick a version whose status is benchmarked (see history).")
@@ -640,22 +675,34 @@ class PeakService:
         session = self.store.session(session_id)
         versions = {v.number: v for v in self.store.versions(session_id)}
         v, head, best = versions[number], session.head, best_version(versions.values())
+        if not session.runs:
+            where = f"head stays v{head}" if head is not None else "no head"
+            only = f", so v{number} was only compiled" if v.status is Status.COMPILED else ""
+            return (f"{where}: nothing runs in this session (no {session.backend} device here){only}; head and best "
+                    "move only to versions validated and timed")
         if head == number:
             parent = versions.get(v.parent) if v.parent is not None else None
-            ratio = parent.median_ms / v.median_ms if parent and parent.median_ms and v.median_ms else None
-            text = f"head → v{number}" + (f" ({ratio:.2f}× its parent v{parent.number})" if ratio and parent else "")
+            text = f"head → v{number}"
+            if parent is not None and parent.timing and v.timing and parent.timing.median_ms:
+                verdict = change(v.timing, parent.timing)
+                said = "a slowdown beyond noise" if verdict == SLOWER else verdict
+                text += f" ({parent.timing.median_ms / v.timing.median_ms:.2f}× its parent v{parent.number}: {said})"
         else:
             text = f"head stays v{head}" if head is not None else "no head yet"
         if best is None:
-            return text + ("; no general version is timed yet" if session.runs else "")
+            return text + "; no general version is timed yet"
         if best.number == head:
             return text + ("; it is the new best (fastest general version)" if head == number else
                            "; head is also the best (fastest general version)")
-        head_ms = versions[head].median_ms if head is not None else None
-        slower = f", head is {best.median_ms / head_ms:.2f}× as fast" if head_ms and best.median_ms else ""
+        mine = versions[head].timing if head is not None else None
+        slower = ""
+        if mine is not None and best.timing is not None and mine.median_ms:
+            slower = (f", head is {best.timing.median_ms / mine.median_ms:.2f}× as fast "
+                      f"({change(mine, best.timing)})")
         return text + f"; best: v{best.number} ({best.median_ms:.4g} ms){slower}"
 
-    def history_chart(self, session_id: str) -> bytes:
+    def history_chart(self, session_id: str, compact: bool = False) -> bytes:
+        """The lineage chart as PNG; `compact` for an MCP answer (charts.COMPACT), else to read on a screen."""
         from peak_mcp.charts import history_chart
 
         session = self.store.session(session_id)
@@ -669,7 +716,7 @@ class PeakService:
                          "max_ms": timing.max_ms if timing else None})
         vendor = backend_spec(session.backend).vendor_library or "vendor library"
         return history_chart(rows, session.model_dump(), peak_tflops=device.peak(peak_path),
-                             vendor_name=vendor)
+                             vendor_name=vendor, compact=compact)
 
     # --- tuning ----------------------------------------------------------------------------------------------
     def tune(self, session_id: str, version: int | None, *, strategy: str = "auto", max_configs: int = 64,
@@ -715,6 +762,7 @@ class PeakService:
         # is then timed in full on the session's own device alone.
         report = run_tuning(space, search, measure, version=v.number, max_configs=max_configs,
                             budget_s=budget_s, batch_size=fan.plan)
+        self._choose_best(session, v.source, spec, report, progress)
         columns: dict[str, Any] = {}
         if report.best is not None:
             progress(f"tuning: full validation and timing of {Config(params=report.best.params).label()}")
@@ -730,6 +778,56 @@ class PeakService:
                                    f"({tuned.failure}): {(tuned.message or '')[:200]}")
         self.store.update_version(session_id, v.number, tuning=report.model_dump(mode="json"), **columns)
         return report
+
+    def _choose_best(self, session: SessionRow, source: str, spec: LaunchSpec, report: TuneReport,
+                     progress: Progress) -> None:
+        """The search times each configuration briefly (a few launches, beside builds): its medians can be noise. Where
+        the fastest few have wide spreads (cv over NOISY_CV) or spreads that overlap the fastest's, they are timed
+        again, longer and one after another on the session's device, and the best is the fastest of that re-time.
+        `report.chosen_by` says which way it went."""
+        timed = sorted((r for r in report.results if r.status == "ok" and r.median_ms is not None),
+                       key=lambda r: r.median_ms or 0.0)
+        top = timed[:RETIME_TOP]
+        if len(top) < 2:
+            report.chosen_by = "the only configuration the search timed" if top else None
+            return
+        widest = max((r.cv or 0.0) for r in top)
+        overlapping = [r for r in top[1:] if change(r, top[0]) == NOISE]
+        if widest <= NOISY_CV and not overlapping:
+            report.chosen_by = (f"the search's fastest median: its spread is narrow (cv at most {widest:.2g}) and "
+                                f"clear of the next ({Config(params=top[1].params).label()})")
+            return
+        why = (f"cv up to {widest:.2g}" if widest > NOISY_CV else "") + \
+            ("; " if widest > NOISY_CV and overlapping else "") + \
+            (f"{len(overlapping)} within noise of the fastest" if overlapping else "")
+        budget = self.settings.benchmark_budget_s
+        progress(f"tuning: re-timing the {len(top)} fastest ({why}) for {budget:g} s each")
+        job = TuneJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, source=source, spec=spec,
+                      configs=[r.params for r in top], time_budget_s=budget, min_reps=20, max_reps=1000,
+                      compile_workers=1, retime=True)
+        try:
+            result = self._run_job(session, job, progress)
+        except JobFailed as exc:
+            report.chosen_by = (f"the search's fastest median, unconfirmed ({why}): re-timing the {len(top)} fastest "
+                                f"failed ({exc.kind}: {str(exc)[:200]})")
+            return
+        report.retimed = [r.model_copy(update={"device": session.device_index}) for r in result.results]
+        again = sorted((r for r in report.retimed if r.status == "ok" and r.median_ms is not None),
+                       key=lambda r: r.median_ms or 0.0)
+        if not again:
+            report.chosen_by = (f"the search's fastest median, unconfirmed ({why}): none of the {len(top)} fastest "
+                                "passed when re-timed")
+            return
+        winner, first = again[0], Config(params=top[0].params)
+        report.best = BestConfig(params=winner.params, median_ms=winner.median_ms or 0.0, tflops=winner.tflops)
+        text = (f"re-timed the search's {len(top)} fastest ({why}) for {budget:g} s each, one after another on "
+                f"device {session.device_index}; the fastest then: {Config(params=winner.params).label()}")
+        if Config(params=winner.params) != first:
+            text += f" (the search's median had {first.label()} first)"
+        level = [Config(params=r.params).label() for r in again[1:] if change(r, winner) == NOISE]
+        if level:
+            text += f"; still within noise of it: {', '.join(level)} (any of them is as fast as this can tell)"
+        report.chosen_by = text
 
     def tuning_devices(self, session: SessionRow) -> list[int]:
         """The devices a tune of this session measures on now: its own, and every idle one of the same model."""

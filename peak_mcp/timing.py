@@ -37,10 +37,10 @@ Timer = Callable[[Chunk], list[float]]
 
 def measure(timer: Timer, *, budget_s: float, min_reps: int, max_reps: int, flops: float, min_bytes: float = 0.0,
             rotation: int = 1, warm_timer: Timer | None = None, after_chunk: Callable[[], bool] | None = None,
-            progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Warm up, then time about `budget_s` of launches in whole multiples of `rotation` (input sets rotated);
-    `warm_timer` (default `timer`) runs the untimed warm-up; `after_chunk() -> bool` stops early when it returns
-    False (a check failed). Returns `summarize(...)` plus `wall_s`."""
+            progress: Callable[[str], None] | None = None, warmup_s: float = WARMUP_S) -> dict[str, Any]:
+    """Warm up for `warmup_s`, then time about `budget_s` of launches in whole multiples of `rotation` (input sets
+    rotated); `warm_timer` (default `timer`) runs the untimed warm-up; `after_chunk() -> bool` stops early when it
+    returns False (a check failed). Returns `summarize(...)` plus `wall_s`."""
     warm_timer = warm_timer or timer
     warm: list[float] = []
     started = time.monotonic()
@@ -50,9 +50,9 @@ def measure(timer: Timer, *, budget_s: float, min_reps: int, max_reps: int, flop
         # included: on a CPU device it can dwarf the kernel).
         warm += warm_timer(Chunk(chunk, len(warm), 0))
         elapsed = time.monotonic() - started
-        if elapsed >= WARMUP_S or len(warm) >= MAX_WARMUP_REPS:
+        if elapsed >= warmup_s or len(warm) >= MAX_WARMUP_REPS:
             break
-        chunk = max(1, min(len(warm), int((WARMUP_S - elapsed) / (elapsed / len(warm)))))
+        chunk = max(1, min(len(warm), int((warmup_s - elapsed) / (elapsed / len(warm)))))
     if progress:
         progress(f"benchmark: warmed up ({len(warm)} launches)")
     wall_per_launch = (time.monotonic() - started) / len(warm)
@@ -82,13 +82,19 @@ def timed_reps(per_launch_s: float, time_budget_s: float, min_reps: int, max_rep
 
 
 def summarize(times_ms: list[float], flops: float, min_bytes: float) -> dict[str, Any]:
+    """Median, spread and rates of the timed launches. p25_ms..p75_ms, the middle half of the launches, is the
+    spread that speedups are judged against (reports.noise): two times whose middle halves overlap are the same
+    time as far as this timing can tell."""
     arr = np.asarray(times_ms, dtype=np.float64)
     median = float(np.median(arr))
+    p25, p75 = (float(q) for q in np.percentile(arr, [25, 75]))
     return {
         "reps": int(arr.size),
         "median_ms": median,
         "min_ms": float(arr.min()),
         "max_ms": float(arr.max()),
+        "p25_ms": p25,
+        "p75_ms": p75,
         "mean_ms": float(arr.mean()),
         "cv": float(arr.std() / arr.mean()) if arr.mean() > 0 else 0.0,
         "tflops": flops / (median * 1e-3) / 1e12 if median > 0 else 0.0,

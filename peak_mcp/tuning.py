@@ -68,6 +68,8 @@ class ConfigResult(BaseModel):
     median_ms: float | None = None
     tflops: float | None = None
     cv: float | None = None  # spread of the timed launches (short budget: a rough figure)
+    p25_ms: float | None = None  # the middle half of the timed launches: what noise is judged by (reports.change)
+    p75_ms: float | None = None
     reps: int | None = None
     device: int | None = None  # the device index that measured it (tuning fans out over devices of one model)
 
@@ -91,6 +93,10 @@ class TuneReport(BaseModel):
     stopped: str  # why the search ended: space exhausted, max_configs reached, time budget spent
     search_s: float | None = None  # wall time of the search, without the full re-timing of the best afterwards
     devices: list[int] = Field(default_factory=list)  # device indices that measured configurations (fan-out)
+    # The search's fastest few timed again, longer and one after another on the session's device, where their
+    # spreads were wide or overlapped: the best is chosen from these. chosen_by says how the best was chosen.
+    retimed: list[ConfigResult] = Field(default_factory=list)
+    chosen_by: str | None = None
 
     def top(self, k: int = KEEP_TOP) -> list[dict[str, int]]:
         """The k fastest configurations, fastest first: what a child's tuning is seeded with."""

@@ -9,6 +9,9 @@ when work ran. Started by DevicePool through a `python` shim (tests/test_fanout.
   die_tune  true: every tune job dies before its first configuration (a device that is lost, not a kernel)
   delay_s   seconds each configuration of a tune job takes (so that chunks on two devices overlap in time)
   kill_host true: a tune job kills the worker's parent (a Ray actor: its node lost) before its first configuration
+  search_ms {"A=1 B=2": 0.095, ...}: what the search's brief timing reports for those configurations (label: the
+            values in order), as a noisy measurement can; every configuration of a search then has a cv of 1.0
+            and a wide middle half. A re-time (a tune job with `retime`) reports each one's own time.
 
 A configuration's time is the sum of its parameter values divided by 100 ms, the same on every device.
 """
@@ -50,7 +53,7 @@ def main() -> int:
         if options.get("log"):
             with open(options["log"], "a") as log:
                 log.write(json.dumps({"device": index, "ray_device": os.environ.get("PEAK_MCP_RAY_DEVICE"),
-                                      "type": job["type"], "steps": job.get("steps"),
+                                      "type": job["type"], "steps": job.get("steps"), "retime": job.get("retime"),
                                       "configs": job.get("configs"), "params": (job.get("spec") or {}).get("bound"),
                                       "start": started, "end": time.time()}) + "\n")
         send({"id": job["id"], "event": "result", "ok": True, "result": {**result, "device": device}
@@ -75,7 +78,14 @@ def _tune(job: dict, options: dict, send) -> dict:
         if options.get("die_on") is not None and options["die_on"] in params.values():
             os._exit(3)  # as a kernel fault ends a real worker
         time.sleep(float(options.get("delay_s", 0)))
-        results.append({"params": params, "status": "ok", "median_ms": _ms(params), "reps": 5})
+        noisy = options.get("search_ms") is not None and not job.get("retime")
+        label = " ".join(f"{k}={v}" for k, v in params.items())
+        median = (options["search_ms"].get(label, _ms(params))) if noisy else _ms(params)
+        spread = 0.5 if noisy else 0.01  # the middle half, as a fraction of the median either way
+        results.append({"params": params, "status": "ok", "median_ms": median, "reps": 5 if noisy else 50,
+                        "cv": 1.0 if noisy else 0.01, "p25_ms": median * (1 - spread),
+                        "p75_ms": median * (1 + spread)} if noisy or job.get("retime") else
+                       {"params": params, "status": "ok", "median_ms": median, "reps": 5})
     return {"type": "tune", "results": results, "seconds": 0.01}
 
 

@@ -99,7 +99,9 @@ async def test_without_sampling_the_brief_comes_back_and_submit_completes_the_ru
                   ).structured_content
         assert report["origin"] == "apply" and report["transformation"] == "shared-memory-tiling"
         stats = (await client.call_tool("get_transformation_stats", {})).structured_content["transformations"]
-        assert stats[0]["runs"] == 1 and stats[0]["first_try_success_rate"] == 1.0
+        # compiled on a machine without a GPU: nothing ran, so nothing says it is faster; no success to count
+        assert stats[0]["runs"] == 1 and stats[0]["compiled_only"] == 1
+        assert stats[0]["first_try_success_rate"] == 0.0 and stats[0]["successes"] == 0
 
 
 class FixingLLM(ScriptedLLM):

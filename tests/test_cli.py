@@ -6,6 +6,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import struct
 import sys
 from pathlib import Path
@@ -123,7 +124,8 @@ def test_show_prints_the_table_and_writes_the_chart(data, capsys, no_devices, tm
     chart = tmp_path / "sub" / "chart.png"
     code, out, _ = cli("--data-dir", str(data["dir"]), "show", data["sid"], "--out", str(chart), capsys=capsys)
     assert code == 0
-    assert "| 4 (head) | 0 | register-blocking-2d | benchmarked |" in out
+    # v4 is head, and also best when lavapipe timed it the fastest
+    assert re.search(r"\| 4 \(head(, best)?\) \| 0 \| register-blocking-2d \| benchmarked \|", out), out
     assert "| 3 | 2 | vectorized-loads | invalid_annotation" in out
     png = chart.read_bytes()
     assert png.startswith(b"\x89PNG")

@@ -62,7 +62,7 @@ async def test_session_without_a_gpu_targets_gfx90a_end_to_end(make_client) -> N
         assert step["resolved_transformation"] == "amd-mfma", step
 
         mfma = await _submit(client, sid, MFMA)
-        assert mfma["status"] == "compiled" and mfma["head"] == mfma["version"]
+        assert mfma["status"] == "compiled" and mfma["head"] == 0  # nothing ran: head stays on v0
         resources = mfma["compile"]["resources"]
         assert resources["mfma_instructions"] > 0 and resources["agprs"] > 0 and resources["lds_bytes"] == 17408
 

@@ -61,7 +61,10 @@ async def test_a_version_wrong_at_other_sizes_is_no_success_anywhere(make_client
 
         stats = (await client.call_tool("get_transformation_stats", {})).structured_content["transformations"]
         tiling = next(s for s in stats if s["transformation"] == "shared-memory-tiling")
-        assert (tiling["attempts"], tiling["successes"], tiling["success_rate"]) == (2, 1, 0.5), tiling
+        assert (tiling["attempts"], tiling["applied"]) == (2, 1), tiling
+        # a success is faster than its parent beyond noise: at 32^3 on a busy CPU the tiled kernel may not be
+        faster = int(second["performance"]["change_vs_parent"] == "faster beyond noise")
+        assert (tiling["successes"], tiling["success_rate"]) == (faster, faster / 2), tiling
         assert tiling["first_try_success_rate"] == 0.0
         assert tiling["failure_kinds"] == {first["failure"]: 1}
 
@@ -114,7 +117,8 @@ async def test_best_stands_beside_head_in_every_report_and_brief(make_client) ->
         slow = (await client.call_tool("submit_kernel", {"session_id": sid, "source": SLOW})).structured_content
         assert slow["status"] == "benchmarked" and slow["performance"]["speedup_vs_parent"] < 1, slow
         assert (slow["head"], slow["best"]) == (2, b)
-        assert slow["note"].startswith("head → v2 (0.") and f"its parent v1); best: v{b} (" in slow["note"], slow
+        assert slow["note"].startswith("head → v2 (0.") and "its parent v1: " in slow["note"], slow
+        assert f"); best: v{b} (" in slow["note"] and slow["note"].endswith(")"), slow
 
         history = await client.call_tool("history", {"session_id": sid, "chart": True})
         assert (history.structured_content["head"], history.structured_content["best"]) == (2, b)
@@ -139,7 +143,7 @@ async def test_best_stands_beside_head_in_every_report_and_brief(make_client) ->
         assert f"Best (the fastest general version): version {b}: " in brief
         assert "; best is at " in brief and "## Current kernel (version 2)" in brief
         assert step["succeeded"] and f"version {step['result']}; head → v{step['result']} (" in step["message"]
-        assert step["message"].endswith("as fast") and f"best: v{b} (" in step["message"], step["message"]
+        assert "× as fast (" in step["message"] and f"best: v{b} (" in step["message"], step["message"]
 
 
 def test_the_demo_ends_saying_which_version_is_best(tmp_path) -> None:

@@ -19,6 +19,8 @@ TOOLS = {"doctor", "list_problems", "start_session", "list_sessions", "submit_ke
          "history", "get_version", "diff", "revert", "list_transformations", "get_transformation",
          "apply_transformation", "get_transformation_stats", "profile", "suggest_next"}
 SMALL = {"M": 64, "N": 48, "K": 32}
+EMPTY = ('// peak: entry=k grid=(1, 1, 1) block=(1, 1, 1) shared=0\n'
+         'extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {}\n')
 SYNTAX_ERROR = """// peak: entry=k grid=(cdiv(N, 16), cdiv(M, 16), 1) block=(16, 16, 1) shared=0
 extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {
     int r = blockIdx.y * 16 + threadIdx.y;
@@ -88,8 +90,17 @@ async def test_compile_only_session_and_compile_errors(make_client) -> None:
                                                          (EXAMPLES / "cuda" / "regblock_2d.cu").read_text()}))
         body = good.structured_content
         assert body["status"] == "compiled" and body["compile"]["resources"]["static_shared_bytes"] == 8192
-        assert body["parent"] == 0 and body["head"] == 2
         assert set(body["phases"]) == {"compile"} and 0 < body["phases"]["compile"] <= body["seconds"]
+        # Nothing ran: head stays on v0, and the answer says why. An empty kernel compiles too.
+        assert body["parent"] == 0 and body["head"] == 0 and body.get("best") is None
+        assert body["note"] == ("head stays v0: nothing runs in this session (no cuda device here), so v2 was only "
+                                "compiled; head and best move only to versions validated and timed")
+        empty = (await client.call_tool("submit_kernel", {"session_id": session["session_id"], "source": EMPTY})
+                 ).structured_content
+        assert empty["status"] == "compiled" and empty["head"] == 0, empty
+        refused = await client.call_tool("revert", {"session_id": session["session_id"], "version": 3})
+        assert refused.is_error and "version 3 was only compiled (nothing ran" in refused.content[0].text
+        assert "submit_kernel(parent=3)" in refused.content[0].text
 
 
 @pytest.mark.parametrize(("source", "expected"), [
@@ -147,13 +158,15 @@ async def test_history_chart_diff_revert_and_persistence(make_client, settings) 
         history = await client.call_tool("history", {"session_id": sid, "chart": True})
         assert [c.type for c in history.content] == ["text", "image"]
         assert base64.b64decode(history.content[1].data).startswith(b"\x89PNG")
-        assert "| 2 (head) |" in history.content[0].text
+        assert "| 0 (head) |" in history.content[0].text  # compiled versions never ran: head stays on v0
         diff = (await client.call_tool("diff", {"session_id": sid, "a": 1, "b": 2})).structured_content
         assert "matmul_rb2d" in diff["diff"] and diff["diff"].startswith("--- v1")
-        reverted = (await client.call_tool("revert", {"session_id": sid, "version": 1})).structured_content
-        assert reverted["head"] == 1
-        source = (await client.call_tool("get_version", {"session_id": sid})).structured_content["source"]
-        assert "matmul_tiled" in source
+        refused = await client.call_tool("revert", {"session_id": sid, "version": 1})
+        assert refused.is_error and "only compiled (nothing ran" in refused.content[0].text
+        reverted = (await client.call_tool("revert", {"session_id": sid, "version": 0})).structured_content
+        assert reverted["head"] == 0
+        source = (await client.call_tool("get_version", {"session_id": sid, "version": 1})).structured_content
+        assert "matmul_tiled" in source["source"]
     # A new server on the same data directory sees the whole history.
     server, service = build(settings)
     try:
@@ -164,7 +177,7 @@ async def test_history_chart_diff_revert_and_persistence(make_client, settings) 
             assert [s["session_id"] for s in sessions] == [sid]
             rows = (await client.call_tool("history", {"session_id": sid})).structured_content["rows"]
             assert [r["version"] for r in rows] == [0, 1, 2]
-            assert [r["head"] for r in rows] == [False, True, False]
+            assert [r["head"] for r in rows] == [True, False, False]
             assert rows[1]["transformation"] == "shared-memory-tiling"
     finally:
         service.close()

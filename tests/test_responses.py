@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given
@@ -64,8 +65,10 @@ async def test_results_are_lean_and_valid(make_client) -> None:
         assert info["sizes"] == {"M": 64, "N": 48, "K": 4096}
         assert "K=4096" in info["note"]  # partial sizes are filled, and the answer says so
         assert "max_compute_workgroup_count" not in info["device"]  # the device in brief
-        assert json.loads(started.content[0].text) == info  # text = the same object, compact
-        assert "\n  " not in started.content[0].text and len(started.content[0].text) < 4000
+        text = started.content[0].text  # a summary of the record, not the same JSON again
+        assert not text.startswith("{") and len(text) < len(json.dumps(info, separators=(",", ":"))) / 2
+        assert text.startswith(f"session {info['session_id']}: matmul f32 M=64,N=48,K=4096 on ")
+        assert f"v0 {info['version_0']['status']} [naive]" in text and "message: " in text and "head v0" in text
         listed = (await client.call_tool("list_sessions", {"limit": 1})).structured_content
         assert listed["total"] == 1 and len(listed["sessions"]) == 1 and "device" in listed["sessions"][0]
         empty = (await client.call_tool("list_sessions", {"offset": 5})).structured_content
@@ -88,3 +91,70 @@ async def test_schemas_carry_no_titles_and_stay_small(make_client) -> None:
         assert '"title": {' in json.dumps(schemas)  # a property named title (catalog models) is kept
         started = await client.call_tool("list_problems", {})
         assert started.structured_content["problems"]  # structured content still comes without an advertised schema
+
+
+async def test_answers_carry_the_record_once_with_a_summary_as_text(make_client) -> None:
+    """Each answer carried its JSON twice (text and structuredContent). The text is a summary now, with the facts a
+    client that reads only text needs: status, check, message, times, head and best; and whole where the text is
+    the point (a compile log, a source, a brief)."""
+    async with make_client() as (client, _):
+        sid = (await client.call_tool("start_session", {"backend": "cuda", "sizes": SMALL})).structured_content[
+            "session_id"]
+        broken = await client.call_tool("submit_kernel", {"session_id": sid, "source": BROKEN})
+        report = broken.structured_content
+        text = broken.content[0].text
+        assert text.startswith(f"v1 compile_error (compile) [parent v0, submit]\nmessage: {report['message']}\n")
+        assert f"compile log:\n{report['compile']['log']}" in text and text.rstrip().endswith(
+            "head and best move only to versions validated and timed")
+        detail = await client.call_tool("get_version", {"session_id": sid, "version": 1})
+        assert detail.content[0].text.endswith(f"source:\n{BROKEN}")
+        for tool, args in (("list_sessions", {}), ("history", {"session_id": sid}), ("doctor", {}),
+                           ("suggest_next", {"session_id": sid}), ("get_transformation_stats", {}),
+                           ("profile", {"session_id": sid, "version": 0}),
+                           ("apply_transformation", {"session_id": sid, "transformation": "shared-memory-tiling"})):
+            answer = await client.call_tool(tool, args)
+            assert not answer.is_error, answer.content[0].text
+            assert not answer.content[0].text.lstrip().startswith("{"), (tool, answer.content[0].text[:200])
+            assert answer.structured_content, tool
+        step = answer.structured_content
+        assert f"brief:\n{step['brief']}" in answer.content[0].text  # a client that cannot sample needs it whole
+
+
+BROKEN = """// peak: entry=k grid=(cdiv(N, 16), cdiv(M, 16), 1) block=(16, 16, 1) shared=0
+extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {
+    C[0] = undeclared_name;
+}
+"""
+
+
+@pytest.mark.vulkan
+async def test_a_long_history_with_its_chart_stays_small(make_client) -> None:
+    """history(chart=true) was 97 KB in an agent's session (300 KB at 50 versions, a chart 1760 px wide). At 50
+    versions it now stays near 20 KB: the chart is capped (size, labels, palette), the table in the text keeps 20
+    rows, and the structured rows leave out empty fields."""
+    from tests.conftest import EXAMPLES, has_device
+
+    if not has_device("hlsl"):
+        pytest.skip("no Vulkan device")
+    async with make_client() as (client, service):
+        sid = (await client.call_tool("start_session", {"backend": "hlsl", "sizes": {"M": 32, "N": 32, "K": 32}})
+               ).structured_content["session_id"]
+        await client.call_tool("submit_kernel", {"session_id": sid, "source": (
+            EXAMPLES / "hlsl" / "tiled_groupshared.hlsl").read_text()})
+        store = service.store
+        model = store.version(sid, 1)
+        columns = model.model_dump(mode="json", include={"status", "message", "compile", "validation", "timing",
+                                                          "generality"})
+        last = 1
+        while last < 49:  # copies of v1's record, each the child of the one before
+            last = store.add_version(sid, parent=last, origin="submit", transformation="shared-memory-tiling",
+                                     source=model.source, **columns)
+        store.set_head(sid, last)
+        history = await client.call_tool("history", {"session_id": sid, "chart": True})
+        text, image = history.content[0].text, history.content[1].data
+        structured = json.dumps(history.structured_content, separators=(",", ":"))
+        assert len(history.structured_content["rows"]) == 50 and "table" not in history.structured_content
+        assert text.count("\n| ") == 21 and "| 49 (head) | 48 |" in text  # a header and 20 rows
+        assert re.search(r"\n\(30 more versions, of v\d+ to v\d+, are in the structured rows", text), text
+        assert len(image) < 10_000, len(image)
+        assert len(text) + len(image) + len(structured) < 25_000, (len(text), len(image), len(structured))

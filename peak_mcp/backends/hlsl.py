@@ -97,7 +97,8 @@ class HlslExecutor(Executor):
             return super().baseline(yardstick, dtype, sizes, inputs, reps_budget_s)
         from peak_mcp.backends.cpu_baseline import time_numpy_matmul
 
-        return time_numpy_matmul(dtype, sizes, inputs, reps_budget_s)
+        # each call from a cold cache: the scratch the kernels' launches flush with is as large
+        return time_numpy_matmul(dtype, sizes, inputs, reps_budget_s, flush_bytes=self.device.flush_bytes)
 
     # --- compile ---------------------------------------------------------------------------------------------
     def compile(self, source: str, spec: LaunchSpec) -> Compiled:

@@ -66,6 +66,7 @@ class TuneJob(_KernelJob):
     min_reps: int = 5
     max_reps: int = 200
     compile_workers: int | None = None
+    retime: bool = False  # the search's contenders timed again (longer), before the best is chosen
 
 
 class LaunchTarget(_KernelJob):

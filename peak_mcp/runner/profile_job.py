@@ -1,9 +1,11 @@
 """The worker's `profile` job: compile a version, then read what the tools at hand can tell about it.
 
-CUDA: resources from the cubin and ptxas's log, occupancy from the device's limits (checked against the driver's
-own answer where a GPU is present), the SASS mix from nvdisasm (or cuobjdump), and Nsight Compute counters of one
-launch where ncu and a GPU are present. HLSL: SPIR-V reflection and instruction mix, and the Vulkan device's
-limits. Every tool runs with a timeout in the worker's private directory; only parsed numbers leave this module.
+CUDA, and HIP on NVIDIA: resources from the cubin and ptxas's log, occupancy from the device's limits (checked
+against the driver's own answer where a GPU is present), the SASS mix from nvdisasm (or cuobjdump), and Nsight
+Compute counters of one launch where ncu and a GPU are present. HIP on AMD: what the compile reports (registers,
+LDS, scratch, spills, the compiler's waves per SIMD); no mix or counters, and says why. HLSL: SPIR-V reflection and
+instruction mix, and the Vulkan device's limits. Every mix is static (each instruction of the code once), and says
+so. Every tool runs with a timeout in the worker's private directory; only parsed numbers leave this module.
 """
 
 from __future__ import annotations
@@ -59,8 +61,11 @@ def profile(executor: Executor, job: ProfileJob | dict[str, Any], progress: Prog
         return ProfileResult(compile=compiled)
     sizes = job.sizes
     geometry = kernel.spec.evaluate(sizes)
-    if executor.backend == "cuda":
-        report = _cuda(executor, kernel, job, sizes, geometry, progress)
+    platform = executor.facts.properties.get("platform")
+    if executor.backend == "cuda" or (executor.backend == "hip" and platform == "nvidia"):
+        report = _cuda(executor, kernel, job, sizes, geometry, progress)  # HIP on NVIDIA builds through NVRTC too
+    elif executor.backend == "hip" and platform == "amd":
+        report = _amd(executor, kernel, geometry)
     elif executor.backend == "hlsl":
         report = _hlsl(executor, kernel)
     else:
@@ -80,7 +85,8 @@ def _cuda(executor: Executor, kernel: Compiled, job: ProfileJob, sizes: dict[str
     block = tuple(geometry["block"])
     resources = _cuda_resources(kernel, entry, block, int(geometry["shared"]))
     device = getattr(executor, "device", None)
-    return ProfileReport(backend="cuda", entry=entry, device=executor.facts.name, arch=arch, resources=resources,
+    return ProfileReport(backend=executor.backend, entry=entry, device=executor.facts.name, arch=arch,
+                         resources=resources,
                          occupancy=_cuda_occupancy(executor, kernel, resources, arch, device),
                          instruction_mix=_sass(kernel, entry, progress),
                          counters=_counters(executor, job, sizes, entry, progress))
@@ -187,7 +193,8 @@ def _counters(executor: Executor, job: ProfileJob, sizes: dict[str, int], entry:
         job_file = Path(workdir, "job.json")
         job_file.write_text(LaunchTarget(source=job.source, spec=job.spec, problem=job.problem,
                                          declaration=job.declaration, dtype=job.dtype, sizes=sizes,
-                                         device=executor.facts.index).model_dump_json())
+                                         device=executor.facts.index,
+                                         backend="hip" if executor.backend == "hip" else "cuda").model_dump_json())
         failure = None
         for metrics in (tuple(NCU_METRICS), _NCU_CORE):
             failure = _ncu_run(ncu, metrics, entry, job_file, workdir, progress)
@@ -245,6 +252,44 @@ def _scrub(text: str, workdir: str) -> str:
                        reverse=True):
         text = text.replace(path, ".")
     return text
+
+
+# --- HIP on AMD -------------------------------------------------------------------------------------------------
+
+
+def _amd(executor: Executor, kernel: Compiled, geometry: dict[str, Any]) -> ProfileReport:
+    """What the AMD compile tells (the offline compiler's resource remarks, or hipFuncGetAttribute on a GPU), and
+    for the rest, why not."""
+    res = kernel.resources
+    block = tuple(geometry["block"])
+    threads = block[0] * block[1] * block[2]
+    remarks = "vgprs" in res  # the offline compiler's remarks; a GPU's module answers hipFuncGetAttribute
+    details = [f"{name} {res[key]}" for key, name in (("vgprs", "VGPRs"), ("agprs", "AGPRs"), ("sgprs", "SGPRs"),
+                                                     ("vgpr_spills", "VGPR spills"), ("sgpr_spills", "SGPR spills"),
+                                                     ("mfma_instructions", "MFMA instructions in the kernel"))
+               if key in res]
+    resources = Resources(
+        registers=res.get("registers"), static_shared_bytes=res.get("static_shared_bytes"),
+        dynamic_shared_bytes=int(geometry["shared"]), local_bytes=res.get("scratch_bytes", res.get("local_bytes")),
+        max_threads_per_block=res.get("max_threads_per_block"), block=block,  # type: ignore[arg-type]
+        source="the compiler's resource remarks (-Rpass-analysis=kernel-resource-usage)" if remarks
+        else "hipFuncGetAttribute",
+        note="; ".join(details) or None)
+    waves = res.get("occupancy_waves_per_simd")
+    wave = int(executor.facts.properties.get("warp_size") or 64)
+    occupancy = Occupancy(block_threads=threads, warps_per_block=-(-threads // wave), waves_per_simd=waves,
+                          note=f"the compiler's figure: {waves} waves per SIMD from registers and LDS (waves of "
+                               f"{wave} threads)") if waves else unavailable(
+        Occupancy, "no occupancy here: the HIP runtime's attributes give none, and no AMD occupancy calculator is "
+                   "wired in (the offline compiler's remarks have it: a compile-only gfx session shows them)")
+    mix = unavailable(InstructionMix, "no instruction mix for AMD: counting GCN/CDNA assembly is not implemented; "
+                                      "the resources' note counts the MFMA instructions where the compile kept them")
+    counters = unavailable(Counters, "no counters: Nsight Compute profiles NVIDIA GPUs only, and rocprof is not "
+                                     "wired in" + ("; this session only compiles (no AMD GPU)"
+                                                   if executor.facts.index < 0 else ""))
+    return ProfileReport(backend=executor.backend, entry=kernel.spec.entry, device=executor.facts.name,
+                         arch=str(res.get("arch") or executor.facts.properties.get("arch") or "") or None,
+                         resources=resources, occupancy=occupancy, instruction_mix=mix, counters=counters)
 
 
 # --- HLSL -------------------------------------------------------------------------------------------------------

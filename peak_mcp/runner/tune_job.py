@@ -154,8 +154,9 @@ def tune(executor: Executor, job: TuneJob | dict[str, Any], progress: Progress) 
             continue
 
         so_far = f"{best:.4g} ms" if best is not None else "none yet"
+        what = f"config {i + 1}/{n}, " + ("re-timing the search's fastest" if job.retime else f"best so far {so_far}")
 
-        def step(message: str, head: str = f"config {i + 1}/{n}, best so far {so_far}") -> None:
+        def step(message: str, head: str = what) -> None:
             progress(f"{head}: {message}")
 
         measured = results[i] = _measure(executor, kernel, problem, dtype, sizes, job, seed, step)
@@ -193,4 +194,5 @@ def _measure(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
         validated.close()
     if timing.recheck is not None and not timing.recheck.passed:
         return _result(params, "failed", "recheck", timing.recheck.message)
-    return _result(params, "ok", median_ms=timing.median_ms, tflops=timing.tflops, cv=timing.cv, reps=timing.reps)
+    return _result(params, "ok", median_ms=timing.median_ms, tflops=timing.tflops, cv=timing.cv, reps=timing.reps,
+                   p25_ms=timing.p25_ms, p75_ms=timing.p75_ms)

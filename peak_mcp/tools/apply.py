@@ -13,6 +13,7 @@ from pydantic import Field
 
 from peak_mcp.apply import MAX_INSTRUCTIONS_CHARS, Applier
 from peak_mcp.models import ApplyStep
+from peak_mcp.responses import result
 from peak_mcp.service import PeakService
 from peak_mcp.tools.common import RECORDS, SessionId, VersionNumber, call
 
@@ -34,7 +35,7 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
                                                   description="attempts before giving up, 1-10 (default 3)")] = None,
         exact: Annotated[bool, Field(description="this id's own text, not its specialization for the "
                                                  "session")] = False,
-    ) -> ApplyStep | types.InputRequiredResult:
+    ) -> Annotated[types.CallToolResult, ApplyStep] | types.InputRequiredResult:
         """Have the client's LLM apply a transformation (MCP sampling), then compile, validate and benchmark,
         retrying with the compiler or validation feedback. Without sampling it returns the brief: rewrite the
         kernel yourself and call submit_kernel with transformation set."""
@@ -45,7 +46,7 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
             step.message = ("this client does not offer MCP sampling: rewrite the kernel as the brief says, then "
                             f"call submit_kernel(session_id={session_id!r}, source=..., "
                             f"transformation={transformation!r}); that submission is recorded as this run's attempt")
-            return step
+            return result(step, defaults=True)
         if ctx.protocol_version is not None and ctx.protocol_version >= "2026-07-28":
             return await _apply_by_rounds(ctx, session_id, transformation, version, instructions, max_attempts,
                                           exact)
@@ -60,12 +61,12 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
             except Exception as exc:
                 step.message = (f"sampling failed ({exc}); the run stays open: rewrite the kernel yourself from "
                                 "the brief and call submit_kernel with transformation set")
-                return step
+                return result(step, defaults=True)
             step = await call(ctx, applier.answer, step.run_id, _reply_text(reply), progress=None)
-        return step
+        return result(step, defaults=True)
 
     async def _apply_by_rounds(ctx: Context, session_id: SessionId, transformation: str, version: int | None,
-                               instructions: str | None, max_attempts: int | None, exact: bool) -> ApplyStep | Any:
+                               instructions: str | None, max_attempts: int | None, exact: bool) -> Any:
         """2026-07-28 clients: each LLM call is an input-required round; the run id rides request_state."""
         state = ctx.request_state
         if state is None:
@@ -82,7 +83,7 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
             else:
                 step = await call(ctx, applier.answer, run_id, _reply_text(response), progress=None)
         if step.done:
-            return step
+            return result(step, defaults=True)
         request = types.CreateMessageRequest(params=types.CreateMessageRequestParams(
             messages=[_user_message(step.brief or "")], system_prompt=step.system_prompt,
             max_tokens=SAMPLING_MAX_TOKENS))

@@ -26,7 +26,8 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
 
     @mcp.tool(annotations=READ_ONLY)
     async def get_transformation_stats() -> Annotated[types.CallToolResult, StatsReport]:
-        """Per transformation: attempts, first-try success rate, failure kinds, median speedup over the parent."""
+        """Per transformation: attempts, successes (a general, passing child faster than its parent beyond timing
+        noise), within-noise results and slowdowns apart, first-try success rate, failure kinds, speedups."""
         return result(StatsReport(transformations=await call(None, applier.statistics)))
 
     @mcp.tool(annotations=READ_ONLY)

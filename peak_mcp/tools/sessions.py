@@ -28,8 +28,10 @@ from peak_mcp.models import (
     VersionDetail,
     VersionReport,
 )
-from peak_mcp.responses import result
+from peak_mcp.reports import markdown_table
+from peak_mcp.responses import lean, result
 from peak_mcp.service import PeakService
+from peak_mcp.summaries import summary
 from peak_mcp.text import LABEL_MAX_CHARS
 from peak_mcp.tools.common import (
     BACKEND,
@@ -44,6 +46,8 @@ from peak_mcp.tools.common import (
     VersionNumber,
     call,
 )
+
+HISTORY_TEXT_ROWS = 20  # rows of history's text table; its structured rows hold every version
 
 
 def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Applier) -> None:
@@ -152,9 +156,13 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         report = await call(None, service.history, session_id)
         images = []
         if chart:
-            png = await call(None, service.history_chart, session_id)
+            png = await call(None, service.history_chart, session_id, compact=True)
             images.append(types.ImageContent(type="image", data=base64.b64encode(png).decode(), mime_type="image/png"))
-        return result(report, *images, text=report.table)  # the table reads better than the JSON here
+        # The text: a line of standing and the table (it reads better than JSON), HISTORY_TEXT_ROWS rows at most.
+        # Structured content has every row, lean like every answer (no empty fields), and not the table again.
+        text = f"{summary('HistoryReport', lean(report))}\n{markdown_table(report.rows, keep=HISTORY_TEXT_ROWS)}"
+        rows = [{k: v for k, v in row.items() if v is not None} for row in report.rows]
+        return result(report.model_copy(update={"table": "", "rows": rows}), *images, text=text)
 
     @mcp.tool(annotations=READ_ONLY)
     async def get_version(session_id: SessionId,
@@ -189,23 +197,28 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         budget_s: Annotated[float | None, Field(ge=1, le=3600, description="stop after this many seconds")] = None,
     ) -> Annotated[types.CallToolResult, TuneAnswer]:
         """Search a version's tuning parameters (`// peak: params` / `where` lines): configurations compiled in
-        parallel, invalid ones pruned with the reason, the rest validated and timed briefly; the fastest is then
+        parallel, invalid ones pruned with the reason, the rest validated and timed briefly; where the fastest few
+        are within noise of each other they are timed again before choosing (chosen_by says how); the best is then
         validated and timed in full and becomes the version's performance. Every configuration is stored (history,
         get_version); this answer lists the 16 fastest and 10 pruned."""
         report = await call(ctx, service.tune, session_id, version, strategy=strategy, max_configs=max_configs,
                             budget_s=budget_s, progress=None)
         fastest = sorted(report.results, key=lambda r: (r.status != "ok", r.median_ms or 0.0))[:16]
-        pruned = report.pruned[:10]
+        pruned, retimed = report.pruned[:10], report.retimed
         if len(report.devices) <= 1:  # one device measured them all: `devices` says which, once
-            fastest, pruned = ([r.model_copy(update={"device": None}) for r in rows] for rows in (fastest, pruned))
+            fastest, pruned, retimed = ([r.model_copy(update={"device": None}) for r in rows]
+                                        for rows in (fastest, pruned, retimed))
         head, best = await call(None, service.head_and_best, session_id)
-        trimmed = report.model_copy(update={"results": fastest, "pruned": pruned})
+        trimmed = report.model_copy(update={"results": fastest, "pruned": pruned, "retimed": retimed})
         return result(TuneAnswer.model_validate({**trimmed.model_dump(), "head": head, "best_version": best}))
 
     @mcp.tool(annotations=RUNS_ONLY)
     async def profile(session_id: SessionId, version: Version = None,
                       counters: Annotated[bool, Field(description="CUDA on a GPU: one launch under Nsight Compute")]
-                      = True, ctx: Context | None = None) -> dict[str, Any]:
-        """Registers, shared/local memory, spills and occupancy; the instruction mix (SASS via nvdisasm on CUDA,
-        SPIR-V on HLSL); Nsight Compute counters where ncu works. Each part says when it is unavailable and why."""
-        return await call(ctx, service.profile, session_id, version, counters=counters, progress=None)
+                      = True, ctx: Context | None = None) -> Annotated[types.CallToolResult, dict[str, Any]]:
+        """Registers, shared/local memory, spills and occupancy (CUDA and HIP, from the compiled kernel); the static
+        instruction mix (each instruction of the code counted once, not executed counts: SASS via nvdisasm on CUDA
+        and HIP on NVIDIA, SPIR-V on HLSL); Nsight Compute counters where ncu works. Each part says when it is
+        unavailable and why."""
+        report = await call(ctx, service.profile, session_id, version, counters=counters, progress=None)
+        return result(report, kind="profile")
