@@ -27,7 +27,7 @@ python3 -m peak_mcp doctor > "$RESULTS/doctor.json" 2> "$RESULTS/doctor.log"; ec
 
 # PARTS picks what runs, so the suite can be split over calls that each fit the device's per-call limit.
 # Not in the default PARTS: hostile, hostile_tests (the hostile-kernel corpus, tests/hostile/), lavapipe, ladder,
-# hlsl_reference.
+# hlsl_reference, problems, false_failures.
 bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $RESULTS
     local name=$1; shift
     echo "== bench $name"
@@ -86,6 +86,13 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
                 $([ "$dtype" = f32 ] && echo --hip-twin) \
                 2> "$RESULTS/ladder_$dtype.log" | tee "$RESULTS/ladder_$dtype.txt"
         done ;;
+    problems)  # the row problems' shipped kernels through MCP at 8192 x 8192 (PROBLEMS, DTYPES, TUNE override)
+        timeout "${PROBLEMS_TIMEOUT:-400}" python3 tools/bench_problems.py --problems ${PROBLEMS:-softmax rmsnorm} \
+            --dtypes ${DTYPES:-f32 bf16} --tune "${TUNE:-0}" --out "$RESULTS/problems.json" \
+            2> "$RESULTS/problems.log" | tee "$RESULTS/problems.txt" ;;
+    false_failures)  # the problem tolerances on this device: shipped correct kernels at every sampled size
+        timeout "${FALSE_TIMEOUT:-240}" python3 tools/false_failures.py --backend cuda ${FALSE_SIZES:+--sizes "$FALSE_SIZES"} \
+            --out "$RESULTS/false_failures.json" 2> "$RESULTS/false_failures.log" | tee "$RESULTS/false_failures.txt" ;;
     lavapipe)  # the same shaders on Mesa's CPU Vulkan, at a size a CPU finishes in minutes
         [ -f /tmp/vk/lvp_icd.json ] || { echo "lavapipe needs .vk carried"; continue; }
         VK_DRIVER_FILES=/tmp/vk/lvp_icd.json BENCH_TIMEOUT=400 bench lavapipe --backend hlsl \

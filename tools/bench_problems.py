@@ -1,0 +1,114 @@
+"""Benchmark the shipped kernels of the row problems (softmax, rmsnorm, row_sum) through MCP, as an agent would.
+
+For each problem and dtype: start_session (version 0 is the problem's naive kernel), then submit the chosen examples
+under examples/<problem>/<backend>/ (their one `typedef float T;` line set to the session's dtype), optionally tune
+the last one, and print every version's status, median, GB/s and the report's yardstick figures (% of roofline,
+x torch eager / torch.compile where the server times them). JSON of every report goes to --out.
+
+    python3 tools/bench_problems.py --problems softmax rmsnorm --dtypes f32 bf16 --out $OUT/problems.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+ROOT = Path(__file__).resolve().parent.parent
+TYPES = {"cuda": {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"},
+         "hip": {"f32": "float", "f16": "__half", "bf16": "hip_bfloat16"}}
+DEFAULT_KERNELS = {"softmax": ["2_warp_shuffle", "4_online_registers"], "rmsnorm": ["2_warp_shuffle", "4_registers"],
+                   "row_sum": ["2_warp_shuffle", "3_vectorized"]}
+
+
+def kernel_source(problem: str, backend: str, dtype: str, stem: str) -> str:
+    path = next((ROOT / "examples" / problem / backend).glob(f"{stem}.*"))
+    text = path.read_text()
+    if backend in TYPES:
+        text = text.replace("typedef float T;", f"typedef {TYPES[backend][dtype]} T;", 1)
+    return text
+
+
+async def call(client: Client, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    started = time.perf_counter()
+    result = await client.call_tool(tool, arguments)
+    wall = time.perf_counter() - started
+    if result.is_error:
+        return {"error": result.content[0].text if result.content else "error"}, wall
+    return result.structured_content or {"text": result.content[0].text}, wall
+
+
+def line(name: str, report: dict[str, Any], wall: float) -> str:
+    perf = report.get("performance") or {}
+    extras = {k: v for k, v in perf.items() if any(t in k for t in ("roofline", "torch", "bandwidth", "vendor"))}
+    general = (report.get("generality") or {}).get("passed")
+    return (f"{name:<24} {report.get('status', report.get('error', '?'))!s:<12} {report.get('failure') or '':<16} "
+            f"general={general!s:<5} median={perf.get('median_ms', float('nan')):.4g} ms "
+            f"gbps={perf.get('gbps', float('nan')):.4g} {json.dumps(extras)} ({wall:.1f} s)")
+
+
+async def bench(args: argparse.Namespace) -> dict[str, Any]:
+    server = StdioServerParameters(command=sys.executable, args=["-m", "peak_mcp", "--data-dir", args.data_dir,
+                                                                  "serve"], env=dict(os.environ))
+    out: dict[str, Any] = {"sessions": []}
+    async with Client(server, read_timeout_seconds=1800) as client:
+        for problem in args.problems:
+            for dtype in args.dtypes:
+                sizes = {"ROWS": args.rows, "COLS": args.cols}
+                started, wall = await call(client, "start_session", {"problem": problem, "backend": args.backend,
+                                                                    "dtype": dtype, "sizes": sizes})
+                record: dict[str, Any] = {"problem": problem, "dtype": dtype, "start": started, "versions": []}
+                out["sessions"].append(record)
+                if "error" in started:
+                    print(f"{problem} {dtype}: {started['error'][:400]}", flush=True)
+                    continue
+                sid = started["session_id"]
+                v0 = started.get("version_0") or {}
+                print(f"== {problem} {dtype} {sizes} on {started.get('device')}", flush=True)
+                print(line("naive (v0)", v0, wall), flush=True)
+                for stem in args.kernels or DEFAULT_KERNELS[problem]:
+                    report, wall = await call(client, "submit_kernel", {
+                        "session_id": sid, "source": kernel_source(problem, args.backend, dtype, stem), "parent": 0})
+                    record["versions"].append({"kernel": stem, "round_trip_s": wall, **report})
+                    print(line(stem, report, wall), flush=True)
+                if args.tune and record["versions"]:
+                    last = record["versions"][-1].get("version")
+                    tuned, wall = await call(client, "tune", {"session_id": sid, "version": last,
+                                                              "max_configs": args.tune})
+                    record["tune"] = tuned
+                    best = (tuned.get("best") or {}) if isinstance(tuned.get("best"), dict) else {}
+                    print(f"tune v{last}: {json.dumps(best)[:300]} ({wall:.1f} s)", flush=True)
+                history, _ = await call(client, "history", {"session_id": sid})
+                record["history"] = history
+                text = await client.call_tool("history", {"session_id": sid})
+                print(text.content[0].text if text.content else "", flush=True)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", default="cuda", choices=["cuda", "hip", "hlsl"])
+    parser.add_argument("--problems", nargs="+", default=["softmax", "rmsnorm"])
+    parser.add_argument("--dtypes", nargs="+", default=["f32", "bf16"])
+    parser.add_argument("--rows", type=int, default=8192)
+    parser.add_argument("--cols", type=int, default=8192)
+    parser.add_argument("--kernels", nargs="*", default=None, help="example stems (default: two per problem)")
+    parser.add_argument("--tune", type=int, default=0, help="tune the last kernel over up to N configurations")
+    parser.add_argument("--data-dir", default="/tmp/peak-bench-problems")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    result = anyio.run(bench, args)
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
