@@ -52,6 +52,7 @@ from peak_mcp.reports import (
     history_rows,
     markdown_table,
     performance,
+    roofline_ms,
     trim_log,
 )
 from peak_mcp.responses import rate
@@ -592,7 +593,7 @@ class PeakService:
             compile=v.compile.model_copy(update={"log": trim_log(v.compile.log)}) if v.compile else None,
             validation=dumped(v.validation), generality=dumped(v.generality), tuning=_tuning_brief(v.tuning),
             performance=performance(v, versions, session.baseline, self.device_of(session),
-                                    problem.peak_path(session.dtype)),
+                                    problem.peak_path(session.dtype), self.roofline(session, session.sizes)),
             head=session.head, best=_number(best_version(versions.values())),
             phases={phase: round(record.seconds, 3) for phase, record in spent.items()
                     if record is not None and record.seconds is not None})
@@ -659,11 +660,24 @@ class PeakService:
         device = self.device_of(session)
         problem = self.problem(session.problem)
         versions = self.store.versions(session_id)
-        rows = history_rows(session, versions, device, problem.peak_path(session.dtype))
+        rows = history_rows(session, versions, device, problem.peak_path(session.dtype),
+                            self.roofline(session, session.sizes))
         return HistoryReport(session_id=session_id, problem=session.problem, backend=session.backend,
                              dtype=session.dtype, sizes=session.sizes, device=session.device,
                              head=session.head, best=_number(best_version(versions)),
                              baseline=dumped(session.baseline), rows=rows, table=markdown_table(rows))
+
+    def roofline(self, session: SessionRow, sizes: dict[str, int],
+                 baseline: Baseline | None = None) -> float | None:
+        """The least time a launch of this session's problem can take at `sizes` on its device (reports.roofline_ms),
+        with the copy bandwidth its worker measured where it did."""
+        problem = self.problem(session.problem)
+        try:
+            flops, nbytes = problem.flops(sizes), problem.min_bytes(sizes, session.dtype)
+        except PeakError:
+            return None
+        return roofline_ms(flops, nbytes, self.device_of(session), problem.peak_path(session.dtype),
+                           baseline or session.baseline)
 
     def head_and_best(self, session_id: str) -> tuple[int | None, int | None]:
         """Head (where work continues by default) and best (the fastest general version)."""
@@ -896,7 +910,8 @@ class PeakService:
         if outcome.timing:
             device = self.device_of(session)
             scratch = v.model_copy(update={"timing": outcome.timing, "parent": None})
-            perf = performance(scratch, {}, baseline, device, problem.peak_path(session.dtype))
+            perf = performance(scratch, {}, baseline, device, problem.peak_path(session.dtype),
+                               self.roofline(session, checked, baseline))
         validation = outcome.validation or Verdict(passed=False, check=outcome.failure, message=outcome.message)
         return CheckReport(session_id=session_id, version=v.number, sizes=checked, passed=outcome.status.passed,
                            validation=validation.model_dump(mode="json"), performance=perf,

@@ -624,6 +624,10 @@ class DeclaredProblem(Problem):
         """The problem file's torch_reference (worker side), for the torch yardsticks; None when it has none."""
         return getattr(self.module(), "torch_reference", None) if self.declaration.has_torch_reference else None
 
+    def torch_keywords(self, sizes: Sizes) -> dict[str, Any]:
+        """The size keywords torch_reference takes (worker side)."""
+        return self._keywords("torch_reference", sizes)
+
 
 def _scalar(expr: str, sizes: Sizes) -> int:
     return evaluate(expr, sizes, where="SCALARS")
