@@ -245,7 +245,9 @@ class PeakService:
             name=p.name, title=p.title, sizes=list(p.symbols), default_sizes=p.default_sizes, dtypes=list(p.dtypes),
             backends=[b for b in p.backends if b in BACKENDS], source=p.source,
             dtypes_by_backend={b: list(p.dtypes_for(b)) for b in p.backends if b in BACKENDS},
-            abi={b: p.abi(b, p.dtypes_for(b)[0]) for b in p.backends if b in BACKENDS})
+            abi={b: p.abi(b, p.dtypes_for(b)[0]) for b in p.backends if b in BACKENDS},
+            naive=None if all(p.has_naive(b, p.dtypes_for(b)[0]) for b in p.backends if b in BACKENDS) else
+            [b for b in p.backends if b in BACKENDS and p.has_naive(b, p.dtypes_for(b)[0])])
             for p in self.problems.problems()], errors=[e.model_dump() for e in self.problems.errors])
 
     def _wire(self, session: SessionRow) -> dict[str, Any]:
@@ -264,7 +266,9 @@ class PeakService:
         spec.check_sizes(sizes)  # bad sizes fail before the device probe
         left_out = [s for s in spec.symbols if sizes and s not in sizes]
         constraints = check_constraints(spec, constraints)
-        naive = spec.naive_kernel(backend, dtype) if backend in BACKENDS else None
+        if backend in BACKENDS and backend not in spec.backends:
+            raise InvalidInput(f"{spec.name} is not offered on {backend}", f"choose one of {list(spec.backends)}.")
+        naive = spec.naive_kernel(backend, dtype) if backend in BACKENDS and spec.has_naive(backend, dtype) else None
         placed, index = self._device_for(backend, device)
         sizes, note = self.session_sizes(spec, placed, sizes)
         checked = spec.check_sizes(sizes)
@@ -275,12 +279,17 @@ class PeakService:
                                                device=placed.name, device_index=index, label=label,
                                                constraints=constraints, device_info=placed.model_dump())
         self._devices[session_id] = placed
-        report = self._submit(session_id, naive or "", parent=None, origin="naive", transformation=None,
-                              progress=progress)
+        report = self._submit(session_id, naive, parent=None, origin="naive", transformation=None,
+                              progress=progress) if naive is not None else None
         if index >= 0:
             self._measure_baseline(session_id, progress)
         info = self.session_info(session_id)
-        info.version_0 = self.version_report(session_id, report.version)
+        if report is not None:
+            info.version_0 = self.version_report(session_id, report.version)
+        else:
+            info.brief = (f"{spec.name} has no naive {backend} kernel: no version yet. Submit your first kernel with "
+                          f"submit_kernel; it becomes v0 (validated, timed and checked at other sizes like any "
+                          f"other).\nABI ({backend}, {dtype}):\n{spec.abi(backend, dtype)}")
         if left_out:
             filled = ", ".join(f"{s}={checked[s]}" for s in left_out)
             note = (note + "; " if note else "") + f"sizes not given were taken from the problem's defaults: {filled}"

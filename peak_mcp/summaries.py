@@ -105,6 +105,8 @@ def session(d: dict[str, Any]) -> list[str]:
         lines.append(f"note: {d['note']}")
     if d.get("version_0"):
         lines += version({**d["version_0"], "head": d.get("head"), "best": d.get("best")})[:-1]
+    if d.get("brief"):
+        lines.append(d["brief"])
     lines.append(standing(d))
     return lines
 
