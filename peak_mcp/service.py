@@ -5,12 +5,16 @@ Synchronous on purpose: each call may block on a worker; the MCP layer runs it i
 
 from __future__ import annotations
 
+import ast
 import difflib
+import os
 import sqlite3
+import tempfile
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 import structlog
@@ -43,6 +47,8 @@ from peak_mcp.models import (
 )
 from peak_mcp.phases import Baseline, Generality, SanitizerReport, SizeFailure, Verdict, dumped
 from peak_mcp.problems import BUILTIN_CLASSES, Problem, ProblemRegistry
+from peak_mcp.problems.declared import NAME as NAME_PATTERN
+from peak_mcp.problems.registry import DescribeFailed, describe_in_subprocess
 from peak_mcp.records import Outcome, SessionRow, Status, VersionRow
 from peak_mcp.reports import (
     NOISE,
@@ -100,6 +106,55 @@ PROFILE_INACTIVITY_S, PROFILE_TOTAL_S = 90.0, 360.0
 RETIME_TOP, NOISY_CV = 3, 0.1
 
 
+MAX_DEFINE_BYTES = 256 * 1024  # define_problem's source
+
+
+def _problem_info(p: Problem) -> ProblemInfo:
+    """A problem as list_problems and define_problem show it: symbols, dtypes, the ABI per backend."""
+    backends = [b for b in p.backends if b in BACKENDS]
+    return ProblemInfo(
+        name=p.name, title=p.title, sizes=list(p.symbols), default_sizes=p.default_sizes, dtypes=list(p.dtypes),
+        backends=backends, source=p.source, dtypes_by_backend={b: list(p.dtypes_for(b)) for b in backends},
+        abi={b: p.abi(b, p.dtypes_for(b)[0]) for b in backends},
+        naive=None if all(p.has_naive(b, p.dtypes_for(b)[0]) for b in backends) else
+        [b for b in backends if p.has_naive(b, p.dtypes_for(b)[0])])
+
+
+def defined_problem_stem(source: str, name: str | None) -> str:
+    """The file stem define_problem stages a source under, read without running it: its NAME (a string literal at
+    top level), else for a KernelBench module (class Model, def get_inputs) `name`. InvalidInput naming the line
+    for a syntax error, and for a source over MAX_DEFINE_BYTES."""
+    if not isinstance(source, str) or not source.strip():
+        raise InvalidInput("the problem source is empty", "pass a problem file's whole text.")
+    if len(source.encode("utf-8", "replace")) > MAX_DEFINE_BYTES:
+        raise InvalidInput(f"the problem source is over {MAX_DEFINE_BYTES} bytes",
+                           "inline only the naive kernels it needs.")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise InvalidInput(f"the problem was not saved: line {exc.lineno}: syntax error: {exc.msg}",
+                           "fix the source and call define_problem again.") from None
+    declared = None
+    top = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "NAME" for t in node.targets):
+            declared = node.value.value if isinstance(node.value, ast.Constant) else None
+            if not isinstance(declared, str):
+                raise InvalidInput(f"the problem was not saved: line {node.lineno}: NAME must be a string literal",
+                                   "write NAME = \"my_problem\".")
+        if isinstance(node, ast.ClassDef | ast.FunctionDef):
+            top.add(node.name)
+    chosen = declared or (name if {"Model", "get_inputs"} <= top else None)
+    if chosen is None:
+        raise InvalidInput("the problem was not saved: it declares no NAME, and a KernelBench module (class Model, "
+                           "get_inputs) needs the name argument", "set NAME, or pass name.")
+    if name is not None and declared is not None and name != declared:
+        raise InvalidInput(f"name={name!r} differs from the source's NAME {declared!r}", "omit name.")
+    if not NAME_PATTERN.fullmatch(chosen):
+        raise InvalidInput(f"problem name {chosen!r} must match [a-z][a-z0-9_]{{0,39}}", None)
+    return chosen
+
+
 def _quiet(_: str) -> None:
     pass
 
@@ -145,6 +200,7 @@ class PeakService:
         # start_session when they changed.
         self.problems = ProblemRegistry(settings.problem_dirs, defined=settings.defined_problems,
                                         classes=BUILTIN_CLASSES.values(), sandbox=settings.sandbox)
+        self.http = False  # serving streamable HTTP (cli): define_problem then needs the operator's consent
 
     def close(self) -> None:
         self._stopping.set()
@@ -241,14 +297,36 @@ class PeakService:
 
     def list_problems(self) -> ProblemList:
         self.problems.refresh()
-        return ProblemList(problems=[ProblemInfo(
-            name=p.name, title=p.title, sizes=list(p.symbols), default_sizes=p.default_sizes, dtypes=list(p.dtypes),
-            backends=[b for b in p.backends if b in BACKENDS], source=p.source,
-            dtypes_by_backend={b: list(p.dtypes_for(b)) for b in p.backends if b in BACKENDS},
-            abi={b: p.abi(b, p.dtypes_for(b)[0]) for b in p.backends if b in BACKENDS},
-            naive=None if all(p.has_naive(b, p.dtypes_for(b)[0]) for b in p.backends if b in BACKENDS) else
-            [b for b in p.backends if b in BACKENDS and p.has_naive(b, p.dtypes_for(b)[0])])
-            for p in self.problems.problems()], errors=[e.model_dump() for e in self.problems.errors])
+        return ProblemList(problems=[_problem_info(p) for p in self.problems.problems()],
+                           errors=[e.model_dump() for e in self.problems.errors])
+
+    def define_problem(self, source: str, name: str | None = None) -> ProblemInfo:
+        """Save a problem file's text (docs/problems.md, or a KernelBench module, named by `name`) under
+        `<data dir>/problems/<NAME>.py` once the confined describe has read it; nothing is saved otherwise. Over
+        HTTP only where the operator allows it (PEAK_MCP_ALLOW_DEFINE_PROBLEM)."""
+        if self.http and not self.settings.allow_define_problem:
+            raise InvalidInput("define_problem is off on this HTTP server",
+                               "the operator turns it on with PEAK_MCP_ALLOW_DEFINE_PROBLEM=true; or put the problem "
+                               "file in a folder the server reads (PEAK_MCP_PROBLEMS).")
+        stem = defined_problem_stem(source, name)
+        with tempfile.TemporaryDirectory(prefix="peak-define-") as staging:
+            staged = Path(staging) / f"{stem}.py"
+            staged.write_text(source)
+            try:
+                declaration = describe_in_subprocess(staged, sandbox=self.problems.sandbox,
+                                                     timeout_s=self.problems.timeout_s)
+            except DescribeFailed as exc:
+                where = f"line {exc.line}: " if exc.line else ""
+                raise InvalidInput(f"the problem was not saved: {where}{exc.message}",
+                                   "fix the source and call define_problem again.") from None
+        folder = self.settings.defined_problems
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"{declaration.name}.py"
+        temporary = folder / f".{declaration.name}.{os.getpid()}.tmp"
+        temporary.write_text(source)
+        temporary.replace(target)  # a file of the same name is replaced whole, never half written
+        self.problems.refresh()
+        return _problem_info(self.problems.get(declaration.name))
 
     def _wire(self, session: SessionRow) -> dict[str, Any]:
         """What every job for this session carries to name its problem (see Problem.wire)."""

@@ -20,6 +20,7 @@ from peak_mcp.models import (
     DiffReport,
     DoctorReport,
     HistoryReport,
+    ProblemInfo,
     ProblemList,
     SessionInfo,
     SessionList,
@@ -63,6 +64,21 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
     async def list_problems() -> Annotated[types.CallToolResult, ProblemList]:
         """Problems the server can check and time, with size symbols, dtypes and the kernel ABI per backend."""
         return result(problems_for_agent(await call(None, service.list_problems)))
+
+    @mcp.tool(annotations=RECORDS)
+    async def define_problem(
+        source: Annotated[str, Field(description="a problem file's text (docs/problems.md: NAME, SIZES, INPUTS, "
+                                                 "OUTPUTS, reference, NAIVE kernels inline), or a KernelBench module "
+                                                 "(class Model, get_inputs, get_init_inputs)")],
+        name: Annotated[str | None, Field(description="the problem's name, for a KernelBench module (a problem "
+                                                      "file names itself with NAME)")] = None,
+    ) -> Annotated[types.CallToolResult, ProblemInfo]:
+        """Define a problem for your own code: the source is read in a confined process (its reference tried at
+        small sizes) and, if that succeeds, saved in the server's data directory, where it takes precedence over
+        other problems of its name. Answers its symbols, dtypes and ABI per backend; start_session then takes it.
+        Over HTTP only where the operator allows it."""
+        info = await call(None, service.define_problem, source, name)
+        return result(problems_for_agent(ProblemList(problems=[info], errors=[])).problems[0])
 
     @mcp.tool(annotations=RECORDS)
     async def start_session(
