@@ -334,7 +334,8 @@ class PeakService:
 
     def start_session(self, problem: str, backend: str, dtype: str, sizes: dict[str, Any] | str | None,
                       label: str | None = None, progress: Progress = _quiet,
-                      constraints: list[str] | None = None, device: str | int | None = None) -> SessionInfo:
+                      constraints: list[str] | None = None, device: str | int | None = None,
+                      reference_kernel: str | None = None) -> SessionInfo:
         label = checked_label(label)
         self.problems.refresh()
         spec = self.problem(problem)
@@ -357,8 +358,12 @@ class PeakService:
                                                device=placed.name, device_index=index, label=label,
                                                constraints=constraints, device_info=placed.model_dump())
         self._devices[session_id] = placed
-        report = self._submit(session_id, naive, parent=None, origin="naive", transformation=None,
-                              progress=progress) if naive is not None else None
+        if reference_kernel is not None:  # the user's current kernel is v0, validated against the reference
+            report = self._submit(session_id, reference_kernel, parent=None, origin="reference", transformation=None,
+                                  progress=progress)
+        else:
+            report = self._submit(session_id, naive, parent=None, origin="naive", transformation=None,
+                                  progress=progress) if naive is not None else None
         if index >= 0:
             self._measure_baseline(session_id, progress)
         info = self.session_info(session_id)

@@ -95,3 +95,17 @@ def test_the_setting_reads_from_the_environment(monkeypatch) -> None:
 
     monkeypatch.setenv("PEAK_MCP_ALLOW_DEFINE_PROBLEM", "true")
     assert Settings().allow_define_problem is True
+
+
+@VULKAN
+async def test_a_reference_kernel_becomes_v0_and_is_validated(make_client) -> None:
+    async with make_client() as (client, _):
+        await call(client, "define_problem", {"source": NEGATE})
+        mine = KERNEL.replace("BODY", "-x[id.x]")
+        session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000},
+                                                       "reference_kernel": mine})
+        v0 = session["version_0"]
+        assert v0["origin"] == "reference" and v0["status"] == "benchmarked" and session["head"] == 0, v0
+        wrong = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000},
+                                                     "reference_kernel": KERNEL.replace("BODY", "x[id.x]")})
+        assert wrong["version_0"]["failure"] == "wrong_result" and wrong.get("head") is None

@@ -100,11 +100,15 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         constraints: Annotated[list[str] | None, Field(
             description="size conditions kernels may assume, e.g. ['M % 128 == 0', 'K >= 64']; generality checks "
                         "only sizes that meet them")] = None,
+        reference_kernel: Annotated[str | None, Field(
+            description="the user's current kernel (whole file, `// peak:` annotation included): it becomes v0, "
+                        "validated against the problem's reference like any version")] = None,
     ) -> Annotated[types.CallToolResult, SessionInfo]:
-        """Start a session: version 0 is the naive kernel, validated and benchmarked; the vendor library is timed
-        in the same run."""
+        """Start a session: version 0 is the naive kernel (or reference_kernel), validated and benchmarked; the
+        vendor library is timed in the same run. A problem with no naive kernel for the backend starts with no
+        version: the first kernel submitted is v0."""
         return result(await call(ctx, service.start_session, problem, backend, dtype, sizes, label, progress=None,
-                                 constraints=constraints, device=device))
+                                 constraints=constraints, device=device, reference_kernel=reference_kernel))
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_sessions(
