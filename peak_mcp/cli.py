@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(2)
         try:
             if options is not None:
+                service.http = True  # define_problem only where PEAK_MCP_ALLOW_DEFINE_PROBLEM says so
                 from peak_mcp.http_serve import ExposureError
                 from peak_mcp.http_serve import serve as serve_http
 

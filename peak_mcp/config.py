@@ -43,6 +43,9 @@ class Settings(BaseSettings):
         1.0, ge=0.05, le=60, validation_alias=AliasChoices("benchmark_budget_s", "PEAK_MCP_BENCH_SECONDS"),
         description="seconds of timed launches per benchmark")
     validation_trials: int = Field(3, ge=1, le=20, description="fresh input sets each validation runs")
+    allow_define_problem: bool = Field(
+        False, description="let clients of `serve --http` define problems (define_problem runs the problem's code "
+                           "confined, and then in device workers); over stdio it is always on")
     sanitizer: bool = Field(True, description="after generality, where installed: compute-sanitizer on CUDA, the "
                                               "Vulkan validation layer's GPU-assisted validation on HLSL")
     default_max_attempts: int = Field(

@@ -46,6 +46,7 @@ class ProblemInfo(BaseModel):
     abi: dict[str, str]  # per backend, for its first dtype
     dtypes_by_backend: dict[str, list[str]] = Field(default_factory=dict)
     source: str = "built-in"  # built-in, or the problem file's path
+    naive: list[str] | None = None  # backends whose sessions start from a naive kernel, where not all do
 
 
 class VersionReport(BaseModel):
@@ -91,6 +92,7 @@ class SessionInfo(BaseModel):
     constraints: list[str] = Field(default_factory=list, description="size constraints kernels may assume")
     version_0: VersionReport | None = None
     note: str | None = None  # e.g. why the sizes are not the problem's defaults
+    brief: str | None = None  # where there is no v0 yet: what to submit first, with the ABI
 
 
 class SessionSummary(BaseModel):

@@ -129,6 +129,14 @@ class Baseline(Summary):
     library: str | None = None
     note: str | None = None
     rounds_ms: list[float] | None = None  # each round's median where it was timed in rounds (the quietest is kept)
+    # Yardsticks every problem has (peak_mcp.yardsticks), beside the vendor library's: the device's measured copy
+    # bandwidth (the roofline's memory term), PyTorch eager and torch.compile on the same inputs (compile_s: the
+    # compilation, not timed), and once, why the torch ones are absent.
+    copy_gbps: float | None = None
+    torch_eager_ms: float | None = None
+    torch_compile_ms: float | None = None
+    torch_compile_s: float | None = None
+    torch_note: str | None = None
 
 
 class SizeFailure(Record):

@@ -82,7 +82,7 @@ class VersionRow(BaseModel):
     session_id: str
     number: int
     parent: int | None = None
-    origin: str  # naive | submit | apply
+    origin: str  # naive | reference (start_session's reference_kernel) | submit | apply
     transformation: str | None = None
     apply_id: str | None = None
     attempt: int | None = None

@@ -126,8 +126,22 @@ def compared(version: VersionRow, parent: VersionRow) -> str:
     return text + f": not like for like, tune v{untuned.number} to compare"
 
 
+def roofline_ms(flops: float, nbytes: float, device: Device, peak_path: str,
+                baseline: Baseline | None) -> float | None:
+    """The least time a launch can take on the session's device: max(flops / peak, bytes / bandwidth), the bandwidth
+    the copy bandwidth the worker measured where it did (CUDA), else the device profile's. None where a term with
+    work in it has no rate (no peak or no bandwidth known for this device)."""
+    bandwidth = (baseline.copy_gbps if baseline is not None else None) or device.memory_bandwidth_gbps
+    peak = device.peak(peak_path)
+    if (flops and not peak) or (nbytes and not bandwidth) or not (flops or nbytes):
+        return None
+    compute = flops / (peak * 1e12) * 1e3 if flops and peak else 0.0
+    memory = nbytes / (bandwidth * 1e9) * 1e3 if nbytes and bandwidth else 0.0
+    return max(compute, memory)
+
+
 def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: Baseline | None,
-                device: Device, peak_path: str) -> dict[str, Any] | None:
+                device: Device, peak_path: str, roofline: float | None = None) -> dict[str, Any] | None:
     """Timing plus the ratios that give it meaning (`baseline`: the vendor library's timing in the session)."""
     timing = version.timing
     if not timing:
@@ -159,16 +173,23 @@ def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: 
         out["peak_tflops"] = peak
     if device.memory_bandwidth_gbps and timing.gbps:  # the yardstick of memory-bound work (softmax, norms, sums)
         out["pct_of_bandwidth"] = 100.0 * timing.gbps / device.memory_bandwidth_gbps
+    if roofline and mine:
+        out["pct_of_roofline"] = round(100.0 * roofline / mine, 1)
+    if baseline is not None and mine:
+        for key, field in (("x_torch_eager", "torch_eager_ms"), ("x_torch_compile", "torch_compile_ms")):
+            theirs = getattr(baseline, field)
+            if theirs:
+                out[key] = round(theirs / mine, 2)
     return out
 
 
 def history_rows(session: SessionRow, versions: list[VersionRow], device: Device,
-                 peak_path: str) -> list[dict[str, Any]]:
+                 peak_path: str, roofline: float | None = None) -> list[dict[str, Any]]:
     by_number = {v.number: v for v in versions}
     best = best_version(versions)
     rows = []
     for v in versions:
-        perf = performance(v, by_number, session.baseline, device, peak_path) or {}
+        perf = performance(v, by_number, session.baseline, device, peak_path, roofline) or {}
         rows.append({
             "version": v.number, "parent": v.parent, "origin": v.origin,
             "transformation": v.transformation, "attempt": v.attempt, "status": v.status,
@@ -176,7 +197,8 @@ def history_rows(session: SessionRow, versions: list[VersionRow], device: Device
             "speedup_vs_parent": perf.get("speedup_vs_parent"), "change_vs_parent": perf.get("change_vs_parent"),
             "speedup_vs_v0": perf.get("speedup_vs_v0"), "pct_of_vendor": perf.get("pct_of_vendor"),
             "above_vendor": True if perf.get("vendor_flag", "").startswith("faster") else None,
-            "pct_of_peak": perf.get("pct_of_peak"),
+            "pct_of_peak": perf.get("pct_of_peak"), "pct_of_roofline": perf.get("pct_of_roofline"),
+            "x_torch_eager": perf.get("x_torch_eager"), "x_torch_compile": perf.get("x_torch_compile"),
             "head": v.number == session.head, "best": best is not None and v.number == best.number,
             "params": v.timing.params if v.timing else None,  # the configuration timed, for a kernel with params
             "configuration": configuration(v),  # the same in words, with where it came from
@@ -196,8 +218,10 @@ def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
         kept = set(list(dict.fromkeys(first + [r["version"] for r in reversed(rows)]))[:keep])
         left_out = [r["version"] for r in rows if r["version"] not in kept]
         rows = [r for r in rows if r["version"] in kept]
-    lines = ["| v | parent | transformation | status | ms | rate | ×parent | ×v0 | % vendor | % peak |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    torch = any(r.get("x_torch_eager") is not None or r.get("x_torch_compile") is not None for r in rows)
+    lines = ["| v | parent | transformation | status | ms | rate | ×parent | ×v0 | % vendor | % peak | % roofline |"
+             + (" × torch eager | × torch.compile |" if torch else ""),
+             "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if torch else "")]
     for r in rows:
         marks = [name for name in ("head", "best") if r.get(name)]
         mark = f" ({', '.join(marks)})" if marks else ""
@@ -214,7 +238,10 @@ def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
         vendor = fmt(r["pct_of_vendor"], ".1f") + (" (!)" if r.get("above_vendor") else "")
         lines.append(f"| {r['version']}{mark} | {fmt(r['parent'], 'd')} | {name} | {status} | "
                      f"{fmt(r['median_ms'], '.4g')} | {speed} | {fmt(r['speedup_vs_parent'], '.2f')}{verdict}"
-                     f" | {fmt(r['speedup_vs_v0'], '.2f')} | {vendor} | {fmt(r['pct_of_peak'], '.1f')} |")
+                     f" | {fmt(r['speedup_vs_v0'], '.2f')} | {vendor} | {fmt(r['pct_of_peak'], '.1f')} | "
+                     f"{fmt(r.get('pct_of_roofline'), '.1f')} |"
+                     + (f" {fmt(r.get('x_torch_eager'), '.2f')} | {fmt(r.get('x_torch_compile'), '.2f')} |"
+                        if torch else ""))
     if left_out:
         lines.append(f"({len(left_out)} more versions, of v{left_out[0]} to v{left_out[-1]}, are in the structured "
                      "rows; get_version shows one)")

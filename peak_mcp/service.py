@@ -5,12 +5,16 @@ Synchronous on purpose: each call may block on a worker; the MCP layer runs it i
 
 from __future__ import annotations
 
+import ast
 import difflib
+import os
 import sqlite3
+import tempfile
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 import structlog
@@ -43,6 +47,8 @@ from peak_mcp.models import (
 )
 from peak_mcp.phases import Baseline, Generality, SanitizerReport, SizeFailure, Verdict, dumped
 from peak_mcp.problems import BUILTIN_CLASSES, Problem, ProblemRegistry
+from peak_mcp.problems.declared import NAME as NAME_PATTERN
+from peak_mcp.problems.registry import DescribeFailed, describe_in_subprocess
 from peak_mcp.records import Outcome, SessionRow, Status, VersionRow
 from peak_mcp.reports import (
     NOISE,
@@ -52,6 +58,7 @@ from peak_mcp.reports import (
     history_rows,
     markdown_table,
     performance,
+    roofline_ms,
     trim_log,
 )
 from peak_mcp.responses import rate
@@ -99,6 +106,55 @@ PROFILE_INACTIVITY_S, PROFILE_TOTAL_S = 90.0, 360.0
 RETIME_TOP, NOISY_CV = 3, 0.1
 
 
+MAX_DEFINE_BYTES = 256 * 1024  # define_problem's source
+
+
+def _problem_info(p: Problem) -> ProblemInfo:
+    """A problem as list_problems and define_problem show it: symbols, dtypes, the ABI per backend."""
+    backends = [b for b in p.backends if b in BACKENDS]
+    return ProblemInfo(
+        name=p.name, title=p.title, sizes=list(p.symbols), default_sizes=p.default_sizes, dtypes=list(p.dtypes),
+        backends=backends, source=p.source, dtypes_by_backend={b: list(p.dtypes_for(b)) for b in backends},
+        abi={b: p.abi(b, p.dtypes_for(b)[0]) for b in backends},
+        naive=None if all(p.has_naive(b, p.dtypes_for(b)[0]) for b in backends) else
+        [b for b in backends if p.has_naive(b, p.dtypes_for(b)[0])])
+
+
+def defined_problem_stem(source: str, name: str | None) -> str:
+    """The file stem define_problem stages a source under, read without running it: its NAME (a string literal at
+    top level), else for a KernelBench module (class Model, def get_inputs) `name`. InvalidInput naming the line
+    for a syntax error, and for a source over MAX_DEFINE_BYTES."""
+    if not isinstance(source, str) or not source.strip():
+        raise InvalidInput("the problem source is empty", "pass a problem file's whole text.")
+    if len(source.encode("utf-8", "replace")) > MAX_DEFINE_BYTES:
+        raise InvalidInput(f"the problem source is over {MAX_DEFINE_BYTES} bytes",
+                           "inline only the naive kernels it needs.")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise InvalidInput(f"the problem was not saved: line {exc.lineno}: syntax error: {exc.msg}",
+                           "fix the source and call define_problem again.") from None
+    declared = None
+    top = set()
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "NAME" for t in node.targets):
+            declared = node.value.value if isinstance(node.value, ast.Constant) else None
+            if not isinstance(declared, str):
+                raise InvalidInput(f"the problem was not saved: line {node.lineno}: NAME must be a string literal",
+                                   "write NAME = \"my_problem\".")
+        if isinstance(node, ast.ClassDef | ast.FunctionDef):
+            top.add(node.name)
+    chosen = declared or (name if {"Model", "get_inputs"} <= top else None)
+    if chosen is None:
+        raise InvalidInput("the problem was not saved: it declares no NAME, and a KernelBench module (class Model, "
+                           "get_inputs) needs the name argument", "set NAME, or pass name.")
+    if name is not None and declared is not None and name != declared:
+        raise InvalidInput(f"name={name!r} differs from the source's NAME {declared!r}", "omit name.")
+    if not NAME_PATTERN.fullmatch(chosen):
+        raise InvalidInput(f"problem name {chosen!r} must match [a-z][a-z0-9_]{{0,39}}", None)
+    return chosen
+
+
 def _quiet(_: str) -> None:
     pass
 
@@ -144,6 +200,7 @@ class PeakService:
         # start_session when they changed.
         self.problems = ProblemRegistry(settings.problem_dirs, defined=settings.defined_problems,
                                         classes=BUILTIN_CLASSES.values(), sandbox=settings.sandbox)
+        self.http = False  # serving streamable HTTP (cli): define_problem then needs the operator's consent
 
     def close(self) -> None:
         self._stopping.set()
@@ -240,12 +297,36 @@ class PeakService:
 
     def list_problems(self) -> ProblemList:
         self.problems.refresh()
-        return ProblemList(problems=[ProblemInfo(
-            name=p.name, title=p.title, sizes=list(p.symbols), default_sizes=p.default_sizes, dtypes=list(p.dtypes),
-            backends=[b for b in p.backends if b in BACKENDS], source=p.source,
-            dtypes_by_backend={b: list(p.dtypes_for(b)) for b in p.backends if b in BACKENDS},
-            abi={b: p.abi(b, p.dtypes_for(b)[0]) for b in p.backends if b in BACKENDS})
-            for p in self.problems.problems()], errors=[e.model_dump() for e in self.problems.errors])
+        return ProblemList(problems=[_problem_info(p) for p in self.problems.problems()],
+                           errors=[e.model_dump() for e in self.problems.errors])
+
+    def define_problem(self, source: str, name: str | None = None) -> ProblemInfo:
+        """Save a problem file's text (docs/problems.md, or a KernelBench module, named by `name`) under
+        `<data dir>/problems/<NAME>.py` once the confined describe has read it; nothing is saved otherwise. Over
+        HTTP only where the operator allows it (PEAK_MCP_ALLOW_DEFINE_PROBLEM)."""
+        if self.http and not self.settings.allow_define_problem:
+            raise InvalidInput("define_problem is off on this HTTP server",
+                               "the operator turns it on with PEAK_MCP_ALLOW_DEFINE_PROBLEM=true; or put the problem "
+                               "file in a folder the server reads (PEAK_MCP_PROBLEMS).")
+        stem = defined_problem_stem(source, name)
+        with tempfile.TemporaryDirectory(prefix="peak-define-") as staging:
+            staged = Path(staging) / f"{stem}.py"
+            staged.write_text(source)
+            try:
+                declaration = describe_in_subprocess(staged, sandbox=self.problems.sandbox,
+                                                     timeout_s=self.problems.timeout_s)
+            except DescribeFailed as exc:
+                where = f"line {exc.line}: " if exc.line else ""
+                raise InvalidInput(f"the problem was not saved: {where}{exc.message}",
+                                   "fix the source and call define_problem again.") from None
+        folder = self.settings.defined_problems
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / f"{declaration.name}.py"
+        temporary = folder / f".{declaration.name}.{os.getpid()}.tmp"
+        temporary.write_text(source)
+        temporary.replace(target)  # a file of the same name is replaced whole, never half written
+        self.problems.refresh()
+        return _problem_info(self.problems.get(declaration.name))
 
     def _wire(self, session: SessionRow) -> dict[str, Any]:
         """What every job for this session carries to name its problem (see Problem.wire)."""
@@ -253,7 +334,8 @@ class PeakService:
 
     def start_session(self, problem: str, backend: str, dtype: str, sizes: dict[str, Any] | str | None,
                       label: str | None = None, progress: Progress = _quiet,
-                      constraints: list[str] | None = None, device: str | int | None = None) -> SessionInfo:
+                      constraints: list[str] | None = None, device: str | int | None = None,
+                      reference_kernel: str | None = None) -> SessionInfo:
         label = checked_label(label)
         self.problems.refresh()
         spec = self.problem(problem)
@@ -263,7 +345,9 @@ class PeakService:
         spec.check_sizes(sizes)  # bad sizes fail before the device probe
         left_out = [s for s in spec.symbols if sizes and s not in sizes]
         constraints = check_constraints(spec, constraints)
-        naive = spec.naive_kernel(backend, dtype) if backend in BACKENDS else None
+        if backend in BACKENDS and backend not in spec.backends:
+            raise InvalidInput(f"{spec.name} is not offered on {backend}", f"choose one of {list(spec.backends)}.")
+        naive = spec.naive_kernel(backend, dtype) if backend in BACKENDS and spec.has_naive(backend, dtype) else None
         placed, index = self._device_for(backend, device)
         sizes, note = self.session_sizes(spec, placed, sizes)
         checked = spec.check_sizes(sizes)
@@ -274,12 +358,21 @@ class PeakService:
                                                device=placed.name, device_index=index, label=label,
                                                constraints=constraints, device_info=placed.model_dump())
         self._devices[session_id] = placed
-        report = self._submit(session_id, naive or "", parent=None, origin="naive", transformation=None,
-                              progress=progress)
+        if reference_kernel is not None:  # the user's current kernel is v0, validated against the reference
+            report = self._submit(session_id, reference_kernel, parent=None, origin="reference", transformation=None,
+                                  progress=progress)
+        else:
+            report = self._submit(session_id, naive, parent=None, origin="naive", transformation=None,
+                                  progress=progress) if naive is not None else None
         if index >= 0:
             self._measure_baseline(session_id, progress)
         info = self.session_info(session_id)
-        info.version_0 = self.version_report(session_id, report.version)
+        if report is not None:
+            info.version_0 = self.version_report(session_id, report.version)
+        else:
+            info.brief = (f"{spec.name} has no naive {backend} kernel: no version yet. Submit your first kernel with "
+                          f"submit_kernel; it becomes v0 (validated, timed and checked at other sizes like any "
+                          f"other).\nABI ({backend}, {dtype}):\n{spec.abi(backend, dtype)}")
         if left_out:
             filled = ", ".join(f"{s}={checked[s]}" for s in left_out)
             note = (note + "; " if note else "") + f"sizes not given were taken from the problem's defaults: {filled}"
@@ -592,7 +685,7 @@ class PeakService:
             compile=v.compile.model_copy(update={"log": trim_log(v.compile.log)}) if v.compile else None,
             validation=dumped(v.validation), generality=dumped(v.generality), tuning=_tuning_brief(v.tuning),
             performance=performance(v, versions, session.baseline, self.device_of(session),
-                                    problem.peak_path(session.dtype)),
+                                    problem.peak_path(session.dtype), self.roofline(session, session.sizes)),
             head=session.head, best=_number(best_version(versions.values())),
             phases={phase: round(record.seconds, 3) for phase, record in spent.items()
                     if record is not None and record.seconds is not None})
@@ -659,11 +752,24 @@ class PeakService:
         device = self.device_of(session)
         problem = self.problem(session.problem)
         versions = self.store.versions(session_id)
-        rows = history_rows(session, versions, device, problem.peak_path(session.dtype))
+        rows = history_rows(session, versions, device, problem.peak_path(session.dtype),
+                            self.roofline(session, session.sizes))
         return HistoryReport(session_id=session_id, problem=session.problem, backend=session.backend,
                              dtype=session.dtype, sizes=session.sizes, device=session.device,
                              head=session.head, best=_number(best_version(versions)),
                              baseline=dumped(session.baseline), rows=rows, table=markdown_table(rows))
+
+    def roofline(self, session: SessionRow, sizes: dict[str, int],
+                 baseline: Baseline | None = None) -> float | None:
+        """The least time a launch of this session's problem can take at `sizes` on its device (reports.roofline_ms),
+        with the copy bandwidth its worker measured where it did."""
+        problem = self.problem(session.problem)
+        try:
+            flops, nbytes = problem.flops(sizes), problem.min_bytes(sizes, session.dtype)
+        except PeakError:
+            return None
+        return roofline_ms(flops, nbytes, self.device_of(session), problem.peak_path(session.dtype),
+                           baseline or session.baseline)
 
     def head_and_best(self, session_id: str) -> tuple[int | None, int | None]:
         """Head (where work continues by default) and best (the fastest general version)."""
@@ -896,7 +1002,8 @@ class PeakService:
         if outcome.timing:
             device = self.device_of(session)
             scratch = v.model_copy(update={"timing": outcome.timing, "parent": None})
-            perf = performance(scratch, {}, baseline, device, problem.peak_path(session.dtype))
+            perf = performance(scratch, {}, baseline, device, problem.peak_path(session.dtype),
+                               self.roofline(session, checked, baseline))
         validation = outcome.validation or Verdict(passed=False, check=outcome.failure, message=outcome.message)
         return CheckReport(session_id=session_id, version=v.number, sizes=checked, passed=outcome.status.passed,
                            validation=validation.model_dump(mode="json"), performance=perf,

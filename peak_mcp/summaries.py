@@ -50,6 +50,11 @@ def performance(perf: dict[str, Any] | None) -> list[str]:
         parts.append(f"{perf['pct_of_vendor']:.3g}% of vendor ({_g(perf.get('vendor_median_ms'))} ms)")
     if perf.get("pct_of_peak") is not None:
         parts.append(f"{perf['pct_of_peak']:.3g}% of peak")
+    if perf.get("pct_of_roofline") is not None:
+        parts.append(f"{perf['pct_of_roofline']:.3g}% of roofline")
+    for key, who in (("x_torch_eager", "torch eager"), ("x_torch_compile", "torch.compile")):
+        if perf.get(key) is not None:
+            parts.append(f"{perf[key]:.3g}× {who}")
     lines = ["time: " + ", ".join(parts)]
     if perf.get("params"):
         configuration = " ".join(f"{k}={v}" for k, v in perf["params"].items())
@@ -100,6 +105,8 @@ def session(d: dict[str, Any]) -> list[str]:
         lines.append(f"note: {d['note']}")
     if d.get("version_0"):
         lines += version({**d["version_0"], "head": d.get("head"), "best": d.get("best")})[:-1]
+    if d.get("brief"):
+        lines.append(d["brief"])
     lines.append(standing(d))
     return lines
 
@@ -108,12 +115,24 @@ def yardstick(baseline: dict[str, Any] | None) -> list[str]:
     if not baseline:
         return []
     if not baseline.get("available"):
-        return [f"vendor yardstick: none ({baseline.get('reason', 'no reason given')})"]
-    rounds = baseline.get("rounds_ms")
-    spread = f", rounds {', '.join(_g(r) for r in rounds)} ms" if rounds and len(rounds) > 1 else ""
-    return [f"vendor yardstick: {baseline.get('library')}: median {_g(baseline.get('median_ms'))} ms "
-            f"({rate(baseline.get('tflops'))}), {'warm' if baseline.get('cold_cache') is False else 'cold'} cache"
-            f"{spread}"]
+        lines = [f"vendor yardstick: none ({baseline.get('reason', 'no reason given')})"]
+    else:
+        rounds = baseline.get("rounds_ms")
+        spread = f", rounds {', '.join(_g(r) for r in rounds)} ms" if rounds and len(rounds) > 1 else ""
+        lines = [f"vendor yardstick: {baseline.get('library')}: median {_g(baseline.get('median_ms'))} ms "
+                 f"({rate(baseline.get('tflops'))}), {'warm' if baseline.get('cold_cache') is False else 'cold'} "
+                 f"cache{spread}"]
+    torch = [f"{who} {_g(baseline[key])} ms" for key, who in (("torch_eager_ms", "eager"),
+                                                               ("torch_compile_ms", "torch.compile"))
+             if baseline.get(key) is not None]
+    if torch:
+        compiled = f" (compiled in {_g(baseline['torch_compile_s'])} s)" if baseline.get("torch_compile_s") else ""
+        lines.append(f"torch yardsticks: {', '.join(torch)}{compiled}")
+    if baseline.get("torch_note"):
+        lines.append(f"torch yardsticks: {baseline['torch_note']}")
+    if baseline.get("copy_gbps"):
+        lines.append(f"copy bandwidth (roofline): {_g(baseline['copy_gbps'])} GB/s measured")
+    return lines
 
 
 def check(d: dict[str, Any]) -> list[str]:

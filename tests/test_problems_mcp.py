@@ -140,7 +140,7 @@ async def test_an_operator_problem_file_from_the_environment(tmp_path: Path, mon
         async with Client(server) as client:
             listed = await call(client, "list_problems", {})
             scale = next(p for p in listed["problems"] if p["name"] == "scale2")
-            assert scale["source"] == str(folder / "scale.py") and scale["backends"] == ["hlsl"]
+            assert scale["source"] == str(folder / "scale.py") and scale["naive"] == ["hlsl"]
             session = await call(client, "start_session", {"problem": "scale2", "backend": "hlsl",
                                                            "sizes": {"N": 1000}})
             assert session["version_0"]["status"] == "benchmarked", session["version_0"]["message"]

@@ -231,6 +231,11 @@ class Problem(ABC):
     def peak_path(self, dtype: str) -> str:
         """Which device peak is the yardstick: fp32 or fp16_tensor / bf16_tensor."""
 
+    def has_naive(self, backend: str, dtype: str) -> bool:
+        """Whether sessions on `backend` start from a naive kernel (v0); without one, the agent's first kernel is
+        v0."""
+        return True
+
     @abstractmethod
     def naive_kernel(self, backend: str, dtype: str) -> str: ...
 

@@ -313,7 +313,9 @@ class DeclaredProblem(Problem):
         self.symbols = tuple(d.sizes)
         self.default_sizes = dict(d.sizes)
         self.dtypes = tuple(d.dtypes)
-        self.backends = tuple(b for b in BACKEND_NAMES if any(k.partition(":")[0] == b for k in d.naive))
+        # Every backend: one without a naive kernel starts its sessions with no v0 (the agent's first kernel is).
+        self.backends = BACKEND_NAMES
+        self.naive_backends = tuple(b for b in BACKEND_NAMES if any(k.partition(":")[0] == b for k in d.naive))
         self.source = d.path
         self.yardstick = None
 
@@ -399,12 +401,16 @@ class DeclaredProblem(Problem):
                          scale_words="the problem's error scale" if self.declaration.has_error_scale else
                          "max(|ref|, rms(ref))")
 
+    def has_naive(self, backend: str, dtype: str) -> bool:
+        return f"{backend}:{dtype}" in self.declaration.naive or backend in self.declaration.naive
+
     def naive_kernel(self, backend: str, dtype: str) -> str:
         d = self.declaration
         text = d.naive.get(f"{backend}:{dtype}") or d.naive.get(backend)
         if text is None:
             raise InvalidInput(f"{self.name} has no naive kernel for {backend}",
-                               f"{self.name} offers {', '.join(self.backends) or 'no backend'}.")
+                               f"{self.name} has naive kernels for {', '.join(self.naive_backends) or 'no backend'}"
+                               "; a session elsewhere starts with your first kernel.")
         self.check_dtype(dtype, backend)
         return prelude(backend, dtype) + text
 
@@ -624,6 +630,10 @@ class DeclaredProblem(Problem):
         """The problem file's torch_reference (worker side), for the torch yardsticks; None when it has none."""
         return getattr(self.module(), "torch_reference", None) if self.declaration.has_torch_reference else None
 
+    def torch_keywords(self, sizes: Sizes) -> dict[str, Any]:
+        """The size keywords torch_reference takes (worker side)."""
+        return self._keywords("torch_reference", sizes)
+
 
 def _scalar(expr: str, sizes: Sizes) -> int:
     return evaluate(expr, sizes, where="SCALARS")
@@ -648,9 +658,25 @@ def load_module(declaration: ProblemDeclaration) -> types.ModuleType:
     with _loading:
         if key in _modules:
             return _modules[key]
-        module = execute_file(Path(declaration.path), declaration.sha256)
+        module = problem_module(execute_file(Path(declaration.path), declaration.sha256), declaration.name)
         _modules[key] = module
         return module
+
+
+def problem_module(module: types.ModuleType, name: str) -> types.ModuleType:
+    """A problem file's module as the declaration reads it: itself, or for a KernelBench file (class Model,
+    get_inputs) a module holding its translation (peak_mcp.problems.kernelbench: the upper-case names, reference,
+    generate, torch_reference) under the problem's `name`."""
+    from peak_mcp.problems import kernelbench
+
+    if not kernelbench.looks_like_kernelbench(vars(module)):
+        return module
+    translated = kernelbench.declare_kernelbench(module, name)
+    wrapper = types.ModuleType(module.__name__ + "_kernelbench", module.__doc__)
+    wrapper.__file__ = module.__file__
+    vars(wrapper).update(translated.namespace())
+    wrapper.KERNELBENCH = translated  # type: ignore[attr-defined]  # symbols, constants, notes
+    return wrapper
 
 
 def execute_file(path: Path, sha256: str | None = None) -> types.ModuleType:

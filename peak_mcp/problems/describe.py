@@ -54,8 +54,8 @@ def top_level_lines(source: str) -> dict[str, int]:
 
 def describe_file(path: Path) -> dict[str, Any]:
     """The declaration of the problem file at `path`, as JSON data; DescribeError naming the line otherwise."""
-    from peak_mcp.problems import declared
-    from peak_mcp.problems.declared import DeclaredProblem, ProblemDeclaration, execute_file
+    from peak_mcp.problems import declared, kernelbench
+    from peak_mcp.problems.declared import DeclaredProblem, ProblemDeclaration, execute_file, problem_module
 
     data = path.read_bytes()
     sha256 = hashlib.sha256(data).hexdigest()
@@ -74,6 +74,16 @@ def describe_file(path: Path) -> dict[str, Any]:
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
         raise DescribeError(f"importing it raised {type(exc).__name__}: {str(exc)[:300]}",
                             frames[-1].lineno if frames else None) from None
+    if kernelbench.looks_like_kernelbench(vars(module)):  # class Model, get_inputs: translated, not declared
+        try:
+            module = problem_module(module, kernelbench.kernelbench_name(path.stem))
+        except kernelbench.KernelBenchError as exc:
+            raise DescribeError(f"a KernelBench file that cannot be translated: {exc.message}"
+                                + (f" ({exc.hint})" if exc.hint else "")) from None
+        except Exception as exc:
+            frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
+            raise DescribeError(f"probing its Model raised {type(exc).__name__}: {str(exc)[:300]}",
+                                frames[-1].lineno if frames else None) from None
     names = vars(module)
 
     def fail(key: str, why: str) -> DescribeError:
@@ -81,7 +91,8 @@ def describe_file(path: Path) -> dict[str, Any]:
 
     if "NAME" not in names:
         raise DescribeError("declares no NAME (a problem file sets NAME, SIZES, INPUTS, OUTPUTS and defines "
-                            "reference; see docs/problems.md)")
+                            "reference; see docs/problems.md), nor is it a KernelBench file (class Model, "
+                            "get_inputs)")
     if not callable(names.get("reference")):
         raise DescribeError("defines no reference(...) function (float64 inputs -> the outputs)")
     doc = (module.__doc__ or "").strip()

@@ -13,7 +13,7 @@ from peak_mcp.evaluation import benchmark, validate
 from peak_mcp.launch import LaunchSpec, with_params
 from peak_mcp.phases import Baseline, CompileInfo, Generality, SizeFailure
 from peak_mcp.problems import worker_problem
-from peak_mcp.problems.base import Problem
+from peak_mcp.problems.base import BufferArg, Problem
 from peak_mcp.runner.heartbeat import heartbeat
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, LaunchTarget
 from peak_mcp.runner.replies import EvaluateResult, GeneralityResult
@@ -88,15 +88,64 @@ def evaluate(executor: Executor, job: EvaluateJob | dict[str, Any], progress: Pr
 def yardstick(executor: Executor, problem: Problem, dtype: str, sizes: dict[str, int], seed: int, budget_s: float,
               progress: Progress) -> Baseline:
     """The problem's vendor library timed on the same inputs (Problem.yardstick: matmul's "gemm" is cuBLAS,
-    hipBLAS, or numpy's BLAS on a CPU Vulkan device), or why there is none. Yardsticks every problem has (the
-    roofline, torch eager and torch.compile from a problem file's torch_reference) belong in peak_mcp.yardsticks,
-    called from here."""
+    hipBLAS, or numpy's BLAS on a CPU Vulkan device), or why there is none; then the yardsticks every problem has
+    (`common_yardsticks`: copy bandwidth for the roofline, torch eager and torch.compile)."""
+    inputs = None
     if problem.yardstick is None:
-        return Baseline(available=False, reason=f"{problem.name} names no vendor library; % of the device's peak "
-                                                "(its FLOP rate or its memory bandwidth) is the yardstick")
-    progress("vendor baseline")
-    inputs = problem.make_inputs(sizes, dtype, seed, executor.xp)
-    return Baseline.model_validate(executor.baseline(problem.yardstick, dtype, sizes, inputs, budget_s))
+        baseline = Baseline(available=False, reason=f"{problem.name} names no vendor library; % of the roofline "
+                                                     "(flops at the device's peak, bytes at its bandwidth) is the "
+                                                     "yardstick")
+    else:
+        progress("vendor baseline")
+        inputs = problem.make_inputs(sizes, dtype, seed, executor.xp)
+        baseline = Baseline.model_validate(executor.baseline(problem.yardstick, dtype, sizes, inputs, budget_s))
+    extra = common_yardsticks(executor, problem, dtype, sizes, seed, budget_s, progress, inputs)
+    return baseline.model_copy(update=extra)
+
+
+TORCH_BUDGET_S = 2.0  # the most each torch yardstick's timed calls take (torch.compile's compilation comes on top)
+
+
+def common_yardsticks(executor: Executor, problem: Problem, dtype: str, sizes: dict[str, int], seed: int,
+                      budget_s: float, progress: Progress, inputs: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Baseline fields every problem can have, on a CUDA device: the copy bandwidth (measured once per worker) and,
+    for a problem with a torch_reference, torch eager and torch.compile timed on the workspace's inputs. Elsewhere,
+    or without torch, `torch_note` says once why those are absent."""
+    if executor.backend != "cuda" or executor.facts.index < 0:
+        return {"torch_note": f"torch yardsticks are timed on CUDA devices only (this session: {executor.backend}); "
+                              "the roofline uses the device profile's bandwidth"}
+    from peak_mcp import yardsticks
+
+    out: dict[str, Any] = {}
+    progress("yardsticks: copy bandwidth")
+    try:
+        out["copy_gbps"] = round(yardsticks.copy_bandwidth(executor.facts.index), 1)
+    except Exception as exc:  # the roofline falls back to the device profile's bandwidth
+        out["torch_note"] = f"copy bandwidth not measured: {type(exc).__name__}: {str(exc)[:200]}"
+    fn = problem.torch_reference() if hasattr(problem, "torch_reference") else None
+    if fn is None:
+        out["torch_note"] = f"{problem.name} has no torch_reference: no torch yardsticks"
+        return out
+    if inputs is None:
+        inputs = problem.make_inputs(sizes, dtype, seed, executor.xp)
+    shaped = [inputs[arg.name].reshape(arg.shape(sizes)) for arg in problem.arguments(dtype)
+              if isinstance(arg, BufferArg) and not arg.is_output]
+    keywords = problem.torch_keywords(sizes) if hasattr(problem, "torch_keywords") else {}
+
+    def call(*tensors: Any) -> Any:
+        return fn(*tensors, **keywords)
+
+    budget = min(budget_s, TORCH_BUDGET_S)
+    for compiled, key in ((False, "torch_eager_ms"), (True, "torch_compile_ms")):
+        progress(f"yardsticks: {'torch.compile' if compiled else 'torch eager'}")
+        timed = yardsticks.time_torch(call, shaped, compile=compiled, budget_s=budget, dtype=dtype)
+        if timed.available and timed.median_ms:
+            out[key] = round(timed.median_ms, 5)
+            if compiled and timed.compile_s is not None:
+                out["torch_compile_s"] = round(timed.compile_s, 1)
+        elif "torch_note" not in out:
+            out["torch_note"] = f"{timed.library}: {timed.why}"
+    return out
 
 
 def generality(executor: Executor, job: GeneralityJob | dict[str, Any], progress: Progress) -> GeneralityResult:

@@ -20,6 +20,7 @@ from peak_mcp.models import (
     DiffReport,
     DoctorReport,
     HistoryReport,
+    ProblemInfo,
     ProblemList,
     SessionInfo,
     SessionList,
@@ -65,6 +66,21 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         return result(problems_for_agent(await call(None, service.list_problems)))
 
     @mcp.tool(annotations=RECORDS)
+    async def define_problem(
+        source: Annotated[str, Field(description="a problem file's text (docs/problems.md: NAME, SIZES, INPUTS, "
+                                                 "OUTPUTS, reference, NAIVE kernels inline), or a KernelBench module "
+                                                 "(class Model, get_inputs, get_init_inputs)")],
+        name: Annotated[str | None, Field(description="the problem's name, for a KernelBench module (a problem "
+                                                      "file names itself with NAME)")] = None,
+    ) -> Annotated[types.CallToolResult, ProblemInfo]:
+        """Define a problem for your own code: the source is read in a confined process (its reference tried at
+        small sizes) and, if that succeeds, saved in the server's data directory, where it takes precedence over
+        other problems of its name. Answers its symbols, dtypes and ABI per backend; start_session then takes it.
+        Over HTTP only where the operator allows it."""
+        info = await call(None, service.define_problem, source, name)
+        return result(problems_for_agent(ProblemList(problems=[info], errors=[])).problems[0])
+
+    @mcp.tool(annotations=RECORDS)
     async def start_session(
         ctx: Context,
         problem: Annotated[str, Field(description="problem name, e.g. matmul")] = "matmul",
@@ -84,11 +100,15 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         constraints: Annotated[list[str] | None, Field(
             description="size conditions kernels may assume, e.g. ['M % 128 == 0', 'K >= 64']; generality checks "
                         "only sizes that meet them")] = None,
+        reference_kernel: Annotated[str | None, Field(
+            description="the user's current kernel (whole file, `// peak:` annotation included): it becomes v0, "
+                        "validated against the problem's reference like any version")] = None,
     ) -> Annotated[types.CallToolResult, SessionInfo]:
-        """Start a session: version 0 is the naive kernel, validated and benchmarked; the vendor library is timed
-        in the same run."""
+        """Start a session: version 0 is the naive kernel (or reference_kernel), validated and benchmarked; the
+        vendor library is timed in the same run. A problem with no naive kernel for the backend starts with no
+        version: the first kernel submitted is v0."""
         return result(await call(ctx, service.start_session, problem, backend, dtype, sizes, label, progress=None,
-                                 constraints=constraints, device=device))
+                                 constraints=constraints, device=device, reference_kernel=reference_kernel))
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_sessions(

@@ -1,0 +1,111 @@
+"""define_problem over MCP: a problem file's text read confined and saved in the data directory, then a session
+on it (lavapipe); bad sources (syntax error, raises, hangs) are errors that save nothing; over HTTP refused unless the
+operator allows it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import has_device
+
+pytestmark = pytest.mark.anyio
+VULKAN = pytest.mark.skipif(not has_device("hlsl"), reason="no Vulkan device")
+NEGATE = '''"""Negate: y = -x."""
+NAME = "negate"
+SIZES = {"N": 4096}
+INPUTS = {"x": ("N",)}
+OUTPUTS = {"y": ("N",)}
+
+
+def reference(x):
+    return -x
+'''
+KERNEL = """// peak: entry=main groups=(cdiv(N, 64), 1, 1)
+struct Params { uint N; };
+[[vk::push_constant]] ConstantBuffer<Params> p;
+[[vk::binding(0)]] StructuredBuffer<float> x;
+[[vk::binding(1)]] RWStructuredBuffer<float> y;
+[numthreads(64, 1, 1)]
+void main(uint3 id : SV_DispatchThreadID) { if (id.x < p.N) y[id.x] = BODY; }
+"""
+
+
+async def call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, args)
+    assert not result.is_error, result.content[0].text
+    return result.structured_content or {}
+
+
+async def refused(client: Any, args: dict[str, Any]) -> str:
+    result = await client.call_tool("define_problem", args)
+    assert result.is_error
+    return result.content[0].text
+
+
+@VULKAN
+async def test_define_then_start_a_session_and_submit(make_client, settings) -> None:
+    async with make_client() as (client, _):
+        info = await call(client, "define_problem", {"source": NEGATE})
+        assert info["name"] == "negate" and info["sizes"] == ["N"] and info["naive"] == []
+        assert "[[vk::binding(1)]] y (float, N, read-write)" in info["abi"]["hlsl"]
+        assert (settings.defined_problems / "negate.py").read_text() == NEGATE
+        session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000}})
+        assert session.get("head") is None and "Submit your first kernel" in session["brief"]
+        good = await call(client, "submit_kernel", {"session_id": session["session_id"],
+                                                    "source": KERNEL.replace("BODY", "-x[id.x]")})
+        assert good["version"] == 0 and good["status"] == "benchmarked", good["message"]
+        bad = await call(client, "submit_kernel", {"session_id": session["session_id"],
+                                                   "source": KERNEL.replace("BODY", "x[id.x]")})
+        assert bad["failure"] == "wrong_result"
+
+
+async def test_bad_sources_are_errors_and_nothing_is_saved(make_client, settings) -> None:
+    async with make_client() as (client, service):
+        service.problems.timeout_s = 5
+        text = await refused(client, {"source": NEGATE.replace('SIZES = {"N": 4096}', 'SIZES = {"N": 4096')})
+        assert "line 3" in text and "syntax error" in text
+        text = await refused(client, {"source": NEGATE.replace('INPUTS =', 'raise ValueError("nope")\nINPUTS =')})
+        assert "line 4" in text and "ValueError: nope" in text
+        text = await refused(client, {"source": "import time\n" + NEGATE.replace('INPUTS =',
+                                                                                    'time.sleep(3600)\nINPUTS =')})
+        assert "took more than 5 s" in text
+        text = await refused(client, {"source": NEGATE.replace("return -x", "return x[:-1]")})
+        assert "not saved" in text and "shape" in text
+        assert "over" in await refused(client, {"source": "#" * (300 * 1024)})
+        assert "needs the name argument" in await refused(client, {"source": "X = 1\n"})
+    folder: Path = settings.defined_problems
+    assert not folder.exists() or not list(folder.iterdir())
+
+
+async def test_refused_over_http_unless_the_operator_allows_it(make_client, settings) -> None:
+    async with make_client() as (client, service):
+        service.http = True  # as `serve --http` sets it
+        text = await refused(client, {"source": NEGATE})
+        assert "off on this HTTP server" in text and "PEAK_MCP_ALLOW_DEFINE_PROBLEM" in text
+        assert not settings.defined_problems.exists() or not list(settings.defined_problems.iterdir())
+        settings.allow_define_problem = True
+        assert (await call(client, "define_problem", {"source": NEGATE}))["name"] == "negate"
+
+
+def test_the_setting_reads_from_the_environment(monkeypatch) -> None:
+    from peak_mcp.config import Settings
+
+    monkeypatch.setenv("PEAK_MCP_ALLOW_DEFINE_PROBLEM", "true")
+    assert Settings().allow_define_problem is True
+
+
+@VULKAN
+async def test_a_reference_kernel_becomes_v0_and_is_validated(make_client) -> None:
+    async with make_client() as (client, _):
+        await call(client, "define_problem", {"source": NEGATE})
+        mine = KERNEL.replace("BODY", "-x[id.x]")
+        session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000},
+                                                       "reference_kernel": mine})
+        v0 = session["version_0"]
+        assert v0["origin"] == "reference" and v0["status"] == "benchmarked" and session["head"] == 0, v0
+        wrong = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000},
+                                                     "reference_kernel": KERNEL.replace("BODY", "x[id.x]")})
+        assert wrong["version_0"]["failure"] == "wrong_result" and wrong.get("head") is None
