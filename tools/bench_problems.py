@@ -49,9 +49,10 @@ def line(name: str, report: dict[str, Any], wall: float) -> str:
     perf = report.get("performance") or {}
     extras = {k: v for k, v in perf.items() if any(t in k for t in ("roofline", "torch", "bandwidth", "vendor"))}
     general = (report.get("generality") or {}).get("passed")
+    phases = " ".join(f"{k}={v:.1f}" for k, v in (report.get("phases") or {}).items() if isinstance(v, int | float))
     return (f"{name:<24} {report.get('status', report.get('error', '?'))!s:<12} {report.get('failure') or '':<16} "
             f"general={general!s:<5} median={perf.get('median_ms', float('nan')):.4g} ms "
-            f"gbps={perf.get('gbps', float('nan')):.4g} {json.dumps(extras)} ({wall:.1f} s)")
+            f"gbps={perf.get('gbps', float('nan')):.4g} {json.dumps(extras)} ({wall:.1f} s: {phases})")
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
