@@ -248,7 +248,8 @@ class Store:
         if not rows:
             count = len(self.versions(session_id))
             raise NotFound(f"session {session_id} has no version {number}",
-                           f"versions are numbered 0..{count - 1}; call history to see them.")
+                           f"versions are numbered 0..{count - 1}; call history to see them." if count else
+                           "it has no versions yet: submit a kernel without a parent, and it becomes version 0.")
         return rows[0]
 
     def versions(self, session_id: str) -> list[VersionRow]:

@@ -6,6 +6,8 @@ the last one, and print every version's status, median, GB/s and the report's ya
 x torch eager / torch.compile where the server times them). JSON of every report goes to --out.
 
     python3 tools/bench_problems.py --problems softmax rmsnorm --dtypes f32 bf16 --out $OUT/problems.json
+    python3 tools/bench_problems.py --problem-dir tools/data/kernelbench --problems kb_softmax --dtypes f32 \
+        --sizes BATCH_SIZE=8192,DIM=8192 --kernels tools/data/kernelbench/kb_softmax_online.cu
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ DEFAULT_KERNELS = {"softmax": ["2_warp_shuffle", "4_online_registers"], "rmsnorm
 
 
 def kernel_source(problem: str, backend: str, dtype: str, stem: str) -> str:
-    path = next((ROOT / "examples" / problem / backend).glob(f"{stem}.*"))
+    path = Path(stem) if Path(stem).is_file() else next((ROOT / "examples" / problem / backend).glob(f"{stem}.*"))
     text = path.read_text()
     if backend in TYPES:
         text = text.replace("typedef float T;", f"typedef {TYPES[backend][dtype]} T;", 1)
@@ -56,13 +58,14 @@ def line(name: str, report: dict[str, Any], wall: float) -> str:
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
+    env = dict(os.environ, **({"PEAK_MCP_PROBLEMS": str(args.problem_dir)} if args.problem_dir else {}))
     server = StdioServerParameters(command=sys.executable, args=["-m", "peak_mcp", "--data-dir", args.data_dir,
-                                                                  "serve"], env=dict(os.environ))
+                                                                  "serve"], env=env)
     out: dict[str, Any] = {"sessions": []}
     async with Client(server, read_timeout_seconds=1800) as client:
         for problem in args.problems:
             for dtype in args.dtypes:
-                sizes = {"ROWS": args.rows, "COLS": args.cols}
+                sizes = args.sizes or {"ROWS": args.rows, "COLS": args.cols}
                 started, wall = await call(client, "start_session", {"problem": problem, "backend": args.backend,
                                                                     "dtype": dtype, "sizes": sizes})
                 record: dict[str, Any] = {"problem": problem, "dtype": dtype, "start": started, "versions": []}
@@ -73,10 +76,11 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 sid = started["session_id"]
                 v0 = started.get("version_0") or {}
                 print(f"== {problem} {dtype} {sizes} on {started.get('device')}", flush=True)
-                print(line("naive (v0)", v0, wall), flush=True)
-                for stem in args.kernels or DEFAULT_KERNELS[problem]:
+                print(line("naive (v0)", v0, wall) if v0 else "no naive kernel: the first submission is v0", flush=True)
+                for stem in args.kernels or DEFAULT_KERNELS.get(problem, []):
+                    first = {"parent": 0} if v0 else {}  # a problem without a naive kernel starts empty
                     report, wall = await call(client, "submit_kernel", {
-                        "session_id": sid, "source": kernel_source(problem, args.backend, dtype, stem), "parent": 0})
+                        "session_id": sid, "source": kernel_source(problem, args.backend, dtype, stem), **first})
                     record["versions"].append({"kernel": stem, "round_trip_s": wall, **report})
                     print(line(stem, report, wall), flush=True)
                 if args.tune and record["versions"]:
@@ -100,7 +104,11 @@ def main() -> int:
     parser.add_argument("--dtypes", nargs="+", default=["f32", "bf16"])
     parser.add_argument("--rows", type=int, default=8192)
     parser.add_argument("--cols", type=int, default=8192)
-    parser.add_argument("--kernels", nargs="*", default=None, help="example stems (default: two per problem)")
+    parser.add_argument("--sizes", type=lambda t: {k: int(v) for k, v in (p.split("=") for p in t.split(","))},
+                        default=None, help="e.g. BATCH_SIZE=8192,DIM=8192 (default: ROWS and COLS)")
+    parser.add_argument("--problem-dir", type=Path, default=None, help="an operator problem folder (KernelBench files)")
+    parser.add_argument("--kernels", nargs="*", default=None,
+                        help="example stems or kernel files (default: two examples per problem)")
     parser.add_argument("--tune", type=int, default=0, help="tune the last kernel over up to N configurations")
     parser.add_argument("--data-dir", default="/tmp/peak-bench-problems")
     parser.add_argument("--out", type=Path, default=None)

@@ -27,7 +27,7 @@ python3 -m peak_mcp doctor > "$RESULTS/doctor.json" 2> "$RESULTS/doctor.log"; ec
 
 # PARTS picks what runs, so the suite can be split over calls that each fit the device's per-call limit.
 # Not in the default PARTS: hostile, hostile_tests (the hostile-kernel corpus, tests/hostile/), lavapipe, ladder,
-# hlsl_reference, problems, false_failures.
+# hlsl_reference, problems, kernelbench, false_failures.
 bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $RESULTS
     local name=$1; shift
     echo "== bench $name"
@@ -90,6 +90,11 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
         timeout "${PROBLEMS_TIMEOUT:-400}" python3 tools/bench_problems.py --problems ${PROBLEMS:-softmax rmsnorm} \
             --dtypes ${DTYPES:-f32 bf16} --tune "${TUNE:-0}" --out "$RESULTS/problems.json" \
             2> "$RESULTS/problems.log" | tee "$RESULTS/problems.txt" ;;
+    kernelbench)  # a KernelBench-format file (tools/data/kernelbench) as a problem, a kernel for it validated and timed
+        timeout "${KB_TIMEOUT:-200}" python3 tools/bench_problems.py --problem-dir tools/data/kernelbench \
+            --problems kb_softmax --dtypes f32 --sizes BATCH_SIZE=8192,DIM=8192 \
+            --kernels tools/data/kernelbench/kb_softmax_online.cu --out "$RESULTS/kernelbench.json" \
+            --data-dir /tmp/peak-bench-kb 2> "$RESULTS/kernelbench.log" | tee "$RESULTS/kernelbench.txt" ;;
     false_failures)  # the problem tolerances on this device: shipped correct kernels at every sampled size
         timeout "${FALSE_TIMEOUT:-240}" python3 tools/false_failures.py --backend cuda ${FALSE_SIZES:+--sizes "$FALSE_SIZES"} \
             --out "$RESULTS/false_failures.json" 2> "$RESULTS/false_failures.log" | tee "$RESULTS/false_failures.txt" ;;
