@@ -218,6 +218,11 @@ def _add_rules(call: ctypes._CFuncPtr, ruleset: int, paths: Iterable[str], acces
 def confine(policy: Policy, landlock: bool = True) -> Protection:
     """Apply `policy` to this process and its future children: rlimits always, Landlock where the kernel has it and
     `landlock` asks for it. Irreversible. Returns what was applied."""
+    # /etc/passwd stays unreadable (a compiler diagnostic must not quote it), so a user lookup has to be answered
+    # from the environment: getpass.getuser() reads these first. torch.compile and torch's own set-up ask for the
+    # user name; without it both raised KeyError('getpwuid(): uid not found: 0') in a confined worker on the H100.
+    if not any(os.environ.get(name) for name in ("LOGNAME", "USER", "LNAME", "USERNAME")):
+        os.environ["USER"] = f"uid{os.getuid()}"
     _limit(resource.RLIMIT_AS, policy.memory_bytes)
     _limit(resource.RLIMIT_CPU, policy.cpu_seconds)
     if not landlock:

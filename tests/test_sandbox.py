@@ -3,6 +3,7 @@ and a macro bomb is stopped by the compile limits and reported as `resources`, n
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -193,3 +194,16 @@ def test_clang_for_amd_targets_reads_nothing_when_the_text_check_is_bypassed(mon
 def test_nvrtcs_own_out_of_memory_code_reads_as_a_memory_limit() -> None:
     limits = confined.CompileLimits()
     assert confined.exceeded_limit(1, "NVRTC_ERROR_OUT_OF_MEMORY", limits) == "memory (4 GiB)"
+
+
+@needs_landlock
+def test_a_confined_process_knows_a_user_name_without_reading_etc_passwd(tmp_path: Path) -> None:
+    # torch asks getpass.getuser() for its caches; with no user in the environment that falls back to
+    # /etc/passwd, which a confined process cannot read (KeyError: 'getpwuid(): uid not found').
+    policy = Policy(read=(*SYSTEM_READ, *python_runtime_paths()), write=(str(tmp_path),))
+    env = {k: v for k, v in os.environ.items() if k not in ("LOGNAME", "USER", "LNAME", "USERNAME")}
+    done = subprocess.run(confined_command(policy, [sys.executable, "-I", "-S", "-c",
+                                                    "import getpass; print(getpass.getuser())"]),
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"uid{os.getuid()}"

@@ -105,7 +105,7 @@ def _confine(confinement: dict[str, object] | None, problem_dirs: list[str]) -> 
     limits = configure(**confinement)
     workdir = os.path.realpath(os.getcwd())
     for variable, name in (("TMPDIR", ""), ("XDG_CACHE_HOME", "cache"), ("CUDA_CACHE_PATH", "nv"),
-                           ("TRITON_CACHE_DIR", "triton")):
+                           ("TRITON_CACHE_DIR", "triton"), ("TORCHINDUCTOR_CACHE_DIR", "inductor")):
         os.environ.setdefault(variable, os.path.join(workdir, name))
     tempfile.tempdir = None  # re-read TMPDIR
     cupy_cache = os.environ.setdefault("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache"))
