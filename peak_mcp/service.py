@@ -875,6 +875,10 @@ class PeakService:
             tuned = self._evaluate(session, v.source, progress, params=report.best.params, vendor_ms=session.vendor_ms)
             if tuned.status.passed and tuned.timing:
                 timing = tuned.timing.model_copy(update={"params": report.best.params, "params_from": "tuned"})
+                report.recorded = BestConfig(params=report.best.params, median_ms=timing.median_ms,
+                                             tflops=timing.tflops)
+                report.recorded_device = session.device_index
+                report.estimate_gap = _estimate_gap(timing, report)
                 columns["timing"] = timing.model_dump(mode="json")
                 columns["message"] = (f"{v.message or ''}; tuned over {report.tried} configurations: "
                                       f"{Config(params=report.best.params).label()}, median "
@@ -908,7 +912,7 @@ class PeakService:
             (f"{len(overlapping)} within noise of the fastest" if overlapping else "")
         budget = self.settings.benchmark_budget_s
         progress(f"tuning: re-timing the {len(top)} fastest ({why}) for {budget:g} s each")
-        job = TuneJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, source=source, spec=spec,
+        job = TuneJob(**self._wire(session), dtype=session.dtype, sizes=session.sizes, source=source, spec=spec,
                       configs=[r.params for r in top], time_budget_s=budget, min_reps=20, max_reps=1000,
                       compile_workers=1, retime=True)
         try:
@@ -1008,3 +1012,20 @@ class PeakService:
         return CheckReport(session_id=session_id, version=v.number, sizes=checked, passed=outcome.status.passed,
                            validation=validation.model_dump(mode="json"), performance=perf,
                            baseline=dumped(baseline))
+
+
+def _estimate_gap(timing: Any, report: TuneReport) -> str | None:
+    """One phrase where the version's full timing and the search's estimate of the same configuration differ beyond
+    noise (their middle halves do not overlap); None where they agree or the estimate is not found."""
+    if report.best is None:
+        return None
+    estimate = next((r for r in [*report.retimed, *report.results] if r.params == report.best.params
+                     and r.status == "ok" and r.median_ms is not None), None)
+    if estimate is None or not estimate.median_ms or not timing.median_ms:
+        return None
+    verdict = change(timing, estimate)
+    if verdict == NOISE:
+        return None
+    ratio = timing.median_ms / estimate.median_ms
+    return (f"the full timing is {ratio:.3g}× the search's estimate "
+            f"({'slower' if verdict == SLOWER else 'faster'} beyond noise)")

@@ -218,10 +218,19 @@ def transformation(d: dict[str, Any]) -> list[str]:
 def tune(d: dict[str, Any]) -> list[str]:
     lines = [f"tuned v{d['version']} ({d['strategy']}): {d['tried']} of {d['valid_size']} valid configurations "
              f"(space {d['space_size']}, {d.get('where_pruned', 0)} ruled out by where); {d['stopped']}"]
-    best = d.get("best")
+    best, recorded = d.get("best"), d.get("recorded")
     if best:
         label = " ".join(f"{k}={v}" for k, v in best["params"].items())
-        lines.append(f"best: {label} at {_g(best['median_ms'])} ms ({rate(best.get('tflops'))})")
+        estimate = f"{_g(best['median_ms'])} ms ({rate(best.get('tflops'))})"
+        if recorded:
+            lines.append(f"best: {label}; v{d['version']}'s recorded time {_g(recorded['median_ms'])} ms "
+                         f"({rate(recorded.get('tflops'))}): timed in full on device {d.get('recorded_device')}, "
+                         "what history shows")
+            lines.append(f"the search's own estimate (short timings): {estimate}"
+                         + (f"; {d['estimate_gap']}" if d.get("estimate_gap") else ""))
+        else:
+            lines.append(f"best: {label} at {estimate}: the search's own estimate (short timings), not a full "
+                         "timing")
     if d.get("chosen_by"):
         lines.append(f"chosen by: {d['chosen_by']}")
     timed = [r for r in d.get("results") or [] if r.get("status") == "ok"][:5]
