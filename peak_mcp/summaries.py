@@ -57,8 +57,9 @@ def performance(perf: dict[str, Any] | None) -> list[str]:
             parts.append(f"{perf[key]:.3g}× {who}")
     lines = ["time: " + ", ".join(parts)]
     if perf.get("params"):
-        configuration = " ".join(f"{k}={v}" for k, v in perf["params"].items())
-        lines.append(f"configuration timed: {configuration} ({perf.get('params_from', 'tuned')})"
+        configuration = perf.get("configuration") or (" ".join(f"{k}={v}" for k, v in perf["params"].items())
+                                                       + f" ({perf.get('params_from', 'tuned')})")
+        lines.append(f"configuration timed: {configuration}"
                      + (f"; {perf['vs_parent']}" if perf.get("vs_parent") else ""))
     if perf.get("timed"):
         lines.append(f"timed: {perf['timed']}")

@@ -100,3 +100,28 @@ async def test_tune_of_a_problem_file_problem_retimes_and_headlines_the_recorded
         assert "the search's own estimate" in text
         rows = (await call(client, "history", {"session_id": sid}))["rows"]
         assert rows[v]["median_ms"] == pytest.approx(report["recorded"]["median_ms"], rel=1e-3)
+
+
+@VULKAN
+async def test_like_for_like_is_judged_on_the_values_and_parent_labels_only_what_the_parent_had(make_client) -> None:
+    async with make_client() as (client, _):
+        sid = await softmax_session(client)
+        wide = (await call(client, "submit_kernel", {"session_id": sid, "source": WAVE.replace(
+            "NT=[64, 32]", "NT=[32, 64]")}))
+        narrow = await call(client, "submit_kernel", {"session_id": sid, "source": WAVE, "parent": wide["version"]})
+        # both at their defaults, NT differs: part of the ratio is NT's
+        assert narrow["performance"]["vs_parent"] == (
+            f"v{narrow['version']} at NT=64 (defaults) vs v{wide['version']} at NT=32 (defaults): not like for like "
+            f"(NT 64 vs 32), tune v{narrow['version']} and v{wide['version']} to compare")
+        tuned = await call(client, "tune", {"session_id": sid, "version": wide["version"], "max_configs": 2})
+        nt = tuned["best"]["params"]["NT"]
+        # a child with a parameter its parent never had: only NT is the parent's
+        extra = WAVE.replace("NT=[64, 32]", "NT=[64, 32] EXTRA=[2, 1]")
+        child = await call(client, "submit_kernel", {"session_id": sid, "source": extra, "parent": wide["version"]})
+        perf = child["performance"]
+        assert perf["params"] == {"NT": nt, "EXTRA": 2} and perf["params_inherited"] == ["NT"], perf
+        assert perf["configuration"] == f"NT={nt} (v{wide['version']}'s tuned) EXTRA=2 (defaults)", perf
+        assert "(parent)" not in child["message"] and f"configuration timed: NT={nt} (v{wide['version']}'s tuned) " \
+            "EXTRA=2 (defaults)" in (await client.call_tool("get_version", {
+                "session_id": sid, "version": child["version"]})).content[0].text
+        assert perf["vs_parent"].endswith(": like for like on NT (the same values)"), perf
