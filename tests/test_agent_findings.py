@@ -125,3 +125,32 @@ async def test_like_for_like_is_judged_on_the_values_and_parent_labels_only_what
             "EXTRA=2 (defaults)" in (await client.call_tool("get_version", {
                 "session_id": sid, "version": child["version"]})).content[0].text
         assert perf["vs_parent"].endswith(": like for like on NT (the same values)"), perf
+
+
+def _row(version: int, parent: int | None, ms: float | None, status: str = "benchmarked",
+         head: bool = False) -> dict[str, Any]:
+    return {"version": version, "parent": parent, "origin": "naive" if parent is None else "submit",
+            "transformation": None, "attempt": None, "status": status, "failure": None, "median_ms": ms,
+            "tflops": 1e-3 / ms if ms else None, "head": head, "best": False}
+
+
+def test_the_chart_draws_timed_failures_as_grey_crosses_and_not_general_as_red_rings() -> None:
+    from matplotlib import pyplot as plt
+
+    from peak_mcp.charts import chart_marks, lineage_figure
+
+    # v3 was timed, then failed the sanitizer (the agent's chart drew it as an ordinary point, above head)
+    rows = [_row(0, None, 1.0), _row(1, 0, 0.8), _row(2, 1, 0.5, head=True), _row(3, 1, 0.2, status="failed"),
+            _row(4, 1, 0.3, status="not_general"), _row(5, 2, None, status="failed")]
+    assert chart_marks(rows) == {0: "version", 1: "version", 2: "head", 3: "failed", 4: "not_general", 5: "failed"}
+    fig = lineage_figure(rows, {"problem": "softmax", "backend": "hlsl", "sizes": {"ROWS": 64}})
+    try:
+        ax = fig.axes[0]
+        crosses = [line for line in ax.lines if line.get_marker() == "x"]
+        assert len(crosses) == 2  # v3 and v5: beside their parents, at the parents' heights, not at v3's own time
+        assert sorted(round(c.get_ydata()[0], 6) for c in crosses) == [1.25, 2.0]
+        rings = [line for line in ax.lines if line.get_marker() == "o" and line.get_markeredgecolor() == "#d62728"]
+        assert len(rings) == 1 and rings[0].get_ydata()[0] == pytest.approx(1 / 0.3)
+        assert not any(line.get_ydata()[-1] == pytest.approx(5.0) for line in ax.lines)  # nothing at v3's speed
+    finally:
+        plt.close(fig)
