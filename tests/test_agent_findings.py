@@ -154,3 +154,43 @@ def test_the_chart_draws_timed_failures_as_grey_crosses_and_not_general_as_red_r
         assert not any(line.get_ydata()[-1] == pytest.approx(5.0) for line in ax.lines)  # nothing at v3's speed
     finally:
         plt.close(fig)
+
+
+CERR = """// row sum with a typo on line 13
+// peak: entry=main groups=(cdiv(ROWS, 64), 1, 1)
+// peak: params NT=[64, 32]
+struct Params { uint ROWS; uint COLS; };
+[[vk::push_constant]] ConstantBuffer<Params> p;
+[[vk::binding(0)]] StructuredBuffer<float> x;
+[[vk::binding(1)]] RWStructuredBuffer<float> y;
+[numthreads(NT, 1, 1)]
+void main(uint3 id : SV_DispatchThreadID)
+{
+    uint row = id.x;
+    if (row >= p.ROWS) return;
+    float s = 0.0 + undefined_thing;
+    for (uint c = 0; c < p.COLS; ++c) s += x[row * p.COLS + c];
+    y[row] = s;
+}
+"""
+
+
+@VULKAN
+async def test_a_compile_error_quotes_the_kernels_own_line_under_tuning_parameters(make_client) -> None:
+    async with make_client() as (client, _):
+        session = await call(client, "start_session", {"problem": "row_sum", "backend": "hlsl", "dtype": "f32",
+                                                       "sizes": {"ROWS": 32, "COLS": 40}})
+        result = await client.call_tool("submit_kernel", {"session_id": session["session_id"], "source": CERR})
+        report, text = result.structured_content, result.content[0].text
+        assert report["status"] == "compile_error", report["message"]
+        lines = text.splitlines()
+        at = next(i for i, line in enumerate(lines) if line.startswith("ERROR: kernel.hlsl:13: 'undefined_thing'"))
+        assert lines[at + 1].strip() == "float s = 0.0 + undefined_thing;", lines[at:at + 3]
+        assert "uint row = id.x;" not in text
+
+
+def test_own_source_undoes_only_the_parameter_prefix() -> None:
+    from peak_mcp.launch import own_source, with_params
+
+    assert own_source(with_params(CERR, {"NT": 64, "NEG": -1})) == CERR
+    assert own_source(CERR) == CERR
