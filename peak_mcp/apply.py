@@ -146,8 +146,14 @@ class Applier:
         if run.state == "succeeded":
             step.succeeded, step.result = True, attempts[-1].version
             step.attempt = run.attempts
-            step.message = (f"applied in {run.attempts} attempt(s): version {attempts[-1].version}; "
-                            + self.service.standing_note(run.session_id, attempts[-1].version))
+            perf = attempts[-1].performance or {}
+            step.speed = perf.get("change_vs_parent")
+            ratio = perf.get("speedup_vs_parent")
+            verdict = {FASTER: "a speedup beyond noise", SLOWER: "a slowdown beyond noise",
+                       NOISE: "within noise: no speedup shown"}.get(step.speed or "", "speed against it not known")
+            speed = f"{ratio:.3g}× its parent: {verdict}" if ratio is not None else verdict
+            step.message = (f"applied and passed in {run.attempts} attempt(s): version {attempts[-1].version}, "
+                            f"{speed}; " + self.service.standing_note(run.session_id, attempts[-1].version))
             return step
         if run.state == "exhausted":
             step.attempt = run.attempts

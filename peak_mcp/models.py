@@ -171,7 +171,11 @@ class ApplyStep(BaseModel):
     attempt: int
     max_attempts: int
     done: bool
-    succeeded: bool = False
+    succeeded: bool = Field(False, description="the transformation was applied and the result passed its checks; "
+                                               "says nothing of speed (see speed)")
+    speed: str | None = Field(None, description="the result against its parent, once succeeded: 'faster beyond "
+                                                "noise' (a success in get_transformation_stats), 'within noise' or "
+                                                "'slower beyond noise'")
     brief: str | None = Field(None, description="the prompt to send to an LLM when not done")
     system_prompt: str | None = None
     attempts: list[VersionReport] = Field(default_factory=list)

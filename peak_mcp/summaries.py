@@ -265,7 +265,11 @@ def suggestions(d: dict[str, Any]) -> list[str]:
 
 
 def apply_step(d: dict[str, Any]) -> list[str]:
-    state = ("succeeded" if d.get("succeeded") else "ended without success") if d.get("done") else "open"
+    speed = {"faster beyond noise": "faster than its parent beyond noise",
+             "within noise": "no faster than its parent beyond noise", "slower beyond noise": "a slowdown beyond "
+             "noise"}.get(d.get("speed") or "", "speed against its parent not known")
+    state = (f"applied and passed, {speed}" if d.get("succeeded") else "ended without success") \
+        if d.get("done") else "open"
     lines = [f"apply {d['transformation']} (text: {d['resolved_transformation']}), run {d['run_id']}: {state}, "
              f"attempt {d['attempt']} of {d['max_attempts']}"]
     for key in ("message", "note"):

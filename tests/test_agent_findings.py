@@ -194,3 +194,44 @@ def test_own_source_undoes_only_the_parameter_prefix() -> None:
 
     assert own_source(with_params(CERR, {"NT": 64, "NEG": -1})) == CERR
     assert own_source(CERR) == CERR
+
+
+async def test_apply_says_the_speed_verdict_beside_succeeded(tmp_path) -> None:
+    """A slowdown beyond noise that passed is 'succeeded' (applied and passed) and says it is a slowdown."""
+    from mcp import Client
+
+    from peak_mcp.catalog import Catalog, builtin_transformations_dir
+    from peak_mcp.config import Settings
+    from peak_mcp.runner.pool import DevicePool
+    from peak_mcp.server import create_server
+    from peak_mcp.service import PeakService
+    from tests.conftest import stand_in_python
+    from tests.test_apply import ScriptedLLM, fenced
+    from tests.test_truth import CUDA_GPU
+
+    settings = Settings(data_dir=tmp_path / "data")
+    pool = DevicePool(python=stand_in_python(tmp_path, "stand_in_worker.py"), lock_dir=settings.data_dir / "locks")
+    service = PeakService(settings, pool=pool, probe=lambda: CUDA_GPU)
+    try:
+        llm = ScriptedLLM([])
+        async with Client(create_server(service, Catalog.load(builtin_transformations_dir(), [])),
+                          sampling_callback=llm) as client:
+            sid = (await call(client, "start_session", {"backend": "cuda", "sizes": {"M": 64, "N": 64, "K": 64}})
+                   )["session_id"]
+            naive = service.store.version(sid, 0).source
+            for times, speed, words in (("median=16.7 p25=16.5 p75=16.9", "slower beyond noise",
+                                         "0.599× its parent: a slowdown beyond noise"),
+                                        ("median=9.8 p25=9.6 p75=10.1", "within noise",
+                                         "1.02× its parent: within noise: no speedup shown")):
+                llm.replies.append(fenced(f"{naive}// TIMES {times}\n"))
+                result = await client.call_tool("apply_transformation", {
+                    "session_id": sid, "transformation": "shared-memory-tiling", "version": 0})
+                step, text = result.structured_content, result.content[0].text
+                assert step["succeeded"] is True and step["speed"] == speed, step
+                assert f"applied and passed in 1 attempt(s): version {step['result']}, {words}" in step["message"]
+                assert "applied and passed, " in text.splitlines()[0] and ": succeeded," not in text, text
+            stats = await call(client, "get_transformation_stats", {})
+            tiling = next(s for s in stats["transformations"] if s["transformation"] == "shared-memory-tiling")
+            assert tiling["successes"] == 0 and tiling["slowdowns"] == 1 and tiling["within_noise"] == 1
+    finally:
+        service.close()
