@@ -220,3 +220,8 @@ class TuneAnswer(TuneReport):  # a tune report, with head and the best version a
 
 class StatsReport(BaseModel):
     transformations: list[dict[str, Any]]
+    # what the figures cover: every session in this data directory, or the one named by session_id
+    scope: str = ""
+    session_id: str | None = None
+    sessions: int = 0  # sessions counted (all in the data dir, or 1)
+    sessions_with_attempts: int = 0

@@ -246,7 +246,7 @@ def tune(d: dict[str, Any]) -> list[str]:
 
 
 def stats(d: dict[str, Any]) -> list[str]:
-    lines = []
+    lines = [f"scope: {d['scope']}"] if d.get("scope") else []
     for s in d.get("transformations") or []:
         median = s.get("median_speedup_vs_parent")
         lines.append(f"{s['transformation']}: {s['attempts']} attempts, {s.get('applied', 0)} general and passed: "
@@ -254,7 +254,7 @@ def stats(d: dict[str, Any]) -> list[str]:
                      f"noise, {s.get('slowdowns', 0)} slower"
                      + (f"; median speedup {median:.3g}×" if median is not None else "")
                      + (f"; failures {s['failure_kinds']}" if s.get("failure_kinds") else ""))
-    return lines or ["no transformation attempted yet"]
+    return lines if d.get("transformations") else [*lines, "no transformation attempted yet"]
 
 
 def suggestions(d: dict[str, Any]) -> list[str]:

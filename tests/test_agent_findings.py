@@ -235,3 +235,46 @@ async def test_apply_says_the_speed_verdict_beside_succeeded(tmp_path) -> None:
             assert tiling["successes"] == 0 and tiling["slowdowns"] == 1 and tiling["within_noise"] == 1
     finally:
         service.close()
+
+
+async def test_transformation_stats_say_their_scope_and_filter_by_session(tmp_path) -> None:
+    from mcp import Client
+
+    from peak_mcp.catalog import Catalog, builtin_transformations_dir
+    from peak_mcp.config import Settings
+    from peak_mcp.runner.pool import DevicePool
+    from peak_mcp.server import create_server
+    from peak_mcp.service import PeakService
+    from tests.conftest import stand_in_python
+    from tests.test_truth import CUDA_GPU
+
+    settings = Settings(data_dir=tmp_path / "data")
+    pool = DevicePool(python=stand_in_python(tmp_path, "stand_in_worker.py"), lock_dir=settings.data_dir / "locks")
+    service = PeakService(settings, pool=pool, probe=lambda: CUDA_GPU)
+    try:
+        async with Client(create_server(service, Catalog.load(builtin_transformations_dir(), []))) as client:
+            sids = []
+            for children in (1, 2):
+                sid = (await call(client, "start_session", {"backend": "cuda", "sizes": {"M": 64, "N": 64, "K": 64}})
+                       )["session_id"]
+                naive = service.store.version(sid, 0).source
+                for i in range(children):
+                    await call(client, "submit_kernel", {"session_id": sid, "parent": 0,
+                                                         "transformation": "shared-memory-tiling",
+                                                         "source": f"{naive}// TIMES median=6.{i} p25=5.9 p75=6.3\n"})
+                sids.append(sid)
+            await call(client, "start_session", {"backend": "cuda", "sizes": {"M": 64, "N": 64, "K": 64}})
+            every = await client.call_tool("get_transformation_stats", {})
+            assert every.structured_content["sessions"] == 3 and every.structured_content.get("session_id") is None
+            assert every.structured_content["sessions_with_attempts"] == 2
+            assert every.content[0].text.startswith("scope: all 3 sessions in this data dir, 2 with transformation "
+                                                    "attempts (problems matmul; backends cuda)"), every.content[0].text
+            [tiling] = every.structured_content["transformations"]
+            assert tiling["attempts"] == 3
+            one = await call(client, "get_transformation_stats", {"session_id": sids[0]})
+            assert one["sessions"] == 1 and one["scope"].startswith(f"session {sids[0]} only")
+            assert [s["attempts"] for s in one["transformations"]] == [1]
+            unknown = await client.call_tool("get_transformation_stats", {"session_id": "000000000000"})
+            assert unknown.is_error
+    finally:
+        service.close()
