@@ -146,8 +146,14 @@ class Applier:
         if run.state == "succeeded":
             step.succeeded, step.result = True, attempts[-1].version
             step.attempt = run.attempts
-            step.message = (f"applied in {run.attempts} attempt(s): version {attempts[-1].version}; "
-                            + self.service.standing_note(run.session_id, attempts[-1].version))
+            perf = attempts[-1].performance or {}
+            step.speed = perf.get("change_vs_parent")
+            ratio = perf.get("speedup_vs_parent")
+            verdict = {FASTER: "a speedup beyond noise", SLOWER: "a slowdown beyond noise",
+                       NOISE: "within noise: no speedup shown"}.get(step.speed or "", "speed against it not known")
+            speed = f"{ratio:.3g}× its parent: {verdict}" if ratio is not None else verdict
+            step.message = (f"applied and passed in {run.attempts} attempt(s): version {attempts[-1].version}, "
+                            f"{speed}; " + self.service.standing_note(run.session_id, attempts[-1].version))
             return step
         if run.state == "exhausted":
             step.attempt = run.attempts
@@ -216,14 +222,33 @@ class Applier:
         return self.step(run.id)
 
     # --- statistics ------------------------------------------------------------------------------------------
-    def statistics(self) -> list[dict[str, Any]]:
+    def scoped_statistics(self, session_id: str | None = None) -> dict[str, Any]:
+        """statistics() with what they cover: every session in this data directory, or one session (NotFound where
+        it does not exist)."""
+        store = self.service.store
+        sessions = [store.session(session_id)] if session_id is not None else store.sessions()
+        ids = {s.id for s in sessions}
+        stats = self.statistics(session_id)
+        touched = {v.session_id for v in store.all_versions() if v.transformation and v.session_id in ids}
+        if session_id is not None:
+            scope = f"session {session_id} only ({sessions[0].problem} {sessions[0].backend} {sessions[0].dtype})"
+        else:
+            problems = sorted({s.problem for s in sessions if s.id in touched})
+            backends = sorted({s.backend for s in sessions if s.id in touched})
+            scope = (f"all {len(sessions)} sessions in this data dir, {len(touched)} with transformation attempts"
+                     + (f" (problems {', '.join(problems)}; backends {', '.join(backends)})" if touched else "")
+                     + "; pass session_id for one session")
+        return {"transformations": stats, "scope": scope, "session_id": session_id, "sessions": len(sessions),
+                "sessions_with_attempts": len(touched)}
+
+    def statistics(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """Per transformation: attempts, successes, first-try success, failure kinds, speedups (PEAK's research
         data). A success is a child that is general, passed, and faster than its parent beyond timing noise (the
         middle halves of the two timings do not overlap); passing children within noise or slower are counted
-        apart, as what they are."""
+        apart, as what they are. `session_id`: that session's attempts only; None: every session in the data dir."""
         store = self.service.store
-        runs = store.apply_runs()
-        versions = store.all_versions()
+        runs = [r for r in store.apply_runs() if session_id is None or r.session_id == session_id]
+        versions = [v for v in store.all_versions() if session_id is None or v.session_id == session_id]
         by_key = {(v.session_id, v.number): v for v in versions}
         grouped: dict[str, list[VersionRow]] = defaultdict(list)
         for v in versions:

@@ -84,6 +84,25 @@ def _session_title(session: dict[str, Any]) -> str:
             f"({session.get('backend', '?')}){label}")
 
 
+def chart_marks(rows: list[dict[str, Any]]) -> dict[int, str]:
+    """How the chart draws each version, as the README says: "head" (a star), "version" (a point in the tree),
+    "not_general" (a hollow red ring: timed at the session's sizes, wrong at other sizes), "failed" (a grey cross
+    beside its parent, even where it was timed before a later check failed it) and "untimed" (a grey circle: it
+    passed what ran but was never timed)."""
+    head = next((r["version"] for r in rows if r["head"]), None)
+    out: dict[int, str] = {}
+    for r in rows:
+        if r["status"] not in PASSED and r["status"] != NOT_GENERAL:
+            out[r["version"]] = "failed"
+        elif not r.get("median_ms"):
+            out[r["version"]] = "untimed"
+        elif r["version"] == head:
+            out[r["version"]] = "head"
+        else:
+            out[r["version"]] = "not_general" if r["status"] == NOT_GENERAL else "version"
+    return out
+
+
 def chart_summary(rows: list[dict[str, Any]]) -> str:
     """The chart's marks in words (the PNG's Description): head, best, and versions wrong at other sizes."""
     head = next((r["version"] for r in rows if r["head"]), None)
@@ -138,14 +157,17 @@ def lineage_figure(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_
     depth = depths(rows)
     # Speedups are over v0, or over the first timed version when v0 itself was not timed (it failed, or the
     # session's first kernel did not build): a session whose v1 benchmarked still has a chart.
-    v0 = next((v for v in sorted(by_version) if by_version[v]["median_ms"]), min(by_version, default=None))
+    marks = chart_marks(rows)  # a failed version is never a point of the tree, even where it was timed
+    v0 = next((v for v in sorted(by_version) if marks[v] in ("head", "version", "not_general")),
+              min(by_version, default=None))
     v0_ms = by_version[v0]["median_ms"] if v0 is not None else None
     v0_tflops = by_version[v0]["tflops"] if v0 is not None else None
 
     def speedup(ms: float | None) -> float | None:
         return v0_ms / ms if v0_ms and ms else None
 
-    timed = {r["version"]: r for r in rows if speedup(r["median_ms"]) is not None}
+    timed = {r["version"]: r for r in rows
+             if marks[r["version"]] in ("head", "version", "not_general") and speedup(r["median_ms"]) is not None}
     untimed = [r for r in rows if r["version"] not in timed]
     head = next((r["version"] for r in rows if r["head"]), None)
     on_head_path: set[int] = set()
@@ -220,7 +242,7 @@ def lineage_figure(rows: list[dict[str, Any]], session: dict[str, Any], *, peak_
         per_parent[r["parent"]] = slot + 1
         x = (depth[r["parent"]] + 1 if parent else depth[r["version"]]) - 0.22 - 0.07 * slot
         y = speedup(parent["median_ms"]) if parent else low * 1.15
-        if r["status"] in PASSED:  # compiled or validated but not timed (a compile-only session)
+        if marks[r["version"]] != "failed":  # compiled or validated but not timed (a compile-only session)
             ax.plot(x, y, marker="o", markersize=5, markerfacecolor="none", color="#999999", zorder=2)
             untimed_count += 1
         else:

@@ -175,6 +175,14 @@ def with_params(source: str, params: Mapping[str, int]) -> str:
     return f"{defines}#line 1\n{source}"
 
 
+_PARAM_PREFIX = re.compile(r"\A(?:#define \w+ [^\n]*\n)+#line 1\n")
+
+
+def own_source(compiled: str) -> str:
+    """The kernel's own text from what with_params made of it: diagnostics quote the lines the `#line 1` numbers."""
+    return _PARAM_PREFIX.sub("", compiled, count=1)
+
+
 def _parse_params(lines: list[tuple[int, str]], symbols: tuple[str, ...], entry: str) -> dict[str, list[int]]:
     hint = "write e.g. // peak: params BM=[64, 128] BK=[8, 16] STAGES=range(2, 5)"
     params: dict[str, list[int]] = {}

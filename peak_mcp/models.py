@@ -171,7 +171,11 @@ class ApplyStep(BaseModel):
     attempt: int
     max_attempts: int
     done: bool
-    succeeded: bool = False
+    succeeded: bool = Field(False, description="the transformation was applied and the result passed its checks; "
+                                               "says nothing of speed (see speed)")
+    speed: str | None = Field(None, description="the result against its parent, once succeeded: 'faster beyond "
+                                                "noise' (a success in get_transformation_stats), 'within noise' or "
+                                                "'slower beyond noise'")
     brief: str | None = Field(None, description="the prompt to send to an LLM when not done")
     system_prompt: str | None = None
     attempts: list[VersionReport] = Field(default_factory=list)
@@ -216,3 +220,8 @@ class TuneAnswer(TuneReport):  # a tune report, with head and the best version a
 
 class StatsReport(BaseModel):
     transformations: list[dict[str, Any]]
+    # what the figures cover: every session in this data directory, or the one named by session_id
+    scope: str = ""
+    session_id: str | None = None
+    sessions: int = 0  # sessions counted (all in the data dir, or 1)
+    sessions_with_attempts: int = 0

@@ -119,6 +119,9 @@ class Timing(Summary):
     # where it came from: "tuned" (this version's tune), "parent" (inherited: the parent's tuned configuration) or
     # "defaults" (each list's first value); rows from before it was recorded hold only tuned configurations
     params_from: str | None = None
+    # with params_from "parent": the names whose values came from the parent's tuned configuration (the others are
+    # this source's defaults: parameters the parent never had, or whose tuned value is not among the candidates)
+    params_inherited: list[str] | None = None
 
 
 class Baseline(Summary):

@@ -12,7 +12,8 @@ from peak_mcp.responses import rate
 
 _LOG_LIMIT = 4000
 # params: the configuration timed (params_from: tuned, parent or defaults)
-_SHOWN_TIMING = ("median_ms", "min_ms", "max_ms", "cv", "reps", "tflops", "gbps", "params", "params_from")
+_SHOWN_TIMING = ("median_ms", "min_ms", "max_ms", "cv", "reps", "tflops", "gbps", "params", "params_from",
+                 "params_inherited")
 NORMAL_QUARTILE = 0.6745  # a normal distribution's quartiles lie this many standard deviations from its median
 FASTER, SLOWER, NOISE = "faster beyond noise", "slower beyond noise", "within noise"
 
@@ -99,31 +100,51 @@ def best_version(versions: Iterable[VersionRow]) -> VersionRow | None:
     return min(timed, key=lambda v: v.timing.median_ms if v.timing else 0.0, default=None)
 
 
+def _label(params: dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in params.items())
+
+
 def configuration(version: VersionRow) -> str | None:
-    """The configuration a version's time is of, and where it came from: "TILE=32 WPT=2 (tuned)"."""
+    """The configuration a version's time is of, and where each value came from: "TILE=32 WPT=2 (tuned)", or
+    "BM=64 BN=32 (v2's tuned) NUM_STAGES=2 (defaults)" where only some values were the parent's."""
     timing = version.timing
     if timing is None or not timing.params:
         return None
+    inherited = timing.params_inherited
+    if timing.params_from == "parent" and inherited is not None and set(inherited) != set(timing.params):
+        theirs = {k: v for k, v in timing.params.items() if k in inherited}
+        own = {k: v for k, v in timing.params.items() if k not in inherited}
+        return (f"{_label(theirs)} (v{version.parent}'s tuned) " if theirs else "") + f"{_label(own)} (defaults)"
     how = {"defaults": "defaults", "parent": f"v{version.parent}'s tuned"}.get(timing.params_from or "", "tuned")
-    return " ".join(f"{k}={v}" for k, v in timing.params.items()) + f" ({how})"
+    return _label(timing.params) + f" ({how})"
 
 
 def compared(version: VersionRow, parent: VersionRow) -> str:
-    """Which configuration each side of speedup_vs_parent ran, and whether that compares like with like: the same
-    configuration, or both sides at their tuned (or both at their default) ones."""
+    """Which configuration each side of speedup_vs_parent ran, and whether that compares like with like, judged on
+    the values: the same values of the parameters both declare, or each side at its own tuned configuration.
+    Otherwise part of the ratio is the configuration's, and the untuned side is named."""
     mine, theirs = configuration(version), configuration(parent)
     if mine is None:
         return f"v{version.number} has no parameters; v{parent.number} at {theirs}"
     text = f"v{version.number} at {mine} vs v{parent.number} at {theirs}"
+    a = (version.timing.params if version.timing else None) or {}
+    b = (parent.timing.params if parent.timing else None) or {}
 
-    def tuned(v: VersionRow) -> bool:
-        return bool(v.timing and v.timing.params and v.timing.params_from != "defaults")
+    def tuned(v: VersionRow) -> bool:  # timed at a configuration its own tune chose
+        return bool(v.timing and v.timing.params and v.timing.params_from not in ("defaults", "parent"))
 
-    same = version.timing and parent.timing and version.timing.params == parent.timing.params
-    if same or tuned(version) == tuned(parent):
-        return text + ": like for like"
-    untuned = version if tuned(parent) else parent
-    return text + f": not like for like, tune v{untuned.number} to compare"
+    shared = [k for k in a if k in b]
+    differ = [k for k in shared if a[k] != b[k]]
+    if shared and not differ and set(a) == set(b):
+        return text + ": like for like (the same values)"
+    if tuned(version) and tuned(parent):
+        return text + ": like for like (each at its own tuned configuration)"
+    if shared and not differ:
+        return text + f": like for like on {' '.join(shared)} (the same values)"
+    what = ", ".join(f"{k} {a[k]} vs {b[k]}" for k in differ) if differ else "different parameters"
+    untuned = [v for v in (version, parent) if not tuned(v)]
+    return text + (f": not like for like ({what}), tune "
+                   + " and ".join(f"v{v.number}" for v in untuned) + " to compare")
 
 
 def roofline_ms(flops: float, nbytes: float, device: Device, peak_path: str,
@@ -148,6 +169,8 @@ def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: 
         return None
     mine = timing.median_ms
     out: dict[str, Any] = {k: getattr(timing, k) for k in _SHOWN_TIMING if k in timing.model_fields_set}
+    if timing.params:
+        out["configuration"] = configuration(version)  # each value's origin: tuned, the parent's, or defaults
     parent = versions.get(version.parent) if version.parent is not None else None
     if parent is not None and parent.timing and parent.timing.median_ms:
         out["speedup_vs_parent"] = parent.timing.median_ms / mine

@@ -478,15 +478,19 @@ class PeakService:
                                         apply_id=apply_id, attempt=attempt, source=source, status=Status.PENDING)
         # A child whose parameters take its parent's tuned configuration starts from it, so that its time compares
         # with the parent's tuned one; otherwise each list's first value.
-        params, params_from = self._configuration(session, source, parent)
+        params, params_from, inherited = self._configuration(session, source, parent)
         outcome = self._evaluate(session, source, progress, vendor_ms=session.vendor_ms, params=params)
         if params and outcome.timing:
-            outcome.timing = outcome.timing.model_copy(update={"params": params, "params_from": params_from})
+            outcome.timing = outcome.timing.model_copy(update={"params": params, "params_from": params_from,
+                                                               "params_inherited": inherited})
         if params and params_from == "parent":  # said whatever came of it: a failure may be this configuration's
             message = outcome.message or ""
             separator = "\n" if "\n" in message else "; "  # after a compiler log, on a line of its own
+            own = {k: x for k, x in params.items() if k not in (inherited or [])}
             outcome.message = (f"{message}{separator}evaluated at its parent v{parent}'s tuned configuration "
-                               f"{Config(params=params).label()} (tune it to search its own)")
+                               f"{Config(params={k: x for k, x in params.items() if k not in own}).label()}"
+                               + (f" with its own defaults {Config(params=own).label()}" if own else "")
+                               + " (tune it to search its own)")
         if outcome.status.passed:
             # Everything measured so far is recorded now, but the version stays pending until it is checked at the
             # other sizes: a server that dies meanwhile leaves it interrupted, never passed unchecked.
@@ -512,17 +516,18 @@ class PeakService:
         return report
 
     def _configuration(self, session: SessionRow, source: str,
-                       parent: int | None) -> tuple[dict[str, int] | None, str | None]:
+                       parent: int | None) -> tuple[dict[str, int] | None, str | None, list[str] | None]:
         """The configuration a new version is evaluated at, and where it came from: its parent's tuned one
         ("parent") for each parameter the source declares under the same name with that value among its
-        candidates, when the whole meets `where` at the session's sizes; else the defaults. (None, None) for a
-        source without parameters, or one whose annotation does not parse (the evaluation says why)."""
+        candidates, when the whole meets `where` at the session's sizes; else the defaults. The third item: the names
+        whose values are the parent's (the rest are defaults). (None, None, None) for a source without parameters,
+        or one whose annotation does not parse (the evaluation says why)."""
         try:
             spec = self._spec(session, source)
         except PeakError:
-            return None, None
+            return None, None, None
         if not spec.params:
-            return None, None
+            return None, None, None
         ran = self.store.version(session.id, parent).timing if parent is not None else None
         tuned = ran.params if ran and ran.params and ran.params_from != "defaults" else {}
         taken = {name: value for name, value in tuned.items() if value in spec.params.get(name, ())}
@@ -530,10 +535,10 @@ class PeakService:
             config = spec.config(taken)
             try:
                 if not spec.violated(session.sizes, config):
-                    return config, "parent"
+                    return config, "parent", list(taken)
             except PeakError:
                 pass
-        return spec.config(), "defaults"
+        return spec.config(), "defaults", None
 
     def _with_generality(self, session: SessionRow, source: str, outcome: Outcome, progress: Progress,
                          params: dict[str, int] | None = None) -> Outcome:
@@ -712,6 +717,10 @@ class PeakService:
             return None
         how = {"defaults": "its defaults", "parent": f"v{v.parent}'s tuned configuration"}.get(
             timing.params_from or "", "tuned")
+        if timing.params_from == "parent" and timing.params_inherited is not None and \
+                set(timing.params_inherited) != set(timing.params):
+            how = (f"{' '.join(timing.params_inherited)} from v{v.parent}'s tuned configuration, the rest its "
+                   "defaults")
         defines = " ".join(f"#define {k} {x}" for k, x in timing.params.items())
         text = f"timed with {Config(params=timing.params).label()} ({how}): compiled as `{defines}` before this source"
         try:
@@ -875,6 +884,10 @@ class PeakService:
             tuned = self._evaluate(session, v.source, progress, params=report.best.params, vendor_ms=session.vendor_ms)
             if tuned.status.passed and tuned.timing:
                 timing = tuned.timing.model_copy(update={"params": report.best.params, "params_from": "tuned"})
+                report.recorded = BestConfig(params=report.best.params, median_ms=timing.median_ms,
+                                             tflops=timing.tflops)
+                report.recorded_device = session.device_index
+                report.estimate_gap = _estimate_gap(timing, report)
                 columns["timing"] = timing.model_dump(mode="json")
                 columns["message"] = (f"{v.message or ''}; tuned over {report.tried} configurations: "
                                       f"{Config(params=report.best.params).label()}, median "
@@ -908,7 +921,7 @@ class PeakService:
             (f"{len(overlapping)} within noise of the fastest" if overlapping else "")
         budget = self.settings.benchmark_budget_s
         progress(f"tuning: re-timing the {len(top)} fastest ({why}) for {budget:g} s each")
-        job = TuneJob(problem=session.problem, dtype=session.dtype, sizes=session.sizes, source=source, spec=spec,
+        job = TuneJob(**self._wire(session), dtype=session.dtype, sizes=session.sizes, source=source, spec=spec,
                       configs=[r.params for r in top], time_budget_s=budget, min_reps=20, max_reps=1000,
                       compile_workers=1, retime=True)
         try:
@@ -1008,3 +1021,20 @@ class PeakService:
         return CheckReport(session_id=session_id, version=v.number, sizes=checked, passed=outcome.status.passed,
                            validation=validation.model_dump(mode="json"), performance=perf,
                            baseline=dumped(baseline))
+
+
+def _estimate_gap(timing: Any, report: TuneReport) -> str | None:
+    """One phrase where the version's full timing and the search's estimate of the same configuration differ beyond
+    noise (their middle halves do not overlap); None where they agree or the estimate is not found."""
+    if report.best is None:
+        return None
+    estimate = next((r for r in [*report.retimed, *report.results] if r.params == report.best.params
+                     and r.status == "ok" and r.median_ms is not None), None)
+    if estimate is None or not estimate.median_ms or not timing.median_ms:
+        return None
+    verdict = change(timing, estimate)
+    if verdict == NOISE:
+        return None
+    ratio = timing.median_ms / estimate.median_ms
+    return (f"the full timing is {ratio:.3g}× the search's estimate "
+            f"({'slower' if verdict == SLOWER else 'faster'} beyond noise)")

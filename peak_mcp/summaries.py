@@ -57,8 +57,9 @@ def performance(perf: dict[str, Any] | None) -> list[str]:
             parts.append(f"{perf[key]:.3g}× {who}")
     lines = ["time: " + ", ".join(parts)]
     if perf.get("params"):
-        configuration = " ".join(f"{k}={v}" for k, v in perf["params"].items())
-        lines.append(f"configuration timed: {configuration} ({perf.get('params_from', 'tuned')})"
+        configuration = perf.get("configuration") or (" ".join(f"{k}={v}" for k, v in perf["params"].items())
+                                                       + f" ({perf.get('params_from', 'tuned')})")
+        lines.append(f"configuration timed: {configuration}"
                      + (f"; {perf['vs_parent']}" if perf.get("vs_parent") else ""))
     if perf.get("timed"):
         lines.append(f"timed: {perf['timed']}")
@@ -218,10 +219,19 @@ def transformation(d: dict[str, Any]) -> list[str]:
 def tune(d: dict[str, Any]) -> list[str]:
     lines = [f"tuned v{d['version']} ({d['strategy']}): {d['tried']} of {d['valid_size']} valid configurations "
              f"(space {d['space_size']}, {d.get('where_pruned', 0)} ruled out by where); {d['stopped']}"]
-    best = d.get("best")
+    best, recorded = d.get("best"), d.get("recorded")
     if best:
         label = " ".join(f"{k}={v}" for k, v in best["params"].items())
-        lines.append(f"best: {label} at {_g(best['median_ms'])} ms ({rate(best.get('tflops'))})")
+        estimate = f"{_g(best['median_ms'])} ms ({rate(best.get('tflops'))})"
+        if recorded:
+            lines.append(f"best: {label}; v{d['version']}'s recorded time {_g(recorded['median_ms'])} ms "
+                         f"({rate(recorded.get('tflops'))}): timed in full on device {d.get('recorded_device')}, "
+                         "what history shows")
+            lines.append(f"the search's own estimate (short timings): {estimate}"
+                         + (f"; {d['estimate_gap']}" if d.get("estimate_gap") else ""))
+        else:
+            lines.append(f"best: {label} at {estimate}: the search's own estimate (short timings), not a full "
+                         "timing")
     if d.get("chosen_by"):
         lines.append(f"chosen by: {d['chosen_by']}")
     timed = [r for r in d.get("results") or [] if r.get("status") == "ok"][:5]
@@ -236,7 +246,7 @@ def tune(d: dict[str, Any]) -> list[str]:
 
 
 def stats(d: dict[str, Any]) -> list[str]:
-    lines = []
+    lines = [f"scope: {d['scope']}"] if d.get("scope") else []
     for s in d.get("transformations") or []:
         median = s.get("median_speedup_vs_parent")
         lines.append(f"{s['transformation']}: {s['attempts']} attempts, {s.get('applied', 0)} general and passed: "
@@ -244,7 +254,7 @@ def stats(d: dict[str, Any]) -> list[str]:
                      f"noise, {s.get('slowdowns', 0)} slower"
                      + (f"; median speedup {median:.3g}×" if median is not None else "")
                      + (f"; failures {s['failure_kinds']}" if s.get("failure_kinds") else ""))
-    return lines or ["no transformation attempted yet"]
+    return lines if d.get("transformations") else [*lines, "no transformation attempted yet"]
 
 
 def suggestions(d: dict[str, Any]) -> list[str]:
@@ -255,7 +265,11 @@ def suggestions(d: dict[str, Any]) -> list[str]:
 
 
 def apply_step(d: dict[str, Any]) -> list[str]:
-    state = ("succeeded" if d.get("succeeded") else "ended without success") if d.get("done") else "open"
+    speed = {"faster beyond noise": "faster than its parent beyond noise",
+             "within noise": "no faster than its parent beyond noise", "slower beyond noise": "a slowdown beyond "
+             "noise"}.get(d.get("speed") or "", "speed against its parent not known")
+    state = (f"applied and passed, {speed}" if d.get("succeeded") else "ended without success") \
+        if d.get("done") else "open"
     lines = [f"apply {d['transformation']} (text: {d['resolved_transformation']}), run {d['run_id']}: {state}, "
              f"attempt {d['attempt']} of {d['max_attempts']}"]
     for key in ("message", "note"):

@@ -97,6 +97,12 @@ class TuneReport(BaseModel):
     # spreads were wide or overlapped: the best is chosen from these. chosen_by says how the best was chosen.
     retimed: list[ConfigResult] = Field(default_factory=list)
     chosen_by: str | None = None
+    # `best.median_ms` is the search's own estimate (short timings). `recorded` is the version's time afterwards: the
+    # best configuration validated and timed in full on the session's device (what history and get_version show);
+    # None where that full timing failed. `estimate_gap`: one phrase where the two differ beyond noise.
+    recorded: BestConfig | None = None
+    recorded_device: int | None = None
+    estimate_gap: str | None = None
 
     def top(self, k: int = KEEP_TOP) -> list[dict[str, int]]:
         """The k fastest configurations, fastest first: what a child's tuning is seeded with."""

@@ -199,7 +199,7 @@ async def test_a_child_starts_from_its_parents_tuned_configuration(make_client) 
         assert f"; evaluated at its parent v{v}'s tuned configuration" in child["message"]
         label = " ".join(f"{k}={x}" for k, x in best.items())
         assert perf["vs_parent"] == (f"v{child['version']} at {label} (v{v}'s tuned) vs v{v} at {label} (tuned): "
-                                     "like for like"), perf
+                                     "like for like (the same values)"), perf
 
         # Parameters under other names cannot take it: defaults, and the comparison says it is not like for like.
         renamed = (await client.call_tool("submit_kernel", {"session_id": sid, "source": RENAMED, "parent": v})
@@ -207,7 +207,8 @@ async def test_a_child_starts_from_its_parents_tuned_configuration(make_client) 
         perf = renamed["performance"]
         assert perf["params"] == {"TL": 4, "RPT": 1} and perf["params_from"] == "defaults", perf
         assert perf["vs_parent"] == (f"v{renamed['version']} at TL=4 RPT=1 (defaults) vs v{v} at {label} (tuned): "
-                                     f"not like for like, tune v{renamed['version']} to compare"), perf
+                                     "not like for like (different parameters), "
+                                     f"tune v{renamed['version']} to compare"), perf
 
         # benchmark times the configuration the version's time is of, not the defaults.
         again = (await client.call_tool("benchmark", {"session_id": sid, "version": v, "time_budget_s": 0.1})

@@ -93,7 +93,11 @@ def clean_log(text: str, workdir: str, source: str, compiler: Compiler) -> str:
     lines = [line for line in lines if line.strip() and line.strip() != SOURCE_NAME]  # glslang echoes the name
     text = sanitize_log("\n".join(lines), SOURCE_NAME)
     text = _HOST_PATH.sub(lambda m: m.group(0) if m.group(0) in source else REDACTED, text)
-    return quote_source_lines(text, source) if compiler.name == "glslangValidator" else text
+    if compiler.name != "glslangValidator":
+        return text
+    from peak_mcp.launch import own_source  # its positions follow `#line 1`: quote the kernel's own lines
+
+    return quote_source_lines(text, own_source(source))
 
 
 # glslang's positions: `ERROR: kernel.hlsl:16: 'x' : unknown variable` and `kernel.hlsl(16): error at column 31`.

@@ -25,10 +25,14 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
     """The catalog tools, its texts as resources, and the optimize_kernel prompt."""
 
     @mcp.tool(annotations=READ_ONLY)
-    async def get_transformation_stats() -> Annotated[types.CallToolResult, StatsReport]:
+    async def get_transformation_stats(
+        session_id: Annotated[str | None, Field(
+            description="one session's attempts only; without it, every session in this data dir")] = None,
+    ) -> Annotated[types.CallToolResult, StatsReport]:
         """Per transformation: attempts, successes (a general, passing child faster than its parent beyond timing
-        noise), within-noise results and slowdowns apart, first-try success rate, failure kinds, speedups."""
-        return result(StatsReport(transformations=await call(None, applier.statistics)))
+        noise), within-noise results and slowdowns apart, first-try success rate, failure kinds, speedups. Covers
+        every session in this data dir unless session_id names one; `scope` says which."""
+        return result(StatsReport(**await call(None, applier.scoped_statistics, session_id)))
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_transformations(
