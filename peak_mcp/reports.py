@@ -217,6 +217,7 @@ def history_rows(session: SessionRow, versions: list[VersionRow], device: Device
             "version": v.number, "parent": v.parent, "origin": v.origin,
             "transformation": v.transformation, "attempt": v.attempt, "status": v.status,
             "failure": v.failure, "median_ms": perf.get("median_ms"), "tflops": perf.get("tflops"),
+            "gbps": perf.get("gbps"),
             "speedup_vs_parent": perf.get("speedup_vs_parent"), "change_vs_parent": perf.get("change_vs_parent"),
             "speedup_vs_v0": perf.get("speedup_vs_v0"), "pct_of_vendor": perf.get("pct_of_vendor"),
             "above_vendor": True if perf.get("vendor_flag", "").startswith("faster") else None,
@@ -255,13 +256,14 @@ def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
             name += f" [{r['configuration']}]"
         failure = (r["failure"] or "").removeprefix("generality_") if r["status"] == "not_general" else r["failure"]
         status = r["status"] + (f": {failure}" if failure and r["status"] not in ("benchmarked",) else "")
-        speed = rate(r["tflops"]) if r["tflops"] is not None else ""
+        # A problem that declares no flops (a KernelBench softmax) is read by its bandwidth, not as "0 MFLOP/s".
+        speed = rate(r["tflops"]) if r["tflops"] else f"{r['gbps']:.4g} GB/s" if r.get("gbps") else ""
         # the ratio, then what the spreads say of it: "1.02 (noise)", "0.60 (slower)"
         verdict = {NOISE: " (noise)", SLOWER: " (slower)"}.get(r.get("change_vs_parent") or "", "")
         vendor = fmt(r["pct_of_vendor"], ".1f") + (" (!)" if r.get("above_vendor") else "")
         lines.append(f"| {r['version']}{mark} | {fmt(r['parent'], 'd')} | {name} | {status} | "
                      f"{fmt(r['median_ms'], '.4g')} | {speed} | {fmt(r['speedup_vs_parent'], '.2f')}{verdict}"
-                     f" | {fmt(r['speedup_vs_v0'], '.2f')} | {vendor} | {fmt(r['pct_of_peak'], '.1f')} | "
+                     f" | {fmt(r['speedup_vs_v0'], '.2f')} | {vendor} | {fmt(r['pct_of_peak'] or None, '.1f')} | "
                      f"{fmt(r.get('pct_of_roofline'), '.1f')} |"
                      + (f" {fmt(r.get('x_torch_eager'), '.2f')} | {fmt(r.get('x_torch_compile'), '.2f')} |"
                         if torch else ""))
