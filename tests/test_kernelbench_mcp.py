@@ -1,6 +1,7 @@
 """A KernelBench file (class Model, get_inputs, get_init_inputs) in an operator's problem folder, imported unchanged,
 through a real MCP client on lavapipe: listed with its symbols and ABI, a session with no naive kernel (the first
-submission is v0), a correct kernel and a wrong one. Needs torch (CI installs it CPU-only: PEAK_MCP_TORCH=cpu)."""
+submission is v0), a correct kernel and a wrong one. relu.py needs torch (CI tries to install it CPU-only:
+PEAK_MCP_TORCH=cpu); np_relu.py is the same file with numpy arrays, so the path is tested without torch too."""
 
 from __future__ import annotations
 
@@ -34,11 +35,13 @@ async def call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 @VULKAN
-async def test_a_kernelbench_file_through_mcp(make_client, settings, tmp_path: Path) -> None:
-    pytest.importorskip("torch")
+@pytest.mark.parametrize("file", ["relu.py", "np_relu.py"])
+async def test_a_kernelbench_file_through_mcp(make_client, settings, tmp_path: Path, file: str) -> None:
+    if file == "relu.py":
+        pytest.importorskip("torch")
     folder = tmp_path / "problems"
     folder.mkdir()
-    shutil.copy(DATA / "relu.py", folder / "relu.py")
+    shutil.copy(DATA / file, folder / "relu.py")
     settings.problem_dirs = [folder]
     async with make_client() as (client, _):
         listed = await call(client, "list_problems", {})

@@ -6,8 +6,8 @@ the last one, and print every version's status, median, GB/s and the report's ya
 x torch eager / torch.compile where the server times them). JSON of every report goes to --out.
 
     python3 tools/bench_problems.py --problems softmax rmsnorm --dtypes f32 bf16 --out $OUT/problems.json
-    python3 tools/bench_problems.py --problem-dir tools/data/kernelbench --problems kb_softmax --dtypes f32 \
-        --sizes BATCH_SIZE=8192,DIM=8192 --kernels tools/data/kernelbench/kb_softmax_online.cu
+    python3 tools/bench_problems.py --problem-dir DIR --problems kb_softmax --dtypes f32 \
+        --sizes BATCH_SIZE=8192,DIM=8192 --kernels DIR/online.cu      (tools/gpu_suite.sh, part kernelbench)
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[test]"
 # PEAK_MCP_TORCH=cpu: torch's CPU wheel (about 200 MB, a minute or two), for the tests that import KernelBench files
-# and torch references without a GPU (.ci/run sets it).
+# and torch references without a GPU. One try per index, so an unreachable one fails in seconds.
 if [ "${PEAK_MCP_TORCH:-}" = "cpu" ]; then
-    .venv/bin/python -m pip install -q "torch>=2.4" --index-url https://download.pytorch.org/whl/cpu
+    .venv/bin/python -m pip install -q --retries 0 --timeout 15 "torch>=2.4" --index-url https://download.pytorch.org/whl/cpu
 fi

@@ -14,6 +14,7 @@ import numpy as np
 from peak_mcp.errors import InvalidInput
 
 Sizes = Mapping[str, int]
+ABOVE_WORK = 2.0**26  # the most one size above the session's may cost (flops or bytes): ~0.1 s on lavapipe
 # In a worker's progress note: what runs now is a problem file's code, not the kernel (a hang is then the file's).
 PROBLEM_CODE = "from the problem file"
 
@@ -195,8 +196,28 @@ class Problem(ABC):
     def sizes_above(self, sizes: Sizes) -> list[list[dict[str, int]]]:
         """For each symbol, size sets larger than the session's in that symbol (a kernel that only breaks past a
         few thousand rows is wrong too), first choice first: the validator keeps the first of each list that meets
-        the session's constraints. Cheap ones: the other symbols stay small. None by default."""
-        return []
+        the session's constraints. The symbol at least 4x the session's and 4096, rounded to a power of two plus 5
+        (past any tile and any power-of-two bound a kernel has), then 2x, then just past the session's; the other
+        symbols small and odd (33 is one past a 32 tile, then 19, ...) or smaller (5, 3, ...), the first choice
+        within ABOVE_WORK: about as much as one of the awkward sampled sizes, on a CPU Vulkan device too."""
+        groups = []
+        for symbol in self.symbols:
+            s = sizes[symbol]
+            group = []
+            for big in dict.fromkeys((_pow2_at_least(max(4 * s, 4096)) + 5, _pow2_at_least(2 * s) + 5, s + 7)):
+                if big <= s:
+                    continue
+                for others in ((33, 19, 17, 13), (5, 3, 3, 3)):
+                    rest = iter(others * 2)
+                    candidate = {k: big if k == symbol else next(rest) for k in self.symbols}
+                    try:
+                        if self.work(candidate) <= ABOVE_WORK and self.check_sizes(candidate) == candidate:
+                            group.append(candidate)
+                            break
+                    except InvalidInput:
+                        continue
+            groups.append(group)
+        return groups
 
     @abstractmethod
     def flops(self, sizes: Sizes) -> float: ...
@@ -284,3 +305,7 @@ class Problem(ABC):
             on = f" on {backend}" if backend and dtype in self.dtypes else ""
             raise InvalidInput(f"dtype {dtype!r} is not offered by {self.name}{on}", f"choose one of {list(offered)}.")
         return dtype
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()

@@ -58,7 +58,6 @@ _ODD = (100, 77, 53, 91)
 _PRIMES = (97, 89, 101, 103)
 _PAST_POW2 = (65, 129, 33, 257)
 _SMALL = (7, 67, 5, 35)
-ABOVE_WORK = 2.0**26  # the most one size above the session's may cost (flops or bytes): ~0.1 s on lavapipe
 SAMPLED_WORK = 2.0**27  # the most one awkward size may cost
 
 
@@ -435,29 +434,6 @@ class DeclaredProblem(Problem):
                 kept.append(candidate)
         return kept
 
-    def sizes_above(self, sizes: Sizes) -> list[list[dict[str, int]]]:
-        """Per symbol: at least 4x the session's and 4096, rounded to a power of two plus 5, then 2x, then just
-        past the session's; the other symbols small and odd (33, 19, ...) or smaller (5, 3, ...), the first choice
-        within ABOVE_WORK."""
-        groups = []
-        for symbol in self.symbols:
-            s = sizes[symbol]
-            group = []
-            for big in dict.fromkeys((_pow2_at_least(max(4 * s, 4096)) + 5, _pow2_at_least(2 * s) + 5, s + 7)):
-                if big <= s:
-                    continue
-                for others in ((33, 19, 17, 13), (5, 3, 3, 3)):
-                    rest = iter(others * 2)
-                    candidate = {k: big if k == symbol else next(rest) for k in self.symbols}
-                    try:
-                        if self.work(candidate) <= ABOVE_WORK and self.check_sizes(candidate) == candidate:
-                            group.append(candidate)
-                            break
-                    except InvalidInput:
-                        continue
-            groups.append(group)
-        return groups
-
     # --- worker side: the problem file's code ------------------------------------------------------------------
     def module(self) -> types.ModuleType:
         return load_module(self.declaration)
@@ -638,9 +614,6 @@ class DeclaredProblem(Problem):
 def _scalar(expr: str, sizes: Sizes) -> int:
     return evaluate(expr, sizes, where="SCALARS")
 
-
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
 
 
 # --- loading a problem file in a worker ------------------------------------------------------------------------

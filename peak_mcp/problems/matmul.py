@@ -14,7 +14,6 @@ from peak_mcp.problems.base import BufferArg, Problem, Reference, ScalarArg, Siz
 
 _CUDA_HEADERS = {"f32": "", "f16": "#include <cuda_fp16.h>\n", "bf16": "#include <cuda_bf16.h>\n"}
 _CUDA_LOAD = {"f32": "{x}", "f16": "__half2float({x})", "bf16": "__bfloat162float({x})"}
-ABOVE_FLOPS = 2.0**26  # the most work one size above the session's may cost: ~67 MFLOP, under 0.1 s on lavapipe
 
 _CUDA_NAIVE = """{headers}// Naive matmul: one thread per element of C, no reuse of loaded data.
 // peak: entry=matmul grid=(cdiv(N, 16), cdiv(M, 16), 1) block=(16, 16, 1) shared=0
@@ -175,27 +174,6 @@ class Matmul(Problem):
         ]
         return [dict(zip(("M", "N", "K"), c, strict=True)) for c in candidates]
 
-    def sizes_above(self, sizes: Sizes) -> list[list[dict[str, int]]]:
-        # One symbol at least 4x the session's and at least 4096, rounded to the next power of two plus an odd 5
-        # (so past any tile and any power-of-two bound a kernel has), then 2x, then just past the session's; the
-        # other two stay small and odd (33 is one past a 32 tile), or 5 and 3 where that would cost more than
-        # ABOVE_FLOPS: about as much work as one of the awkward sizes below, on a CPU Vulkan device too.
-        groups = []
-        for symbol in self.symbols:
-            s = sizes[symbol]
-            group = []
-            for big in dict.fromkeys((_pow2_at_least(max(4 * s, 4096)) + 5, _pow2_at_least(2 * s) + 5, s + 7)):
-                if big <= s:
-                    continue
-                for others in ((33, 19), (5, 3)):
-                    rest = iter(others)
-                    candidate = {k: big if k == symbol else next(rest) for k in self.symbols}
-                    if self.flops(candidate) <= ABOVE_FLOPS:
-                        group.append(candidate)
-                        break
-            groups.append(group)
-        return groups
-
     def flops(self, sizes: Sizes) -> float:
         return 2.0 * sizes["M"] * sizes["N"] * sizes["K"]
 
@@ -266,9 +244,6 @@ class Matmul(Problem):
 
 _SCALE_WORDS = "|row of A|·|column of B|"
 
-
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
 
 
 # suggest_next's matmul-only readings of a kernel source.
