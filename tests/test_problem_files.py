@@ -4,7 +4,10 @@ only in worker processes."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -235,3 +238,36 @@ def test_the_describe_process_cannot_read_outside_its_folder(tmp_path: Path) -> 
             describe_in_subprocess(path)
     finally:
         secret.unlink()
+
+
+ROWS_CHECK = """
+import json, sys
+import numpy as np
+from peak_mcp.problems import get_problem
+from peak_mcp.problems.declared import allow_problem_code
+allow_problem_code()
+out = {}
+for name in ("softmax", "rmsnorm", "row_sum"):
+    problem = get_problem(name)
+    assert problem.declaration.batch == "ROWS"
+    for dtype in ("f32", "bf16"):
+        sizes = {"ROWS": 37, "COLS": 53}
+        inputs = problem.make_inputs(sizes, dtype, 3, np)
+        full = next(iter(problem.references(inputs, sizes, dtype, np).values()))
+        n = full.values.size
+        picks = np.array([0, 5, n // 2, n // 2 + 1, n - 1])
+        values, scale = problem.reference_at(inputs, sizes, dtype, picks, np.asarray)
+        out[f"{name}/{dtype}"] = [float(np.max(np.abs(values - full.values[picks]))),
+                                  float(np.max(np.abs(scale / full.scale[picks] - 1)))]
+print(json.dumps(out))
+"""
+
+
+def test_a_batch_problem_checks_only_the_rows_it_picks() -> None:
+    # BATCH = "ROWS": the host check recomputes the picked rows alone; the values are the full reference's, and the
+    # bounds differ only through the rms of the rows computed (a few percent at most).
+    done = subprocess.run([sys.executable, "-c", ROWS_CHECK], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for key, (value_gap, scale_gap) in json.loads(done.stdout).items():
+        assert value_gap < 1e-12, key
+        assert scale_gap < 0.5, key

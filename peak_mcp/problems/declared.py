@@ -142,6 +142,10 @@ class ProblemDeclaration(BaseModel):
     ranges: dict[str, tuple[float, float]] = Field(default_factory=dict)
     tolerance: ToleranceDecl | None = None
     naive: dict[str, str] = Field(default_factory=dict)  # "cuda" or "cuda:f16" -> kernel text
+    # A size symbol along which outputs are independent: every output's first axis is it, and an output row needs
+    # only the same row of each input whose first axis is it (and the other inputs whole). The host check then
+    # computes only the rows it checks.
+    batch: str | None = None
     has_generate: bool = False
     has_error_scale: bool = False
     has_torch_reference: bool = False
@@ -212,6 +216,12 @@ class ProblemDeclaration(BaseModel):
                 raise fail("CONSTRAINTS", exc.message) from None
             if not holds:
                 raise fail("CONSTRAINTS", f"the default sizes {self.sizes} break {condition!r}")
+        if self.batch is not None:
+            if self.batch not in self.sizes:
+                raise fail("BATCH", f"{self.batch!r} is not a size symbol")
+            for buf in self.outputs:
+                if not buf.shape or buf.shape[0] != self.batch:
+                    raise fail("BATCH", f"output {buf.name}'s first axis is not {self.batch}")
         for name, (lo, hi) in self.ranges.items():
             if name not in {b.name for b in self.inputs}:
                 raise fail("RANGE", f"{name!r} is not an input")
@@ -597,10 +607,27 @@ class DeclaredProblem(Problem):
 
     def reference_at(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, indices: np.ndarray,
                      to_host: Any) -> tuple[np.ndarray, np.ndarray]:
-        # A problem file says nothing of which inputs an element needs: the whole first output, on the host.
-        host = {name: to_host(value) for name, value in inputs.items()}
-        ref = next(iter(self.references(host, sizes, dtype, np).values()))
-        return ref.values[indices], ref.scale[indices]
+        """The first output at flat `indices`, on the host: of only the rows they fall in where the file declares
+        BATCH (rows are independent), else of the whole output."""
+        batch = self.declaration.batch
+        if batch is None:
+            host = {name: to_host(value) for name, value in inputs.items()}
+            ref = next(iter(self.references(host, sizes, dtype, np).values()))
+            return ref.values[indices], ref.scale[indices]
+        first = self.declaration.outputs[0]
+        per_row = math.prod(evaluate(e, sizes) for e in first.shape[1:])
+        rows, where_in = np.unique(np.asarray(indices) // per_row, return_inverse=True)
+        picked = {**sizes, batch: int(rows.size)}
+        host = {}
+        for buf in self.declaration.inputs:
+            value = inputs[buf.name]
+            if buf.shape and buf.shape[0] == batch:
+                rest = math.prod(evaluate(e, sizes) for e in buf.shape[1:])
+                value = value.reshape(sizes[batch], rest)[rows.tolist() if hasattr(value, "get") else rows]
+            host[buf.name] = to_host(value).reshape(-1)
+        ref = next(iter(self.references(host, picked, dtype, np).values()))
+        at = where_in * per_row + np.asarray(indices) % per_row
+        return ref.values[at], ref.scale[at]
 
     def torch_reference(self) -> Callable[..., Any] | None:
         """The problem file's torch_reference (worker side), for the torch yardsticks; None when it has none."""

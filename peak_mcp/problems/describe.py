@@ -27,7 +27,7 @@ from peak_mcp.errors import PeakError
 
 NAIVE_SUFFIXES = (".cu", ".hip", ".hlsl", ".txt")
 KEYS = ("NAME", "TITLE", "SIZES", "DTYPES", "INPUTS", "OUTPUTS", "SCALARS", "FLOPS", "BYTES", "CONSTRAINTS",
-        "RANGE", "TOLERANCE", "NAIVE")
+        "RANGE", "TOLERANCE", "NAIVE", "BATCH")
 FUNCTIONS = ("reference", "generate", "error_scale", "torch_reference")
 SMOKE_SIZES = (5, 8, 16, 64, 3, 2, 1, 128)
 
@@ -111,6 +111,7 @@ def describe_file(path: Path) -> dict[str, Any]:
         "ranges": _ranges(names.get("RANGE", {}), fail),
         "tolerance": _tolerance(names.get("TOLERANCE"), fail),
         "naive": _naive(names.get("NAIVE", {}), path.parent, fail),
+        "batch": names.get("BATCH") if isinstance(names.get("BATCH"), str) else None,
         "has_generate": callable(names.get("generate")),
         "has_error_scale": callable(names.get("error_scale")),
         "has_torch_reference": callable(names.get("torch_reference")),
@@ -157,7 +158,8 @@ def _key_of(loc: tuple[Any, ...]) -> str | None:
     field = str(loc[0]) if loc else ""
     return {"name": "NAME", "title": "TITLE", "sizes": "SIZES", "dtypes": "DTYPES", "inputs": "INPUTS",
             "outputs": "OUTPUTS", "scalars": "SCALARS", "flops": "FLOPS", "bytes": "BYTES",
-            "constraints": "CONSTRAINTS", "ranges": "RANGE", "tolerance": "TOLERANCE", "naive": "NAIVE"}.get(field)
+            "constraints": "CONSTRAINTS", "ranges": "RANGE", "tolerance": "TOLERANCE", "naive": "NAIVE",
+            "batch": "BATCH"}.get(field)
 
 
 def _takes_xp(function: Any) -> bool:
