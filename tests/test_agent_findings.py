@@ -278,3 +278,17 @@ async def test_transformation_stats_say_their_scope_and_filter_by_session(tmp_pa
             assert unknown.is_error
     finally:
         service.close()
+
+
+async def test_list_problems_text_shows_each_backends_dtypes_and_the_hlsl_abi_its_rules(make_client) -> None:
+    """list_problems' text said "dtypes f32, f16, bf16; backends cuda, hip, hlsl", hiding that HLSL has no bf16;
+    the HLSL matmul ABI lacked the CUDA ABI's sentences on tile multiples and the poisoned C."""
+    async with make_client() as (client, _):
+        answer = await client.call_tool("list_problems", {})
+        text = answer.content[0].text
+        matmul = next(line for line in text.splitlines() if line.startswith("matmul:"))
+        assert "hlsl (f32, f16)" in matmul and "cuda (f32, f16, bf16)" in matmul, matmul
+        abi = next(p for p in answer.structured_content["problems"] if p["name"] == "matmul")["abi"]
+        for sentence in ("sizes need not be multiples of any tile", "C is poisoned before every launch and must be "
+                                                                    "fully written"):
+            assert sentence.lower() in abi["hlsl"].lower() and sentence.lower() in abi["cuda"].lower(), sentence
