@@ -315,3 +315,24 @@ def test_a_sanitizer_failure_also_names_the_generality_failures() -> None:
     assert outcome.message.startswith("a read past B (at {'M': 100, 'N': 77, 'K': 53})"), outcome.message
     assert outcome.message.endswith("; also wrong at 11 of 12 sampled sizes: out_of_bounds_write first at "
                                     "M=1,N=1,K=1"), outcome.message
+
+
+def test_without_a_peak_the_yardstick_is_said_to_be_none_and_gpu_gains_carry_a_cpu_caveat() -> None:
+    """On lavapipe (no peak, no bandwidth) a problem without a vendor library promised "% of the device's peak is
+    the yardstick" and the prompt "reach the vendor library's speed"; row texts promised GPU gains unqualified."""
+    from types import SimpleNamespace
+
+    from peak_mcp.catalog import render_body
+    from peak_mcp.runner.jobs import no_vendor_reason
+    from peak_mcp.tools.catalog_tools import OPTIMIZE_PROMPT
+    from tests.test_texts_compile import CATALOG
+
+    lavapipe = no_vendor_reason("softmax", SimpleNamespace(peak_tflops={}, memory_bandwidth_gbps=None))
+    assert "no yardstick here" in lavapipe and "peak" in lavapipe and "roofline" not in lavapipe, lavapipe
+    assert "3350 GB/s" in no_vendor_reason("softmax", SimpleNamespace(peak_tflops={}, memory_bandwidth_gbps=3350))
+    assert "roofline" in no_vendor_reason("softmax", SimpleNamespace(peak_tflops={"fp32": 67.0},
+                                                                     memory_bandwidth_gbps=3350))
+    assert "vendor library's speed" not in OPTIMIZE_PROMPT and "there is none" in OPTIMIZE_PROMPT
+    for text_id in ("row-per-block-reduction", "online-softmax", "hlsl-wave-reduction"):
+        effect = render_body(CATALOG.get(text_id).body, "hlsl").split("## Expected effect", 1)[1]
+        assert "lavapipe" in effect and "time it" in effect, text_id
