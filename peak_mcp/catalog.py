@@ -123,11 +123,21 @@ def render_body(body: str, backend: str, arch: str | None = None) -> str:
     if span is None:
         return out
     start, text, end = span
-    lines = out[text:end].strip("\n").splitlines()
-    kept = [line for line in lines if not (m := _PLATFORM_BULLET.match(line))
-            or (backend in TUNING_PLATFORMS[m.group("platform")]
-                and not (backend == "hip" and vendor and m.group("platform") != vendor))]
-    if any(_PLATFORM_BULLET.match(line) for line in lines) and not any(_PLATFORM_BULLET.match(line) for line in kept):
+    # A bullet goes with its indented continuation lines: an NVIDIA bullet wrapped over two lines leaves no tail
+    # in an HLSL brief.
+    items: list[list[str]] = []
+    for line in out[text:end].strip("\n").splitlines():
+        if not line[:1].isspace() or not line.strip() or not items:
+            items.append([line])
+        else:
+            items[-1].append(line)
+    def wanted(item: list[str]) -> bool:
+        m = _PLATFORM_BULLET.match(item[0])
+        return not m or (backend in TUNING_PLATFORMS[m.group("platform")]
+                         and not (backend == "hip" and vendor and m.group("platform") != vendor))
+    kept = [line for item in items if wanted(item) for line in item]
+    if (any(_PLATFORM_BULLET.match(item[0]) for item in items)
+            and not any(_PLATFORM_BULLET.match(line) for line in kept)):
         kept.append(f"- No candidate values are recorded for {backend}: choose them from the device facts.")
     return out[:start] + TUNING_HEADING + "\n" + "\n".join(kept) + "\n\n" + out[end:]
 

@@ -81,7 +81,7 @@ from peak_mcp.tuning import (
     run_tuning,
     usable_cores,
 )
-from peak_mcp.verdicts import ACCEPT_SPECIALIZED, above_session, judge, named_sizes, not_general_message
+from peak_mcp.verdicts import ACCEPT_SPECIALIZED, above_session, also_wrong, judge, named_sizes, not_general_message
 
 if TYPE_CHECKING:
     from peak_mcp.runner.ray_pool import RayDevicePool
@@ -560,7 +560,8 @@ class PeakService:
         if sanitized and sanitized.failures:
             first = sanitized.failures[0]
             return outcome.model_copy(update={"status": Status.FAILED, "failure": first.check,
-                                              "message": f"{first.message} (at {sanitized.sizes})"})
+                                              "message": f"{first.message} (at {sanitized.sizes})"
+                                                         + also_wrong(generality)})
         if generality.passed is False and generality.failures:
             return outcome.model_copy(update={"status": Status.NOT_GENERAL,
                                               "failure": f"generality_{generality.failures[0].check}",

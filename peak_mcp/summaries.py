@@ -175,9 +175,10 @@ def session_list(d: dict[str, Any]) -> list[str]:
 def problems(d: dict[str, Any]) -> list[str]:
     lines = []
     for p in d.get("problems") or []:
+        by_backend = p.get("dtypes_by_backend") or {}
+        offers = "; ".join(f"{b} ({', '.join(by_backend.get(b, p['dtypes']))})" for b in p["backends"])
         lines.append(f"{p['name']}: {p['title']}; sizes {', '.join(p['sizes'])} (defaults "
-                     f"{_sizes(p.get('default_sizes'))}); dtypes {', '.join(p['dtypes'])}; backends "
-                     f"{', '.join(p['backends'])}")
+                     f"{_sizes(p.get('default_sizes'))}); dtypes by backend: {offers}")
         lines += [f"ABI ({backend}):\n{abi}" for backend, abi in (p.get("abi") or {}).items()]
     return lines
 

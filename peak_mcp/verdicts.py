@@ -56,6 +56,17 @@ def not_general_message(outcome: Outcome, generality: Generality, symbols: Seque
                    f"{', '.join(symbols)}), {ACCEPT_SPECIALIZED}.")
 
 
+def also_wrong(generality: Generality) -> str:
+    """A short clause for a version failed by another finding (the sanitizer's) that is also wrong at other sampled
+    sizes, so the message does not point at one fault only: "; also wrong at 10 of 11 sampled sizes:
+    out_of_bounds_write first at M=1,N=1,K=1". Empty when generality passed or was not checked."""
+    if generality.passed is not False or not generality.failures:
+        return ""
+    first = generality.failures[0]
+    where = f"{len(generality.failures)} of {len(generality.sizes_checked) or len(generality.failures)}"
+    return f"; also wrong at {where} sampled sizes: {first.check} first at {_sizes(first.sizes)}"
+
+
 def impossible_speed(problem: Problem, dtype: str, sizes: dict[str, int], device: Device,
                      median_ms: float) -> str | None:
     """Why `median_ms` is faster than any correct kernel can be on this device, or None: the flops at the fastest

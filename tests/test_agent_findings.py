@@ -278,3 +278,61 @@ async def test_transformation_stats_say_their_scope_and_filter_by_session(tmp_pa
             assert unknown.is_error
     finally:
         service.close()
+
+
+async def test_list_problems_text_shows_each_backends_dtypes_and_the_hlsl_abi_its_rules(make_client) -> None:
+    """list_problems' text said "dtypes f32, f16, bf16; backends cuda, hip, hlsl", hiding that HLSL has no bf16;
+    the HLSL matmul ABI lacked the CUDA ABI's sentences on tile multiples and the poisoned C."""
+    async with make_client() as (client, _):
+        answer = await client.call_tool("list_problems", {})
+        text = answer.content[0].text
+        matmul = next(line for line in text.splitlines() if line.startswith("matmul:"))
+        assert "hlsl (f32, f16)" in matmul and "cuda (f32, f16, bf16)" in matmul, matmul
+        abi = next(p for p in answer.structured_content["problems"] if p["name"] == "matmul")["abi"]
+        for sentence in ("sizes need not be multiples of any tile", "C is poisoned before every launch and must be "
+                                                                    "fully written"):
+            assert sentence.lower() in abi["hlsl"].lower() and sentence.lower() in abi["cuda"].lower(), sentence
+
+
+def test_a_sanitizer_failure_also_names_the_generality_failures() -> None:
+    """A kernel over-reading B at the sanitized size and writing past C at 10 of 11 other sizes: the message named
+    only the sanitizer's finding, so an agent might guard the loads and keep the unguarded store."""
+    from types import SimpleNamespace
+
+    from peak_mcp.phases import Generality, SanitizerFinding, SanitizerReport, SizeFailure
+    from peak_mcp.records import Outcome, Status
+    from peak_mcp.service import PeakService
+
+    sizes = [{"M": 1, "N": 1, "K": 1}, *({"M": m, "N": 77, "K": 53} for m in range(100, 110))]
+    generality = Generality(passed=False, sizes_checked=[*sizes, {"M": 7, "N": 5, "K": 3}],
+                            failures=[SizeFailure(sizes=s, check="out_of_bounds_write", message="past C")
+                                      for s in sizes])
+    sanitized = SanitizerReport(available=True, passed=False, sizes={"M": 100, "N": 77, "K": 53},
+                                failures=[SanitizerFinding(check="sanitizer_vulkan_oob", message="a read past B")])
+    fake = SimpleNamespace(_generality=lambda *args: (generality, sanitized))
+    outcome = PeakService._with_generality(fake, None, "", Outcome(status=Status.BENCHMARKED), None)
+    assert (outcome.status, outcome.failure) == (Status.FAILED, "sanitizer_vulkan_oob")
+    assert outcome.message.startswith("a read past B (at {'M': 100, 'N': 77, 'K': 53})"), outcome.message
+    assert outcome.message.endswith("; also wrong at 11 of 12 sampled sizes: out_of_bounds_write first at "
+                                    "M=1,N=1,K=1"), outcome.message
+
+
+def test_without_a_peak_the_yardstick_is_said_to_be_none_and_gpu_gains_carry_a_cpu_caveat() -> None:
+    """On lavapipe (no peak, no bandwidth) a problem without a vendor library promised "% of the device's peak is
+    the yardstick" and the prompt "reach the vendor library's speed"; row texts promised GPU gains unqualified."""
+    from types import SimpleNamespace
+
+    from peak_mcp.catalog import render_body
+    from peak_mcp.runner.jobs import no_vendor_reason
+    from peak_mcp.tools.catalog_tools import OPTIMIZE_PROMPT
+    from tests.test_texts_compile import CATALOG
+
+    lavapipe = no_vendor_reason("softmax", SimpleNamespace(peak_tflops={}, memory_bandwidth_gbps=None))
+    assert "no yardstick here" in lavapipe and "peak" in lavapipe and "roofline" not in lavapipe, lavapipe
+    assert "3350 GB/s" in no_vendor_reason("softmax", SimpleNamespace(peak_tflops={}, memory_bandwidth_gbps=3350))
+    assert "roofline" in no_vendor_reason("softmax", SimpleNamespace(peak_tflops={"fp32": 67.0},
+                                                                     memory_bandwidth_gbps=3350))
+    assert "vendor library's speed" not in OPTIMIZE_PROMPT and "there is none" in OPTIMIZE_PROMPT
+    for text_id in ("row-per-block-reduction", "online-softmax", "hlsl-wave-reduction"):
+        effect = render_body(CATALOG.get(text_id).body, "hlsl").split("## Expected effect", 1)[1]
+        assert "lavapipe" in effect and "time it" in effect, text_id

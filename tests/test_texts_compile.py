@@ -403,6 +403,23 @@ def test_a_brief_shows_only_its_backends_code_and_tuning_lines(backend: str) -> 
         assert "left out" not in step.split("4. ", 1)[0] and "```hlsl" in step
 
 
+@pytest.mark.parametrize("backend", ["cuda", "hip", "hlsl"])
+def test_a_wrapped_tuning_bullet_for_another_platform_leaves_no_tail(backend: str) -> None:
+    """A Tuning parameters bullet wrapped over lines goes whole or stays whole: an HLSL online-softmax brief once
+    began its section with the NVIDIA bullet's second line (`// peak: where=BLOCK * EPT <= 16384`; ...)."""
+    for t in CATALOG.list(backend=backend):
+        _, tuning = split_section(render_body(t.body, backend), TUNING_HEADING)
+        lines = (tuning or "").splitlines()
+        for i, line in enumerate(lines):
+            if line[:1].isspace() and line.strip():  # a continuation follows its bullet's first line
+                assert i and (lines[i - 1].startswith("- ") or lines[i - 1][:1].isspace()), \
+                    f"{t.id}: a tail in the {backend} section: {line!r}"
+    _, tuning = split_section(render_body(CATALOG.get("online-softmax").body, "hlsl"), TUNING_HEADING)
+    assert tuning.strip() == "- HLSL: `// peak: params NT=[256, 128, 512, 64]`.", tuning
+    _, tuning = split_section(render_body(CATALOG.get("online-softmax").body, "cuda"), TUNING_HEADING)
+    assert "BLOCK * EPT >= COLS keeps the row in registers." in tuning and "NT=" not in tuning
+
+
 def test_a_hip_brief_keeps_the_tuning_lines_of_its_devices_vendor() -> None:
     body = CATALOG.get("shared-memory-tiling").body
     for arch, kept, left_out in (("gfx942", "- AMD CDNA", "- NVIDIA"), ("sm_90a", "- NVIDIA", "- AMD")):

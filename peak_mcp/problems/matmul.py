@@ -84,7 +84,10 @@ class Matmul(Problem):
                 "StructuredBuffer/RWStructuredBuffer or ByteAddressBuffer/RWByteAddressBuffer.\n"
                 "Sizes in a push-constant block: struct Params { uint M; uint N; uint K; }; "
                 "[[vk::push_constant]] ConstantBuffer<Params> p;\n"
-                "Annotation: // peak: entry=main groups=(gx, gy, gz); the thread-group size is [numthreads]."
+                "Annotation: // peak: entry=main groups=(gx, gy, gz); the thread-group size is [numthreads].\n"
+                "Sizes need not be multiples of any tile unless the kernel says so.\n"
+                "C is poisoned before every launch and must be fully written, the same bits on every launch "
+                "(no atomics into C)."
             )
         t = (_HIP_TYPES if backend == "hip" else C_TYPES)[dtype]
         hip = (

@@ -92,7 +92,7 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
 
     @mcp.prompt()
     def optimize_kernel(problem: str = "matmul", backend: str = "cuda", dtype: str = "f32",
-                        sizes: str = "M=4096,N=4096,K=4096", goal: str = "reach the vendor library's speed") -> str:
+                        sizes: str = "M=4096,N=4096,K=4096", goal: str = "beat the yardstick the session names") -> str:
         """How an agent runs the PEAK loop with this server."""
         return OPTIMIZE_PROMPT.format(problem=problem, backend=backend, dtype=dtype, sizes=sizes, goal=goal)
 
@@ -121,7 +121,9 @@ OPTIMIZE_PROMPT = """Optimize the {problem} kernel on the {backend} backend ({dt
 
 1. Call doctor to see which backends and devices this machine has.
 2. Call start_session(problem="{problem}", backend="{backend}", dtype="{dtype}", sizes={{...}}). Read version 0's
-   time, TFLOP/s, % of peak and the vendor baseline: the gap tells you how far there is to go.
+   time and rate, and the yardstick start_session names: the vendor baseline where the problem has one, % of the
+   device's peak or bandwidth where those are known; where neither is (a CPU Vulkan device such as lavapipe),
+   there is none: compare versions with each other.
 3. Call list_transformations(session_id=<the session>) (texts for its problem, backend, dtype and device) and read
    the candidates' summaries; fetch full texts with get_transformation(id, backend, device) when unsure.
 4. Apply one transformation at a time: apply_transformation(session_id, id). If your client cannot sample, the
