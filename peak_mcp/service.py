@@ -62,6 +62,7 @@ from peak_mcp.reports import (
     trim_log,
 )
 from peak_mcp.responses import rate
+from peak_mcp.runner.jobs import no_vendor_reason
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, Job, ProfileJob, TuneJob
 from peak_mcp.runner.ownership import ServerPresence
 from peak_mcp.runner.pool import DevicePool, JobFailed
@@ -412,7 +413,15 @@ class PeakService:
             baseline = self._run_job(session, job, progress).baseline or Baseline(available=False, reason="no result")
         except PeakError as exc:
             baseline = Baseline(available=False, reason=str(exc))
-        self.store.set_baseline(session_id, baseline.model_dump(mode="json"))
+        self.store.set_baseline(session_id, self._yardstick_said(session, baseline).model_dump(mode="json"))
+
+    def _yardstick_said(self, session: SessionRow, baseline: Baseline | None) -> Baseline | None:
+        """A problem without a vendor library: what stands in for it is said from the server's view of the device
+        (its profile's peak and bandwidth), which a worker's own facts lack."""
+        problem = self.problem(session.problem)
+        if baseline is None or problem.yardstick is not None:
+            return baseline
+        return baseline.model_copy(update={"reason": no_vendor_reason(problem.name, self.device_of(session))})
 
     def session_info(self, session_id: str) -> SessionInfo:
         s = self.store.session(session_id)
@@ -1011,7 +1020,7 @@ class PeakService:
         if benchmark and outcome.status is Status.BENCHMARKED:
             job = EvaluateJob(**self._wire(session), dtype=session.dtype, sizes=checked, steps=["baseline"],
                               time_budget_s=time_budget_s or self.settings.benchmark_budget_s)
-            baseline = self._run_job(session, job, progress).baseline
+            baseline = self._yardstick_said(session, self._run_job(session, job, progress).baseline)
         perf = None
         if outcome.timing:
             device = self.device_of(session)

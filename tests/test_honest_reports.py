@@ -142,7 +142,8 @@ async def test_best_stands_beside_head_in_every_report_and_brief(make_client) ->
         assert "Head (where work continues by default): version 2: " in brief, brief
         assert f"Best (the fastest general version): version {b}: " in brief
         assert "; best is at " in brief and "## Current kernel (version 2)" in brief
-        assert step["succeeded"] and f"version {step['result']}; head → v{step['result']} (" in step["message"]
+        assert step["succeeded"] and f"version {step['result']}" in step["message"]
+        assert f"head → v{step['result']} (" in step["message"]
         assert "× as fast (" in step["message"] and f"best: v{b} (" in step["message"], step["message"]
 
 

@@ -64,9 +64,10 @@ async def test_an_hlsl_session_reports_the_roofline_where_the_device_profile_giv
                                                         "sizes": {"ROWS": 64, "COLS": 100}})
         baseline = session["baseline"]
         assert "CUDA devices only" in baseline["torch_note"] and "copy_gbps" not in baseline
-        assert "roofline" in baseline["reason"]
         perf = session["version_0"]["performance"]
         device = service.device_of(service.store.session(session["session_id"]))
+        # The reason names what stands in for a vendor library on this device, from the server's profile of it.
+        assert ("roofline" if device.memory_bandwidth_gbps else "no yardstick here") in baseline["reason"]
         if device.memory_bandwidth_gbps:
             assert perf["pct_of_roofline"] > 0
         else:
