@@ -25,7 +25,6 @@ from peak_mcp.backends.cold_l2 import ColdL2
 from peak_mcp.timing import Chunk, measure
 
 COPY_BYTES = 1 << 30
-FLUSH_MIN_BYTES = 64 << 20
 L2_FALLBACK_BYTES = 50 << 20  # H100's L2, where the device does not say
 MIN_TIMED_SHARE = 0.25  # of the budget, left to the timed calls however long torch.compile took
 
@@ -128,8 +127,7 @@ class YardstickTiming:
 
 def time_torch(fn: Callable[..., Any], inputs: Sequence[Any], *, compile: bool, budget_s: float,
                dtype: str | None = None, min_reps: int = 10, max_reps: int = 1000,
-               compile_backend: str | None = None, compile_mode: str | None = None,
-               flush_bytes: int | None = None) -> YardstickTiming:
+               compile_backend: str | None = None, compile_mode: str | None = None) -> YardstickTiming:
     """Time `fn(*inputs)` with torch, eager or through `torch.compile(fn)` (torch's default backend and mode unless
     `compile_backend` / `compile_mode` say otherwise). Never raises.
 
@@ -174,7 +172,7 @@ def time_torch(fn: Callable[..., Any], inputs: Sequence[Any], *, compile: bool, 
             _synchronize(torch, device)
             first_s = time.monotonic() - started
             compile_s = first_s if compile else None
-            timer = _cuda_timer(torch, call, args, device, flush_bytes) if device.type == "cuda" else \
+            timer = _cuda_timer(torch, call, args, device) if device.type == "cuda" else \
                 _cpu_timer(call, args)
             timed_s = max(budget_s * MIN_TIMED_SHARE, budget_s - first_s) if compile else budget_s
             summary = measure(timer, budget_s=timed_s, min_reps=min_reps, max_reps=max_reps, flops=0.0)
@@ -210,10 +208,9 @@ def _synchronize(torch: Any, device: Any) -> None:
         torch.cuda.synchronize(device)
 
 
-def _cuda_timer(torch: Any, call: Callable[..., Any], args: list[Any], device: Any,
-                flush_bytes: int | None) -> Callable[[Chunk], list[float]]:
+def _cuda_timer(torch: Any, call: Callable[..., Any], args: list[Any], device: Any) -> Callable[[Chunk], list[float]]:
     l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or L2_FALLBACK_BYTES
-    cold = ColdL2(torch, flush_bytes // 2 if flush_bytes else l2, device)  # as the kernels are timed
+    cold = ColdL2(torch, l2, device)  # as the kernels are timed
     stream = torch.cuda.current_stream(device)
 
     def timed(chunk: Chunk) -> list[float]:
