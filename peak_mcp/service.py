@@ -62,7 +62,6 @@ from peak_mcp.reports import (
     trim_log,
 )
 from peak_mcp.responses import rate
-from peak_mcp.runner.jobs import no_vendor_reason
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, Job, ProfileJob, TuneJob
 from peak_mcp.runner.ownership import ServerPresence
 from peak_mcp.runner.pool import DevicePool, JobFailed
@@ -82,7 +81,15 @@ from peak_mcp.tuning import (
     run_tuning,
     usable_cores,
 )
-from peak_mcp.verdicts import ACCEPT_SPECIALIZED, above_session, also_wrong, judge, named_sizes, not_general_message
+from peak_mcp.verdicts import (
+    ACCEPT_SPECIALIZED,
+    above_session,
+    also_wrong,
+    judge,
+    named_sizes,
+    no_vendor_reason,
+    not_general_message,
+)
 
 if TYPE_CHECKING:
     from peak_mcp.runner.ray_pool import RayDevicePool

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from peak_mcp.devices import Device
 from peak_mcp.phases import Generality, Recheck, Verdict
@@ -21,6 +22,20 @@ ACCEPT_SPECIALIZED = "or accept a specialized kernel with submit_kernel(require_
 
 def _sizes(sizes: dict[str, int] | str) -> str:
     return sizes if isinstance(sizes, str) else ",".join(f"{k}={v}" for k, v in sizes.items())
+
+
+def no_vendor_reason(name: str, facts: Any) -> str:
+    """Why a problem has no vendor yardstick, and what stands in for it on this device: the roofline where the
+    device's peak and bandwidth are known, its memory term where only the bandwidth is, else nothing (lavapipe)."""
+    peak, bandwidth = getattr(facts, "peak_tflops", None), getattr(facts, "memory_bandwidth_gbps", None)
+    if peak and bandwidth:
+        return (f"{name} names no vendor library; % of the roofline (flops at the device's peak, bytes at its "
+                "bandwidth) is the yardstick")
+    if bandwidth:
+        return (f"{name} names no vendor library; the memory roofline (bytes at the device's {bandwidth:g} GB/s; "
+                "no FLOP peak is known for it) is the yardstick")
+    return (f"{name} names no vendor library and this device has no known peak or bandwidth: there is no "
+            "yardstick here, compare versions with each other")
 
 
 def named_sizes(text: str) -> dict[str, int]:

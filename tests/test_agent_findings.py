@@ -323,8 +323,8 @@ def test_without_a_peak_the_yardstick_is_said_to_be_none_and_gpu_gains_carry_a_c
     from types import SimpleNamespace
 
     from peak_mcp.catalog import render_body
-    from peak_mcp.runner.jobs import no_vendor_reason
     from peak_mcp.tools.catalog_tools import OPTIMIZE_PROMPT
+    from peak_mcp.verdicts import no_vendor_reason
     from tests.test_texts_compile import CATALOG
 
     lavapipe = no_vendor_reason("softmax", SimpleNamespace(peak_tflops={}, memory_bandwidth_gbps=None))

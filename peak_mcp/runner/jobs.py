@@ -85,20 +85,6 @@ def evaluate(executor: Executor, job: EvaluateJob | dict[str, Any], progress: Pr
     return result
 
 
-def no_vendor_reason(name: str, facts: Any) -> str:
-    """Why a problem has no vendor yardstick, and what stands in for it on this device: the roofline where the
-    device's peak and bandwidth are known, its memory term where only the bandwidth is, else nothing (lavapipe)."""
-    peak, bandwidth = getattr(facts, "peak_tflops", None), getattr(facts, "memory_bandwidth_gbps", None)
-    if peak and bandwidth:
-        return (f"{name} names no vendor library; % of the roofline (flops at the device's peak, bytes at its "
-                "bandwidth) is the yardstick")
-    if bandwidth:
-        return (f"{name} names no vendor library; the memory roofline (bytes at the device's {bandwidth:g} GB/s; "
-                "no FLOP peak is known for it) is the yardstick")
-    return (f"{name} names no vendor library and this device has no known peak or bandwidth: there is no "
-            "yardstick here, compare versions with each other")
-
-
 def yardstick(executor: Executor, problem: Problem, dtype: str, sizes: dict[str, int], seed: int, budget_s: float,
               progress: Progress) -> Baseline:
     """The problem's vendor library timed on the same inputs (Problem.yardstick: matmul's "gemm" is cuBLAS,
@@ -106,7 +92,8 @@ def yardstick(executor: Executor, problem: Problem, dtype: str, sizes: dict[str,
     (`common_yardsticks`: copy bandwidth for the roofline, torch eager and torch.compile)."""
     inputs = None
     if problem.yardstick is None:
-        baseline = Baseline(available=False, reason=no_vendor_reason(problem.name, executor.facts))
+        # what stands in for it is said by the server, which knows the device's profile (verdicts.no_vendor_reason)
+        baseline = Baseline(available=False, reason=f"{problem.name} names no vendor library")
     else:
         progress("vendor baseline")
         inputs = problem.make_inputs(sizes, dtype, seed, executor.xp)
