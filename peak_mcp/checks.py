@@ -117,7 +117,9 @@ def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance) -> 
                         "bound": float(_num(tol.elementwise * float(ref.scale[j])))}
                        for at, j in zip(where(flat, shape), picks, strict=True)]
             return Finding("wrong_result",
-                           f"{buf.arg.name} differs from the float64 reference: relative L2 error {rel_l2:.2e} "
+                           f"{buf.arg.name} differs from the "
+                           f"{'reference kernel' if tol.against_kernel else 'float64 reference'}: relative L2 error "
+                           f"{rel_l2:.2e} "
                            f"(tolerance {rel_bound:.2g}); {n_over} elements over their bound "
                            f"({tol.describe()}); first: {samples[:3]}",
                            buf.arg.name, {"count": n_over, "samples": samples[:3], **stats}), stats

@@ -47,6 +47,7 @@ class ProblemInfo(BaseModel):
     dtypes_by_backend: dict[str, list[str]] = Field(default_factory=dict)
     source: str = "built-in"  # built-in, or the problem file's path
     naive: list[str] | None = None  # backends whose sessions start from a naive kernel, where not all do
+    reference: str | None = None  # said only where the problem has no Python reference
 
 
 class VersionReport(BaseModel):

@@ -48,6 +48,7 @@ from peak_mcp.models import (
 from peak_mcp.phases import Baseline, Generality, SanitizerReport, SizeFailure, Verdict, dumped
 from peak_mcp.problems import BUILTIN_CLASSES, Problem, ProblemRegistry
 from peak_mcp.problems.declared import NAME as NAME_PATTERN
+from peak_mcp.problems.kernel_reference import ReferenceKernel
 from peak_mcp.problems.registry import DescribeFailed, describe_in_subprocess
 from peak_mcp.records import Outcome, SessionRow, Status, VersionRow
 from peak_mcp.reports import (
@@ -117,6 +118,10 @@ RETIME_TOP, NOISY_CV = 3, 0.1
 MAX_DEFINE_BYTES = 256 * 1024  # define_problem's source
 
 
+REFERENCE_KERNEL_NEEDED = ("none in Python: start_session needs reference_kernel=SOURCE (your current kernel, v0); "
+                           "every candidate is checked against it on the same inputs")
+
+
 def _problem_info(p: Problem) -> ProblemInfo:
     """A problem as list_problems and define_problem show it: symbols, dtypes, the ABI per backend."""
     backends = [b for b in p.backends if b in BACKENDS]
@@ -125,7 +130,8 @@ def _problem_info(p: Problem) -> ProblemInfo:
         backends=backends, source=p.source, dtypes_by_backend={b: list(p.dtypes_for(b)) for b in backends},
         abi={b: p.abi(b, p.dtypes_for(b)[0]) for b in backends},
         naive=None if all(p.has_naive(b, p.dtypes_for(b)[0]) for b in backends) else
-        [b for b in backends if p.has_naive(b, p.dtypes_for(b)[0])])
+        [b for b in backends if p.has_naive(b, p.dtypes_for(b)[0])],
+        reference=REFERENCE_KERNEL_NEEDED if p.needs_reference_kernel else None)
 
 
 def defined_problem_stem(source: str, name: str | None) -> str:
@@ -337,8 +343,20 @@ class PeakService:
         return _problem_info(self.problems.get(declaration.name))
 
     def _wire(self, session: SessionRow) -> dict[str, Any]:
-        """What every job for this session carries to name its problem (see Problem.wire)."""
-        return self.problem(session.problem).wire()
+        """What every job for this session carries to name its problem (see Problem.wire), and for a problem without
+        a Python reference the session's reference kernel (version 0), which the worker checks candidates against."""
+        problem = self.problem(session.problem)
+        if not problem.needs_reference_kernel:
+            return problem.wire()
+        try:
+            v0 = self.store.version(session.id, 0)
+        except NotFound:
+            v0 = None
+        if v0 is None or v0.origin != "reference":
+            raise InvalidInput(f"session {session.id} of {problem.name} has no reference kernel",
+                               f"{problem.name} has no Python reference: start a session with reference_kernel=SOURCE.")
+        return {**problem.wire(),
+                "reference_kernel": ReferenceKernel(source=v0.source, spec=self._spec(session, v0.source))}
 
     def start_session(self, problem: str, backend: str, dtype: str, sizes: dict[str, Any] | str | None,
                       label: str | None = None, progress: Progress = _quiet,
@@ -353,6 +371,9 @@ class PeakService:
         spec.check_sizes(sizes)  # bad sizes fail before the device probe
         left_out = [s for s in spec.symbols if sizes and s not in sizes]
         constraints = check_constraints(spec, constraints)
+        if spec.needs_reference_kernel and reference_kernel is None:
+            raise InvalidInput(f"{spec.name} has no Python reference: its sessions check every kernel against yours",
+                               "pass your current kernel as reference_kernel=SOURCE; it becomes v0.")
         if backend in BACKENDS and backend not in spec.backends:
             raise InvalidInput(f"{spec.name} is not offered on {backend}", f"choose one of {list(spec.backends)}.")
         naive = spec.naive_kernel(backend, dtype) if backend in BACKENDS and spec.has_naive(backend, dtype) else None
@@ -516,6 +537,10 @@ class PeakService:
         if outcome.status is Status.NOT_GENERAL and not require_generality:  # the hint was taken: say so instead
             outcome.message = (outcome.message or "").replace(
                 ACCEPT_SPECIALIZED, "accepted here as a specialized kernel (require_generality=false)")
+        if origin == "reference" and self.problem(session.problem).needs_reference_kernel:
+            outcome.message = ("v0 is this session's reference (the problem has no Python reference): it was checked "
+                               "for faults of its own (guards, inputs unchanged, every output written, repeat launches "
+                               "alike, other sizes), not for correctness. " + (outcome.message or ""))
         self.store.update_version(session_id, number, **outcome.columns())
         # Head moves only to versions validated and timed: one wrong at other sizes only when the agent accepts a
         # specialized kernel. Without a device nothing runs, and a version that only compiled (an empty kernel

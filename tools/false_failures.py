@@ -9,15 +9,21 @@ one output element (row 1, column 2) multiplied by 1 + eps for eps = 2^-6, 2^-7,
 that is still caught (the next smaller one passed), and how: failed at the session's sizes (wrong_result), or
 not_general (at a sampled size, where the same element weighs more).
 
+With --against-kernel the same runs use each problem's data alone (a copy of its file without reference, error
+scale or naive kernels, named <problem>_k, REDUCTION = "COLS"): sessions start from start_session(reference_kernel=
+the naive kernel), and every kernel is checked against that kernel's output instead of float64 arithmetic
+(peak_mcp/problems/kernel_reference.py).
+
 Runs `python -m peak_mcp serve` over stdio (the server a client sees); on a machine without a GPU, --backend hlsl
 on lavapipe. Example:
 
-    python tools/false_failures.py --backend hlsl --sizes ROWS=64,COLS=100
+    python tools/false_failures.py --backend hlsl --sizes ROWS=64,COLS=100 [--against-kernel]
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import re
@@ -33,6 +39,7 @@ from mcp import Client, StdioServerParameters
 from peak_mcp.problems.declared import prelude
 
 ROOT = Path(__file__).resolve().parent.parent
+BUILTIN = ROOT / "peak_mcp" / "problems" / "builtin"
 VARIANTS = ROOT / "tools" / "data" / "problems"
 SUFFIX = {"cuda": ".cu", "hip": ".cu", "hlsl": ".hlsl"}
 # The store of the output in each naive kernel, and the same store with one element scaled by (1 + EPS).
@@ -57,6 +64,26 @@ def injected(naive: str, problem: str, backend: str, eps: float) -> str:
     text, count = re.subn(pattern, replacement.replace("EPS", repr(eps)), naive)
     assert count == 1, f"the injection pattern for {problem} on {backend} does not match its naive kernel"
     return text
+
+
+def data_only_copy(name: str, folder: Path) -> str:
+    """`name`'s problem file without its functions and naive kernels, as `<name>_k` in `folder`: its name."""
+    text = (BUILTIN / f"{name}.py").read_text()
+    lines = text.splitlines()
+    drop: set[int] = set()
+    for node in ast.parse(text).body:
+        assigned = [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+        if isinstance(node, ast.FunctionDef) or assigned == ["NAIVE"]:
+            start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+            drop.update(range(start - 1, node.end_lineno or node.lineno))
+    kept = [line for i, line in enumerate(lines) if i not in drop]
+    body = "\n".join(kept).replace(f'NAME = "{name}"', f'NAME = "{name}_k"')
+    (folder / f"{name}_k.py").write_text(body + '\nREDUCTION = "COLS"\n')
+    return f"{name}_k"
+
+
+def naive_source(name: str, backend: str, dtype: str) -> str:
+    return prelude(backend, dtype) + (BUILTIN / f"{name}{'.hlsl' if backend == 'hlsl' else '.cu'}").read_text()
 
 
 def parse_sizes(text: str) -> dict[str, int]:
@@ -87,22 +114,32 @@ def verdict(report: dict[str, Any]) -> tuple[bool, str]:
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     data_dir = Path(args.data_dir or tempfile.mkdtemp(prefix="peak-false-failures-"))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(":")}
+    served = {name: name for name in args.problems}
+    if args.against_kernel:
+        folder = Path(tempfile.mkdtemp(prefix="peak-data-only-"))
+        served = {name: data_only_copy(name, folder) for name in args.problems}
+        env["PEAK_MCP_PROBLEMS"] = str(folder)
     server = StdioServerParameters(command=sys.executable, args=["-m", "peak_mcp", "--data-dir", str(data_dir),
                                                                   "serve"], env=env, cwd=str(ROOT))
-    out: dict[str, Any] = {"backend": args.backend, "sizes": args.sizes, "runs": [], "caught": []}
+    out: dict[str, Any] = {"backend": args.backend, "sizes": args.sizes, "runs": [], "caught": [],
+                           "against_kernel": args.against_kernel}
     false_failures = kernels = 0
     async with Client(server, read_timeout_seconds=3600) as client:
         listed = await call(client, "list_problems", {})
         problems = {p["name"]: p for p in listed["problems"]}
         for name in args.problems:
-            info = problems[name]
+            if served[name] not in problems:
+                raise RuntimeError(f"{served[name]} did not load: {listed.get('errors')}")
+            info = problems[served[name]]
             for dtype in info["dtypes_by_backend"].get(args.backend, []):
                 if args.dtypes and dtype not in args.dtypes:
                     continue
                 started = time.perf_counter()
-                session = await call(client, "start_session", {"problem": name, "backend": args.backend,
-                                                               "dtype": dtype, "sizes": args.sizes,
-                                                               "label": f"false failures {name} {dtype}"})
+                start = {"problem": served[name], "backend": args.backend, "dtype": dtype, "sizes": args.sizes,
+                         "label": f"false failures {name} {dtype}"}
+                if args.against_kernel:
+                    start["reference_kernel"] = naive_source(name, args.backend, dtype)
+                session = await call(client, "start_session", start)
                 sid = session["session_id"]
                 v0 = session["version_0"]
                 ok, line = verdict(v0)
@@ -146,6 +183,8 @@ def main() -> int:
     parser.add_argument("--dtypes", type=lambda t: t.split(","), default=None)
     parser.add_argument("--from-exp", type=int, default=6, help="the largest eps injected is 2^-FROM")
     parser.add_argument("--to-exp", type=int, default=26, help="the smallest eps injected is 2^-TO")
+    parser.add_argument("--against-kernel", action="store_true",
+                        help="check against the naive kernel (reference_kernel) instead of the Python reference")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args()

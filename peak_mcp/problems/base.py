@@ -54,6 +54,7 @@ class Tolerance:
     floor: float = 1.0
     scale_words: str = "the error scale"
     with_lp: bool = False
+    against_kernel: bool = False  # the reference is a kernel's output (problems/kernel_reference.py)
 
     @property
     def elementwise(self) -> float:
@@ -61,6 +62,10 @@ class Tolerance:
 
     def describe(self) -> str:
         """The elementwise bound in words, for a verdict."""
+        if self.against_kernel:
+            return (f"{self.factor:g} × (spread + {self.floor:g} × (u_out × m + u_f32 × √L × max(m, s))); ref: the "
+                    "reference kernel's output, spread: its run-to-run difference, m = max(|ref|, rms(ref)), s: its "
+                    "change per unit roundoff when each input moves one ulp, L: the reduction length")
         if self.with_lp:
             return (f"{self.factor:g} × (|lp − ref| + {self.floor:g} × (u_out × max(|ref|, rms(ref)) + u_f32 × "
                     f"{self.scale_words})), lp being the reference computed in float32 from the same inputs")
@@ -105,12 +110,21 @@ class Problem(ABC):
     # None where there is none (peak_mcp.yardsticks adds the roofline and torch ones for every problem).
     yardstick: str | None = None
     source: str = "built-in"  # where the problem comes from: built-in, or a problem file's path
+    # True: the reference is float64 arithmetic the host can redo for a few elements (reference_at), so the device's
+    # reference and a timed launch's output are spot-checked on the host. False for a kernel as the reference.
+    independent_reference: bool = True
+    # True: the problem has no Python reference; its sessions need start_session(reference_kernel=...).
+    needs_reference_kernel: bool = False
 
     def wire(self) -> dict[str, Any]:
         """What a job carries so that the worker finds this same problem: its name (built-in classes), or its
         declaration too (problem files: the worker imports the file the declaration names, once its sha256
         matches)."""
         return {"problem": self.name}
+
+    def reference_label(self, computed_on: str) -> str:
+        """What a verdict names as the reference: where the float64 reference was computed, by default."""
+        return computed_on
 
     def dtypes_for(self, backend: str) -> tuple[str, ...]:
         """The dtypes a backend offers for this problem (HLSL has no bf16)."""

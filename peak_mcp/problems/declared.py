@@ -146,6 +146,12 @@ class ProblemDeclaration(BaseModel):
     # only the same row of each input whose first axis is it (and the other inputs whole). The host check then
     # computes only the rows it checks.
     batch: str | None = None
+    # The length of the longest reduction behind one output element (an expression of the sizes), for a tolerance
+    # against a reference kernel (kernel_reference.py); None: total input elements over total output elements.
+    reduction: str | None = None
+    # False: no Python reference; its sessions start with the user's kernel (start_session's reference_kernel), and
+    # candidates are checked against that kernel (problems/kernel_reference.py).
+    has_reference: bool = True
     has_generate: bool = False
     has_error_scale: bool = False
     has_torch_reference: bool = False
@@ -216,6 +222,8 @@ class ProblemDeclaration(BaseModel):
                 raise fail("CONSTRAINTS", exc.message) from None
             if not holds:
                 raise fail("CONSTRAINTS", f"the default sizes {self.sizes} break {condition!r}")
+        if self.reduction is not None:
+            _expression(self.reduction, self.sizes, "REDUCTION")
         if self.batch is not None:
             if self.batch not in self.sizes:
                 raise fail("BATCH", f"{self.batch!r} is not a size symbol")
@@ -327,6 +335,7 @@ class DeclaredProblem(Problem):
         self.naive_backends = tuple(b for b in BACKEND_NAMES if any(k.partition(":")[0] == b for k in d.naive))
         self.source = d.path
         self.yardstick = None
+        self.needs_reference_kernel = not d.has_reference
 
     def wire(self) -> dict[str, Any]:
         return {"problem": self.name, "declaration": self.declaration}
@@ -549,6 +558,10 @@ class DeclaredProblem(Problem):
                           precision: Any) -> dict[str, Any]:
         """The reference function on the stored inputs converted to `precision` (float64: the reference; float32:
         lp), computed with xp where the function takes it, else on the host."""
+        if not self.declaration.has_reference:
+            raise ProblemCodeError(f"{self.declaration.path} defines no reference function",
+                                   "its sessions are checked against the kernel given as start_session's "
+                                   "reference_kernel")
         host = not self.declaration.reference_takes_xp and xp is not np
         mod = np if host else xp
         args = []

@@ -27,7 +27,7 @@ from peak_mcp.errors import PeakError
 
 NAIVE_SUFFIXES = (".cu", ".hip", ".hlsl", ".txt")
 KEYS = ("NAME", "TITLE", "SIZES", "DTYPES", "INPUTS", "OUTPUTS", "SCALARS", "FLOPS", "BYTES", "CONSTRAINTS",
-        "RANGE", "TOLERANCE", "NAIVE", "BATCH")
+        "RANGE", "TOLERANCE", "NAIVE", "BATCH", "REDUCTION")
 FUNCTIONS = ("reference", "generate", "error_scale", "torch_reference")
 SMOKE_SIZES = (5, 8, 16, 64, 3, 2, 1, 128)
 
@@ -93,8 +93,8 @@ def describe_file(path: Path) -> dict[str, Any]:
         raise DescribeError("declares no NAME (a problem file sets NAME, SIZES, INPUTS, OUTPUTS and defines "
                             "reference; see docs/problems.md), nor is it a KernelBench file (class Model, "
                             "get_inputs)")
-    if not callable(names.get("reference")):
-        raise DescribeError("defines no reference(...) function (float64 inputs -> the outputs)")
+    if "reference" in names and not callable(names["reference"]):
+        raise fail("reference", "is not a function (float64 inputs -> the outputs)")
     doc = (module.__doc__ or "").strip()
     sizes = names.get("SIZES")
     if not isinstance(sizes, Mapping) or not sizes:
@@ -112,10 +112,12 @@ def describe_file(path: Path) -> dict[str, Any]:
         "tolerance": _tolerance(names.get("TOLERANCE"), fail),
         "naive": _naive(names.get("NAIVE", {}), path.parent, fail),
         "batch": names.get("BATCH") if isinstance(names.get("BATCH"), str) else None,
+        "reduction": _expr(names.get("REDUCTION"), "REDUCTION", fail),
         "has_generate": callable(names.get("generate")),
         "has_error_scale": callable(names.get("error_scale")),
         "has_torch_reference": callable(names.get("torch_reference")),
-        "reference_takes_xp": _takes_xp(names["reference"]),
+        "has_reference": callable(names.get("reference")),
+        "reference_takes_xp": callable(names.get("reference")) and _takes_xp(names["reference"]),
         "path": str(path), "sha256": sha256,
         "lines": {k: v for k, v in lines.items() if k in KEYS or k in FUNCTIONS},
     }
@@ -149,7 +151,8 @@ def _smoke_test(problem: Any) -> None:
 
     try:
         inputs = problem.make_inputs(sizes, problem.dtypes[0], 0, np)
-        problem.reference(inputs, sizes, problem.dtypes[0], 0, float("inf"), np)
+        if problem.declaration.has_reference:  # else the session's reference kernel is, checked when it runs
+            problem.reference(inputs, sizes, problem.dtypes[0], 0, float("inf"), np)
     except PeakError as exc:
         raise DescribeError(f"at sizes {sizes}: {exc.message}", getattr(exc, "line", None)) from None
 
@@ -159,7 +162,7 @@ def _key_of(loc: tuple[Any, ...]) -> str | None:
     return {"name": "NAME", "title": "TITLE", "sizes": "SIZES", "dtypes": "DTYPES", "inputs": "INPUTS",
             "outputs": "OUTPUTS", "scalars": "SCALARS", "flops": "FLOPS", "bytes": "BYTES",
             "constraints": "CONSTRAINTS", "ranges": "RANGE", "tolerance": "TOLERANCE", "naive": "NAIVE",
-            "batch": "BATCH"}.get(field)
+            "batch": "BATCH", "reduction": "REDUCTION"}.get(field)
 
 
 def _takes_xp(function: Any) -> bool:

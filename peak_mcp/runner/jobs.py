@@ -14,8 +14,9 @@ from peak_mcp.launch import LaunchSpec, with_params
 from peak_mcp.phases import Baseline, CompileInfo, Generality, SizeFailure
 from peak_mcp.problems import worker_problem
 from peak_mcp.problems.base import BufferArg, Problem
+from peak_mcp.problems.kernel_reference import KernelReferenced, ReferenceKernelFailed
 from peak_mcp.runner.heartbeat import heartbeat
-from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, LaunchTarget
+from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, LaunchTarget, TuneJob
 from peak_mcp.runner.replies import EvaluateResult, GeneralityResult
 
 Progress = Callable[[str], None]
@@ -34,6 +35,24 @@ def _compile(executor: Executor, source: str, spec: LaunchSpec,
                                seconds=time.perf_counter() - started)
 
 
+def job_problem(executor: Executor, job: EvaluateJob | GeneralityJob | TuneJob, progress: Progress) -> Problem:
+    """The problem a job names; checked against the session's reference kernel where the job carries one."""
+    problem = worker_problem(job.problem, job.declaration)
+    if job.reference_kernel is None:
+        return problem
+    if job.declaration is None:
+        raise PeakError(f"malformed job: a reference kernel for {job.problem}, which is no problem file")
+
+    def compile_reference(source: str, spec: LaunchSpec) -> Compiled:
+        kernel, info = _compile(executor, source, spec, lambda message: progress(f"reference kernel: {message}"))
+        if kernel is None:
+            raise ReferenceKernelFailed(f"the reference kernel (v{job.reference_kernel.version}) does not compile "
+                                        f"here: {(info.reason or info.log or '')[:400]}")
+        return kernel
+
+    return KernelReferenced(job.declaration, executor, job.reference_kernel, compile_reference)
+
+
 def _seed(job: EvaluateJob | GeneralityJob) -> int:
     return job.seed if job.seed is not None else time.time_ns() % 2**31
 
@@ -45,7 +64,7 @@ def evaluate(executor: Executor, job: EvaluateJob | dict[str, Any], progress: Pr
     before its time is believed."""
     job = EvaluateJob.model_validate(job)
     steps = set(job.steps)
-    problem = worker_problem(job.problem, job.declaration)
+    problem = job_problem(executor, job, progress)
     dtype, sizes = job.dtype, job.sizes
     result = EvaluateResult(device=executor.facts)
     if job.source is not None:
@@ -150,22 +169,31 @@ def common_yardsticks(executor: Executor, problem: Problem, dtype: str, sizes: d
 def generality(executor: Executor, job: GeneralityJob | dict[str, Any], progress: Progress) -> GeneralityResult:
     """Validate one compiled kernel at each of job.sizes_list: one trial and the race check per size."""
     job = GeneralityJob.model_validate(job)
-    problem = worker_problem(job.problem, job.declaration)
+    problem = job_problem(executor, job, progress)
     kernel, compiled = _compile(executor, job.source, job.spec, progress)
     if kernel is None:
         return GeneralityResult(compile=compiled)
     seed = _seed(job)
     checked: list[dict[str, int]] = []
     failures: list[SizeFailure] = []
+    unjudged: list[str] = []  # sizes where the reference kernel itself fails: nothing to judge a candidate by
     for sizes in job.sizes_list:
         label = _label(sizes)
         progress(f"generality at {label}")
+        try:
+            failure = _validate_at(executor, kernel, problem, job.dtype, sizes, seed,
+                                   lambda message, label=label: progress(f"generality at {label}: {message}"))
+        except ReferenceKernelFailed as exc:
+            unjudged.append(str(exc))
+            continue
         checked.append(sizes)
-        failure = _validate_at(executor, kernel, problem, job.dtype, sizes, seed,
-                               lambda message, label=label: progress(f"generality at {label}: {message}"))
         if failure:
             failures.append(failure)
-    result = GeneralityResult(generality=Generality(passed=not failures, sizes_checked=checked, failures=failures))
+    note = (f"not checked at {len(unjudged)} sampled sizes where the reference kernel fails: {unjudged[0]}"
+            if unjudged else None)
+    result = GeneralityResult(generality=Generality(passed=not failures if checked or not unjudged else None,
+                                                    sizes_checked=checked, failures=failures,
+                                                    note=note))
     if job.sanitize_sizes and executor.sanitizer and executor.facts.index >= 0 and executor.backend == "hlsl":
         from peak_mcp.runner import vulkan_sanitizer
 
@@ -192,6 +220,8 @@ def _validate_at(executor: Executor, kernel: Compiled, problem: Problem, dtype: 
     try:
         validated = validate(executor, kernel, problem, dtype, sizes, trials=1, seed=seed, progress=progress,
                              sets=1)
+    except ReferenceKernelFailed:
+        raise
     except PeakError as exc:  # sizes the annotation cannot launch, or a device limit
         return SizeFailure(sizes=sizes, check=getattr(exc, "kind", "annotation"), message=str(exc))
     validated.close()

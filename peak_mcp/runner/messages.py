@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from peak_mcp.launch import LaunchSpec
 from peak_mcp.problems.declared import ProblemDeclaration
+from peak_mcp.problems.kernel_reference import ReferenceKernel
 
 Sizes = dict[str, int]
 
@@ -25,6 +26,8 @@ class _Job(BaseModel):
     declaration: ProblemDeclaration | None = None
     dtype: str
     seed: int | None = None  # None: drawn per job (validation inputs differ between submissions)
+    # A problem file without a Python reference: the session's reference kernel, run beside every candidate.
+    reference_kernel: ReferenceKernel | None = None
 
 
 class _KernelJob(_Job):

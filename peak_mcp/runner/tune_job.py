@@ -26,9 +26,9 @@ from peak_mcp.backends.base import Compiled, CompileFailed, Executor, KernelFaul
 from peak_mcp.errors import AnnotationError, PeakError
 from peak_mcp.evaluation import benchmark, validate
 from peak_mcp.launch import LaunchSpec, with_params
-from peak_mcp.problems import worker_problem
 from peak_mcp.problems.base import Problem
 from peak_mcp.runner.heartbeat import HEARTBEAT_S, heartbeat
+from peak_mcp.runner.jobs import job_problem
 from peak_mcp.runner.messages import TuneJob
 from peak_mcp.runner.replies import TuneResult
 from peak_mcp.tuning import ConfigResult, Kind, Status
@@ -115,7 +115,7 @@ def tune(executor: Executor, job: TuneJob | dict[str, Any], progress: Progress) 
     ConfigResult per configuration, in order."""
     job = TuneJob.model_validate(job)
     started = time.perf_counter()
-    problem = worker_problem(job.problem, job.declaration)
+    problem = job_problem(executor, job, progress)
     dtype, sizes = job.dtype, job.sizes
     spec = job.spec
     configs = job.configs

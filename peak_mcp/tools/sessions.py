@@ -102,7 +102,9 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
                         "only sizes that meet them")] = None,
         reference_kernel: Annotated[str | None, Field(
             description="the user's current kernel (whole file, `// peak:` annotation included): it becomes v0, "
-                        "validated against the problem's reference like any version")] = None,
+                        "validated against the problem's reference like any version; for a problem without a Python "
+                        "reference (list_problems says so) it is the reference every candidate is checked "
+                        "against")] = None,
     ) -> Annotated[types.CallToolResult, SessionInfo]:
         """Start a session: version 0 is the naive kernel (or reference_kernel), validated and benchmarked; the
         vendor library is timed in the same run. A problem with no naive kernel for the backend starts with no
