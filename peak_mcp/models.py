@@ -130,6 +130,7 @@ class CheckReport(BaseModel):
     validation: dict[str, Any]
     performance: dict[str, Any] | None = None
     baseline: dict[str, Any] | None = None
+    scope: str | None = None  # what this check covered, and what it leaves to the version's submission report
 
 
 class HistoryReport(BaseModel):

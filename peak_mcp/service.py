@@ -1015,6 +1015,9 @@ class PeakService:
         session = self.store.session(session_id)
         v = self.resolve_version(session_id, version)
         spec = self._spec(session, v.source)
+        params = v.timing.params if v.timing else None  # the configuration the version's time is of (tuned)
+        if params:
+            spec = spec.bind(params)
         job = ProfileJob(**self._wire(session), dtype=session.dtype, sizes=session.sizes, source=v.source,
                          spec=spec, counters=counters)  # the worker says why it cannot
         # nvdisasm may run a minute without progress, and ncu replays the kernel: longer limits than a timing job.
@@ -1025,7 +1028,8 @@ class PeakService:
             log_text = result.compile.log if result.compile else None
             raise InvalidInput(f"version {v.number} does not compile here:\n{trim_log(log_text)}",
                                "profile a version that compiles (see history).")
-        return {"session_id": session_id, "version": v.number, **result.profile.lean()}
+        configuration = {"configuration": Config(params=params).label()} if params else {}
+        return {"session_id": session_id, "version": v.number, **configuration, **result.profile.lean()}
 
     # --- re-checks at other sizes ----------------------------------------------------------------------------
     def check(self, session_id: str, version: int | None, sizes: dict[str, Any] | None, *, benchmark: bool,
@@ -1062,7 +1066,21 @@ class PeakService:
         validation = outcome.validation or Verdict(passed=False, check=outcome.failure, message=outcome.message)
         return CheckReport(session_id=session_id, version=v.number, sizes=checked, passed=outcome.status.passed,
                            validation=validation.model_dump(mode="json"), performance=perf,
-                           baseline=dumped(baseline))
+                           baseline=dumped(baseline), scope=_check_scope(v))
+
+
+def _check_scope(v: VersionRow) -> str:
+    """What validate/benchmark covered: only the sizes asked for; the other sizes and the sanitizer are the
+    submission's, said as recorded there."""
+    g = v.generality
+    generality = ("not run" if g is None or g.passed is None else
+                  f"passed at {len(g.sizes_checked)} sizes" if g.passed else
+                  f"failed at {len(g.failures)} of {len(g.sizes_checked)} sizes")
+    s = v.validation.sanitizer if v.validation else None
+    sanitizer = ("not run" if s is None or not s.available or s.passed is None else
+                 "passed" if s.passed else f"failed ({s.failures[0].check})" if s.failures else "failed")
+    return (f"this check ran only at the sizes above; other sizes and the sanitizer are not re-run here. "
+            f"v{v.number}'s submission recorded: generality {generality}, sanitizer {sanitizer}")
 
 
 def _estimate_gap(timing: Any, report: TuneReport) -> str | None:

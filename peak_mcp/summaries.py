@@ -142,7 +142,8 @@ def check(d: dict[str, Any]) -> list[str]:
     lines = [f"v{d['version']} at {_sizes(d.get('sizes'))}: {verdict}"]
     if v.get("message"):
         lines.append(f"message: {v['message']}")
-    return lines + performance(d.get("performance")) + yardstick(d.get("baseline"))
+    scope = [f"scope: {d['scope']}"] if d.get("scope") else []
+    return lines + performance(d.get("performance")) + yardstick(d.get("baseline")) + scope
 
 
 def history(d: dict[str, Any]) -> list[str]:
@@ -288,7 +289,8 @@ def apply_step(d: dict[str, Any]) -> list[str]:
 
 
 def profile(d: dict[str, Any]) -> list[str]:
-    lines = [f"profile of v{d.get('version')} ({d.get('backend')}, entry {d.get('entry')}) on {d.get('device')}"]
+    at = f" at {d['configuration']}" if d.get("configuration") else ""
+    lines = [f"profile of v{d.get('version')}{at} ({d.get('backend')}, entry {d.get('entry')}) on {d.get('device')}"]
     for part in ("resources", "occupancy", "instruction_mix", "counters"):
         section = d.get(part) or {}
         if section.get("available") is False:

@@ -336,3 +336,31 @@ def test_without_a_peak_the_yardstick_is_said_to_be_none_and_gpu_gains_carry_a_c
     for text_id in ("row-per-block-reduction", "online-softmax", "hlsl-wave-reduction"):
         effect = render_body(CATALOG.get(text_id).body, "hlsl").split("## Expected effect", 1)[1]
         assert "lavapipe" in effect and "time it" in effect, text_id
+
+
+@VULKAN
+async def test_validate_says_what_it_did_not_rerun_and_what_the_submission_recorded(make_client) -> None:
+    """An agent read validate's 'passed' as covering the sanitizer and other sizes; it covers only the sizes asked."""
+    async with make_client() as (client, _):
+        started = await client.call_tool("start_session", {"problem": "softmax", "backend": "hlsl", "sizes": SIZES})
+        sid = started.structured_content["session_id"]
+        checked = await client.call_tool("validate", {"session_id": sid, "sizes": {"ROWS": 5, "COLS": 7}})
+        report = checked.structured_content
+        assert report["passed"] and report["sizes"] == {"ROWS": 5, "COLS": 7}
+        assert "not re-run here" in report["scope"] and "generality passed at" in report["scope"]
+        assert "sanitizer " in report["scope"] and "scope: this check ran only" in checked.content[0].text
+
+
+@VULKAN
+async def test_profile_describes_the_configuration_the_version_was_timed_at(make_client) -> None:
+    """An agent profiled a tuned version and read the default configuration's resources as the tuned one's."""
+    async with make_client() as (client, service):
+        sid = await softmax_session(client)
+        v = (await call(client, "submit_kernel", {"session_id": sid, "source": WAVE}))["version"]
+        service.store.update_version(sid, v, timing=service.store.version(sid, v).timing.model_copy(
+            update={"params": {"NT": 32}}).model_dump(mode="json"))  # as a tune that chose NT=32 records it
+        result = await client.call_tool("profile", {"session_id": sid, "version": v})
+        report = result.structured_content
+        assert report["configuration"] == "NT=32" and "at NT=32" in result.content[0].text.splitlines()[0]
+        resources = report["resources"]
+        assert resources["block"] == [32, 1, 1] and resources["static_shared_bytes"] == 32 * 4  # part[NT], NT=32
