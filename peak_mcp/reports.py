@@ -8,7 +8,7 @@ from typing import Any
 from peak_mcp.devices import Device
 from peak_mcp.phases import Baseline, Summary
 from peak_mcp.records import SessionRow, VersionRow
-from peak_mcp.responses import rate
+from peak_mcp.responses import speed
 
 _LOG_LIMIT = 4000
 # params: the configuration timed (params_from: tuned, parent or defaults)
@@ -242,10 +242,13 @@ def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
         kept = set(list(dict.fromkeys(first + [r["version"] for r in reversed(rows)]))[:keep])
         left_out = [r["version"] for r in rows if r["version"] not in kept]
         rows = [r for r in rows if r["version"] in kept]
+    optional = {key: any(r.get(key) for r in rows) for key in ("pct_of_vendor", "pct_of_peak", "pct_of_roofline")}
     torch = any(r.get("x_torch_eager") is not None or r.get("x_torch_compile") is not None for r in rows)
-    lines = ["| v | parent | transformation | status | ms | rate | ×parent | ×v0 | % vendor | % peak | % roofline |"
-             + (" × torch eager | × torch.compile |" if torch else ""),
-             "|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if torch else "")]
+    headers = ["v", "parent", "transformation", "status", "ms", "speed", "×parent", "×v0"]
+    headers += [title for key, title in (("pct_of_vendor", "% vendor"), ("pct_of_peak", "% peak"),
+                                         ("pct_of_roofline", "% roofline")) if optional[key]]
+    headers += ["× torch eager", "× torch.compile"] if torch else []
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for r in rows:
         marks = [name for name in ("head", "best") if r.get(name)]
         mark = f" ({', '.join(marks)})" if marks else ""
@@ -256,17 +259,22 @@ def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
             name += f" [{r['configuration']}]"
         failure = (r["failure"] or "").removeprefix("generality_") if r["status"] == "not_general" else r["failure"]
         status = r["status"] + (f": {failure}" if failure and r["status"] not in ("benchmarked",) else "")
-        # A problem that declares no flops (a KernelBench softmax) is read by its bandwidth, not as "0 MFLOP/s".
-        speed = rate(r["tflops"]) if r["tflops"] else f"{r['gbps']:.4g} GB/s" if r.get("gbps") else ""
         # the ratio, then what the spreads say of it: "1.02 (noise)", "0.60 (slower)"
         verdict = {NOISE: " (noise)", SLOWER: " (slower)"}.get(r.get("change_vs_parent") or "", "")
-        vendor = fmt(r["pct_of_vendor"], ".1f") + (" (!)" if r.get("above_vendor") else "")
-        lines.append(f"| {r['version']}{mark} | {fmt(r['parent'], 'd')} | {name} | {status} | "
-                     f"{fmt(r['median_ms'], '.4g')} | {speed} | {fmt(r['speedup_vs_parent'], '.2f')}{verdict}"
-                     f" | {fmt(r['speedup_vs_v0'], '.2f')} | {vendor} | {fmt(r['pct_of_peak'] or None, '.1f')} | "
-                     f"{fmt(r.get('pct_of_roofline'), '.1f')} |"
-                     + (f" {fmt(r.get('x_torch_eager'), '.2f')} | {fmt(r.get('x_torch_compile'), '.2f')} |"
-                        if torch else ""))
+        cells = [f"{r['version']}{mark}", fmt(r["parent"], "d"), name, status, fmt(r["median_ms"], ".4g"),
+                 speed(r["tflops"], r.get("gbps")), fmt(r["speedup_vs_parent"], ".2f") + verdict,
+                 fmt(r["speedup_vs_v0"], ".2f")]
+        if optional["pct_of_vendor"]:
+            cells.append(fmt(r["pct_of_vendor"], ".1f") + (" (!)" if r.get("above_vendor") else ""))
+        if optional["pct_of_peak"]:
+            cells.append(fmt(r["pct_of_peak"] or None, ".1f"))
+        if optional["pct_of_roofline"]:
+            cells.append(fmt(r.get("pct_of_roofline"), ".1f"))
+        if torch:
+            cells += [fmt(r.get("x_torch_eager"), ".2f"), fmt(r.get("x_torch_compile"), ".2f")]
+        lines.append("| " + " | ".join(cells) + " |")
+    if any(r["median_ms"] for r in rows) and not optional["pct_of_roofline"] and not optional["pct_of_peak"]:
+        lines.append("(no % of peak or roofline: the device has no known peak or bandwidth; compare versions)")
     if left_out:
         lines.append(f"({len(left_out)} more versions, of v{left_out[0]} to v{left_out[-1]}, are in the structured "
                      "rows; get_version shows one)")

@@ -51,6 +51,17 @@ def result(model: BaseModel | dict[str, Any], *extra: types.ContentBlock, text: 
                                 structured_content=structured)
 
 
+MEMORY_BOUND_FLOPS_PER_BYTE = 4.0  # below every GPU's ridge point: such work is read by its bandwidth
+
+
+def speed(tflops: float | None, gbps: float | None) -> str:
+    """A version's speed in the unit its work is judged by: GB/s for memory-bound work (softmax, norms, sums, or a
+    problem that declares no flops), FLOP/s otherwise."""
+    if gbps and (not tflops or tflops * 1e3 / gbps < MEMORY_BOUND_FLOPS_PER_BYTE):
+        return f"{gbps:,.0f} GB/s" if gbps >= 100 else f"{gbps:.3g} GB/s"
+    return rate(tflops) if tflops else ""
+
+
 def rate(tflops: float | None) -> str:
     """A FLOP rate in the unit that fits it: a CPU device's 6e-05 TFLOP/s reads 0.063 GFLOP/s, not 0.00."""
     if tflops is None:

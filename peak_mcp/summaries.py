@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from peak_mcp.responses import rate
+from peak_mcp.responses import rate, speed
 
 Summarize = Callable[[dict[str, Any]], list[str]]
 
@@ -38,7 +38,7 @@ def performance(perf: dict[str, Any] | None) -> list[str]:
     yardsticks, how each side was timed, and the vendor flag where a kernel reads faster than the vendor."""
     if not perf:
         return []
-    parts = [f"median {_g(perf.get('median_ms'))} ms ({rate(perf.get('tflops'))})"]
+    parts = [f"median {_g(perf.get('median_ms'))} ms ({speed(perf.get('tflops'), perf.get('gbps')) or 'n/a'})"]
     if perf.get("p25_ms") is not None:
         parts[0] += f", middle half {_g(perf['p25_ms'])}-{_g(perf['p75_ms'])} ms"
     for key, who in (("parent", "its parent"), ("v0", "v0")):

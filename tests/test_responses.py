@@ -158,3 +158,12 @@ async def test_a_long_history_with_its_chart_stays_small(make_client) -> None:
         assert re.search(r"\n\(30 more versions, of v\d+ to v\d+, are in the structured rows", text), text
         assert len(image) < 10_000, len(image)
         assert len(text) + len(image) + len(structured) < 25_000, (len(text), len(image), len(structured))
+
+
+def test_speed_reads_memory_bound_work_by_its_bandwidth_and_compute_bound_by_its_flop_rate() -> None:
+    from peak_mcp.responses import speed
+
+    assert speed(1.9, 3011.4) == "3,011 GB/s"  # 0.63 flops a byte: softmax
+    assert speed(50.0, 200.0) == "50 TFLOP/s"  # 250 flops a byte: matmul
+    assert speed(None, 12.5) == "12.5 GB/s" and speed(0.0, 12.5) == "12.5 GB/s"  # no flops declared
+    assert speed(0.002, None) == "2 GFLOP/s" and speed(None, None) == ""
