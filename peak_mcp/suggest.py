@@ -28,7 +28,8 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "register micro-tile (2-D)": (r"\bacc\s*\[[^\]]+\]\s*\[|\bc[0-7][0-7]\b", ("register-blocking-2d",
                                                                               "register-blocking-1d")),
     "register micro-tile (1-D)": (r"\bacc\s*\[", ("register-blocking-1d",)),
-    "128-bit vectors": (r"\bfloat4\b|\buint4\b|\.Load4\s*\(|Store4\s*\(", ("vectorized-loads",)),
+    "128-bit vectors": (r"\bfloat4\b|\buint4\b|\.Load4\s*\(|Store4\s*\(", ("vectorized-loads",
+                                                                        "vectorized-row-access")),
     "cp.async": (r"cp\.async|__pipeline_memcpy_async|cuda::memcpy_async", ("cuda-cp-async", "double-buffering")),
     "WMMA": (r"\bwmma::", ("tensor-cores",)),
     "mma.sync": (r"mma\.sync", ("mma-sync-ptx", "tensor-cores")),
@@ -40,6 +41,13 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "grouped block order": (r"\bGROUP_M\b", ("grid-rasterization",)),
     "wave intrinsics": (r"\bWave(ReadLaneAt|ActiveSum|GetLaneIndex|GetLaneCount)\b", ("hlsl-wave-tiling",)),
     "16-bit packed reads": (r"\bf16tof32\b", ("hlsl-16bit-types",)),
+    # the reductions of row problems (softmax, norms, sums)
+    "warp shuffles": (r"__shfl(_xor|_down|_up)?(_sync)?\s*\(", ("warp-shuffle-reduction",)),
+    "a row per warp": (r"for\s*\([^;]*=\s*lane\b[^;]*;[^;]*;[^)]*\+=\s*(32|64|warpSize|WARP)\b", ("row-per-warp",)),
+    "wave reductions": (r"\bWaveActive(Sum|Max|Min|Product)\b", ("hlsl-wave-reduction",)),
+    "threads striding over a row": (r"for\s*\([^;]*=\s*(threadIdx\.x|tid|gi|lane|lt\.x)\b[^;]*;[^;]*;[^)]*\+=\s*"
+                                    r"(blockDim\.x|BLOCK|NT|THREADS)\b", ("row-per-block-reduction",)),
+    "rows strided over the grid": (r"\+=\s*(gridDim\.x|GRID)\b", ("persistent-rows",)),
 }
 _DOUBLE_BUFFER = re.compile(r"(__shared__|groupshared)[^;]*\w+\s*\[\s*(2|STAGES|NSTAGES)\s*\]\s*\[")
 _NEXT_STEP = re.compile(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`")

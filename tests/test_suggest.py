@@ -105,3 +105,30 @@ def test_lineage_follows_parents_not_version_order() -> None:
     versions = [VersionRow(session_id="s", number=n, parent=p, origin="submit", source="", status="compiled",
                            created_at=0.0) for n, p in ((0, None), (1, 0), (2, 0), (3, 2))]
     assert [v.number for v in lineage(versions, 3)] == [0, 2, 3]
+
+
+@pytest.mark.skipif(not has_device("hlsl"), reason="no Vulkan device")
+async def test_a_row_kernel_with_wave_reductions_is_not_sent_back_to_them(make_client) -> None:
+    """An agent's HLSL softmax, one group per row reduced with wave intrinsics, was told to apply
+    row-per-block-reduction and hlsl-wave-reduction: what its source already does."""
+    async with make_client() as (client, _):
+        started = await client.call_tool("start_session", {"problem": "softmax", "backend": "hlsl",
+                                                           "sizes": {"ROWS": 64, "COLS": 100}})
+        sid = started.structured_content["session_id"]
+        source = (EXAMPLES.parent / "softmax" / "hlsl" / "2_wave.hlsl").read_text()
+        submitted = await client.call_tool("submit_kernel", {"session_id": sid, "source": source, "parent": 0})
+        assert not submitted.is_error, submitted.content[0].text
+        got = await _suggest(client, sid)
+        assert {"wave reductions", "threads striding over a row"} <= set(got["features"])
+        ids = [s["id"] for s in got["suggestions"]]
+        assert "row-per-block-reduction" not in ids[:2] and "hlsl-wave-reduction" not in ids[:2], got["suggestions"]
+
+
+def test_row_kernel_features() -> None:
+    features = {path.name: set(source_features(path.read_text()))
+                for path in (EXAMPLES.parent / "softmax" / "cuda").glob("*.cu")}
+    assert "warp shuffles" in features["2_warp_shuffle.cu"] and "warp shuffles" not in features["1_smem_tree.cu"]
+    assert "a row per warp" in features["5_row_per_warp.cu"]
+    assert "rows strided over the grid" in features["6_persistent.cu"]
+    hip = source_features((EXAMPLES.parent / "softmax" / "hip" / "2_warp_shuffle.hip").read_text())
+    assert "warp shuffles" in hip
