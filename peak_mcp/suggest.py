@@ -47,6 +47,9 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "wave reductions": (r"\bWaveActive(Sum|Max|Min|Product)\b", ("hlsl-wave-reduction",)),
     "threads striding over a row": (r"for\s*\([^;]*=\s*(threadIdx\.x|tid|gi|lane|lt\.x)\b[^;]*;[^;]*;[^)]*\+=\s*"
                                     r"(blockDim\.x|BLOCK|NT|THREADS)\b", ("row-per-block-reduction",)),
+    # a running sum rescaled as its max grows: s * exp(m - m_new) (__expf, exp2f, exp2 and expf alike)
+    "online rescaling": (r"\*=?\s*(__)?exp2?f?\s*\(\s*\(?\s*[A-Za-z_]\w*\s*-\s*[A-Za-z_]\w*\s*\)",
+                         ("online-softmax",)),
     "rows strided over the grid": (r"\+=\s*(gridDim\.x|GRID)\b", ("persistent-rows",)),
 }
 _DOUBLE_BUFFER = re.compile(r"(__shared__|groupshared)[^;]*\w+\s*\[\s*(2|STAGES|NSTAGES)\s*\]\s*\[")

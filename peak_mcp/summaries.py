@@ -263,6 +263,10 @@ def suggestions(d: dict[str, Any]) -> list[str]:
     lines = [f"for head v{d['head']}" + (f" (best v{d['best']})" if d.get("best") is not None else "")
              + f" on {d.get('device')}; applied: {', '.join(d.get('applied') or []) or 'none'}; features: "
              f"{', '.join(d.get('features') or []) or 'none'}"]
+    if not d.get("suggestions"):
+        return [*lines, "no catalog text for this problem and backend is left that the head does not already show: "
+                        "tune its parameters (tune), list_transformations for the whole catalog, or submit an idea of "
+                        "your own"]
     return lines + [f"{i}. {s['id']}: {s['why']}" for i, s in enumerate(d.get("suggestions") or [], 1)]
 
 
