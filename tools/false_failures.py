@@ -3,7 +3,8 @@
 For every problem file that ships with the server (softmax, rmsnorm, row_sum) and every dtype the backend offers,
 starts a session (version 0 is the shipped naive kernel: validated at the session's sizes, then at every sampled
 size, the generality check) and submits every correct variant in tools/data/problems/<problem>/ for the backend
-(group reductions, online softmax, fast math, FMA). A version that is not benchmarked, or whose generality check
+(group reductions, online softmax, fast math, FMA), and with --examples every step of the problem's example ladder
+(examples/<problem>/<backend>/). A version that is not benchmarked, or whose generality check
 failed, is a false failure: the count must be 0. Then, for each (problem, dtype), it submits the naive kernel with
 one output element (row 1, column 2) multiplied by 1 + eps for eps = 2^-6, 2^-7, ... and prints the smallest eps
 that is still caught (the next smaller one passed), and how: failed at the session's sizes (wrong_result), or
@@ -82,6 +83,21 @@ def data_only_copy(name: str, folder: Path) -> str:
     return f"{name}_k"
 
 
+TYPES = {"cuda": {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"},
+         "hip": {"f32": "float", "f16": "__half", "bf16": "hip_bfloat16"}}
+
+
+def example_sources(name: str, backend: str, dtype: str) -> list[tuple[str, str]]:
+    """The problem's example ladder for the backend and dtype: CUDA/HIP files with their `typedef float T;` line set
+    to the dtype; HLSL files of f32 (examples/<problem>/hlsl/) or f16 (its f16/ folder)."""
+    folder = ROOT / "examples" / name / backend
+    if backend == "hlsl":
+        folder = folder / "f16" if dtype == "f16" else folder
+        return [(p.stem, p.read_text()) for p in sorted(folder.glob("*.hlsl"))] if dtype in ("f32", "f16") else []
+    return [(p.stem, p.read_text().replace("typedef float T;", f"typedef {TYPES[backend][dtype]} T;", 1))
+            for p in sorted(folder.glob("*.cu" if backend == "cuda" else "*.hip"))]
+
+
 def naive_source(name: str, backend: str, dtype: str) -> str:
     return prelude(backend, dtype) + (BUILTIN / f"{name}{'.hlsl' if backend == 'hlsl' else '.cu'}").read_text()
 
@@ -147,15 +163,17 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                 false_failures += not ok
                 print(f"{name:8} {dtype:4} naive              {line}", flush=True)
                 out["runs"].append({"problem": name, "dtype": dtype, "kernel": "naive", "ok": ok, "line": line})
-                for path in sorted((VARIANTS / name).glob(f"*{SUFFIX[args.backend]}")):
-                    source = prelude(args.backend, dtype) + path.read_text()
-                    report = await call(client, "submit_kernel", {"session_id": sid, "source": source})
+                variants = [(p.stem, prelude(args.backend, dtype) + p.read_text())
+                            for p in sorted((VARIANTS / name).glob(f"*{SUFFIX[args.backend]}"))]
+                if args.examples:
+                    variants += example_sources(name, args.backend, dtype)
+                for stem, source in variants:
+                    report = await call(client, "submit_kernel", {"session_id": sid, "source": source, "parent": 0})
                     ok, line = verdict(report)
                     kernels += 1
                     false_failures += not ok
-                    print(f"{name:8} {dtype:4} {path.stem:<18} {line}", flush=True)
-                    out["runs"].append({"problem": name, "dtype": dtype, "kernel": path.stem, "ok": ok,
-                                        "line": line})
+                    print(f"{name:8} {dtype:4} {stem:<18} {line}", flush=True)
+                    out["runs"].append({"problem": name, "dtype": dtype, "kernel": stem, "ok": ok, "line": line})
                 naive = (await call(client, "get_version", {"session_id": sid, "version": 0}))["source"]
                 smallest, how = None, ""
                 for k in range(args.from_exp, args.to_exp + 1):
@@ -185,6 +203,8 @@ def main() -> int:
     parser.add_argument("--to-exp", type=int, default=26, help="the smallest eps injected is 2^-TO")
     parser.add_argument("--against-kernel", action="store_true",
                         help="check against the naive kernel (reference_kernel) instead of the Python reference")
+    parser.add_argument("--examples", action="store_true",
+                        help="also submit every example under examples/<problem>/<backend>/ (the ladders)")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args()

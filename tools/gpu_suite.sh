@@ -27,7 +27,7 @@ python3 -m peak_mcp doctor > "$RESULTS/doctor.json" 2> "$RESULTS/doctor.log"; ec
 
 # PARTS picks what runs, so the suite can be split over calls that each fit the device's per-call limit.
 # Not in the default PARTS: hostile, hostile_tests (the hostile-kernel corpus, tests/hostile/), lavapipe, ladder,
-# hlsl_reference, problems, kernelbench, false_failures.
+# hlsl_reference, problems, kernelbench, false_failures, false_failures_kernel.
 bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $RESULTS
     local name=$1; shift
     echo "== bench $name"
@@ -99,8 +99,12 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
             --dtypes f32 --sizes BATCH_SIZE=8192,DIM=8192 --kernels "$kb/online.cu" --out "$RESULTS/kernelbench.json" \
             --data-dir /tmp/peak-bench-kb 2> "$RESULTS/kernelbench.log" | tee "$RESULTS/kernelbench.txt" ;;
     false_failures)  # the problem tolerances on this device: shipped correct kernels at every sampled size
-        timeout "${FALSE_TIMEOUT:-240}" python3 tools/false_failures.py --backend cuda ${FALSE_SIZES:+--sizes "$FALSE_SIZES"} \
+        timeout "${FALSE_TIMEOUT:-240}" python3 tools/false_failures.py --backend cuda --examples ${FALSE_SIZES:+--sizes "$FALSE_SIZES"} \
             --out "$RESULTS/false_failures.json" 2> "$RESULTS/false_failures.log" | tee "$RESULTS/false_failures.txt" ;;
+    false_failures_kernel)  # the same with the naive kernel as the reference (problems without a Python reference)
+        timeout "${FALSE_TIMEOUT:-240}" python3 tools/false_failures.py --backend cuda --examples --against-kernel \
+            ${FALSE_SIZES:+--sizes "$FALSE_SIZES"} --out "$RESULTS/false_failures_kernel.json" \
+            2> "$RESULTS/false_failures_kernel.log" | tee "$RESULTS/false_failures_kernel.txt" ;;
     lavapipe)  # the same shaders on Mesa's CPU Vulkan, at a size a CPU finishes in minutes
         [ -f /tmp/vk/lvp_icd.json ] || { echo "lavapipe needs .vk carried"; continue; }
         VK_DRIVER_FILES=/tmp/vk/lvp_icd.json BENCH_TIMEOUT=400 bench lavapipe --backend hlsl \
