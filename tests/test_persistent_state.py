@@ -8,10 +8,10 @@ import pytest
 
 from peak_mcp.backends.cubin import persistent_state
 from tests.conftest import EXAMPLES, ROOT
-from tests.hostile.harness import load_manifest
+from tests.hostile.harness import SYMBOLS, load_manifest
 
 pytestmark = pytest.mark.anyio
-STATEFUL = [e for e in load_manifest("cuda") if e.status == ("compile_error",)]
+STATEFUL = [e for e in load_manifest("cuda", problem=None) if e.status == ("compile_error",)]
 KERNEL = ('// peak: entry=k grid=(1, 1, 1) block=(1, 1, 1)\n{decl}\nextern "C" __global__ void k(const float* A, '
           'const float* B, float* C, int M, int N, int K) {{ {body} }}\n')
 
@@ -46,7 +46,7 @@ async def test_constants_printf_and_every_example_compile(make_client) -> None:
             assert report["status"] in ("compiled", "benchmarked"), report["message"]
 
 
-@pytest.mark.parametrize("entry", STATEFUL, ids=lambda e: e.name)
+@pytest.mark.parametrize("entry", STATEFUL, ids=lambda e: e.file.removesuffix(".cu"))
 def test_hostile_kernels_with_state_are_refused_by_the_module_check(entry) -> None:
     from peak_mcp.backends.base import CompileFailed
     from peak_mcp.backends.cuda import CudaExecutor
@@ -55,7 +55,7 @@ def test_hostile_kernels_with_state_are_refused_by_the_module_check(entry) -> No
     source = (ROOT / "tests" / "hostile" / entry.file).read_text()
     with pytest.raises(CompileFailed, match="keeps state between launches"):
         CudaExecutor(None).compile(source, parse_annotation(source, needs=("entry", "grid", "block"),
-                                                            symbols=("M", "N", "K")))
+                                                            symbols=SYMBOLS[entry.problem]))
 
 
 def test_non_elf_input_is_not_mistaken_for_state() -> None:

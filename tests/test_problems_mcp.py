@@ -87,9 +87,10 @@ async def test_list_problems_shows_each_problem_with_its_abi_per_backend(make_cl
 @VULKAN
 @pytest.mark.parametrize("problem", PROBLEMS)
 async def test_a_problem_session_on_vulkan(make_client, problem: str) -> None:
-    entries = load_manifest("hlsl", problem)
-    assert {e.cls for e in entries} >= {"unwritten_last_row", "oob_read_past_row", "mutate_inputs",
-                                        "lose_precision_half_accumulate"}
+    # Four hostile kernels named by their failure; the problem's whole corpus runs in tests/test_hostile_hlsl.py.
+    core = {"unwritten_last_row", "oob_read_past_row", "mutate_inputs", "lose_precision_half_accumulate"}
+    entries = [e for e in load_manifest("hlsl", problem) if e.cls in core]
+    assert {e.cls for e in entries} == core
     async with make_client() as (client, _):
         session = await call(client, "start_session", {"problem": problem, "backend": "hlsl", "dtype": "f32",
                                                        "sizes": SIZES})

@@ -1,0 +1,42 @@
+// HOSTILE oob_write_before_near: a correct block-per-row RMS norm that also saves each row's inverse RMS "for the
+// backward pass" in a stats array the author believed the caller keeps right before y, growing down: y[-1 - row].
+// Every block writes 4 bytes in front of the output.
+// EXPECT: status=failed failure=out_of_bounds_write (before y).
+// peak: entry=rmsnorm_stats grid=(ROWS, 1, 1) block=(256, 1, 1) shared=0
+#define BLOCK 256
+#define WARPS (BLOCK / 32)
+#define EPS 1e-6f
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float block_sum(float v, float* red)
+{
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    v = warp_sum(v);
+    if (lane == 0)
+        red[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < WARPS ? red[lane] : 0.0f);
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK)
+rmsnorm_stats(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, int ROWS, int COLS)
+{
+    __shared__ float red[WARPS];
+    const float* xr = x + (size_t)blockIdx.x * COLS;
+    float* yr = y + (size_t)blockIdx.x * COLS;
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < COLS; c += BLOCK)
+        ss += xr[c] * xr[c];
+    const float r = rsqrtf(block_sum(ss, red) / COLS + EPS);
+    for (int c = threadIdx.x; c < COLS; c += BLOCK)
+        yr[c] = xr[c] * r * w[c];
+    if (threadIdx.x == 0)
+        y[-1 - (long long)blockIdx.x] = r;                       // BUG: the stats array is before y
+}

@@ -1,0 +1,43 @@
+// HOSTILE oob_write_before_far: a correct block-per-row row sum that also leaves each row's sum in a workspace it
+// takes to start 2 MiB before y (y[-2^19 + row]), for a second reduction over the rows: nothing was allocated
+// there, and it is past the guard in front of the output.
+// EXPECT: status=failed (sanitizer_memcheck where compute-sanitizer runs; out_of_bounds_write or input_modified if
+// it lands in another buffer or its guard; wrong_result if in memory the validator reads) or error
+// kernel_fault/worker_died if unmapped. Never benchmarked.
+// peak: entry=row_sum_ws grid=(ROWS, 1, 1) block=(256, 1, 1) shared=0
+#define BLOCK 256
+#define WARPS (BLOCK / 32)
+
+__device__ __forceinline__ float warp_sum(float v)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float block_sum(float v, float* red)
+{
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    v = warp_sum(v);
+    if (lane == 0)
+        red[warp] = v;
+    __syncthreads();
+    return warp_sum(lane < WARPS ? red[lane] : 0.0f);
+}
+#define WORKSPACE_BEFORE (1 << 19)                              // floats: 2 MiB
+
+extern "C" __global__ void __launch_bounds__(BLOCK)
+row_sum_ws(const float* __restrict__ x, float* __restrict__ y, int ROWS, int COLS)
+{
+    __shared__ float red[WARPS];
+    const float* xr = x + (size_t)blockIdx.x * COLS;
+    float acc = 0.0f;
+    for (int c = threadIdx.x; c < COLS; c += BLOCK)
+        acc += xr[c];
+    acc = block_sum(acc, red);
+    if (threadIdx.x == 0) {
+        y[blockIdx.x] = acc;
+        (y - WORKSPACE_BEFORE)[blockIdx.x] = acc;                // BUG: nothing was allocated there
+    }
+}
