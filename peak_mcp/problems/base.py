@@ -179,6 +179,15 @@ class Problem(ABC):
     def make_inputs(self, sizes: Sizes, dtype: str, seed: int, xp: Any) -> dict[str, Any]:
         """Fresh random inputs (never zeros), in storage dtype, as arrays of `xp` (numpy or cupy)."""
 
+    def stress_ranges(self) -> str:
+        """The stress trial's input ranges in words ("x in (40, 100)"); "" where the problem has none."""
+        return ""
+
+    def stress_inputs(self, sizes: Sizes, dtype: str, seed: int, xp: Any) -> dict[str, Any] | None:
+        """Inputs for one more validation trial, where the problem has a regime that small random inputs miss
+        (large values); None: no such trial."""
+        return None
+
     @abstractmethod
     def reference(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, seed: int, max_flops: float,
                   xp: Any) -> dict[str, Reference]:

@@ -140,6 +140,8 @@ class ProblemDeclaration(BaseModel):
     bytes: str | None = None
     constraints: tuple[str, ...] = ()
     ranges: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    # One more validation trial draws these inputs from these ranges instead (e.g. softmax's x in (40, 100)).
+    stress_ranges: dict[str, tuple[float, float]] = Field(default_factory=dict)
     tolerance: ToleranceDecl | None = None
     naive: dict[str, str] = Field(default_factory=dict)  # "cuda" or "cuda:f16" -> kernel text
     # A size symbol along which outputs are independent: every output's first axis is it, and an output row needs
@@ -230,11 +232,13 @@ class ProblemDeclaration(BaseModel):
             for buf in self.outputs:
                 if not buf.shape or buf.shape[0] != self.batch:
                     raise fail("BATCH", f"output {buf.name}'s first axis is not {self.batch}")
-        for name, (lo, hi) in self.ranges.items():
-            if name not in {b.name for b in self.inputs}:
-                raise fail("RANGE", f"{name!r} is not an input")
-            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-                raise fail("RANGE", f"{name}: ({lo}, {hi}) is not a finite range with low < high")
+        for key, ranges in (("RANGE", self.ranges), ("STRESS_RANGE", self.stress_ranges)):
+            for name, (lo, hi) in ranges.items():
+                if name not in {b.name for b in self.inputs}:
+                    raise fail(key, f"{name!r} is not an input")
+                if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi and max(abs(lo), abs(hi)) <= 6e4):
+                    raise fail(key, f"{name}: ({lo}, {hi}) is not a finite range with low < high within +-6e4 "
+                                    "(f16's range)")
         for key, text in self.naive.items():
             backend, _, dtype = key.partition(":")
             if backend not in BACKEND_NAMES or (dtype and dtype not in self.dtypes):
@@ -495,18 +499,33 @@ class DeclaredProblem(Problem):
                                 f"fix the problem file {self.declaration.path}.", self.declaration.line_of(function))
 
     def make_inputs(self, sizes: Sizes, dtype: str, seed: int, xp: Any) -> dict[str, Any]:
+        return self._draw(sizes, dtype, seed, xp, self.declaration.ranges)
+
+    def stress_ranges(self) -> str:
+        return ", ".join(f"{name} in ({lo:g}, {hi:g})" for name, (lo, hi) in self.declaration.stress_ranges.items())
+
+    def stress_inputs(self, sizes: Sizes, dtype: str, seed: int, xp: Any) -> dict[str, Any] | None:
+        """Inputs with the file's STRESS_RANGE in place of RANGE (None without one): a trial that a kernel which
+        is only right for small values fails (a softmax without the max subtraction overflows its exp)."""
+        if not self.declaration.stress_ranges:
+            return None
+        return self._draw(sizes, dtype, seed, xp, {**self.declaration.ranges, **self.declaration.stress_ranges},
+                          generate=False)
+
+    def _draw(self, sizes: Sizes, dtype: str, seed: int, xp: Any, ranges: Mapping[str, tuple[float, float]],
+              generate: bool = True) -> dict[str, Any]:
         self.module()  # worker-side, whether or not the file generates its inputs: refused elsewhere
         inputs: dict[str, Any] = {}
         for i, buf in enumerate(self.declaration.inputs):
             shape = self._shape(buf, sizes)
             count = math.prod(shape)
             stored_dtype = buf.dtype or dtype
-            if self.declaration.has_generate:
+            if self.declaration.has_generate and (generate or buf.name not in ranges):
                 values = self._call("generate", buf.name, shape, np.random.default_rng([seed, i]))
                 values = self._checked_array("generate", values, shape, f"input {buf.name}", np)
                 stored = xp.asarray(from_float(values.astype(np.float32).reshape(-1), stored_dtype))
             else:
-                lo, hi = self.declaration.ranges.get(buf.name, (-1.0, 1.0))
+                lo, hi = ranges.get(buf.name, (-1.0, 1.0))
                 values = (uniform(xp, seed * 64 + i, count) * (hi - lo) + lo).astype(np.float32)
                 stored = from_float(values, stored_dtype)
                 zero = to_float64(stored, stored_dtype) == 0  # never zeros (also after rounding to 16 bits)

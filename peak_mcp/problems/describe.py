@@ -27,7 +27,7 @@ from peak_mcp.errors import PeakError
 
 NAIVE_SUFFIXES = (".cu", ".hip", ".hlsl", ".txt")
 KEYS = ("NAME", "TITLE", "SIZES", "DTYPES", "INPUTS", "OUTPUTS", "SCALARS", "FLOPS", "BYTES", "CONSTRAINTS",
-        "RANGE", "TOLERANCE", "NAIVE", "BATCH", "REDUCTION")
+        "RANGE", "STRESS_RANGE", "TOLERANCE", "NAIVE", "BATCH", "REDUCTION")
 FUNCTIONS = ("reference", "generate", "error_scale", "torch_reference")
 SMOKE_SIZES = (5, 8, 16, 64, 3, 2, 1, 128)
 
@@ -109,6 +109,7 @@ def describe_file(path: Path) -> dict[str, Any]:
         "bytes": _expr(names.get("BYTES"), "BYTES", fail),
         "constraints": _names_tuple(names.get("CONSTRAINTS", ()), "CONSTRAINTS", fail),
         "ranges": _ranges(names.get("RANGE", {}), fail),
+        "stress_ranges": _ranges(names.get("STRESS_RANGE", {}), fail, "STRESS_RANGE"),
         "tolerance": _tolerance(names.get("TOLERANCE"), fail),
         "naive": _naive(names.get("NAIVE", {}), path.parent, fail),
         "batch": names.get("BATCH") if isinstance(names.get("BATCH"), str) else None,
@@ -161,7 +162,8 @@ def _key_of(loc: tuple[Any, ...]) -> str | None:
     field = str(loc[0]) if loc else ""
     return {"name": "NAME", "title": "TITLE", "sizes": "SIZES", "dtypes": "DTYPES", "inputs": "INPUTS",
             "outputs": "OUTPUTS", "scalars": "SCALARS", "flops": "FLOPS", "bytes": "BYTES",
-            "constraints": "CONSTRAINTS", "ranges": "RANGE", "tolerance": "TOLERANCE", "naive": "NAIVE",
+            "constraints": "CONSTRAINTS", "ranges": "RANGE", "stress_ranges": "STRESS_RANGE",
+            "tolerance": "TOLERANCE", "naive": "NAIVE",
             "batch": "BATCH", "reduction": "REDUCTION"}.get(field)
 
 
@@ -216,14 +218,14 @@ def _scalars(value: Any, fail: Any) -> list[dict[str, str]]:
     return [{"name": v, "expr": v} for v in value]
 
 
-def _ranges(value: Any, fail: Any) -> dict[str, list[float]]:
+def _ranges(value: Any, fail: Any, key: str = "RANGE") -> dict[str, list[float]]:
     if not isinstance(value, Mapping):
-        raise fail("RANGE", "a dict: input name -> (low, high)")
+        raise fail(key, "a dict: input name -> (low, high)")
     ranges = {}
     for name, pair in value.items():
         if not isinstance(pair, tuple | list) or len(pair) != 2 or \
                 not all(isinstance(v, int | float) and not isinstance(v, bool) for v in pair):
-            raise fail("RANGE", f"{name}: a pair of numbers (low, high)")
+            raise fail(key, f"{name}: a pair of numbers (low, high)")
         ranges[str(name)] = [float(pair[0]), float(pair[1])]
     return ranges
 

@@ -13,6 +13,7 @@ SCALARS = ("ROWS", "COLS")
 FLOPS = "4 * ROWS * COLS + 3 * ROWS"  # square and add; two products per element; mean, eps and rsqrt per row
 BYTES = None  # x and w read once, y written once
 RANGE = {"w": (0.5, 1.5)}
+STRESS_RANGE = {"x": (-300.0, 300.0)}  # one trial: a sum of squares past f16's range (65504) within a few elements
 NAIVE = {"cuda": "rmsnorm.cu", "hip": "rmsnorm.cu", "hlsl": "rmsnorm.hlsl"}
 EPS = 1e-6
 
