@@ -74,3 +74,13 @@ def test_the_landscape_is_every_configuration_the_store_kept(tmp_path) -> None:
     assert [(row["ms"], row["status"]) for row in table["table"]] == [(5.1, "ok"), (None, "pruned")]
     out["steps"][0]["tune"]["strategy"] = "optuna"  # only an exhaustive search is a whole landscape
     assert landscape(tmp_path, out) is None
+
+
+def test_the_f32_ladder_can_start_at_a_step() -> None:
+    from tune_ladder import steps
+
+    assert [s[0] for s in steps("f32", "double-buffering")] == ["double-buffering", "cuda-cp-async", "warp-tiling",
+                                                                "three-xtf32"]
+    assert steps("f32") == LADDERS["f32"]
+    with pytest.raises(SystemExit, match="three-xtf32"):
+        steps("f32", "no-such-step")

@@ -27,7 +27,7 @@ python3 -m peak_mcp doctor > "$RESULTS/doctor.json" 2> "$RESULTS/doctor.log"; ec
 
 # PARTS picks what runs, so the suite can be split over calls that each fit the device's per-call limit.
 # Not in the default PARTS: hostile, hostile_tests (the hostile-kernel corpus, tests/hostile/), lavapipe, ladder,
-# hlsl_reference, problems, kernelbench, false_failures.
+# f32ladder, hlsl_reference, problems, kernelbench, false_failures.
 bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $RESULTS
     local name=$1; shift
     echo "== bench $name"
@@ -85,6 +85,16 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
                 --landscape "$RESULTS/landscape_$dtype.json" --tune-budget "${TUNE_BUDGET:-120}" \
                 $([ "$dtype" = f32 ] && echo --hip-twin) \
                 2> "$RESULTS/ladder_$dtype.log" | tee "$RESULTS/ladder_$dtype.txt"
+        done ;;
+    f32ladder)  # issue 22: the f32 ladder's upper steps (double buffering, cp.async, warp tiling on it, 3xTF32), each
+        # applied through MCP and tuned, at each of LADDER_SIZES; about 4 minutes a size with the default budgets
+        for size in ${LADDER_SIZES:-4096 8192}; do
+            echo "== f32 ladder $size"
+            timeout "${LADDER_TIMEOUT:-280}" python3 tools/tune_ladder.py --dtype f32 --size "$size" \
+                --from "${LADDER_FROM:-double-buffering}" --data-dir "/tmp/peak-f32ladder-$size" \
+                --out "$RESULTS/f32ladder_$size.json" --tune-budget "${TUNE_BUDGET:-40}" \
+                2> "$RESULTS/f32ladder_$size.log" | tee "$RESULTS/f32ladder_$size.txt"
+            echo "f32 ladder $size rc=${PIPESTATUS[0]}"
         done ;;
     problems)  # the row problems' shipped kernels through MCP at 8192 x 8192 (PROBLEMS, DTYPES, TUNE override)
         timeout "${PROBLEMS_TIMEOUT:-400}" python3 tools/bench_problems.py --problems ${PROBLEMS:-softmax rmsnorm} \
