@@ -168,6 +168,8 @@ def _score(t: Transformation, done: set[str], hinted: set[str], features: dict[s
         if dtype in ("f16", "bf16"):
             score += 2.5
             reasons.append(f"{dtype} inputs: tensor cores are the fast path")
+        elif dtype in t.dtypes:  # written for this dtype: three-xtf32 keeps f32's accuracy on tensor cores
+            reasons.append(f"tensor cores for {dtype} inputs at {dtype}'s accuracy (validate it)")
         else:
             score -= 3.0
             reasons.append("f32 session: TF32 tensor cores miss the 1e-5 tolerance unless split 3x")

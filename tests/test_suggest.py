@@ -66,6 +66,20 @@ async def test_sixteen_bit_session_on_hopper_gets_the_native_tensor_core_text(ma
         assert "hlsl-16bit-types" not in ids and "amd-mfma" not in ids
 
 
+async def test_f32_session_on_hopper_is_offered_three_xtf32_without_the_tf32_warning(make_client,
+                                                                                     monkeypatch) -> None:
+    import peak_mcp.backends.cuda as cuda_backend
+
+    monkeypatch.setenv("PEAK_CUDA_ARCH", "sm_90a")
+    monkeypatch.setattr(cuda_backend, "DEFAULT_ARCH", "sm_90a")
+    async with make_client() as (client, _):
+        sid = await _start(client)
+        ids = {s["id"]: s for s in (await _suggest(client, sid))["suggestions"]}
+        assert "accuracy" in ids["three-xtf32"]["why"] and "tolerance" not in ids["three-xtf32"]["why"]
+        assert ids["three-xtf32"]["score"] > ids["tensor-cores"]["score"]  # TF32 alone is still warned off
+        assert "tolerance" in ids["tensor-cores"]["why"]
+
+
 @pytest.mark.vulkan
 @pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")
 async def test_hlsl_f32_session_gets_hlsl_texts_only(make_client) -> None:

@@ -110,6 +110,22 @@ __shared__ __align__(16) __half s[16 * 16];
 unsigned a[4], b[2] = {0u, 0u}; float d[4] = {0.f, 0.f, 0.f, 0.f};
 ldsm_x4(a[0], a[1], a[2], a[3], &s[(threadIdx.x % 16) * 16]);
 mma16816(d, a, b);""", after="C[threadIdx.x] = d[0];"),
+    ("three-xtf32", 0): Harness(place="file", before="""
+__shared__ __align__(16) float s[16 * 8];
+s[threadIdx.x % 128] = A[threadIdx.x % 128];
+__syncthreads();
+unsigned raw[4], hi[4], lo[4], b[2] = {0u, 0u};
+float d[4] = {0.f, 0.f, 0.f, 0.f};
+ldsm_x4(raw, (unsigned)__cvta_generic_to_shared(&s[(threadIdx.x % 16) * 8 + (threadIdx.x / 16 % 2) * 4]));
+for (int r = 0; r < 4; ++r) split_tf32(raw[r], hi[r], lo[r]);
+mma1688(d, hi, b);""", after="C[threadIdx.x] = d[0] + __uint_as_float(lo[0]);"),
+    ("three-xtf32", 1): Harness(file="{fence0}", before="""
+constexpr int BK = 32, LDA = BK + 4, LDB = 128 + 8, WM = 64, WN = 32, MI = WM / 16, NI = WN / 8;
+__shared__ __align__(16) float As[128][LDA];
+__shared__ __align__(16) float Bs[BK][LDB];
+const unsigned sAs = (unsigned)__cvta_generic_to_shared(&As[0][0]);
+const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, wm = warp / 4, wn = warp % 4, g = lane / 4, t = lane % 4;
+float acc[MI][NI][4] = {};""", after="C[threadIdx.x] = acc[0][0][0] + acc[MI - 1][NI - 1][3];"),
     ("register-blocking-1d", 0): Harness(before="""
 constexpr int BK = 8, TM = 8, BN = 64;
 __shared__ float As[64][BK];

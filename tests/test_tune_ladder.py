@@ -74,3 +74,25 @@ def test_the_landscape_is_every_configuration_the_store_kept(tmp_path) -> None:
     assert [(row["ms"], row["status"]) for row in table["table"]] == [(5.1, "ok"), (None, "pruned")]
     out["steps"][0]["tune"]["strategy"] = "optuna"  # only an exhaustive search is a whole landscape
     assert landscape(tmp_path, out) is None
+
+
+def test_the_f32_ladder_can_start_at_a_step() -> None:
+    from tune_ladder import steps
+
+    assert [s[0] for s in steps("f32", "double-buffering")] == ["double-buffering", "cuda-cp-async", "warp-tiling",
+                                                                "three-xtf32"]
+    assert steps("f32") == LADDERS["f32"]
+    with pytest.raises(SystemExit, match="three-xtf32"):
+        steps("f32", "no-such-step")
+
+
+def test_the_table_shows_the_tuned_share_beside_the_default_one() -> None:
+    from tune_ladder import table
+
+    out = {"steps": [{"step": "double-buffering", "default": {"median_ms": 3.2, "tflops": 43.3, "pct_of_vendor": 84.0}},
+                     {"step": "cuda-cp-async", "default": {"median_ms": 2.9, "pct_of_vendor": 90.9},
+                      "tuned": {"median_ms": 3.0, "tflops": 45.1, "pct_of_vendor": 87.5},
+                      "tune": {"configs_per_min": 132.6, "devices": [0]}}]}
+    first, second = table(out)
+    assert "84.0 % of vendor" in first and "default" not in first and "configs/min" not in first
+    assert "87.5 % of vendor (default 90.9 %)  132.6 configs/min on devices [0]" in second

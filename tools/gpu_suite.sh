@@ -27,7 +27,7 @@ python3 -m peak_mcp doctor > "$RESULTS/doctor.json" 2> "$RESULTS/doctor.log"; ec
 
 # PARTS picks what runs, so the suite can be split over calls that each fit the device's per-call limit.
 # Not in the default PARTS: hostile, hostile_tests (the hostile-kernel corpus, tests/hostile/), lavapipe, ladder,
-# hlsl_reference, problems, kernelbench, false_failures, false_failures_kernel.
+# f32ladder, hlsl_reference, problems, kernelbench, false_failures, false_failures_kernel.
 bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $RESULTS
     local name=$1; shift
     echo "== bench $name"
@@ -77,14 +77,25 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
     hlsl)
         PEAK_MCP_VK_FENCE_TIMEOUT_S=5 bench hlsl --backend hlsl --size "${SIZE:-4096}" --faults \
             --apply hlsl-groupshared-tiling=examples/matmul/hlsl/tiled_groupshared.hlsl ;;
-    ladder)  # issue 11's tuned ladders at 4096^3 (f32 with the HIP twin of each tuned step, then bf16)
+    ladder)  # issue 11's tuned ladders at 4096^3 (f32 with the HIP twin of each tuned step, then bf16); the whole f32
+        # ladder (six steps since issue 22) needs a call of its own: LADDER_DTYPES=f32
         for dtype in ${LADDER_DTYPES:-f32 bf16}; do
             echo "== ladder $dtype"
-            timeout "${LADDER_TIMEOUT:-300}" python3 tools/tune_ladder.py --dtype "$dtype" --size "${SIZE:-4096}" \
+            timeout "${LADDER_TIMEOUT:-$([ "$dtype" = f32 ] && echo 540 || echo 300)}" python3 tools/tune_ladder.py --dtype "$dtype" --size "${SIZE:-4096}" \
                 --data-dir "/tmp/peak-ladder-$dtype" --out "$RESULTS/ladder_$dtype.json" \
                 --landscape "$RESULTS/landscape_$dtype.json" --tune-budget "${TUNE_BUDGET:-120}" \
                 $([ "$dtype" = f32 ] && echo --hip-twin) \
                 2> "$RESULTS/ladder_$dtype.log" | tee "$RESULTS/ladder_$dtype.txt"
+        done ;;
+    f32ladder)  # issue 22: the f32 ladder's upper steps (double buffering, cp.async, warp tiling on it, 3xTF32), each
+        # applied through MCP and tuned, at each of LADDER_SIZES; under 3 minutes a size on an H100 (one run each)
+        for size in ${LADDER_SIZES:-4096 8192}; do
+            echo "== f32 ladder $size"
+            timeout "${LADDER_TIMEOUT:-280}" python3 tools/tune_ladder.py --dtype f32 --size "$size" \
+                --from "${LADDER_FROM:-double-buffering}" --data-dir "/tmp/peak-f32ladder-$size" \
+                --out "$RESULTS/f32ladder_$size.json" --tune-budget "${TUNE_BUDGET:-40}" \
+                2> "$RESULTS/f32ladder_$size.log" | tee "$RESULTS/f32ladder_$size.txt"
+            echo "f32 ladder $size rc=${PIPESTATUS[0]}"
         done ;;
     problems)  # the row problems' shipped kernels through MCP at 8192 x 8192 (PROBLEMS, DTYPES, TUNE override)
         timeout "${PROBLEMS_TIMEOUT:-400}" python3 tools/bench_problems.py --problems ${PROBLEMS:-softmax rmsnorm} \

@@ -5,6 +5,11 @@ step, before and after tuning, and configurations per minute while tuning.
     python tools/tune_ladder.py --dtype f32 --size 4096 --out ladder_f32.json
     python tools/tune_ladder.py --dtype bf16 --size 4096 --out ladder_bf16.json
     python tools/tune_ladder.py --dtype f32 --hip-twin --out ladder_f32.json   # + the top step as HIP, same config
+    python tools/tune_ladder.py --dtype f32 --size 8192 --from double-buffering  # the upper steps only
+
+Each step is applied with exact=true: the brief is the named text itself, not a device specialization of it (on an
+H100, double-buffering would otherwise resolve to cuda-cp-async, the next step's text). --from STEP applies STEP to
+the naive version 0 and skips the steps before it.
 
 Like tools/bench_matmul.py it runs a real MCP client against `python -m peak_mcp serve` over stdio. --landscape FILE
 also writes every configuration the first exhaustively tuned step measured (read back from the server's store) in
@@ -39,7 +44,9 @@ LADDERS: dict[str, list[tuple[str, Path, str, int]]] = {
     "f32": [("shared-memory-tiling", CUDA / "smem_tiled.cu", "exhaustive", 8),
             ("register-blocking-2d", CUDA / "tuned" / "regblock.cu", "exhaustive", 256),
             ("double-buffering", CUDA / "double_buffered.cu", "none", 0),
-            ("warp-tiling", CUDA / "tuned" / "warptile.cu", "optuna", 96)],
+            ("cuda-cp-async", CUDA / "tuned" / "cp_async.cu", "optuna", 64),
+            ("warp-tiling", CUDA / "tuned" / "warptile_async.cu", "optuna", 64),
+            ("three-xtf32", CUDA / "tuned" / "three_xtf32.cu", "optuna", 32)],
     "f16": [("tensor-cores", CUDA / "f16" / "wmma_tiled.cu", "none", 0),
             ("mma-sync-ptx", CUDA / "f16" / "mma_pipelined.cu", "exhaustive", 8)],
     "bf16": [("tensor-cores", CUDA / "bf16" / "wmma_tiled.cu", "none", 0),
@@ -97,7 +104,7 @@ async def ladder(args: argparse.Namespace) -> dict[str, Any]:
                                                                   "serve"], env=dict(os.environ))
     replay = Replay()
     sizes = {"M": args.size, "N": args.size, "K": args.size}
-    out: dict[str, Any] = {"dtype": args.dtype, "sizes": sizes, "steps": []}
+    out: dict[str, Any] = {"dtype": args.dtype, "sizes": sizes, "from": args.start, "steps": []}
     async with Client(server, read_timeout_seconds=3600, sampling_callback=replay) as client:
         session = await _call(client, "start_session", {"backend": "cuda", "dtype": args.dtype, "sizes": sizes})
         sid = session["session_id"]
@@ -106,11 +113,11 @@ async def ladder(args: argparse.Namespace) -> dict[str, Any]:
         out["steps"].append({"step": "naive (version 0)", "version": 0, **_perf(session["version_0"])})
         _log(f"v0 {out['steps'][-1]}")
         parent = 0
-        for transformation, path, strategy, max_configs in LADDERS[args.dtype]:
+        for transformation, path, strategy, max_configs in steps(args.dtype, args.start):
             replay.source = path.read_text()
             t0 = time.perf_counter()
             applied = await _call(client, "apply_transformation", {"session_id": sid, "transformation": transformation,
-                                                                   "version": parent})
+                                                                   "version": parent, "exact": True})
             version = applied.get("result")
             report = await _call(client, "get_version", {"session_id": sid, "version": version}) \
                 if version is not None else {}
@@ -181,6 +188,17 @@ async def hip_twin(client: Client, out: dict[str, Any], sizes: dict[str, int], d
     return rows
 
 
+def steps(dtype: str, start: str | None = None) -> list[tuple[str, Path, str, int]]:
+    """The dtype's ladder, from the step named `start` (applied to version 0) when given."""
+    ladder = LADDERS[dtype]
+    if start is None:
+        return ladder
+    names = [step[0] for step in ladder]
+    if start not in names:
+        raise SystemExit(f"--from {start}: the {dtype} ladder's steps are {', '.join(names)}")
+    return ladder[names.index(start):]
+
+
 def save(path: Path | None, out: dict[str, Any]) -> None:
     if path:
         path.write_text(json.dumps(out, indent=1, default=str) + "\n")
@@ -207,6 +225,22 @@ def landscape(data_dir: Path, out: dict[str, Any]) -> dict[str, Any] | None:
             "table": table}
 
 
+def table(out: dict[str, Any]) -> list[str]:
+    """One line a step: its time, TFLOP/s and share of the vendor library (tuned where tuned, with the default
+    configuration's share beside it: the full timing of the search's best can come out below the default)."""
+    lines = []
+    for step in out["steps"]:
+        tuned = step.get("tuned") or step.get("default") or step
+        tune = step.get("tune") or {}
+        default = (step.get("default") or {}).get("pct_of_vendor") if step.get("tuned") else None
+        lines.append(f"{step['step']:<24} {tuned.get('median_ms')!s:>10} ms {tuned.get('tflops')!s:>8} TFLOP/s "
+                     f"{tuned.get('pct_of_vendor')!s:>6} % of vendor"
+                     + (f" (default {default} %)" if default is not None else "")
+                     + (f"  {tune['configs_per_min']} configs/min on devices {tune.get('devices')}"
+                        if tune.get("configs_per_min") is not None else ""))
+    return lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dtype", default="f32", choices=sorted(LADDERS))
@@ -216,7 +250,10 @@ def main() -> int:
     parser.add_argument("--hip-twin", action="store_true", help="also time the tuned kernels as HIP beside CUDA")
     parser.add_argument("--tune-budget", type=float, default=180.0, help="seconds each tune may search")
     parser.add_argument("--landscape", type=Path, default=None, help="write the exhaustive step's table here")
+    parser.add_argument("--from", dest="start", default=None, metavar="STEP",
+                        help="start at this step (applied to the naive version 0), skipping those before it")
     args = parser.parse_args()
+    steps(args.dtype, args.start)  # an unknown step stops here, before the server starts
     started = time.perf_counter()
     out = anyio.run(ladder, args)
     out["seconds"] = round(time.perf_counter() - started, 1)
@@ -225,12 +262,7 @@ def main() -> int:
         if table:
             args.landscape.write_text(json.dumps(table, indent=1) + "\n")
     save(args.out, out)
-    for step in out["steps"]:
-        tuned = step.get("tuned") or step.get("default") or step
-        tune = step.get("tune") or {}
-        print(f"{step['step']:<24} {tuned.get('median_ms')!s:>10} ms {tuned.get('tflops')!s:>8} TFLOP/s "
-              f"{tuned.get('pct_of_vendor')!s:>6} % of vendor  {tune.get('configs_per_min', '')}"
-              + (f" configs/min on devices {tune['devices']}" if tune.get("devices") else ""))
+    print("\n".join(table(out)))
     return 0
 
 
