@@ -40,6 +40,8 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "grouped block order": (r"\bGROUP_M\b", ("grid-rasterization",)),
     "wave intrinsics": (r"\bWave(ReadLaneAt|ActiveSum|GetLaneIndex|GetLaneCount)\b", ("hlsl-wave-tiling",)),
     "16-bit packed reads": (r"\bf16tof32\b", ("hlsl-16bit-types",)),
+    "cache-eviction hints": (r"__ldcs|__stcs|L2::cache_hint|L1::no_allocate|__builtin_nontemporal_(?:load|store)",
+                             ("cache-eviction-hints",)),
 }
 _DOUBLE_BUFFER = re.compile(r"(__shared__|groupshared)[^;]*\w+\s*\[\s*(2|STAGES|NSTAGES)\s*\]\s*\[")
 _NEXT_STEP = re.compile(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`")
