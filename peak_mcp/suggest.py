@@ -51,6 +51,8 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "online rescaling": (r"\*=?\s*(__)?exp2?f?\s*\(\s*\(?\s*[A-Za-z_]\w*\s*-\s*[A-Za-z_]\w*\s*\)",
                          ("online-softmax",)),
     "rows strided over the grid": (r"\+=\s*(gridDim\.x|GRID)\b", ("persistent-rows",)),
+    "cache-eviction hints": (r"__ldcs|__stcs|L2::cache_hint|L1::no_allocate|__builtin_nontemporal_(?:load|store)",
+                             ("cache-eviction-hints",)),
 }
 _DOUBLE_BUFFER = re.compile(r"(__shared__|groupshared)[^;]*\w+\s*\[\s*(2|STAGES|NSTAGES)\s*\]\s*\[")
 _NEXT_STEP = re.compile(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`")

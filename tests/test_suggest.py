@@ -111,6 +111,12 @@ def test_source_features_of_the_shipped_examples() -> None:
     assert set(naive) == {"coalesced (x threads along n)"}
     tiled = source_features((EXAMPLES / "hlsl" / "tiled_groupshared.hlsl").read_text())
     assert set(tiled) == {"shared memory", "coalesced (x threads along n)"}
+    rows = EXAMPLES.parent
+    for problem in ("softmax", "rmsnorm"):
+        for backend, ext in (("cuda", "cu"), ("hip", "hip")):
+            hinted = (rows / problem / backend / f"7_cache_hints.{ext}").read_text()
+            assert "cache-eviction hints" in source_features(hinted)
+    assert "cache-eviction hints" not in source_features((rows / "rmsnorm" / "cuda" / "4_registers.cu").read_text())
 
 
 def test_lineage_follows_parents_not_version_order() -> None:

@@ -187,6 +187,12 @@ __device__ __forceinline__ void unpack(const uint4& raw, float (&f)[VEC]) {
     const T* e = reinterpret_cast<const T*>(&raw);
     for (int j = 0; j < VEC; ++j) f[j] = static_cast<float>(e[j]);
 }"""
+ROW_PACK = """__device__ __forceinline__ uint4 pack(const float (&f)[VEC]) {
+    uint4 raw;
+    T* e = reinterpret_cast<T*>(&raw);
+    for (int j = 0; j < VEC; ++j) e[j] = T(f[j]);
+    return raw;
+}"""
 ROW_X0 = "const float x0 = threadIdx.x < COLS ? static_cast<float>(x[threadIdx.x]) : 0.0f;"
 
 HARNESSES.update({
@@ -223,6 +229,21 @@ float group_sum(float v, uint tid) { return WaveActiveSum(v); }""", before="cons
                                    after="y[tid] = row_max * inv;"),
     ("row-per-warp", 0): Harness(file=f"#define WARPS 8\n{ROW_WARP_SUM}"),
     ("persistent-rows", 0): Harness(file=f"#define BLOCK 256\n{ROW_WARP_SUM}\n{ROW_BLOCK_SUM}"),
+    ("cache-eviction-hints", 0): Harness(place="file", file="#define HINT 2", after="""
+const uint4* xv = reinterpret_cast<const uint4*>(x);
+const uint4 a = load_once(xv + threadIdx.x), b = load_kept(reinterpret_cast<const uint4*>(w) + threadIdx.x);
+store_once(reinterpret_cast<uint4*>(y) + threadIdx.x, make_uint4(a.x ^ b.x, a.y, a.z, a.w));"""),
+    ("cache-eviction-hints", 1): Harness(file=f"#define BLOCK 256\n#define EPT 32\n#define HINT 2\n{ROW_UNPACK}\n"
+                                              f"{ROW_PACK}\n#define VPT (EPT / VEC)\n" "{fence0}", before="""
+const size_t base = (size_t)blockIdx.x * COLS;
+const int tid = threadIdx.x, head = 0, nvec = COLS / VEC;
+const bool fits = nvec <= VPT * BLOCK;
+const float r = 0.5f;
+const uint4* xv = reinterpret_cast<const uint4*>(x + base);
+uint4* yv = reinterpret_cast<uint4*>(y + base);
+uint4 raw[VPT];
+for (int k = 0; k < VPT; ++k)
+    raw[k] = load_once(xv + min(tid + k * BLOCK, max(nvec - 1, 0)));"""),
     ("hlsl-wave-reduction", 0): Harness(place="file", file="#define NT 256", after="""
 y[tid] = group_reduce(float(x[tid]), tid, false) + group_reduce(float(x[tid]), tid, true);"""),
 })

@@ -26,7 +26,8 @@ from mcp import Client, StdioServerParameters
 ROOT = Path(__file__).resolve().parent.parent
 TYPES = {"cuda": {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"},
          "hip": {"f32": "float", "f16": "__half", "bf16": "hip_bfloat16"}}
-DEFAULT_KERNELS = {"softmax": ["2_warp_shuffle", "4_online_registers"], "rmsnorm": ["2_warp_shuffle", "4_registers"],
+DEFAULT_KERNELS = {"softmax": ["2_warp_shuffle", "4_online_registers", "7_cache_hints"],
+                   "rmsnorm": ["2_warp_shuffle", "4_registers", "7_cache_hints"],
                    "row_sum": ["2_warp_shuffle", "3_vectorized"]}
 
 

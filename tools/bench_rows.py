@@ -19,7 +19,9 @@ not on the GPU machine). Kernels run in child processes, one per problem and dty
 sticky CUDA error) or hangs is reported in the table and the child restarts with the next kernel. One markdown
 table goes to stdout (and <out>.md), the JSON to --out ($OUT/rows.json by default).
 
---sweep N also times up to N configurations of each kernel's `// peak: params` space (at the timed size only).
+--sweep N also times up to N configurations of each kernel's `// peak: params` space (at the timed size only), the
+default first, then the space in order (the last parameter varying fastest). --match 4_ 7_ keeps the kernels whose
+file names contain any of the strings.
 """
 
 from __future__ import annotations
@@ -590,7 +592,8 @@ def main() -> int:
     parser.add_argument("--cols", type=int, default=8192)
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--sweep", type=int, default=1, help="configurations timed per kernel (1: the default)")
-    parser.add_argument("--match", default="", help="only kernels whose file name contains this")
+    parser.add_argument("--match", nargs="+", default=[""],
+                        help="only kernels whose file name contains one of these (e.g. --match 4_ 7_)")
     parser.add_argument("--budget", type=float, default=225.0, help="seconds for the whole run")
     parser.add_argument("--kernel-timeout", type=float, default=60.0)
     parser.add_argument("--dirty-flush", action="store_true", help="flush by a write alone (no read after it)")
@@ -615,7 +618,8 @@ def main() -> int:
     except Exception as exc:
         report["copy"] = {"failure": f"{type(exc).__name__}: {exc}"}
     for problem in args.problems:
-        kernels = sorted(p.name for p in (ROOT / "examples" / problem / "cuda").glob("*.cu") if args.match in p.name)
+        kernels = sorted(p.name for p in (ROOT / "examples" / problem / "cuda").glob("*.cu")
+                         if any(m in p.name for m in args.match))
         for dtype in args.dtypes:
             group: dict[str, Any] = {"problem": problem, "dtype": dtype}
             group["kernels"] = run_children(problem, dtype, kernels, args, deadline - 25 * (not args.no_torch))

@@ -1,0 +1,212 @@
+// Step 7, cache-eviction-hints: step 4 (online softmax, the row in registers, x read from DRAM once, every load of
+// a thread issued before any is used) with each 16-byte global access marked by how often its data is used.
+// - x is read once. HINT=2: ld.global.nc.L1::no_allocate.L2::cache_hint under an L2 evict_first policy (the row
+//   passes L1 by, and its lines are the first the L2 gives up); HINT=1: ld.global.cs (__ldcs, evict-first).
+// - y is written once. HINT=2: st.global.L1::no_allocate.L2::cache_hint (evict_first); HINT=1: st.global.cs.
+// - HINT=0: plain accesses (step 4), the baseline inside the same space. (sm_90 takes an L2 priority on a 16-byte
+//   access only through a createpolicy operand: a bare .L2::evict_first needs 32-byte accesses.)
+// Rows longer than BLOCK * EPT take step 4's streaming online pass with plain loads, so that the writing pass
+// (evict-first: x's last use) finds the row in L2. Any ROWS, COLS >= 1.
+// peak: entry=softmax_hints grid=(ROWS, 1, 1) block=(BLOCK, 1, 1) shared=0
+// peak: params BLOCK=[256, 512, 1024, 128] EPT=[32, 16, 8, 64] HINT=[2, 1, 0]
+// peak: where=BLOCK * EPT <= 16384
+// peak: where=BLOCK * EPT >= min(COLS, 8192)
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+typedef float T;  // the session's dtype: float, __half or __nv_bfloat16 (the only line to change)
+
+#define LOG2E 1.4426950408889634f
+#define LOWEST (-3.402823466e38f)  // -FLT_MAX: merging two empty partials gives 0 * exp2(0), never NaN
+#define WARPS (BLOCK / 32)
+#define VEC ((int)(16 / sizeof(T)))  // elements per 16-byte access: 4 floats or 8 halves
+#define VPT (EPT / VEC)              // 16-byte vectors each thread keeps in registers
+
+#if HINT == 2 && (!defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800)
+#define L2_POLICY 1  // createpolicy and .L2::cache_hint: sm_80 and newer; older devices get HINT=1's accesses
+#else
+#define L2_POLICY 0
+#endif
+
+#if L2_POLICY
+__device__ __forceinline__ unsigned long long policy_evict_first()
+{
+    unsigned long long p;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+#endif
+
+// x: read once. The load is plain asm (no side effects: the kernel never writes x), so the compiler may schedule
+// it as an ordinary load; the store is asm volatile.
+__device__ __forceinline__ uint4 load_once(const uint4* p)
+{
+#if L2_POLICY
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(policy_evict_first()));
+    return v;
+#elif HINT
+    return __ldcs(p);
+#else
+    return *p;
+#endif
+}
+
+// y: written once.
+__device__ __forceinline__ void store_once(uint4* p, const uint4& v)
+{
+#if L2_POLICY
+    asm volatile("st.global.L1::no_allocate.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;"
+                 :: "l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w), "l"(policy_evict_first()) : "memory");
+#elif HINT
+    __stcs(p, v);
+#else
+    *p = v;
+#endif
+}
+
+__device__ __forceinline__ void unpack(const uint4& raw, float (&f)[VEC])
+{
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+        f[j] = static_cast<float>(e[j]);
+}
+
+__device__ __forceinline__ uint4 pack(const float (&f)[VEC])
+{
+    uint4 raw;
+    T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+        e[j] = T(f[j]);
+    return raw;
+}
+
+// Online softmax: fold VEC values into (m, s).
+__device__ __forceinline__ void online(float& m, float& s, const float (&f)[VEC])
+{
+    float mv = f[0];
+#pragma unroll
+    for (int j = 1; j < VEC; ++j)
+        mv = fmaxf(mv, f[j]);
+    const float mn = fmaxf(m, mv);
+    float add = 0.0f;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+        add += exp2f((f[j] - mn) * LOG2E);
+    s = s * exp2f((m - mn) * LOG2E) + add;
+    m = mn;
+}
+
+__device__ __forceinline__ void merge(float& m, float& s, float m2, float s2)
+{
+    const float mn = fmaxf(m, m2);
+    s = s * exp2f((m - mn) * LOG2E) + s2 * exp2f((m2 - mn) * LOG2E);  // symmetric: same bits in both lanes
+    m = mn;
+}
+
+__device__ __forceinline__ void warp_merge(float& m, float& s)
+{
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        merge(m, s, m2, s2);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK)
+softmax_hints(const T* __restrict__ x, T* __restrict__ y, int ROWS, int COLS)
+{
+    __shared__ float red_m[WARPS], red_s[WARPS];
+    const size_t base = (size_t)blockIdx.x * COLS;
+    const T* xr = x + base;
+    T* yr = y + base;
+    const int head = min((int)((VEC - base % VEC) % VEC), COLS);
+    const int nvec = (COLS - head) / VEC, tail = head + nvec * VEC;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const bool has_edge = tid < head + (COLS - tail);  // scalar head and tail columns, one per thread
+    const int edge = tid < head ? tid : tail + (tid - head);
+    const uint4* xv = reinterpret_cast<const uint4*>(xr + head);
+    uint4* yv = reinterpret_cast<uint4*>(yr + head);
+    const bool fits = nvec <= VPT * BLOCK;  // uniform over the block
+
+    float m = LOWEST, s = 0.0f;
+    const float xe = has_edge ? static_cast<float>(xr[edge]) : LOWEST;
+    if (has_edge) {
+        m = xe;
+        s = 1.0f;
+    }
+    uint4 raw[VPT];
+    if (fits) {
+#pragma unroll
+        for (int k = 0; k < VPT; ++k)  // every load first: VPT x 16 bytes in flight per thread
+            if (tid + k * BLOCK < nvec)
+                raw[k] = load_once(xv + tid + k * BLOCK);
+        float mt = m;  // the row is in registers: this thread's max first, then one exp per element
+#pragma unroll
+        for (int k = 0; k < VPT; ++k)
+            if (tid + k * BLOCK < nvec) {
+                float f[VEC];
+                unpack(raw[k], f);
+#pragma unroll
+                for (int j = 0; j < VEC; ++j)
+                    mt = fmaxf(mt, f[j]);
+            }
+        s *= exp2f((m - mt) * LOG2E);
+#pragma unroll
+        for (int k = 0; k < VPT; ++k)
+            if (tid + k * BLOCK < nvec) {
+                float f[VEC];
+                unpack(raw[k], f);
+#pragma unroll
+                for (int j = 0; j < VEC; ++j)
+                    s += exp2f((f[j] - mt) * LOG2E);
+            }
+        m = mt;
+    } else {
+#pragma unroll 4
+        for (int i = tid; i < nvec; i += BLOCK) {  // plain loads: the writing pass finds the row in L2
+            float f[VEC];
+            unpack(xv[i], f);
+            online(m, s, f);
+        }
+    }
+    // Block merge: warp butterflies, one shared exchange, every warp merges the partials in the same order.
+    warp_merge(m, s);
+    if (lane == 0) {
+        red_m[warp] = m;
+        red_s[warp] = s;
+    }
+    __syncthreads();
+    m = lane < WARPS ? red_m[lane] : LOWEST;
+    s = lane < WARPS ? red_s[lane] : 0.0f;
+    warp_merge(m, s);
+    const float inv = 1.0f / s;
+
+    if (has_edge)
+        yr[edge] = T(exp2f((xe - m) * LOG2E) * inv);
+    if (fits) {
+#pragma unroll
+        for (int k = 0; k < VPT; ++k)
+            if (tid + k * BLOCK < nvec) {
+                float f[VEC];
+                unpack(raw[k], f);
+#pragma unroll
+                for (int j = 0; j < VEC; ++j)
+                    f[j] = exp2f((f[j] - m) * LOG2E) * inv;
+                store_once(yv + tid + k * BLOCK, pack(f));
+            }
+    } else {
+#pragma unroll 4
+        for (int i = tid; i < nvec; i += BLOCK) {
+            float f[VEC];
+            unpack(load_once(xv + i), f);  // the last use of x: evict-first
+#pragma unroll
+            for (int j = 0; j < VEC; ++j)
+                f[j] = exp2f((f[j] - m) * LOG2E) * inv;
+            store_once(yv + i, pack(f));
+        }
+    }
+}
