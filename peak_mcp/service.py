@@ -212,6 +212,9 @@ class PeakService:
         self._devices: dict[str, Device] = {}  # session id -> described device
         # Problem files are read (confined, by content) at the first look-up, and again by list_problems and
         # start_session when they changed.
+        # Made now, before any worker starts: a worker can read only folders that existed when it was confined, and
+        # define_problem may write its first file after the workers started.
+        settings.defined_problems.mkdir(parents=True, exist_ok=True)
         self.problems = ProblemRegistry(settings.problem_dirs, defined=settings.defined_problems,
                                         classes=BUILTIN_CLASSES.values(), sandbox=settings.sandbox)
         self.http = False  # serving streamable HTTP (cli): define_problem then needs the operator's consent

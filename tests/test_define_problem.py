@@ -109,3 +109,18 @@ async def test_a_reference_kernel_becomes_v0_and_is_validated(make_client) -> No
         wrong = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000},
                                                      "reference_kernel": KERNEL.replace("BODY", "x[id.x]")})
         assert wrong["version_0"]["failure"] == "wrong_result" and wrong.get("head") is None
+
+
+@VULKAN
+async def test_a_problem_defined_after_the_worker_started_is_readable_there(make_client, settings) -> None:
+    """An agent's first define_problem came after a session had started the device worker: the worker, confined
+    before <data dir>/problems existed, could not read the file ("Permission denied") until the server restarted."""
+    async with make_client() as (client, _):
+        first = await call(client, "start_session", {"problem": "softmax", "backend": "hlsl",
+                                                     "sizes": {"ROWS": 8, "COLS": 16}})
+        assert first["version_0"]["status"] == "benchmarked"
+        await call(client, "define_problem", {"source": NEGATE})
+        session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000}})
+        good = await call(client, "submit_kernel", {"session_id": session["session_id"],
+                                                    "source": KERNEL.replace("BODY", "-x[id.x]")})
+        assert good["status"] == "benchmarked", good["message"]
