@@ -48,6 +48,7 @@ from peak_mcp.models import (
 from peak_mcp.phases import Baseline, Generality, SanitizerReport, SizeFailure, Verdict, dumped
 from peak_mcp.problems import BUILTIN_CLASSES, Problem, ProblemRegistry
 from peak_mcp.problems.declared import NAME as NAME_PATTERN
+from peak_mcp.problems.describe import MISSING_MODULE
 from peak_mcp.problems.kernel_reference import ReferenceKernel
 from peak_mcp.problems.registry import DescribeFailed, describe_in_subprocess
 from peak_mcp.records import Outcome, SessionRow, Status, VersionRow
@@ -335,6 +336,8 @@ class PeakService:
             except DescribeFailed as exc:
                 where = f"line {exc.line}: " if exc.line else ""
                 raise InvalidInput(f"the problem was not saved: {where}{exc.message}",
+                                   "ask the operator to install it, or define the problem with a NumPy reference "
+                                   "(docs/problems.md)." if MISSING_MODULE in exc.message else
                                    "fix the source and call define_problem again.") from None
         folder = self.settings.defined_problems
         folder.mkdir(parents=True, exist_ok=True)

@@ -28,6 +28,7 @@ from peak_mcp.errors import PeakError
 NAIVE_SUFFIXES = (".cu", ".hip", ".hlsl", ".txt")
 KEYS = ("NAME", "TITLE", "SIZES", "DTYPES", "INPUTS", "OUTPUTS", "SCALARS", "FLOPS", "BYTES", "CONSTRAINTS",
         "RANGE", "STRESS_RANGE", "TOLERANCE", "NAIVE", "BATCH", "REDUCTION")
+MISSING_MODULE = "the server's Python has no module"
 FUNCTIONS = ("reference", "generate", "error_scale", "torch_reference")
 SMOKE_SIZES = (5, 8, 16, 64, 3, 2, 1, 128)
 
@@ -72,8 +73,12 @@ def describe_file(path: Path) -> dict[str, Any]:
         raise DescribeError(f"syntax error: {exc.msg}", exc.lineno) from None
     except BaseException as exc:  # SystemExit and KeyboardInterrupt from a problem file too
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == str(path)]
-        raise DescribeError(f"importing it raised {type(exc).__name__}: {str(exc)[:300]}",
-                            frames[-1].lineno if frames else None) from None
+        line = frames[-1].lineno if frames else None
+        if isinstance(exc, ModuleNotFoundError) and exc.name and frames:  # the file's own import: the environment
+            extra = " (pip install 'peak-mcp[torch]' where the server runs)" if exc.name == "torch" else ""
+            raise DescribeError(f"{MISSING_MODULE} {exc.name!r}, which the file imports{extra}: the file may be "
+                                "right; this server cannot run it", line) from None
+        raise DescribeError(f"importing it raised {type(exc).__name__}: {str(exc)[:300]}", line) from None
     if kernelbench.looks_like_kernelbench(vars(module)):  # class Model, get_inputs: translated, not declared
         try:
             module = problem_module(module, kernelbench.kernelbench_name(path.stem))
