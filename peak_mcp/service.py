@@ -46,7 +46,7 @@ from peak_mcp.models import (
     VersionReport,
 )
 from peak_mcp.phases import Baseline, Generality, SanitizerReport, SizeFailure, Verdict, dumped
-from peak_mcp.problems import BUILTIN_CLASSES, Problem, ProblemRegistry
+from peak_mcp.problems import BUILTIN_CLASSES, DeclaredProblem, Problem, ProblemRegistry
 from peak_mcp.problems.declared import NAME as NAME_PATTERN
 from peak_mcp.problems.describe import MISSING_MODULE
 from peak_mcp.problems.kernel_reference import ReferenceKernel
@@ -593,6 +593,7 @@ class PeakService:
         or hang at a sampled size, or a sanitizer finding, fails it; a wrong result at another size makes it
         not_general."""
         generality, sanitized = self._generality(session, source, progress, params)
+        problem = self.problem(session.problem)
         update: dict[str, Any] = {"generality": generality}
         if sanitized and outcome.validation is not None:  # kept with the verdict at the session's sizes
             update["validation"] = outcome.validation.model_copy(update={"sanitizer": sanitized})
@@ -612,8 +613,10 @@ class PeakService:
         if generality.passed is False and generality.failures:
             return outcome.model_copy(update={"status": Status.NOT_GENERAL,
                                               "failure": f"generality_{generality.failures[0].check}",
-                                              "message": not_general_message(outcome, generality,
-                                                                             self.problem(session.problem).symbols)})
+                                              "message": not_general_message(
+                                                  outcome, generality, problem.symbols,
+                                                  bound_declarable=isinstance(problem, DeclaredProblem)
+                                                  and not problem.declaration.has_error_scale)})
         return outcome
 
     def _generality(self, session: SessionRow, source: str, progress: Progress,

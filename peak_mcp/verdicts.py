@@ -53,7 +53,8 @@ def above_session(problem: Problem, session_sizes: dict[str, int], sizes: dict[s
         return False
 
 
-def not_general_message(outcome: Outcome, generality: Generality, symbols: Sequence[str] = ("M", "N", "K")) -> str:
+def not_general_message(outcome: Outcome, generality: Generality, symbols: Sequence[str] = ("M", "N", "K"),
+                        bound_declarable: bool = False) -> str:
     """What a version right at the session's sizes and wrong at others says: not a success, where it failed first
     (with the check's numbers), where else, and what would make it one."""
     first, *rest = generality.failures
@@ -67,8 +68,13 @@ def not_general_message(outcome: Outcome, generality: Generality, symbols: Seque
         text += f" and {len(rest) - 4} more" if len(rest) > 4 else ""
     allowed = f"every size meeting the session's constraints {generality.constraints}" if generality.constraints \
         else "any size (the session declares no constraints)"
-    return (text + f". A kernel must be right at {allowed}: handle the edges (guard loads and stores past "
-                   f"{', '.join(symbols)}), {ACCEPT_SPECIALIZED}.")
+    text += (f". A kernel must be right at {allowed}: handle the edges (guard loads and stores past "
+             f"{', '.join(symbols)}), {ACCEPT_SPECIALIZED}.")
+    if bound_declarable and all(f.check == "wrong_result" for f in generality.failures):
+        text += (" Every failure is a wrong value (none unwritten or out of bounds): if the kernel is right and only "
+                 "its rounding differs, the problem file's bound may be too tight for its reductions; it can declare "
+                 "REDUCTION (the longest sum's length) or error_scale (docs/problems.md, Tolerance).")
+    return text
 
 
 def also_wrong(generality: Generality) -> str:

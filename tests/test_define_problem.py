@@ -124,3 +124,60 @@ async def test_a_problem_defined_after_the_worker_started_is_readable_there(make
         good = await call(client, "submit_kernel", {"session_id": session["session_id"],
                                                     "source": KERNEL.replace("BODY", "-x[id.x]")})
         assert good["status"] == "benchmarked", good["message"]
+
+
+LAYERNORM = '''"""Row layer norm without weights: y = (x - mean) / sqrt(var + 1e-5) along each row."""
+NAME = "plain_layernorm"
+SIZES = {"ROWS": 64, "COLS": 100}
+INPUTS = {"x": ("ROWS", "COLS")}
+OUTPUTS = {"y": ("ROWS", "COLS")}
+SCALARS = ("ROWS", "COLS")
+FLOPS = "8 * ROWS * COLS"
+EXTRA
+
+
+def reference(x):
+    mean = x.mean(axis=1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=1, keepdims=True)
+    return (x - mean) / (var + 1e-5) ** 0.5
+'''
+# One thread per row, sequential f32 sums: the naive kernel an agent writes first.
+SEQUENTIAL = """// peak: entry=main groups=(cdiv(ROWS, 64), 1, 1)
+struct Params { uint ROWS; uint COLS; };
+[[vk::push_constant]] ConstantBuffer<Params> p;
+[[vk::binding(0)]] StructuredBuffer<float> x;
+[[vk::binding(1)]] RWStructuredBuffer<float> y;
+[numthreads(64, 1, 1)]
+void main(uint3 id : SV_DispatchThreadID)
+{
+    if (id.x >= p.ROWS) return;
+    uint base = id.x * p.COLS;
+    float s = 0.0;
+    for (uint c = 0; c < p.COLS; ++c) s += x[base + c];
+    float mean = s / p.COLS;
+    float v = 0.0;
+    for (uint c = 0; c < p.COLS; ++c) { float d = x[base + c] - mean; v += d * d; }
+    float inv = 1.0 / sqrt(v / p.COLS + 1e-5);
+    for (uint c = 0; c < p.COLS; ++c) y[base + c] = (x[base + c] - mean) * inv;
+}
+"""
+
+
+@VULKAN
+@pytest.mark.parametrize("extra", ["", 'BATCH = "ROWS"', 'REDUCTION = "COLS"'])
+async def test_a_sequential_row_reduction_is_within_the_default_bound_or_told_how_to_declare_it(make_client,
+                                                                                                 extra) -> None:
+    """An agent's correct naive layer norm (sequential f32 sums) was not_general at COLS=4101 and told to 'handle the
+    edges': the default bound grows with the reduction's length where the file says it (BATCH or REDUCTION); where
+    it cannot tell, the verdict says what to declare instead of blaming the edges alone."""
+    async with make_client() as (client, _):
+        await call(client, "define_problem", {"source": LAYERNORM.replace("EXTRA", extra)})
+        session = await call(client, "start_session", {"problem": "plain_layernorm", "backend": "hlsl",
+                                                       "sizes": {"ROWS": 64, "COLS": 100}})
+        report = await call(client, "submit_kernel", {"session_id": session["session_id"], "source": SEQUENTIAL})
+        if extra:
+            assert report["status"] == "benchmarked" and report["generality"]["passed"], report["message"]
+        elif report["status"] == "not_general":
+            assert "REDUCTION" in report["message"] and "error_scale" in report["message"]
+        else:
+            assert report["status"] == "benchmarked", report["message"]

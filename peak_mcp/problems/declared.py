@@ -421,7 +421,7 @@ class DeclaredProblem(Problem):
         return Tolerance(rel_l2=given.rel_l2 or REL_L2_SHARE, roundoff=COMPUTE_ROUNDOFF,
                          factor=given.factor or FACTOR, floor=given.floor or FLOOR, with_lp=True,
                          scale_words="the problem's error scale" if self.declaration.has_error_scale else
-                         "max(|ref|, rms(ref))")
+                         "√L × max(|ref|, rms(ref)), L the reduction length")
 
     def has_naive(self, backend: str, dtype: str) -> bool:
         return f"{backend}:{dtype}" in self.declaration.naive or backend in self.declaration.naive
@@ -624,7 +624,8 @@ class DeclaredProblem(Problem):
             lp = to_float64(from_float(rough[buf.name].reshape(-1).astype(np.float32), out_dtype), out_dtype)
             rms = float(xp.sqrt(xp.mean(ref * ref))) if ref.size else 0.0
             magnitude = xp.maximum(xp.abs(ref), rms or 1.0)
-            scale = scales[buf.name].reshape(-1) if scales is not None else magnitude
+            scale = scales[buf.name].reshape(-1) if scales is not None else \
+                math.sqrt(self.reduction_length(sizes)) * magnitude
             folded = (scale + magnitude * (UNIT_ROUNDOFF[out_dtype] / COMPUTE_ROUNDOFF)
                       + xp.abs(lp - ref) / (tol.floor * COMPUTE_ROUNDOFF))
             norm = float(xp.linalg.norm(magnitude)) or 1.0
@@ -636,6 +637,21 @@ class DeclaredProblem(Problem):
     def reference(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, seed: int, max_flops: float,
                   xp: Any) -> dict[str, Reference]:
         return self.references(inputs, sizes, dtype, xp)
+
+    def reduction_length(self, sizes: Sizes) -> int:
+        """The length of the longest reduction behind one output element, whose rounding error in an order other
+        than the reference's grows with its square root: REDUCTION where declared; else, with BATCH, the elements of
+        one batch row of the largest input (a row-wise op reduces along its row); else input elements over output
+        elements (a sum of each row: its length; an elementwise op: 1)."""
+        d = self.declaration
+        if d.reduction is not None:
+            return max(1, evaluate(d.reduction, sizes))
+        size = lambda buf: math.prod(evaluate(e, sizes) for e in buf.shape)  # noqa: E731
+        if d.batch is not None:
+            rows = [size(b) // max(1, evaluate(b.shape[0], sizes)) for b in d.inputs if b.shape[0] == d.batch]
+            if rows:
+                return max(1, max(rows))
+        return max(1, sum(map(size, d.inputs)) // max(1, sum(map(size, d.outputs))))
 
     def reference_at(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, indices: np.ndarray,
                      to_host: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -12,7 +12,7 @@ float64 arithmetic: `spread` is how far two launches of the reference on the sam
 unordered reduction), m = max(|ref|, rms(ref)), and s = sqrt(L) * max(m, how far the reference's output moves
 when every input element moves by one unit in the last place, per unit roundoff of the input's type): the output's
 sensitivity to rounding (a sum that cancels has a large one), grown by the square root of L, the length of the
-longest reduction behind an output element (the file's REDUCTION, else input elements over output elements), as
+longest reduction behind an output element (DeclaredProblem.reduction_length), as
 the rounding error of a sum in another order grows. The reference kernel is checked as any kernel is (guards,
 inputs left unchanged, every output written and finite); where it fails, nothing can be judged against it, and
 the error says so rather than blaming a candidate.
@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict
 from peak_mcp.backends.base import Compiled, Executor
 from peak_mcp.dtypes import STORAGE, to_float64
 from peak_mcp.errors import PeakError
-from peak_mcp.launch import LaunchSpec, evaluate
+from peak_mcp.launch import LaunchSpec
 from peak_mcp.problems.base import Reference, Sizes, Tolerance
 from peak_mcp.problems.declared import (
     COMPUTE_ROUNDOFF,
@@ -81,14 +81,6 @@ class KernelReferenced(DeclaredProblem):
         given = super().tolerance(dtype, sizes)
         return Tolerance(rel_l2=given.rel_l2, roundoff=given.roundoff, factor=given.factor, floor=given.floor,
                          with_lp=True, against_kernel=True)
-
-    def reduction_length(self, sizes: Sizes) -> int:
-        """REDUCTION where declared, else total input elements over total output elements (at least 1)."""
-        d = self.declaration
-        if d.reduction is not None:
-            return max(1, evaluate(d.reduction, sizes))
-        count = lambda bufs: sum(math.prod(evaluate(e, sizes) for e in b.shape) for b in bufs)  # noqa: E731
-        return max(1, count(d.inputs) // max(1, count(d.outputs)))
 
     def _kernel(self) -> Compiled:
         if self._compiled is None:
