@@ -224,21 +224,22 @@ def tune(d: dict[str, Any]) -> list[str]:
     best, recorded = d.get("best"), d.get("recorded")
     if best:
         label = " ".join(f"{k}={v}" for k, v in best["params"].items())
-        estimate = f"{_g(best['median_ms'])} ms ({rate(best.get('tflops'))})"
+        estimate = f"{_g(best['median_ms'])} ms ({speed(best.get('tflops'), best.get('gbps')) or 'n/a'})"
+        retimed = any(r.get("params") == best["params"] for r in d.get("retimed") or [])
+        how = "re-timed after the search" if retimed else "short timings"
         if recorded:
             lines.append(f"best: {label}; v{d['version']}'s recorded time {_g(recorded['median_ms'])} ms "
                          f"({rate(recorded.get('tflops'))}): timed in full on device {d.get('recorded_device')}, "
                          "what history shows")
-            lines.append(f"the search's own estimate (short timings): {estimate}"
+            lines.append(f"the search's own estimate ({how}): {estimate}"
                          + (f"; {d['estimate_gap']}" if d.get("estimate_gap") else ""))
         else:
-            lines.append(f"best: {label} at {estimate}: the search's own estimate (short timings), not a full "
-                         "timing")
+            lines.append(f"best: {label} at {estimate}: the search's own estimate ({how}), not a full timing")
     if d.get("chosen_by"):
         lines.append(f"chosen by: {d['chosen_by']}")
     timed = [r for r in d.get("results") or [] if r.get("status") == "ok"][:5]
     if timed:
-        lines.append("fastest in the search: " + "; ".join(
+        lines.append("fastest in the search (their first short timings): " + "; ".join(
             " ".join(f"{k}={v}" for k, v in r["params"].items()) + f" {_g(r.get('median_ms'))} ms"
             + (f" (cv {_g(r['cv'])})" if r.get("cv") is not None else "") for r in timed))
     failed = [r for r in d.get("results") or [] if r.get("status") == "failed"]

@@ -97,7 +97,8 @@ async def test_tune_of_a_problem_file_problem_retimes_and_headlines_the_recorded
         assert report["recorded"]["params"] == stored.timing.params == report["best"]["params"]
         best_line = next(line for line in text.splitlines() if line.startswith("best: "))
         assert f"recorded time {stored.timing.median_ms:.4g} ms" in best_line and "what history shows" in best_line
-        assert "the search's own estimate" in text
+        assert "the search's own estimate (re-timed after the search)" in text  # not "short timings" (finding)
+        assert "fastest in the search (their first short timings)" in text
         rows = (await call(client, "history", {"session_id": sid}))["rows"]
         assert rows[v]["median_ms"] == pytest.approx(report["recorded"]["median_ms"], rel=1e-3)
 
