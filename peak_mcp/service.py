@@ -526,7 +526,9 @@ class PeakService:
         if params and outcome.timing:
             outcome.timing = outcome.timing.model_copy(update={"params": params, "params_from": params_from,
                                                                "params_inherited": inherited})
-        if params and params_from == "parent":  # said whatever came of it: a failure may be this configuration's
+        refused = "refused before any compiler runs" in (outcome.message or "")  # the text, whatever the configuration
+        if params and params_from == "parent" and not refused:  # said whatever came of it: a failure may be the
+            # configuration's
             message = outcome.message or ""
             separator = "\n" if "\n" in message else "; "  # after a compiler log, on a line of its own
             own = {k: x for k, x in params.items() if k not in (inherited or [])}

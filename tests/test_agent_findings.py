@@ -365,3 +365,17 @@ async def test_profile_describes_the_configuration_the_version_was_timed_at(make
         assert report["configuration"] == "NT=32" and "at NT=32" in result.content[0].text.splitlines()[0]
         resources = report["resources"]
         assert resources["block"] == [32, 1, 1] and resources["static_shared_bytes"] == 32 * 4  # part[NT], NT=32
+
+
+@VULKAN
+async def test_an_include_refusal_quotes_the_kernels_own_line_and_nothing_about_configurations(make_client) -> None:
+    """`#include "/etc/passwd"` on line 1 of a child with tuning parameters was reported at line 3 (after the
+    configuration's #defines), with 'evaluated at its parent's tuned configuration' appended."""
+    async with make_client() as (client, _):
+        sid = await softmax_session(client)
+        parent = (await call(client, "submit_kernel", {"session_id": sid, "source": WAVE}))["version"]
+        child = await call(client, "submit_kernel", {"session_id": sid, "parent": parent,
+                                                     "source": '#include "/etc/passwd"\n' + WAVE})
+        assert child["status"] == "compile_error"
+        assert ":1: error" in child["message"] and "root:" not in child["message"]
+        assert "tuned configuration" not in child["message"]

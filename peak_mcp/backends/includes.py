@@ -22,6 +22,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from peak_mcp.launch import own_source
 from peak_mcp.text import HIDDEN_CATEGORIES
 
 # A directive starts a line with `#`, its digraph `%:` or the trigraph `??=` (NVRTC has no trigraphs in C++17;
@@ -185,9 +186,15 @@ def odd_characters(source: str) -> list[Refusal]:
 
 
 def check_source(source: str, allowed_dirs: Sequence[str] | None) -> list[Refusal]:
-    """Every directive or operator in `source` that could read a file other than an allowed toolkit header.
+    """Every directive or operator in `source` that could read a file other than an allowed toolkit header, at the
+    kernel's own line numbers (after a tuning configuration's `#define`s and `#line 1`, see launch.with_params).
 
     `allowed_dirs=None` means the language takes no includes at all (HLSL kernels are one file)."""
+    prefix = source.count("\n", 0, len(source) - len(own_source(source)))
+    return [Refusal(max(1, r.line - prefix), r.what) for r in _check(source, allowed_dirs)]
+
+
+def _check(source: str, allowed_dirs: Sequence[str] | None) -> list[Refusal]:
     odd = odd_characters(source)
     if odd:
         return odd  # every other view of the text below would be guessing at what a compiler makes of them
