@@ -8,7 +8,7 @@ from typing import Any
 from peak_mcp.devices import Device
 from peak_mcp.phases import Baseline, Summary
 from peak_mcp.records import SessionRow, VersionRow
-from peak_mcp.responses import speed
+from peak_mcp.responses import memory_bound, speed
 
 _LOG_LIMIT = 4000
 # params: the configuration timed (params_from: tuned, parent or defaults)
@@ -190,7 +190,7 @@ def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: 
             out["vendor_flag"] = flag
     out["timed"] = how_timed(timing, baseline)
     peak = device.peak(peak_path)
-    if peak and timing.tflops is not None:
+    if peak and timing.tflops is not None and not memory_bound(timing.tflops, timing.gbps):  # else bandwidth's
         out["pct_of_peak"] = 100.0 * timing.tflops / peak
         out["peak_path"] = peak_path
         out["peak_tflops"] = peak

@@ -54,10 +54,16 @@ def result(model: BaseModel | dict[str, Any], *extra: types.ContentBlock, text: 
 MEMORY_BOUND_FLOPS_PER_BYTE = 4.0  # below every GPU's ridge point: such work is read by its bandwidth
 
 
+def memory_bound(tflops: float | None, gbps: float | None) -> bool:
+    """Work judged by its bandwidth: under MEMORY_BOUND_FLOPS_PER_BYTE, or no flops declared (its % of a FLOP peak
+    says nothing)."""
+    return bool(gbps) and (not tflops or tflops * 1e3 / gbps < MEMORY_BOUND_FLOPS_PER_BYTE)
+
+
 def speed(tflops: float | None, gbps: float | None) -> str:
     """A version's speed in the unit its work is judged by: GB/s for memory-bound work (softmax, norms, sums, or a
     problem that declares no flops), FLOP/s otherwise."""
-    if gbps and (not tflops or tflops * 1e3 / gbps < MEMORY_BOUND_FLOPS_PER_BYTE):
+    if memory_bound(tflops, gbps):
         return f"{gbps:,.0f} GB/s" if gbps >= 100 else f"{gbps:.3g} GB/s"
     return rate(tflops) if tflops else ""
 
