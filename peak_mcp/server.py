@@ -15,11 +15,14 @@ from peak_mcp.service import PeakService
 from peak_mcp.tools import apply, catalog_tools, sessions
 from peak_mcp.tools.arguments import PeakServer
 
-INSTRUCTIONS = """peak-mcp is a lab bench for GPU kernel optimization. Start with start_session (problem, backend,
-dtype, sizes): version 0 is the naive kernel, validated and benchmarked, with the vendor library timed in the same
-run. Then pick transformations (list_transformations / get_transformation) and apply them with
-apply_transformation, or rewrite the kernel yourself and call submit_kernel. Every submission is compiled,
-validated against a float64 reference and timed from a cold cache; history shows the sequence.
+INSTRUCTIONS = """peak-mcp is a lab bench for GPU kernel optimization. list_problems names the problems (matmul,
+softmax, rmsnorm, ... and problem files: define_problem). Start with start_session (problem, backend, dtype, sizes):
+version 0 is the naive kernel (or your own, reference_kernel), validated and benchmarked, with the yardsticks the
+device has timed in the same run (the vendor library, the roofline, torch). Then pick transformations
+(suggest_next, list_transformations / get_transformation) and apply them with apply_transformation, or rewrite the
+kernel yourself and call submit_kernel. Every submission is compiled, validated against the problem's reference
+(float64, or your reference kernel where the problem has no Python one) and timed from a cold cache; history shows
+the sequence.
 Reports name `head`, the version work continues from by default, and `best`, the fastest general version (right at
 the session's sizes and at sampled other sizes); head may be slower. A version right only at the session's sizes is
 `not_general`, no success.

@@ -88,6 +88,7 @@ from peak_mcp.verdicts import (
     above_session,
     also_wrong,
     judge,
+    loop_caveat,
     named_sizes,
     no_vendor_reason,
     not_general_message,
@@ -1075,6 +1076,9 @@ class PeakService:
             perf = performance(scratch, {}, baseline, device, problem.peak_path(session.dtype),
                                self.roofline(session, checked, baseline))
         validation = outcome.validation or Verdict(passed=False, check=outcome.failure, message=outcome.message)
+        caveat = loop_caveat(validation, self.device_of(session))
+        if caveat:
+            validation = validation.model_copy(update={"message": validation.message + caveat})
         return CheckReport(session_id=session_id, version=v.number, sizes=checked, passed=outcome.status.passed,
                            validation=validation.model_dump(mode="json"), performance=perf,
                            baseline=dumped(baseline), scope=_check_scope(v))

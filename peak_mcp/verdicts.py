@@ -111,6 +111,15 @@ def impossible_speed(problem: Problem, dtype: str, sizes: dict[str, int], device
             "outside the timed launch)")
 
 
+def loop_caveat(verdict: Verdict, device: Device) -> str:
+    """On a device that ends long loops early (llvmpipe), what an unwritten or wrong output may owe to it."""
+    guard = next((c for c in device.prop("caveats") or [] if "65535" in c), None)
+    if guard is None or verdict.check not in ("unwritten_output", "wrong_result", "nan_or_inf"):
+        return ""
+    return (f"\nOn this device: {guard}. If each thread loops long at these sizes, check at smaller ones before "
+            "blaming the kernel")
+
+
 def judge(result: EvaluateResult, *, problem: Problem, backend: str, dtype: str, sizes: dict[str, int],
           device: Device, runs: bool) -> Outcome:
     """The outcome of one worker result: the first failing check, in order of blame."""
@@ -129,7 +138,7 @@ def judge(result: EvaluateResult, *, problem: Problem, backend: str, dtype: str,
         abi = problem.abi(backend, dtype).splitlines()[1]
         return failed.model_copy(update={
             "failure": verdict.check, "message": f"validation failed ({verdict.check}): {verdict.message}\n"
-                                                 f"This session's ABI ({dtype}): {abi}"})
+                                                 f"This session's ABI ({dtype}): {abi}" + loop_caveat(verdict, device)})
     timing = result.timing
     if timing and not (timing.recheck and timing.recheck.passed):
         recheck = timing.recheck or Recheck(passed=False)

@@ -379,3 +379,19 @@ async def test_an_include_refusal_quotes_the_kernels_own_line_and_nothing_about_
         assert child["status"] == "compile_error"
         assert ":1: error" in child["message"] and "root:" not in child["message"]
         assert "tuned configuration" not in child["message"]
+
+
+@VULKAN
+async def test_a_wrong_output_on_llvmpipe_names_its_loop_guard(make_client) -> None:
+    """validate at COLS=70000 said 559992 elements were never written: llvmpipe had ended each thread's loops."""
+    async with make_client() as (client, service):
+        sid = await softmax_session(client)
+        device = service.device_of(service.store.session(sid))
+        result = await client.call_tool("validate", {"session_id": sid, "version": 0,
+                                                     "sizes": {"ROWS": 2, "COLS": 70000}})
+        report = result.structured_content
+        guarded = any("65535" in c for c in device.prop("caveats") or [])
+        if report["passed"]:
+            assert not guarded  # a driver without the guard runs the loops to the end
+        else:
+            assert ("65535" in report["validation"]["message"]) == guarded

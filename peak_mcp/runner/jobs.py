@@ -130,8 +130,7 @@ def common_yardsticks(executor: Executor, problem: Problem, dtype: str, sizes: d
     for a problem with a torch_reference, torch eager and torch.compile timed on the workspace's inputs. Elsewhere,
     or without torch, `torch_note` says once why those are absent."""
     if executor.backend != "cuda" or executor.facts.index < 0:
-        return {"torch_note": f"torch yardsticks are timed on CUDA devices only (this session: {executor.backend}); "
-                              "the roofline uses the device profile's bandwidth"}
+        return {"torch_note": f"torch yardsticks are timed on CUDA devices only (this session: {executor.backend})"}
     from peak_mcp import yardsticks
 
     out: dict[str, Any] = {}
