@@ -63,7 +63,7 @@ from peak_mcp.reports import (
     roofline_ms,
     trim_log,
 )
-from peak_mcp.responses import rate
+from peak_mcp.responses import speed
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, Job, ProfileJob, TuneJob
 from peak_mcp.runner.ownership import ServerPresence
 from peak_mcp.runner.pool import DevicePool, JobFailed
@@ -473,8 +473,8 @@ class PeakService:
         for s in sessions[offset:offset + limit]:
             versions = self.store.versions(s.id)  # once per session: the count and the best version's time
             fastest = best_version(versions)
-            best = f"v{fastest.number}: {fastest.timing.median_ms:.4g} ms, {rate(fastest.timing.tflops)}" \
-                if fastest and fastest.timing else None
+            t = fastest.timing if fastest else None
+            best = f"v{fastest.number}: {t.median_ms:.4g} ms, {speed(t.tflops, t.gbps) or 'n/a'}" if t else None
             # clipped: a data dir from before labels were bounded may hold one of megabytes, on every page
             rows.append(SessionSummary(session_id=s.id, label=clipped(s.label) if s.label else s.label,
                                        problem=s.problem,
@@ -596,7 +596,6 @@ class PeakService:
         or hang at a sampled size, or a sanitizer finding, fails it; a wrong result at another size makes it
         not_general."""
         generality, sanitized = self._generality(session, source, progress, params)
-        problem = self.problem(session.problem)
         update: dict[str, Any] = {"generality": generality}
         if sanitized and outcome.validation is not None:  # kept with the verdict at the session's sizes
             update["validation"] = outcome.validation.model_copy(update={"sanitizer": sanitized})
@@ -614,6 +613,7 @@ class PeakService:
                                               "message": f"{first.message} (at {sanitized.sizes})"
                                                          + also_wrong(generality)})
         if generality.passed is False and generality.failures:
+            problem = self.problem(session.problem)
             return outcome.model_copy(update={"status": Status.NOT_GENERAL,
                                               "failure": f"generality_{generality.failures[0].check}",
                                               "message": not_general_message(
@@ -945,7 +945,7 @@ class PeakService:
                 columns["timing"] = timing.model_dump(mode="json")
                 columns["message"] = (f"{v.message or ''}; tuned over {report.tried} configurations: "
                                       f"{Config(params=report.best.params).label()}, median "
-                                      f"{timing.median_ms:.4g} ms ({rate(timing.tflops)})")
+                                      f"{timing.median_ms:.4g} ms ({speed(timing.tflops, timing.gbps) or 'n/a'})")
             else:
                 report.stopped += (f"; the fastest configuration then failed full validation "
                                    f"({tuned.failure}): {(tuned.message or '')[:200]}")

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from peak_mcp.responses import rate, speed
+from peak_mcp.text import clipped
 
 Summarize = Callable[[dict[str, Any]], list[str]]
 
@@ -85,6 +86,7 @@ def version(d: dict[str, Any]) -> list[str]:
         lines.append(f"generality: {'passed' if generality['passed'] else 'failed'} at {checked} sampled other sizes")
     elif generality and generality.get("note"):
         lines.append(f"generality: {generality['note']}")
+    lines += sanitizer((d.get("validation") or {}).get("sanitizer"))
     tuning = d.get("tuning")
     if tuning and tuning.get("best"):
         chosen = f"; {tuning['chosen_by']}" if tuning.get("chosen_by") else ""
@@ -93,6 +95,22 @@ def version(d: dict[str, Any]) -> list[str]:
         lines.append(f"tuned: {tuning.get('tried')} configurations, best {label} at {_g(best['median_ms'])} ms{chosen}")
     lines.append(d["note"] if d.get("note") else standing(d))
     return lines
+
+
+def sanitizer(s: dict[str, Any] | None) -> list[str]:
+    """One line on the sanitizer run of a version: clean (and what it did not check), failed, or why it did not
+    run, so that a skipped check is never read as a clean one."""
+    if not s:
+        return []
+    skipped = "; ".join(f"{u.get('tool')}: {clipped(u.get('message') or '', 160)}" for u in s.get("unchecked") or [])
+    if not s.get("available"):
+        return [f"sanitizer: unavailable ({s.get('why') or s.get('what') or 'not installed'})"]
+    if s.get("passed") is None:
+        return [f"sanitizer: not run ({skipped or 'no reason given'})"]
+    if s.get("passed"):
+        return [f"sanitizer: clean at {_sizes(s.get('sizes'))} ({', '.join(s.get('clean') or [])})"
+                + (f"; not checked: {skipped}" if skipped else "")]
+    return []  # a failure is the version's message
 
 
 def session(d: dict[str, Any]) -> list[str]:
@@ -229,7 +247,8 @@ def tune(d: dict[str, Any]) -> list[str]:
         how = "re-timed after the search" if retimed else "short timings"
         if recorded:
             lines.append(f"best: {label}; v{d['version']}'s recorded time {_g(recorded['median_ms'])} ms "
-                         f"({rate(recorded.get('tflops'))}): timed in full on device {d.get('recorded_device')}, "
+                         f"({speed(recorded.get('tflops'), recorded.get('gbps')) or 'n/a'}): timed in full on device "
+                         f"{d.get('recorded_device')}, "
                          "what history shows")
             lines.append(f"the search's own estimate ({how}): {estimate}"
                          + (f"; {d['estimate_gap']}" if d.get("estimate_gap") else ""))

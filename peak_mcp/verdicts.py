@@ -13,7 +13,7 @@ from peak_mcp.phases import Generality, Recheck, Verdict
 from peak_mcp.problems.base import Problem
 from peak_mcp.records import Outcome, Status
 from peak_mcp.reports import compile_failure
-from peak_mcp.responses import rate
+from peak_mcp.responses import speed
 from peak_mcp.runner.replies import EvaluateResult
 
 IMPOSSIBLE_SPEED_MARGIN = 1.02  # over the datasheet peak: room for clocks a little above the profile's
@@ -60,7 +60,7 @@ def not_general_message(outcome: Outcome, generality: Generality, symbols: Seque
     first, *rest = generality.failures
     where = f"{len(generality.failures)} of {len(generality.sizes_checked) or len(generality.failures)}"
     timing = outcome.timing
-    here = f" (median {timing.median_ms:.4g} ms, {rate(timing.tflops)})" if timing else ""
+    here = f" (median {timing.median_ms:.4g} ms, {speed(timing.tflops, timing.gbps) or 'n/a'})" if timing else ""
     text = (f"not general: right at the session's sizes{here} but wrong at {where} sampled other sizes, so not a "
             f"success. First at {_sizes(first.sizes)}: {first.check}: {(first.message or '').strip().rstrip('.')}")
     if rest:
@@ -157,6 +157,6 @@ def judge(result: EvaluateResult, *, problem: Problem, backend: str, dtype: str,
             return failed.model_copy(update={"failure": "impossible_speed", "timing": timing, "message": why})
     message = verdict.message or "passed"
     if timing:
-        message += f"; median {timing.median_ms:.4g} ms ({rate(timing.tflops)})"
+        message += f"; median {timing.median_ms:.4g} ms ({speed(timing.tflops, timing.gbps) or 'n/a'})"
     return Outcome(status=Status.BENCHMARKED if timing else Status.VALIDATED, failure=None, compile=compiled,
                    validation=verdict, timing=timing, message=message)
