@@ -1,9 +1,9 @@
 """The natural-transformation catalog: Markdown files with YAML front matter (transformations/*.md).
 
 A file is one transformation: front matter (id, title, backends, dtypes, problems, devices, tags, after,
-extends, summary) and a body, the instruction an LLM follows to rewrite the current kernel. Shipped files come first;
-files from extra directories are the user's and override a shipped file with the same id. A malformed file is
-reported (file, field, message) and skipped; it never stops the rest from loading.
+extends, measured, summary) and a body, the instruction an LLM follows to rewrite the current kernel. Shipped
+files come first; files from extra directories are the user's and override a shipped file with the same id. A
+malformed file is reported (file, field, message) and skipped; it never stops the rest from loading.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ BACKENDS = ("cuda", "hip", "hlsl")
 DTYPES = ("f32", "f16", "bf16")
 SECTIONS = ("When it applies", "What to do", "Keep unchanged", "Pitfalls", "Expected effect")
 FRONT_MATTER_FIELDS = frozenset({"id", "title", "backends", "dtypes", "problems", "devices", "tags", "after",
-                                 "extends", "summary"})
+                                 "extends", "measured", "summary"})
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 # A fenced example's info string: a language (cuda, hlsl, text), then `kernel` when the block is a whole kernel
 # file; a cuda/hlsl block without it is a fragment (helpers or statements) that tests compile inside a harness.
@@ -99,12 +99,74 @@ def split_section(body: str, heading: str) -> tuple[str, str | None]:
     return body[:start] + body[end:], body[text:end].strip("\n")
 
 
+# An item (a `- ` bullet or an `N. ` step, with its indented lines and fences) that begins with a backend label
+# (`HLSL:` or `HLSL (...)`) is for those backends only: a CUDA brief carries no `HLSL:` step, an HLSL brief no
+# `CUDA/HIP:` one. (The Tuning parameters section goes by its platform bullets instead, above.)
+ITEM_LABELS = {"CUDA/HIP": ("cuda", "hip"), "CUDA": ("cuda",), "HIP": ("hip",), "HLSL": ("hlsl",)}
+_LABELLED = re.compile(r"^(?P<indent>[ \t]*)(?:- |\d+\. )(?P<label>CUDA/HIP|CUDA|HIP|HLSL)(?::| \()")
+_STEP = re.compile(r"^\d+\. ")
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def drop_other_backends(body: str, backend: str) -> str:
+    """`body` without the items labelled for other backends (see ITEM_LABELS), its top-level numbered steps
+    renumbered where one was left out, so a brief reads 1, 2, 3. Code fences are never read as items."""
+    lines, out = body.split("\n"), []
+    fenced, dropped, i = False, False, 0
+    while i < len(lines):
+        line = lines[i]
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        match = None if fenced else _LABELLED.match(line)
+        if match is None or backend in ITEM_LABELS[match.group("label")]:
+            out.append(line)
+            i += 1
+            continue
+        # Left out: the item's line, and what follows indented deeper (blank lines inside it included).
+        depth, i = len(match.group("indent")), i + 1
+        dropped = dropped or bool(_STEP.match(line))
+        while i < len(lines):
+            if lines[i].strip():
+                if _indent(lines[i]) <= depth:
+                    break
+                i += 1
+                continue
+            following = next((j for j in range(i, len(lines)) if lines[j].strip()), len(lines))
+            if following == len(lines) or _indent(lines[following]) <= depth:
+                break
+            i = following
+    if not dropped:
+        return "\n".join(out)
+    number, fenced = 0, False
+    for n, line in enumerate(out):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif line.startswith("## "):
+            number = 0
+        elif not fenced and _STEP.match(line):
+            first, rest = line.split(". ", 1)
+            number = 1 if first == "1" else number + 1  # a list that starts again at 1 is another list
+            out[n] = f"{number}. {rest}"
+    return "\n".join(out)
+
+
 def render_body(body: str, backend: str, arch: str | None = None) -> str:
-    """A text's body as a brief for `backend` shows it: fenced examples in a language that does not serve the
-    backend (a cuda block in an HLSL brief, an hlsl block in a CUDA one) give way to a one-line note, and the
-    Tuning parameters bullets for other platforms are left out (for HIP, with the device's `arch` known, those of
-    the other vendor too: gfx* is AMD, sm_* NVIDIA)."""
+    """A text's body as a brief for `backend` shows it: items labelled for other backends (`HLSL:`, `CUDA/HIP:`
+    ...) are left out, fenced examples in a language that does not serve the backend (a cuda block in an HLSL
+    brief, an hlsl block in a CUDA one) give way to a one-line note, and the Tuning parameters bullets for other
+    platforms are left out (for HIP, with the device's `arch` known, those of the other vendor too: gfx* is AMD,
+    sm_* NVIDIA)."""
     vendor = "AMD" if arch and arch.startswith("gfx") else "NVIDIA" if arch and arch.startswith("sm_") else None
+    tuning = _section_span(body, TUNING_HEADING)
+    if tuning is None:
+        body = drop_other_backends(body, backend)
+    else:  # the Tuning parameters section keeps its platform bullets for the filter below
+        start, _, end = tuning
+        body = (drop_other_backends(body[:start], backend) + body[start:end]
+                + drop_other_backends(body[end:], backend))
     def fence(match: re.Match[str]) -> str:
         words = match.group("info").split()
         language = words[0].lower() if words else ""
@@ -154,6 +216,10 @@ class Transformation(BaseModel):
     tags: list[str] = Field(default_factory=list)
     after: list[str] = Field(default_factory=list)
     extends: str | None = None
+    # The text's own measurements, as its Expected effect reports them: device pattern (as in `devices`) -> the
+    # speed of the transformed kernel over its parent there (0.29: a slowdown). suggest_next ranks a text measured
+    # slower on the session's device after the rest.
+    measured: dict[str, float] = Field(default_factory=dict)
     summary: str = Field(min_length=1)
     body: str = Field(min_length=1)
     source: Path
@@ -165,6 +231,14 @@ class Transformation(BaseModel):
     def _kebab(cls, value: str) -> str:
         if not _ID.match(value):
             raise ValueError(f"{value!r} is not kebab-case (lowercase letters, digits and single hyphens)")
+        return value
+
+    @field_validator("measured")
+    @classmethod
+    def _speeds(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = [f"{k}: {v}" for k, v in value.items() if not 0 < v < 1000 or not k.strip()]
+        if bad:
+            raise ValueError(f"each entry is a device pattern and its speed over the parent (0.29, 1.5); not {bad}")
         return value
 
     @field_validator("problems", "devices", "tags", "after", "dtypes", mode="before")
@@ -186,6 +260,12 @@ class Transformation(BaseModel):
 
     def for_backend(self, backend: str | None) -> bool:
         return backend is None or backend.lower() in self.backends
+
+    def measured_on(self, device: DeviceDescriptor | None) -> tuple[str, float] | None:
+        """The text's measurement on `device` (pattern, speed over the parent), if it records one."""
+        if device is None:
+            return None
+        return next(((p, r) for p, r in self.measured.items() if device.matches(p)), None)
 
     def for_device(self, device: DeviceDescriptor | None) -> bool:
         """Portable texts (no devices) match every device; device texts need a known device that matches."""

@@ -164,11 +164,12 @@ def _explain_nan(executor: Executor, kernel: Compiled, geometry: dict[str, Any],
         s.ws.fill_guards()
     if not from_guards or not nan_now(None):
         return finding  # the kernel makes NaN or Inf by itself (or not reproducibly)
+    size = problem.symbols[-1] if problem.symbols else "N"  # the problem's own bound: COLS, not matmul's N
     return Finding("out_of_bounds_read",
                    f"the kernel reads outside its input buffers: with NaN guard bytes around every buffer, "
                    f"{finding.details.get('count')} elements of {finding.buffer} came out NaN (first at "
                    f"{finding.details.get('indices')}); with zero guards they did not. Check the loop bounds "
-                   "(i < N, not i <= N) and the guards on every load of an edge tile",
+                   f"(i < {size}, not i <= {size}) and the guards on every load at the edges",
                    finding.buffer, finding.details)
 
 

@@ -93,7 +93,7 @@ class LaunchSpec(BaseModel):
                     at = f"sizes {dict(sizes)}" + (f" with {self.config(params)}" if self.params else "")
                     raise AnnotationError(
                         f"{name}={dims} at {at}: every dimension must be >= 1",
-                        "check the expression; cdiv(N, TILE) is the usual form.",
+                        f"check the expression; cdiv({next(iter(sizes), 'N')}, BLOCK) is the usual form.",
                     )
                 out[name] = dims  # type: ignore[assignment]
         shared = evaluate(self.shared, env, where="shared")
@@ -112,7 +112,7 @@ def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str,
         body, line_no = match.group("body").strip(), source.count("\n", 0, match.start()) + 1
         kind = params_lines if _PARAMS_LINE.match(body) else where_lines if _WHERE_LINE.match(body) else launch
         kind.append((line_no, body))
-    example = _example(needs)
+    example = _example(needs, symbols)
     if not launch:
         raise AnnotationError("the kernel has no `// peak:` annotation line", f"add one, e.g.\n    {example}")
     if len(launch) > 1:
@@ -138,7 +138,7 @@ def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str,
     where = [_parse_where(n, text) for n, text in where_lines]
     if where and not params:
         raise AnnotationError(f"line {where_lines[0][0]}: a `where` line without a `params` line",
-                              "declare the tuning parameters, e.g. // peak: params TILE=[16, 32]")
+                              "declare the tuning parameters, e.g. // peak: params BLOCK=[256, 128]")
     spec = LaunchSpec(
         entry=entry,
         grid=_triple(fields, "grid", line_no),
@@ -184,7 +184,7 @@ def own_source(compiled: str) -> str:
 
 
 def _parse_params(lines: list[tuple[int, str]], symbols: tuple[str, ...], entry: str) -> dict[str, list[int]]:
-    hint = "write e.g. // peak: params BM=[64, 128] BK=[8, 16] STAGES=range(2, 5)"
+    hint = "write e.g. // peak: params BLOCK=[256, 128] UNROLL=range(1, 5)"
     params: dict[str, list[int]] = {}
     for line_no, body in lines:
         fields = _split_fields(body.removeprefix("params"), line_no, repeats=True)
@@ -272,10 +272,16 @@ def _check_own_defines(source: str, params: Mapping[str, list[int]]) -> None:
                                           "configuration defines", f"delete it, or guard it with #ifndef {name}.")
 
 
-def _example(needs: tuple[str, ...]) -> str:
+def _example(needs: tuple[str, ...], symbols: tuple[str, ...] = ()) -> str:
+    """A launch line in the problem's own size symbols: matmul's 2-D tiling of C, else one thread per element of
+    the first symbol (`cdiv(ROWS, 256)`)."""
+    if {"M", "N"} <= set(symbols) or not symbols:
+        grid, block = "cdiv(N, 16), cdiv(M, 16), 1", "16, 16, 1"
+    else:
+        grid, block = f"cdiv({symbols[0]}, 256), 1, 1", "256, 1, 1"
     if "groups" in needs:
-        return "// peak: entry=main groups=(cdiv(N, 16), cdiv(M, 16), 1)"
-    return "// peak: entry=kernel grid=(cdiv(N, 16), cdiv(M, 16), 1) block=(16, 16, 1) shared=0"
+        return f"// peak: entry=main groups=({grid})"
+    return f"// peak: entry=kernel grid=({grid}) block=({block}) shared=0"
 
 
 def _split_fields(body: str, line_no: int, *, repeats: bool = False) -> Any:

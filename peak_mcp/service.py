@@ -738,11 +738,14 @@ class PeakService:
         problem = self.problem(session.problem)
         spent = {"compile": v.compile, "validate": v.validation, "benchmark": v.timing, "generality": v.generality,
                  "sanitize": v.validation.sanitizer if v.validation else None}
+        validation = dumped(v.validation)
+        if validation and validation.get("message") and validation["message"] in (v.message or ""):
+            del validation["message"]  # said once: the report's message quotes it whole (its bound and formula)
         return VersionReport(
             session_id=session_id, version=number, parent=v.parent, origin=v.origin,
             transformation=v.transformation, status=v.status, failure=v.failure, message=v.message or "",
             compile=v.compile.model_copy(update={"log": trim_log(v.compile.log)}) if v.compile else None,
-            validation=dumped(v.validation), generality=dumped(v.generality), tuning=_tuning_brief(v.tuning),
+            validation=validation, generality=dumped(v.generality), tuning=_tuning_brief(v.tuning),
             performance=performance(v, versions, session.baseline, self.device_of(session),
                                     problem.peak_path(session.dtype), self.roofline(session, session.sizes)),
             head=session.head, best=_number(best_version(versions.values())),
@@ -905,9 +908,13 @@ class PeakService:
             raise InvalidInput(f"budget_s={budget_s} is out of range", "use 1 to 3600 seconds.")
         spec = self._spec(session, v.source)
         if not spec.params:
+            size = self.problem(session.problem).symbols[0]
+            launch = (f"groups=(cdiv({size}, BLOCK), 1, 1) with [numthreads(BLOCK, 1, 1)]" if session.backend == "hlsl"
+                      else f"grid=(cdiv({size}, BLOCK), 1, 1) block=(BLOCK, 1, 1)")
             raise InvalidInput(f"version {v.number} declares no tuning parameters",
-                               "add a line such as `// peak: params BM=[64, 128] BK=[8, 16]` and use the names as "
-                               "macros (and in the launch expressions); see design.md, Tuning parameters.")
+                               "add a line such as `// peak: params BLOCK=[256, 128, 512]` and use the names as "
+                               f"macros in the kernel and in the launch line (e.g. {launch}); README.md, section "
+                               "Tuning parameters, has the rules.")
         space = Space(spec, session.sizes)
         parent = self.store.version(session_id, v.parent) if v.parent is not None else None
         seeds = parent.tuning.top() if parent and parent.tuning else []

@@ -2,8 +2,10 @@
 
 The ranking reads only what is recorded: which transformations the head's lineage already went through, what its
 source visibly has (shared memory, vector loads, tensor-core instructions ...), the catalog's order hints (`after`:
-what a text usually follows; the "Expected effect" section naming next steps), and the session's backend, dtype,
-device and sizes. It is a heuristic for where to look next, not a prediction of speed.
+what a text usually follows, among the texts that exist for the session; the "Expected effect" section naming next
+steps), the session's backend, problem, dtype, device and sizes, and a text's own `measured` speeds: a text measured
+slower than its parent on the session's device ranks after every text that was not. Only texts that apply to the
+session are proposed. It is a heuristic for where to look next, not a prediction of speed.
 """
 
 from __future__ import annotations
@@ -130,16 +132,24 @@ def suggest_next(service: PeakService, catalog: Catalog, session_id: str, limit:
     hinted = {step for name in done for step in _next_steps(catalog.get(name))}
 
     ranked: dict[str, Suggestion] = {}
-    for t in catalog.list(backend=backend, device=descriptor, problem=session.problem, dtype=dtype):
+    slower: set[str] = set()  # measured slower than the parent on this device: ranked after the rest
+    listed = catalog.list(backend=backend, device=descriptor, problem=session.problem, dtype=dtype)
+    exists = {t.id for t in listed}  # an `after` naming a text that does not exist for the session is no hint
+    for t in listed:
         target = catalog.resolve(t.id, backend, descriptor, dtype)
         if target.id in ranked or {t.id, target.id} & (done | by_feature):
             continue
-        if not (target.for_backend(backend) and target.for_dtype(dtype)):
+        if not (target.for_backend(backend) and target.for_dtype(dtype) and target.for_problem(session.problem)):
             continue
-        score, reasons = _score(target, done | by_feature, hinted, features, dtype, sizes, device, problem)
+        score, reasons = _score(target, done | by_feature, hinted, features, dtype, sizes, device, problem, exists)
+        measured = target.measured_on(descriptor)
+        if measured and measured[1] < 1:
+            slower.add(target.id)
+            reasons.append(f"its text measured {measured[1]:g}× its parent on {measured[0]} (this device): ranked "
+                           "after the texts not measured slower here; time it")
         ranked[target.id] = Suggestion(id=target.id, title=target.title, score=round(score, 2),
                                        why="; ".join(reasons) or target.summary)
-    order = sorted(ranked.values(), key=lambda s: (-s.score, s.id))
+    order = sorted(ranked.values(), key=lambda s: (s.id in slower, -s.score, s.id))
     return Suggestions(session_id=session_id, head=session.head, best=service.head_and_best(session_id)[1],
                        backend=backend, dtype=dtype,
                        device=device.name or session.device, applied=applied,
@@ -147,15 +157,16 @@ def suggest_next(service: PeakService, catalog: Catalog, session_id: str, limit:
 
 
 def _score(t: Transformation, done: set[str], hinted: set[str], features: dict[str, Any], dtype: str,
-           sizes: dict[str, int], device: Device, problem: Problem) -> tuple[float, list[str]]:
+           sizes: dict[str, int], device: Device, problem: Problem, exists: set[str]) -> tuple[float, list[str]]:
     score, reasons = 0.0, []
-    followed = [a for a in t.after if a in done]
+    after = [a for a in t.after if a in exists or a in done]  # a CUDA-only predecessor is no hint for HLSL
+    followed = [a for a in after if a in done]
     if followed:
         score += 2.0 + 0.5 * (len(followed) - 1)
         reasons.append(f"usually follows {', '.join(followed)}, which the head has")
-    elif t.after:
+    elif after:
         score -= 1.0
-        reasons.append(f"usually comes after {' or '.join(t.after[:2])}, not done yet")
+        reasons.append(f"usually comes after {' or '.join(after[:2])}, not done yet")
     if t.id in hinted:
         score += 1.5
         reasons.append("named as the next step by a transformation already applied")

@@ -192,13 +192,24 @@ def session_list(d: dict[str, Any]) -> list[str]:
 
 
 def problems(d: dict[str, Any]) -> list[str]:
+    """One line per problem: the ABIs (a few hundred characters per backend, most of it the same rules each time)
+    stay in the structured content, and a session's briefs carry its own."""
     lines = []
     for p in d.get("problems") or []:
         by_backend = p.get("dtypes_by_backend") or {}
         offers = "; ".join(f"{b} ({', '.join(by_backend.get(b, p['dtypes']))})" for b in p["backends"])
         lines.append(f"{p['name']}: {p['title']}; sizes {', '.join(p['sizes'])} (defaults "
-                     f"{_sizes(p.get('default_sizes'))}); dtypes by backend: {offers}")
-        lines += [f"ABI ({backend}):\n{abi}" for backend, abi in (p.get("abi") or {}).items()]
+                     f"{_sizes(p.get('default_sizes'))}); dtypes by backend: {offers}"
+                     + (f"; a naive kernel only for {', '.join(p['naive']) or 'no backend'}" if p.get("naive")
+                        is not None else "")
+                     + (f"; reference: {p['reference']}" if p.get("reference") else ""))
+    lines += [f"problem file {e.get('level', 'error')}: {e.get('file')}" + (f" line {e['line']}" if e.get("line")
+                                                                             else "") + f": {e.get('message')}"
+              for e in d.get("errors") or []]
+    if d.get("problems"):
+        lines.append("Each backend's kernel ABI (signature or bindings, launch annotation, what outputs must hold) is "
+                     "in the structured content, problems[].abi; start_session and every brief of a session give its "
+                     "own.")
     return lines
 
 

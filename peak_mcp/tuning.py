@@ -122,7 +122,8 @@ class Space:
     def __init__(self, spec: LaunchSpec, sizes: Mapping[str, int]) -> None:
         if not spec.params:
             raise InvalidInput("the kernel declares no tuning parameters",
-                               "add a line such as // peak: params TILE=[16, 32, 64] and use TILE in the kernel.")
+                               "add a line such as // peak: params BLOCK=[256, 128, 512] and use BLOCK in the "
+                               "kernel.")
         self.spec, self.sizes = spec, dict(sizes)
         self.names = list(spec.params)
         self.size = spec.space_size()

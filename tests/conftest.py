@@ -81,3 +81,14 @@ def stand_in_python(tmp_path: Path, script: str) -> str:
     shim.write_text(f'#!/bin/sh\nshift 4\nexec "{sys.executable}" "{worker}" "$@"\n')
     shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
     return str(shim)
+
+
+def step_of(result: Any) -> dict[str, Any]:
+    """An apply_transformation answer's structured content with its brief, which the answer gives once: whole in the
+    text (after `brief:`), its length and hash in the structured content."""
+    step = dict(result.structured_content)
+    text = result.content[0].text
+    if step.get("brief_chars"):
+        step["brief"] = text.split("\nbrief:\n", 1)[1]
+        assert len(step["brief"]) == step["brief_chars"], "the text's brief is not the one the structured content has"
+    return step

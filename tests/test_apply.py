@@ -5,7 +5,7 @@ from __future__ import annotations
 import mcp.types as types
 import pytest
 
-from tests.conftest import EXAMPLES, has_device, skip_reason
+from tests.conftest import EXAMPLES, has_device, skip_reason, step_of
 
 pytestmark = pytest.mark.anyio
 SMALL = {"M": 64, "N": 48, "K": 32}
@@ -88,9 +88,8 @@ async def test_attempts_are_bounded_and_unusable_replies_recorded(make_client) -
 async def test_without_sampling_the_brief_comes_back_and_submit_completes_the_run(make_client) -> None:
     async with make_client() as (client, _):
         sid = await _start(client)
-        step = (await client.call_tool("apply_transformation", {
-            "session_id": sid, "transformation": "shared-memory-tiling", "instructions": "use 32x32 tiles"}
-        )).structured_content
+        step = step_of(await client.call_tool("apply_transformation", {
+            "session_id": sid, "transformation": "shared-memory-tiling", "instructions": "use 32x32 tiles"}))
         assert not step["done"] and "submit_kernel" in step["message"]
         assert "use 32x32 tiles" in step["brief"] and "extern \"C\" __global__ void matmul" in step["brief"]
         assert "Head (where work continues by default): version 0 (not timed on this machine" in step["brief"]
@@ -206,14 +205,15 @@ async def test_a_specialization_is_announced_and_the_plain_text_stays_reachable(
     settings.cuda_arch = "sm_90a"
     async with make_client() as (client, _):
         sid = await _start(client, dtype="f16")
-        step = (await client.call_tool("apply_transformation", {"session_id": sid, "transformation": "tensor-cores"})
-                ).structured_content
+        step = step_of(await client.call_tool("apply_transformation", {"session_id": sid,
+                                                                        "transformation": "tensor-cores"}))
         assert step["resolved_transformation"] == "hopper-wgmma"
         assert step["note"] == ("resolved to hopper-wgmma, the hopper (sm_90a) specialization of tensor-cores; pass "
                                 "exact=true for tensor-cores itself")
         assert step["brief"].startswith("# Task: apply the transformation `hopper-wgmma`")
-        plain = (await client.call_tool("apply_transformation", {"session_id": sid, "transformation": "tensor-cores",
-                                                                 "exact": True})).structured_content
+        plain = step_of(await client.call_tool("apply_transformation", {"session_id": sid,
+                                                                         "transformation": "tensor-cores",
+                                                                         "exact": True}))
         assert plain["resolved_transformation"] == "tensor-cores" and plain.get("note") is None, plain.get("note")
         assert plain["brief"].startswith("# Task: apply the transformation `tensor-cores` (Tensor cores through the "
                                          "WMMA API")

@@ -301,3 +301,19 @@ def test_tuning_parameter_lines_in_texts_parse() -> None:
             assert spec.space_size() > 1 or len(spec.params) == 1, (t.id, line)
             checked += 1
     assert checked >= 12
+
+
+def test_measured_speeds_are_read_and_matched_by_device(tmp_path: Path) -> None:
+    """`measured`: a text's own measurement per device pattern; suggest_next ranks a text measured slower on the
+    session's device after the rest."""
+    from peak_mcp.catalog import DeviceDescriptor
+
+    shipped = Catalog.load(builtin_transformations_dir())
+    lavapipe = DeviceDescriptor(name="llvmpipe (LLVM 15.0.6, 256 bits)")
+    assert shipped.get("row-per-block-reduction").measured_on(lavapipe) == ("llvmpipe", 0.29)
+    h100 = DeviceDescriptor.of(H100)
+    assert shipped.get("row-per-block-reduction").measured_on(h100) is None
+    assert shipped.get("persistent-rows").measured_on(h100) == ("H100", 0.91)
+    write(tmp_path, "bad", front("bad", measured="{llvmpipe: -1}"))
+    catalog = Catalog.load(None, [tmp_path])
+    assert "bad" not in catalog and [e.field for e in catalog.errors] == ["measured"]

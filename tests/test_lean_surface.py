@@ -147,3 +147,47 @@ async def test_hlsl_entry_rename_syntax_error_and_accumulation(make_client) -> N
         assert accumulating["status"] == "failed", accumulating
         assert "outputs start as NaN, not zero" in accumulating["message"]
         assert "C[i] = acc" in accumulating["message"]
+
+
+# Hints in a row problem's session name its own symbols, and docs that exist ---------------------------------------
+@pytest.mark.vulkan
+@pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")
+async def test_hints_in_a_rows_session_name_rows_and_cols_not_matmul(make_client) -> None:
+    """A tune on v0 of a ROWS/COLS session said "see design.md, Tuning parameters" (no such file) with examples
+    `BM=[64, 128] BK=[8, 16]`, and a kernel without its peak: line was shown `groups=(cdiv(N, 16), cdiv(M, 16), 1)`."""
+    from pathlib import Path
+
+    async with make_client() as (client, _):
+        started = await client.call_tool("start_session", {"problem": "softmax", "backend": "hlsl",
+                                                           "sizes": {"ROWS": 16, "COLS": 100}})
+        sid = started.structured_content["session_id"]
+        tuned = await client.call_tool("tune", {"session_id": sid, "version": 0})
+        text = tuned.content[0].text
+        assert tuned.is_error and "no tuning parameters" in text
+        assert "design.md" not in text and "BM=" not in text and "BK=" not in text
+        assert "groups=(cdiv(ROWS, BLOCK), 1, 1)" in text and "README.md, section Tuning parameters" in text
+        readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+        assert "### Tuning parameters" in readme and "// peak: params" in readme.split("### Tuning parameters")[1]
+        source = (EXAMPLES.parent / "softmax" / "hlsl" / "1_groupshared.hlsl").read_text()
+        unannotated = "\n".join(line for line in source.splitlines() if "peak:" not in line)
+        report = await _submit(client, sid, unannotated)
+        assert report["status"] == "invalid_annotation" and "cdiv(ROWS, 256)" in report["message"], report["message"]
+        assert "cdiv(N" not in report["message"] and "cdiv(M" not in report["message"]
+
+
+def test_launch_examples_follow_the_problem_symbols() -> None:
+    from peak_mcp.errors import AnnotationError
+    from peak_mcp.launch import parse_annotation
+
+    for symbols, needs, expected, absent in (
+            (("M", "N", "K"), ("entry", "grid", "block"), "grid=(cdiv(N, 16), cdiv(M, 16), 1)", "ROWS"),
+            (("ROWS", "COLS"), ("entry", "grid", "block"), "grid=(cdiv(ROWS, 256), 1, 1) block=(256, 1, 1)", "cdiv(N"),
+            (("ROWS", "COLS"), ("entry", "groups"), "groups=(cdiv(ROWS, 256), 1, 1)", "cdiv(M")):
+        with pytest.raises(AnnotationError) as raised:
+            parse_annotation("void k() {}", needs=needs, symbols=symbols)
+        said = f"{raised.value} {raised.value.hint}"
+        assert expected in said and absent not in said, said
+    with pytest.raises(AnnotationError) as raised:
+        parse_annotation("// peak: entry=k grid=(ROWS, 1, 1) block=(32, 1, 1)\n// peak: params 1X=[2]",
+                         needs=("entry", "grid", "block"), symbols=("ROWS", "COLS"))
+    assert "BM=" not in f"{raised.value} {raised.value.hint}"

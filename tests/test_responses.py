@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 
@@ -116,8 +117,13 @@ async def test_answers_carry_the_record_once_with_a_summary_as_text(make_client)
             assert not answer.is_error, answer.content[0].text
             assert not answer.content[0].text.lstrip().startswith("{"), (tool, answer.content[0].text[:200])
             assert answer.structured_content, tool
-        step = answer.structured_content
-        assert f"brief:\n{step['brief']}" in answer.content[0].text  # a client that cannot sample needs it whole
+        step, text = answer.structured_content, answer.content[0].text
+        brief = text.split("\nbrief:\n", 1)[1]  # a client that cannot sample needs it whole, in the text
+        assert brief.startswith("# Task: apply the transformation `shared-memory-tiling`")
+        # ... and only there: the structured content counts it (issue: ~7k characters said twice per answer).
+        assert step.get("brief") is None and step["brief_chars"] == len(brief)
+        assert step["brief_sha256"] == hashlib.sha256(brief.encode()).hexdigest()[:16]
+        assert len(json.dumps(step)) < len(brief), len(json.dumps(step))
 
 
 BROKEN = """// peak: entry=k grid=(cdiv(N, 16), cdiv(M, 16), 1) block=(16, 16, 1) shared=0
@@ -167,3 +173,55 @@ def test_speed_reads_memory_bound_work_by_its_bandwidth_and_compute_bound_by_its
     assert speed(50.0, 200.0) == "50 TFLOP/s"  # 250 flops a byte: matmul
     assert speed(None, 12.5) == "12.5 GB/s" and speed(0.0, 12.5) == "12.5 GB/s"  # no flops declared
     assert speed(0.002, None) == "2 GFLOP/s" and speed(None, None) == ""
+
+
+async def test_list_problems_text_is_one_line_a_problem(make_client) -> None:
+    """list_problems' text repeated every problem's ABI for every backend (~15,000 characters, "Outputs are poisoned"
+    fifteen times). The text now has one line a problem and says where the ABIs are; the structured content keeps
+    them all."""
+    async with make_client() as (client, _):
+        answer = await client.call_tool("list_problems", {})
+        text, problems = answer.content[0].text, answer.structured_content["problems"]
+        assert len(text) < 400 * len(problems) + 300, len(text)
+        assert "poisoned" not in text and "extern \"C\"" not in text and "vk::binding" not in text
+        assert "problems[].abi; start_session and every brief of a session give its own." in text
+        for p in problems:
+            line = next(line for line in text.splitlines() if line.startswith(f"{p['name']}: "))
+            assert f"sizes {', '.join(p['sizes'])}" in line and "dtypes by backend: " in line
+            assert set(p["abi"]) == set(p["backends"]) and all("poisoned" in abi for abi in p["abi"].values())
+
+
+@pytest.mark.vulkan
+async def test_a_failing_verdict_gives_its_tolerance_once(make_client) -> None:
+    """A failing verdict's bound and formula were said in the report's message and again in its validation record;
+    a passing one's too. Each is said once in the text and once in the structured content."""
+    from tests.conftest import EXAMPLES, has_device
+
+    if not has_device("hlsl"):
+        pytest.skip("no Vulkan device")
+    async with make_client() as (client, _):
+        started = await client.call_tool("start_session", {"problem": "softmax", "backend": "hlsl",
+                                                           "sizes": {"ROWS": 16, "COLS": 100}})
+        assert not started.is_error, started.content[0].text
+        v0 = started.structured_content["version_0"]
+        assert v0["status"] == "benchmarked" and json.dumps(v0).count("lp being") == 1, v0
+        source = (EXAMPLES.parent / "softmax" / "hlsl" / "1_groupshared.hlsl").read_text()
+        wrong = source.replace("* inv)", "* inv * 1.001)")
+        assert wrong != source
+        answer = await client.call_tool("submit_kernel", {"session_id": started.structured_content["session_id"],
+                                                          "source": wrong})
+        report, text = answer.structured_content, answer.content[0].text
+        assert report["failure"] == "wrong_result" and "elements over their bound (2 × (|lp − ref|" in text
+        assert text.count("lp being the reference") == 1 and json.dumps(report).count("lp being the reference") == 1
+        assert "message" not in report["validation"] and report["validation"]["max_error_over_bound"] > 1
+
+
+def test_the_lp_bound_without_an_error_scale_names_its_scale_once() -> None:
+    from peak_mcp.problems.base import Tolerance
+
+    plain = Tolerance(rel_l2=1e-6, roundoff=2.0**-24, factor=2, floor=4, with_lp=True,
+                      scale_words="max(|ref|, rms(ref))").describe()
+    assert plain.count("max(|ref|, rms(ref))") == 1 and "(u_out + u_f32) × max(|ref|, rms(ref))" in plain
+    scaled = Tolerance(rel_l2=1e-6, roundoff=2.0**-24, factor=2, floor=4, with_lp=True,
+                       scale_words="the problem's error scale").describe()
+    assert "u_out × max(|ref|, rms(ref)) + u_f32 × the problem's error scale" in scaled

@@ -3,8 +3,11 @@ order hints and the session's backend, dtype and device."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
+from peak_mcp.catalog import Catalog, builtin_transformations_dir
 from peak_mcp.suggest import lineage, source_features
 from tests.conftest import EXAMPLES, has_device, skip_reason
 
@@ -157,3 +160,49 @@ def test_row_kernel_features() -> None:
     assert "online rescaling" not in features["1_smem_tree.cu"]
     hip = source_features((EXAMPLES.parent / "softmax" / "hip" / "2_warp_shuffle.hip").read_text())
     assert "warp shuffles" in hip
+
+
+@pytest.mark.vulkan
+@pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")
+async def test_an_hlsl_row_session_is_offered_hlsl_texts_and_no_measured_slowdown_first(make_client) -> None:
+    """An agent's HLSL softmax was offered online-softmax "after vectorized-row-access or warp-shuffle-reduction",
+    texts that do not exist for HLSL (apply_transformation refused them), and row-per-block-reduction first,
+    though that text says it measured 0.29× on lavapipe."""
+    async with make_client() as (client, _):
+        started = await client.call_tool("start_session", {"problem": "softmax", "backend": "hlsl",
+                                                           "sizes": {"ROWS": 16, "COLS": 100}})
+        sid = started.structured_content["session_id"]
+        got = await _suggest(client, sid)
+        ids = [s["id"] for s in got["suggestions"]]
+        assert {"online-softmax", "row-per-block-reduction", "hlsl-wave-reduction"} <= set(ids), got["suggestions"]
+        hlsl = {t.id for t in Catalog.load(builtin_transformations_dir()).list(backend="hlsl", problem="softmax",
+                                                                               dtype="f32")}
+        for s in got["suggestions"]:
+            assert s["id"] in hlsl, s
+            named = set(re.findall(r"[a-z0-9]+(?:-[a-z0-9]+)+", s["why"]))
+            assert named <= hlsl, (s["id"], named - hlsl)  # no CUDA-only text named as what comes first
+        assert ids[0] != "row-per-block-reduction"
+        slower = next(s for s in got["suggestions"] if s["id"] == "row-per-block-reduction")
+        assert "0.29× its parent on llvmpipe" in slower["why"]
+        # Whatever is proposed applies: apply_transformation takes each id (this client cannot sample: a brief).
+        for id in ids:
+            step = await client.call_tool("apply_transformation", {"session_id": sid, "transformation": id})
+            assert not step.is_error, (id, step.content[0].text)
+
+
+def test_the_after_hint_names_only_texts_that_exist_for_the_session() -> None:
+    """Without a device: the order hint of a text whose predecessors are CUDA-only says nothing for HLSL."""
+    from types import SimpleNamespace
+
+    from peak_mcp.problems import get_problem
+    from peak_mcp.suggest import _score
+
+    catalog = Catalog.load(builtin_transformations_dir())
+    online = catalog.get("online-softmax")
+    device = SimpleNamespace(name="llvmpipe", arch="", sm_count=None)
+    problem = get_problem("softmax")
+    for backend, expected in (("hlsl", "usually comes after hlsl-wave-reduction, not done yet"),
+                              ("cuda", "usually comes after vectorized-row-access or warp-shuffle-reduction")):
+        exists = {t.id for t in catalog.list(backend=backend, problem="softmax", dtype="f32")}
+        _, reasons = _score(online, set(), set(), {}, "f32", {"ROWS": 8, "COLS": 8}, device, problem, exists)
+        assert reasons[0].startswith(expected), (backend, reasons)

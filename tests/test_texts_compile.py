@@ -19,6 +19,7 @@ the two differ), so a HIP brief never shows code that HIP rejects.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pytest
@@ -199,9 +200,9 @@ HARNESSES.update({
     ("row-per-block-reduction", 0): Harness(place="file", file="#define BLOCK 256", before=f"""
 __shared__ float red[BLOCK];
 {ROW_X0}""", after="y[threadIdx.x] = T(block_reduce<true>(x0, red) + block_reduce<false>(x0, red));"),
-    ("row-per-block-reduction", 1): Harness(file="#define BLOCK 256\n{fence0}", before="__shared__ float red[BLOCK];"),
-    ("row-per-block-reduction", 2): Harness(place="file", file="#define NT 256",
-                                            after="y[tid] = group_sum(float(x[tid]), tid);"),
+    ("row-per-block-reduction", 1): Harness(place="file", file="#define NT 256", after="""
+y[tid] = group_reduce(float(x[tid]), tid, false) + group_reduce(float(x[tid]), tid, true);"""),
+    ("row-per-block-reduction", 2): Harness(file="#define BLOCK 256\n{fence0}", before="__shared__ float red[BLOCK];"),
     ("warp-shuffle-reduction", 0): Harness(place="file", file="#define BLOCK 256", before=f"""
 __shared__ float red_max[BLOCK / 32], red_sum[BLOCK / 32];
 {ROW_X0}""", after="y[threadIdx.x] = T(block_reduce<true>(x0, red_max) + block_reduce<false>(x0, red_sum));"),
@@ -224,8 +225,8 @@ const int tid = threadIdx.x, nvec = COLS / VEC;
 const uint4* xv = reinterpret_cast<const uint4*>(x + base);""",
                                    after="y[base + tid] = T(m + s + (fits ? 1.0f : 0.0f));"),
     ("online-softmax", 2): Harness(file="""#define NT 256
-float group_max(float v, uint tid) { return WaveActiveMax(v); }
-float group_sum(float v, uint tid) { return WaveActiveSum(v); }""", before="const uint base = gid.x * p.COLS;",
+float group_reduce(float v, uint tid, bool is_max) { return is_max ? WaveActiveMax(v) : WaveActiveSum(v); }""",
+                                   before="const uint base = gid.x * p.COLS;",
                                    after="y[tid] = row_max * inv;"),
     ("row-per-warp", 0): Harness(file=f"#define WARPS 8\n{ROW_WARP_SUM}"),
     ("persistent-rows", 0): Harness(file=f"#define BLOCK 256\n{ROW_WARP_SUM}\n{ROW_BLOCK_SUM}"),
@@ -464,3 +465,73 @@ def test_a_hip_brief_keeps_the_tuning_lines_of_its_devices_vendor() -> None:
         assert kept in tuning and left_out not in tuning and "- HLSL" not in tuning, (arch, tuning)
     _, both = split_section(render_body(body, "hip"), TUNING_HEADING)  # device unknown: both vendors
     assert "- AMD CDNA" in both and "- NVIDIA" in both
+
+
+# Spellings of one backend that a brief for another must not carry, unless in a sentence about that backend.
+CUDA_SPELLINGS = re.compile(r"blockIdx|threadIdx|blockDim|gridDim|__shfl|__syncthreads|__shared__|\bint (?:ROWS|COLS)")
+HLSL_SPELLINGS = re.compile(r"SV_Group|GroupMemoryBarrier|groupshared|WaveActive|\bp\.(?:ROWS|COLS)\b|\[numthreads")
+
+
+def _sentences(body: str) -> list[str]:
+    """The prose of a rendered brief in sentences (fenced code left out: a fence in another backend's language is
+    already dropped by render_body, see test_a_brief_shows_only_its_backends_code_and_tuning_lines)."""
+    prose = re.sub(r"^[ \t]*```.*?^[ \t]*```[ \t]*$", "", body, flags=re.DOTALL | re.MULTILINE)
+    return [s for s in re.split(r"(?<=[.:;])\s+|\n(?=\s*(?:- |\d+\. |## ))", prose) if s.strip()]
+
+
+def test_row_texts_say_only_what_is_true_on_each_backend() -> None:
+    """An HLSL softmax brief said "Keep unchanged – The ABI: buffers then `int ROWS, int COLS`" (HLSL passes uint
+    push constants) and gave steps in blockIdx/threadIdx: rendered for hlsl, a row text that claims hlsl has no
+    CUDA spelling outside a sentence about CUDA, and rendered for cuda or hip, no HLSL spelling outside one about
+    HLSL. Items labelled `CUDA/HIP:` or `HLSL:` go only to those backends' briefs."""
+    hlsl_rows = [t for t in CATALOG.list(backend="hlsl") if row_text(t.id)]
+    assert {"row-per-block-reduction", "online-softmax", "hlsl-wave-reduction"} <= {t.id for t in hlsl_rows}
+    for t in CATALOG.list():
+        if not row_text(t.id):
+            continue
+        for backend in t.backends:
+            spelling, about = (CUDA_SPELLINGS, "CUDA") if backend == "hlsl" else (HLSL_SPELLINGS, "HLSL")
+            for sentence in _sentences(render_body(t.body, backend)):
+                assert not spelling.search(sentence) or about in sentence, (t.id, backend, sentence)
+    block = CATALOG.get("row-per-block-reduction").body
+    hlsl, cuda = render_body(block, "hlsl"), render_body(block, "cuda")
+    assert "`int ROWS, int COLS`" not in hlsl and "The ABI as the brief gives it" in hlsl
+    assert "2. Each thread strides over the row" in hlsl and "for (uint c = tid; c < p.COLS; c += NT)" in hlsl
+    assert "for (int c = threadIdx.x; c < COLS; c += BLOCK)" in cuda and "SV_GroupIndex" not in cuda
+    assert "0.29×" in hlsl and "0.29×" not in cuda  # lavapipe's measurement is said where it applies
+
+
+def test_labelled_items_render_for_their_backends_only() -> None:
+    from peak_mcp.catalog import drop_other_backends
+
+    body = """## What to do
+
+1. Common step.
+2. CUDA/HIP: a CUDA step
+   ```cuda
+   int a = threadIdx.x;
+
+   int b = a;
+   ```
+3. HLSL (groupshared): an HLSL step.
+   - HLSL: a nested HLSL line.
+4. Last step, with
+   - CUDA: a CUDA-only bullet
+     that wraps;
+   - HIP: a HIP-only bullet.
+
+**B. A second list.**
+1. Starts again.
+
+## Pitfalls
+- HLSL: an HLSL pitfall.
+- A common one."""
+    cuda = drop_other_backends(body, "cuda")
+    assert "1. Common step.\n2. CUDA/HIP: a CUDA step" in cuda and "HLSL" not in cuda and "HIP-only" not in cuda
+    assert "3. Last step, with\n   - CUDA: a CUDA-only bullet\n     that wraps;\n\n**B." in cuda
+    assert "1. Starts again." in cuda and "- A common one." in cuda
+    hlsl = drop_other_backends(body, "hlsl")
+    assert "threadIdx" not in hlsl and "int b" not in hlsl and "CUDA" not in hlsl
+    assert "1. Common step.\n2. HLSL (groupshared): an HLSL step.\n   - HLSL: a nested HLSL line.\n3. Last step" in hlsl
+    assert "- HLSL: an HLSL pitfall.\n- A common one." in hlsl
+    assert drop_other_backends(body, "hip").count("HIP-only") == 1

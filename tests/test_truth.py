@@ -23,7 +23,7 @@ from peak_mcp.config import Settings
 from peak_mcp.runner.pool import DevicePool
 from peak_mcp.server import create_server
 from peak_mcp.service import PeakService
-from tests.conftest import has_device, probe, stand_in_python
+from tests.conftest import has_device, probe, stand_in_python, step_of
 from tests.test_fanout import TUNED
 
 pytestmark = pytest.mark.anyio
@@ -121,8 +121,8 @@ async def test_a_kernel_faster_than_the_yardstick_is_flagged_plainly(make_client
         history = await _call(client, "history", {"session_id": sid})
         assert history.structured_content["rows"][0]["above_vendor"] is True
         assert " (!) |" in history.content[0].text and "(!) faster than the vendor yardstick" in history.content[0].text
-        step = (await _call(client, "apply_transformation", {"session_id": sid, "transformation": TILING})
-                ).structured_content  # this client cannot sample: the brief comes back
+        step = step_of(await _call(client, "apply_transformation", {"session_id": sid, "transformation": TILING})
+                       )  # this client cannot sample: the brief comes back
         assert "% of its speed, faster than the yardstick: rare, so suspect the yardstick" in step["brief"]
 
 

@@ -85,6 +85,8 @@ async def main(data_dir: Path, history: int = 50) -> dict[str, Any]:
             await call("diff", {"session_id": sid, "a": 0, "b": 1})
             await call("list_transformations", {"backend": backend})
             await call("get_transformation", {"id": "shared-memory-tiling", "backend": backend})
+            await call("list_problems", {})
+            await call("apply_transformation", {"session_id": sid, "transformation": "shared-memory-tiling"})
             await call("doctor", {})
             _grow(service, sid, history)
             long = await client.call_tool("history", {"session_id": sid, "chart": True})

@@ -90,7 +90,7 @@ def _as_fault(exc: Exception) -> Exception:
     if any(code in text for code in _STICKY_ERRORS):
         return KernelFault(f"the kernel faulted: {text.strip()}. The device context is lost; the worker restarts. "
                            "Look for out-of-bounds indexing (check the guards on every load and store against "
-                           "M, N, K) or misaligned vector accesses.")
+                           "the size arguments) or misaligned vector accesses.")
     return exc
 
 

@@ -41,8 +41,8 @@ def _check(result: Any) -> Any:
         name = getattr(err, "name", str(err))
         if any(code in name for code in _STICKY):
             raise KernelFault(f"the kernel faulted: {name}. The device context is lost; the worker restarts. Look "
-                              "for out-of-bounds indexing (check the guards on every load and store against M, N, "
-                              "K) or misaligned vector accesses.")
+                              "for out-of-bounds indexing (check the guards on every load and store against the size "
+                              "arguments) or misaligned vector accesses.")
         raise RuntimeError(name)
     return values[0] if len(values) == 1 else (values or None)
 

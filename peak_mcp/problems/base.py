@@ -67,8 +67,11 @@ class Tolerance:
                     "reference kernel's output, spread: its run-to-run difference, m = max(|ref|, rms(ref)), s: its "
                     "change per unit roundoff when each input moves one ulp, L: the reduction length")
         if self.with_lp:
-            return (f"{self.factor:g} × (|lp − ref| + {self.floor:g} × (u_out × max(|ref|, rms(ref)) + u_f32 × "
-                    f"{self.scale_words})), lp being the reference computed in float32 from the same inputs")
+            m = "max(|ref|, rms(ref))"
+            scaled = (f"(u_out + u_f32) × {m}" if self.scale_words == m  # no error scale of its own: s is m
+                      else f"(u_out × {m} + u_f32 × {self.scale_words})")
+            return (f"{self.factor:g} × (|lp − ref| + {self.floor:g} × {scaled}), lp being the reference computed in "
+                    "float32 from the same inputs")
         return f"{self.factor * self.floor:g} roundoffs ({self.roundoff:.2g}) times {self.scale_words}"
 
     def summary(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from typing import Annotated, Any
 
@@ -13,8 +14,9 @@ from pydantic import Field
 
 from peak_mcp.apply import MAX_INSTRUCTIONS_CHARS, Applier
 from peak_mcp.models import ApplyStep
-from peak_mcp.responses import result
+from peak_mcp.responses import result, rounded
 from peak_mcp.service import PeakService
+from peak_mcp.summaries import summary
 from peak_mcp.tools.common import RECORDS, SessionId, VersionNumber, call
 
 SAMPLING_MAX_TOKENS = 16384
@@ -46,7 +48,7 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
             step.message = ("this client does not offer MCP sampling: rewrite the kernel as the brief says, then "
                             f"call submit_kernel(session_id={session_id!r}, source=..., "
                             f"transformation={transformation!r}); that submission is recorded as this run's attempt")
-            return result(step, defaults=True)
+            return _answer(step)
         if ctx.protocol_version is not None and ctx.protocol_version >= "2026-07-28":
             return await _apply_by_rounds(ctx, session_id, transformation, version, instructions, max_attempts,
                                           exact)
@@ -61,9 +63,9 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
             except Exception as exc:
                 step.message = (f"sampling failed ({exc}); the run stays open: rewrite the kernel yourself from "
                                 "the brief and call submit_kernel with transformation set")
-                return result(step, defaults=True)
+                return _answer(step)
             step = await call(ctx, applier.answer, step.run_id, _reply_text(reply), progress=None)
-        return result(step, defaults=True)
+        return _answer(step)
 
     async def _apply_by_rounds(ctx: Context, session_id: SessionId, transformation: str, version: int | None,
                                instructions: str | None, max_attempts: int | None, exact: bool) -> Any:
@@ -83,7 +85,7 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
             else:
                 step = await call(ctx, applier.answer, run_id, _reply_text(response), progress=None)
         if step.done:
-            return result(step, defaults=True)
+            return _answer(step)
         request = types.CreateMessageRequest(params=types.CreateMessageRequestParams(
             messages=[_user_message(step.brief or "")], system_prompt=step.system_prompt,
             max_tokens=SAMPLING_MAX_TOKENS))
@@ -91,6 +93,16 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
                                          request_state=f"{step.run_id}:{step.attempt}")
 
     # --- resources and prompts -------------------------------------------------------------------------------
+
+
+def _answer(step: ApplyStep) -> types.CallToolResult:
+    """The step with its brief said once: whole in the text (a client that cannot sample needs it, and its LLM reads
+    text), and in the structured content only its length and hash."""
+    text = summary("ApplyStep", rounded(step.model_dump(mode="json")))
+    if step.brief is not None:
+        step = step.model_copy(update={"brief": None, "brief_chars": len(step.brief),
+                                       "brief_sha256": hashlib.sha256(step.brief.encode()).hexdigest()[:16]})
+    return result(step, text=text, defaults=True)
 
 
 def _user_message(text: str) -> types.SamplingMessage:

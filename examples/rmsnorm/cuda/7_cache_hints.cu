@@ -13,8 +13,10 @@
 // the barrier); WPRE=0 loads each vector just before its use (the fewest registers; with HINT=2 they hit L1).
 // Rows longer than BLOCK * EPT stream x twice, the first pass plain so that the second (evict-first) finds the row
 // in L2. Any ROWS, COLS >= 1.
+// Defaults are the H100's best at 8192 x 8192 (tools/bench_rows.py): HINT=0, since HINT=2 and HINT=1 ran about 1%
+// slower in every case (a streaming kernel already at the copy bandwidth gains nothing from them); WPRE=1.
 // peak: entry=rmsnorm_hints grid=(ROWS, 1, 1) block=(BLOCK, 1, 1) shared=0
-// peak: params BLOCK=[256, 512, 1024, 128] EPT=[32, 16, 8, 64] WPRE=[0, 1] HINT=[2, 1, 0]
+// peak: params BLOCK=[256, 512, 1024, 128] EPT=[32, 16, 8, 64] WPRE=[1, 0] HINT=[0, 2, 1]
 // peak: where=BLOCK * EPT <= 16384
 // peak: where=BLOCK * EPT >= min(COLS, 8192)
 #include <cuda_fp16.h>
