@@ -60,6 +60,7 @@ class SessionRow(BaseModel):
     label: str | None = None
     constraints: list[str] = Field(default_factory=list)
     device_info: dict[str, Any] | None = None  # the described device (devices.Device), for sessions since migration 3
+    problem_sha256: str | None = None  # a problem file's sha256 when the session started (None: built-in, or older)
 
     @field_validator("constraints", mode="before")
     @classmethod

@@ -120,6 +120,11 @@ RETIME_TOP, NOISY_CV = 3, 0.1
 MAX_DEFINE_BYTES = 256 * 1024  # define_problem's source
 
 
+def _file_sha256(problem: Problem) -> str | None:
+    """A problem file's sha256 (what its sessions were started on); None for a built-in class."""
+    return problem.declaration.sha256 if isinstance(problem, DeclaredProblem) else None
+
+
 REFERENCE_KERNEL_NEEDED = ("none in Python: start_session needs reference_kernel=SOURCE (your current kernel, v0); "
                            "every candidate is checked against it on the same inputs")
 
@@ -392,7 +397,8 @@ class PeakService:
                                "choose sizes that meet them, or drop the constraint.")
         session_id = self.store.create_session(problem=problem, backend=backend, dtype=dtype, sizes=checked,
                                                device=placed.name, device_index=index, label=label,
-                                               constraints=constraints, device_info=placed.model_dump())
+                                               constraints=constraints, device_info=placed.model_dump(),
+                                               problem_sha256=_file_sha256(spec))
         self._devices[session_id] = placed
         if reference_kernel is not None:  # the user's current kernel is v0, validated against the reference
             report = self._submit(session_id, reference_kernel, parent=None, origin="reference", transformation=None,
@@ -546,6 +552,12 @@ class PeakService:
         if outcome.status is Status.NOT_GENERAL and not require_generality:  # the hint was taken: say so instead
             outcome.message = (outcome.message or "").replace(
                 ACCEPT_SPECIALIZED, "accepted here as a specialized kernel (require_generality=false)")
+        changed = _file_sha256(self.problem(session.problem))
+        if session.problem_sha256 and changed and changed != session.problem_sha256:
+            outcome.message = (f"{outcome.message or ''}\nnote: the problem file changed since this session started "
+                               f"(sha256 {session.problem_sha256[:12]} -> {changed[:12]}): this version was judged by "
+                               "the new definition, earlier ones by the old; start a new session to compare like "
+                               "with like").lstrip("\n")
         if origin == "reference" and self.problem(session.problem).needs_reference_kernel:
             outcome.message = ("v0 is this session's reference (the problem has no Python reference): it was checked "
                                "for faults of its own (guards, inputs unchanged, every output written, repeat launches "

@@ -62,6 +62,7 @@ MIGRATIONS = (
     "ALTER TABLE versions ADD COLUMN owner TEXT",
     "CREATE INDEX versions_pending ON versions(owner) WHERE status = 'pending'",
     "ALTER TABLE apply_runs ADD COLUMN resolved TEXT",  # the catalog text the run gives the LLM, fixed when it begins
+    "ALTER TABLE sessions ADD COLUMN problem_sha256 TEXT",  # a problem file's bytes when the session started
 )
 _JSON_FIELDS = {"sizes", "baseline", "compile", "validation", "timing", "generality", "constraints", "device_info",
                 "tuning"}
@@ -186,12 +187,13 @@ class Store:
     # --- sessions --------------------------------------------------------------------------------------------
     def create_session(self, *, problem: str, backend: str, dtype: str, sizes: dict[str, int], device: str,
                        device_index: int, label: str | None, constraints: list[str] | None = None,
-                       device_info: dict[str, Any] | None = None) -> str:
+                       device_info: dict[str, Any] | None = None, problem_sha256: str | None = None) -> str:
         session_id = uuid.uuid4().hex[:12]
         self._write("INSERT INTO sessions (id, problem, backend, dtype, sizes, device, device_index, created_at, label,"
-                    " constraints, device_info) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " constraints, device_info, problem_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (session_id, problem, backend, dtype, json.dumps(sizes), device, device_index, time.time(), label,
-                     json.dumps(constraints or []), json.dumps(device_info) if device_info else None))
+                     json.dumps(constraints or []), json.dumps(device_info) if device_info else None,
+                     problem_sha256))
         return session_id
 
     def session(self, session_id: str) -> SessionRow:

@@ -181,3 +181,19 @@ async def test_a_sequential_row_reduction_is_within_the_default_bound_or_told_ho
             assert "REDUCTION" in report["message"] and "error_scale" in report["message"]
         else:
             assert report["status"] == "benchmarked", report["message"]
+
+
+@VULKAN
+async def test_a_problem_redefined_under_a_live_session_is_said_in_its_next_versions(make_client) -> None:
+    """An agent redefined its problem (adding an error scale) and the same kernel that had failed passed in the same
+    session, with nothing said."""
+    async with make_client() as (client, _):
+        await call(client, "define_problem", {"source": NEGATE})
+        session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000}})
+        sid, kernel = session["session_id"], KERNEL.replace("BODY", "-x[id.x]")
+        first = await call(client, "submit_kernel", {"session_id": sid, "source": kernel})
+        assert "problem file changed" not in first["message"]
+        await call(client, "define_problem", {"source": NEGATE.replace("Negate: y = -x.", "Negate (redefined).")})
+        second = await call(client, "submit_kernel", {"session_id": sid, "source": kernel})
+        assert second["status"] == "benchmarked" and "the problem file changed since this session started" in \
+            second["message"]
