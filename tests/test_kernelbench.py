@@ -472,3 +472,37 @@ class Model(nn.Module):
 """
     p = declare_kernelbench(from_source(source), "logs")
     assert p.distributions == {"p": "uniform01", "q": "halfnormal"}
+
+
+def test_independent_rows_are_probed_into_batch() -> None:
+    """BATCH (the host check then recomputes only the rows it checks) where changing one row of the inputs changes
+    only that row of every output; none where rows mix (a normalization across the batch) or a weight shares the
+    axis."""
+    assert declare_kernelbench(load("np_relu"), "np_relu").declaration["BATCH"] == "BATCH_SIZE"
+    assert declare_kernelbench(load("np_rows"), "np_rows").declaration["BATCH"] == "ROWS"
+    assert declare_kernelbench(load("np_matmul"), "np_matmul").declaration["BATCH"] == "M"  # B is used whole
+    across = from_source("""
+        import numpy as np
+        class Model:
+            def forward(self, x):
+                return x - x.mean(axis=0, keepdims=True)
+        rows = 32
+        cols = 8
+        def get_inputs():
+            return [np.random.randn(rows, cols)]
+        def get_init_inputs():
+            return []
+    """, "kb_across")
+    assert declare_kernelbench(across, "kb_across").declaration["BATCH"] is None
+    square = from_source("""
+        import numpy as np
+        class Model:
+            def forward(self, x, w):
+                return w @ x
+        n = 16
+        def get_inputs():
+            return [np.random.randn(n, n), np.random.randn(n, n)]
+        def get_init_inputs():
+            return []
+    """, "kb_square")
+    assert declare_kernelbench(square, "kb_square").declaration["BATCH"] is None  # w @ x mixes x's rows
