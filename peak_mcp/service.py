@@ -533,7 +533,8 @@ class PeakService:
         if params and outcome.timing:
             outcome.timing = outcome.timing.model_copy(update={"params": params, "params_from": params_from,
                                                                "params_inherited": inherited})
-        refused = "refused before any compiler runs" in (outcome.message or "")  # the text, whatever the configuration
+        compile_log = outcome.compile.log if outcome.compile else ""
+        refused = "refused before any compiler runs" in f"{outcome.message}{compile_log}"  # the text, not a config
         if params and params_from == "parent" and not refused:  # said whatever came of it: a failure may be the
             # configuration's
             message = outcome.message or ""
@@ -559,9 +560,10 @@ class PeakService:
                                "the new definition, earlier ones by the old; start a new session to compare like "
                                "with like").lstrip("\n")
         if origin == "reference" and self.problem(session.problem).needs_reference_kernel:
-            outcome.message = ("v0 is this session's reference (the problem has no Python reference): it was checked "
-                               "for faults of its own (guards, inputs unchanged, every output written, repeat launches "
-                               "alike, other sizes), not for correctness. " + (outcome.message or ""))
+            outcome.message = ("v0 is this session's reference (the problem has no Python reference): its checks "
+                               "compare it with itself, so they find faults of its own (guards, inputs unchanged, "
+                               "every output written, repeat launches alike, other sizes), never a wrong value. "
+                               + (outcome.message or ""))
         self.store.update_version(session_id, number, **outcome.columns())
         # Head moves only to versions validated and timed: one wrong at other sizes only when the agent accepts a
         # specialized kernel. Without a device nothing runs, and a version that only compiled (an empty kernel
@@ -956,18 +958,24 @@ class PeakService:
             progress(f"tuning: full validation and timing of {Config(params=report.best.params).label()}")
             tuned = self._evaluate(session, v.source, progress, params=report.best.params, vendor_ms=session.vendor_ms)
             if tuned.status.passed and tuned.timing:
+                # The configuration the version takes is checked at other sizes and under the sanitizer as a
+                # submission is: a tuned value can be right only at the session's sizes.
+                tuned = self._with_generality(session, v.source, tuned, progress, report.best.params)
+            if tuned.status.passed and tuned.timing:
                 timing = tuned.timing.model_copy(update={"params": report.best.params, "params_from": "tuned"})
                 report.recorded = BestConfig(params=report.best.params, median_ms=timing.median_ms,
-                                             tflops=timing.tflops)
+                                             tflops=timing.tflops, gbps=timing.gbps)
                 report.recorded_device = session.device_index
                 report.estimate_gap = _estimate_gap(timing, report)
                 columns["timing"] = timing.model_dump(mode="json")
+                columns.update({k: x for k, x in tuned.columns().items() if k in ("generality", "validation")})
                 columns["message"] = (f"{v.message or ''}; tuned over {report.tried} configurations: "
                                       f"{Config(params=report.best.params).label()}, median "
                                       f"{timing.median_ms:.4g} ms ({speed(timing.tflops, timing.gbps) or 'n/a'})")
             else:
-                report.stopped += (f"; the fastest configuration then failed full validation "
-                                   f"({tuned.failure}): {(tuned.message or '')[:200]}")
+                report.stopped += (f"; the fastest configuration {Config(params=report.best.params).label()} then "
+                                   f"failed its full checks ({tuned.failure}), so v{v.number} keeps its configuration: "
+                                   f"{(tuned.message or '')[:300]}")
         self.store.update_version(session_id, v.number, tuning=report.model_dump(mode="json"), **columns)
         return report
 
@@ -1095,7 +1103,7 @@ class PeakService:
             perf = performance(scratch, {}, baseline, device, problem.peak_path(session.dtype),
                                self.roofline(session, checked, baseline))
         validation = outcome.validation or Verdict(passed=False, check=outcome.failure, message=outcome.message)
-        caveat = loop_caveat(validation, self.device_of(session))
+        caveat = loop_caveat(validation, self.device_of(session), checked)
         if caveat:
             validation = validation.model_copy(update={"message": validation.message + caveat})
         return CheckReport(session_id=session_id, version=v.number, sizes=checked, passed=outcome.status.passed,

@@ -97,6 +97,10 @@ def version(d: dict[str, Any]) -> list[str]:
     return lines
 
 
+SANITIZER_WORDS = {"vulkan_oob": "Vulkan validation layer: out-of-bounds buffer accesses",
+                   "memcheck": "memcheck", "racecheck": "racecheck", "initcheck": "initcheck", "synccheck": "synccheck"}
+
+
 def sanitizer(s: dict[str, Any] | None) -> list[str]:
     """One line on the sanitizer run of a version: clean (and what it did not check), failed, or why it did not
     run, so that a skipped check is never read as a clean one."""
@@ -108,8 +112,11 @@ def sanitizer(s: dict[str, Any] | None) -> list[str]:
     if s.get("passed") is None:
         return [f"sanitizer: not run ({skipped or 'no reason given'})"]
     if s.get("passed"):
-        return [f"sanitizer: clean at {_sizes(s.get('sizes'))} ({', '.join(s.get('clean') or [])})"
-                + (f"; not checked: {skipped}" if skipped else "")]
+        tools = [SANITIZER_WORDS.get(t, t) for t in s.get("clean") or []]
+        vulkan = any(t.startswith("vulkan") for t in s.get("clean") or [])
+        return [f"sanitizer: clean at {_sizes(s.get('sizes'))} ({', '.join(tools)})"
+                + (f"; not checked: {skipped}" if skipped else "")
+                + ("; races and uninitialized groupshared reads are not checked on Vulkan" if vulkan else "")]
     return []  # a failure is the version's message
 
 

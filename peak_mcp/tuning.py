@@ -78,6 +78,7 @@ class BestConfig(BaseModel):
     params: dict[str, int]
     median_ms: float
     tflops: float | None = None
+    gbps: float | None = None
 
 
 class TuneReport(BaseModel):

@@ -111,10 +111,15 @@ def impossible_speed(problem: Problem, dtype: str, sizes: dict[str, int], device
             "outside the timed launch)")
 
 
-def loop_caveat(verdict: Verdict, device: Device) -> str:
-    """On a device that ends long loops early (llvmpipe), what an unwritten or wrong output may owe to it."""
+LOOP_GUARD_SIZE = 16384  # a size at which one thread's loops may pass llvmpipe's ~65535 iterations
+
+
+def loop_caveat(verdict: Verdict, device: Device, sizes: dict[str, int]) -> str:
+    """On a device that ends long loops early (llvmpipe), what an unwritten or wrong output may owe to it: said only
+    where a size is large enough for one thread to loop that long."""
     guard = next((c for c in device.prop("caveats") or [] if "65535" in c), None)
-    if guard is None or verdict.check not in ("unwritten_output", "wrong_result", "nan_or_inf"):
+    if guard is None or verdict.check not in ("unwritten_output", "wrong_result", "nan_or_inf") or \
+            max(sizes.values(), default=0) < LOOP_GUARD_SIZE:
         return ""
     return (f"\nOn this device: {guard}. If each thread loops long at these sizes, check at smaller ones before "
             "blaming the kernel")
@@ -138,7 +143,8 @@ def judge(result: EvaluateResult, *, problem: Problem, backend: str, dtype: str,
         abi = problem.abi(backend, dtype).splitlines()[1]
         return failed.model_copy(update={
             "failure": verdict.check, "message": f"validation failed ({verdict.check}): {verdict.message}\n"
-                                                 f"This session's ABI ({dtype}): {abi}" + loop_caveat(verdict, device)})
+                                                 f"This session's ABI ({dtype}): {abi}"
+                                                 + loop_caveat(verdict, device, sizes)})
     timing = result.timing
     if timing and not (timing.recheck and timing.recheck.passed):
         recheck = timing.recheck or Recheck(passed=False)

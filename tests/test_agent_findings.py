@@ -395,3 +395,41 @@ async def test_a_wrong_output_on_llvmpipe_names_its_loop_guard(make_client) -> N
             assert not guarded  # a driver without the guard runs the loops to the end
         else:
             assert ("65535" in report["validation"]["message"]) == guarded
+
+
+@VULKAN
+async def test_a_tuned_configuration_wrong_at_other_sizes_is_not_taken(make_client, monkeypatch) -> None:
+    """An agent's kernel was right only at NT=64; tune took NT=8 (right at the session's sizes) and the version kept
+    'generality passed' from NT=64. The configuration a tune adopts is checked at other sizes first."""
+    from peak_mcp.service import PeakService
+    from peak_mcp.tuning import BestConfig
+
+    def pick_nt32(self, session, source, spec, report, progress) -> None:  # as if NT=32 had timed fastest
+        hit = next(r for r in report.results if r.params == {"NT": 32} and r.status == "ok")
+        report.best = BestConfig(params=hit.params, median_ms=hit.median_ms)
+        report.chosen_by = "test"
+
+    monkeypatch.setattr(PeakService, "_choose_best", pick_nt32)
+    broken = WAVE.replace("if (row >= p.ROWS) return;", "if (row >= p.ROWS || (NT == 32 && p.ROWS != 64)) return;")
+    assert broken != WAVE
+    async with make_client() as (client, service):
+        sid = await softmax_session(client)
+        v = await call(client, "submit_kernel", {"session_id": sid, "source": broken})
+        assert v["status"] == "benchmarked" and v["generality"]["passed"], v["message"]  # NT=64, the default
+        result = await client.call_tool("tune", {"session_id": sid, "version": v["version"], "max_configs": 2})
+        assert not result.is_error, result.content[0].text
+        report = result.structured_content
+        assert report.get("recorded") is None and "keeps its configuration" in report["stopped"], report["stopped"]
+        stored = service.store.version(sid, v["version"])
+        assert stored.timing.params == {"NT": 64} and stored.generality.passed
+
+
+@VULKAN
+async def test_the_loop_guard_is_not_blamed_for_a_wrong_value_at_small_sizes(make_client) -> None:
+    """The llvmpipe loop-guard caveat came with every wrong result, pointing at the device for plain kernel bugs."""
+    async with make_client() as (client, _):
+        sid = await softmax_session(client)
+        wrong = await call(client, "submit_kernel", {"session_id": sid,
+                                                     "source": WAVE.replace("if (row >= p.ROWS) return;",
+                                                                            "if (row + 1 >= p.ROWS) return;")})
+        assert wrong["status"] == "failed" and "65535" not in wrong["message"]
