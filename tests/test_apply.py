@@ -255,7 +255,7 @@ async def test_an_hlsl_brief_carries_hlsl_only_and_one_tuning_section(make_clien
                                                         "version": tuned.structured_content["version"],
                                                         "max_attempts": 1})
     brief = llm.prompts[0]
-    assert "```cuda" not in brief and "```hlsl\n   fetch(0); stash(0); GroupMemoryBarrierWithGroupSync();" in brief
+    assert "```cuda" not in brief and "```hlsl\n     fetch(0); stash(0); GroupMemoryBarrierWithGroupSync();" in brief
     assert "- NVIDIA" not in brief and "- AMD" not in brief
     assert brief.count("## Tuning parameters") == 1, brief
     tuning = brief.split("## Tuning parameters", 1)[1]

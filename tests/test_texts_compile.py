@@ -467,9 +467,21 @@ def test_a_hip_brief_keeps_the_tuning_lines_of_its_devices_vendor() -> None:
     assert "- AMD CDNA" in both and "- NVIDIA" in both
 
 
-# Spellings of one backend that a brief for another must not carry, unless in a sentence about that backend.
-CUDA_SPELLINGS = re.compile(r"blockIdx|threadIdx|blockDim|gridDim|__shfl|__syncthreads|__shared__|\bint (?:ROWS|COLS)")
-HLSL_SPELLINGS = re.compile(r"SV_Group|GroupMemoryBarrier|groupshared|WaveActive|\bp\.(?:ROWS|COLS)\b|\[numthreads")
+# Spellings of one backend that a brief for another must not carry, unless in a sentence about that backend: CUDA's
+# indices, barriers, qualifiers, pragmas and matmul/row ABI (`int M`, HLSL passes uint push constants) and its
+# annotation keys (grid=/block=/shared=; HLSL's is groups=), and HLSL's system values, barriers, wave intrinsics,
+# attributes, buffers and push constants.
+CUDA_SPELLINGS = re.compile(
+    r"blockIdx|threadIdx|blockDim|gridDim|__shfl|__syncthreads|__syncwarp|__shared__|__launch_bounds__|__restrict__"
+    r"|__ldg|__global__|__device__|__forceinline__|#pragma unroll|warpSize|reinterpret_cast|cudaFuncSetAttribute|<<<"
+    r"|\bint (?:ROWS|COLS|M|N|K)\b|\b(?:grid|block|shared)=|\((?:const )?\w+\*\)")
+HLSL_SPELLINGS = re.compile(
+    r"SV_|GroupMemoryBarrier|DeviceMemoryBarrier|AllMemoryBarrier|groupshared|\bWave[A-Z]\w*"
+    r"|\bp\.(?:ROWS|COLS|M|N|K)\b|\[numthreads|\[unroll|\[loop\]|ByteAddressBuffer|StructuredBuffer|push_constant"
+    r"|vk::|\buint3\b|min16float|float16_t|\bgroups=")
+# A sentence that names the other backend may use its spellings ("`__syncthreads()` in CUDA, ... in HLSL").
+OTHER_BACKEND = {"hlsl": (CUDA_SPELLINGS, re.compile(r"CUDA|HIP")), "cuda": (HLSL_SPELLINGS, re.compile("HLSL")),
+                 "hip": (HLSL_SPELLINGS, re.compile("HLSL"))}
 
 
 def _sentences(body: str) -> list[str]:
@@ -479,26 +491,42 @@ def _sentences(body: str) -> list[str]:
     return [s for s in re.split(r"(?<=[.:;])\s+|\n(?=\s*(?:- |\d+\. |## ))", prose) if s.strip()]
 
 
-def test_row_texts_say_only_what_is_true_on_each_backend() -> None:
+@pytest.mark.parametrize("text_id", sorted(EXAMPLES))
+def test_texts_say_only_what_is_true_on_each_backend(text_id: str) -> None:
     """An HLSL softmax brief said "Keep unchanged – The ABI: buffers then `int ROWS, int COLS`" (HLSL passes uint
-    push constants) and gave steps in blockIdx/threadIdx: rendered for hlsl, a row text that claims hlsl has no
-    CUDA spelling outside a sentence about CUDA, and rendered for cuda or hip, no HLSL spelling outside one about
-    HLSL. Items labelled `CUDA/HIP:` or `HLSL:` go only to those backends' briefs."""
+    push constants) and gave steps in blockIdx/threadIdx, and HLSL matmul briefs told the agent to declare
+    `__shared__` tiles and call `__syncthreads()`: rendered for each backend it claims, a text has no other
+    backend's spelling outside a sentence naming that backend (in an HLSL brief, CUDA or HIP; in a CUDA or HIP
+    brief, HLSL), nor in its title and summary, which listings and briefs show to every backend. Items labelled
+    `CUDA/HIP:` or `HLSL:` go only to those backends' briefs."""
+    t = CATALOG.get(text_id)
+    wrong = [(backend, " ".join(sentence.split())) for backend in t.backends
+             for spelling, about in [OTHER_BACKEND[backend]]
+             for sentence in [t.title, t.summary, *_sentences(render_body(t.body, backend))]
+             if spelling.search(sentence) and not about.search(sentence)]
+    assert not wrong, wrong
+
+
+def test_row_and_matmul_briefs_give_each_backend_its_own_steps() -> None:
     hlsl_rows = [t for t in CATALOG.list(backend="hlsl") if row_text(t.id)]
     assert {"row-per-block-reduction", "online-softmax", "hlsl-wave-reduction"} <= {t.id for t in hlsl_rows}
-    for t in CATALOG.list():
-        if not row_text(t.id):
-            continue
-        for backend in t.backends:
-            spelling, about = (CUDA_SPELLINGS, "CUDA") if backend == "hlsl" else (HLSL_SPELLINGS, "HLSL")
-            for sentence in _sentences(render_body(t.body, backend)):
-                assert not spelling.search(sentence) or about in sentence, (t.id, backend, sentence)
     block = CATALOG.get("row-per-block-reduction").body
     hlsl, cuda = render_body(block, "hlsl"), render_body(block, "cuda")
     assert "`int ROWS, int COLS`" not in hlsl and "The ABI as the brief gives it" in hlsl
     assert "2. Each thread strides over the row" in hlsl and "for (uint c = tid; c < p.COLS; c += NT)" in hlsl
     assert "for (int c = threadIdx.x; c < COLS; c += BLOCK)" in cuda and "SV_GroupIndex" not in cuda
     assert "0.29×" in hlsl and "0.29×" not in cuda  # lavapipe's measurement is said where it applies
+    coalesced = CATALOG.get("coalesced-access").body
+    hlsl, cuda = render_body(coalesced, "hlsl"), render_body(coalesced, "cuda")
+    assert "- HLSL: bindings 0, 1, 2, the push-constant block `p`" in hlsl and 'extern "C"' not in hlsl
+    assert 'extern "C" __global__' in cuda and "push-constant" not in cuda
+    # A step that gives both backends' code shows each brief its own, with no "left out" note in its place.
+    for text_id in ("register-blocking-1d", "register-blocking-2d", "grid-rasterization", "double-buffering"):
+        for backend in CATALOG.get(text_id).backends:
+            assert "left out of this" not in render_body(CATALOG.get(text_id).body, backend), (text_id, backend)
+    one_d = render_body(CATALOG.get("register-blocking-1d").body, "hlsl")
+    assert "[numthreads(512, 1, 1)]" in one_d and "GroupMemoryBarrierWithGroupSync();" in one_d
+    assert "6. " not in one_d.split("## Keep unchanged")[0]  # no step left that only said "HLSL: ..."
 
 
 def test_labelled_items_render_for_their_backends_only() -> None:
