@@ -35,7 +35,7 @@ MAX_WHERE = 8  # where lines: a tune evaluates them all over the space before it
 MAX_SPACE = 100_000  # configurations in a parameter space: beyond it, no strategy can cover a useful share
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a C identifier (ASCII: `\w` admits any letter)
 _PARAMS_LINE = re.compile(r"params(?:\s+|$)(?!\s*=)")
-_WHERE_LINE = re.compile(r"where\s*=")
+_WHERE_LINE = re.compile(r"where(?:\s*=|\s+(?!\s*=))")  # where=COND, or where COND as agents also write it
 
 
 class LaunchSpec(BaseModel):
@@ -246,7 +246,7 @@ def _values(name: str, text: str, line_no: int, hint: str) -> list[int]:
 
 
 def _parse_where(line_no: int, body: str) -> str:
-    condition = body.split("=", 1)[1].strip()
+    condition = re.sub(r"\Awhere\s*=?", "", body, count=1).strip()
     if not condition:
         raise AnnotationError(f"line {line_no}: empty where=", "write e.g. where=BM * BK <= 4096 and BM % 32 == 0")
     return condition

@@ -198,6 +198,15 @@ def session_list(d: dict[str, Any]) -> list[str]:
     return lines
 
 
+def problem_defined(d: dict[str, Any]) -> list[str]:
+    """define_problem's answer: the problem in one line, as list_problems shows it, and where its ABIs are."""
+    line = problems({"problems": [d]})[0]
+    naive = "" if d.get("naive") is None or d["naive"] else \
+        "; no naive kernel: a session's first submission is its v0"
+    return [f"defined {line}{naive}", "each backend's ABI is in the structured content (abi); start_session's brief "
+                                      "gives the session's own"]
+
+
 def problems(d: dict[str, Any]) -> list[str]:
     """One line per problem: the ABIs (a few hundred characters per backend, most of it the same rules each time)
     stay in the structured content, and a session's briefs carry its own."""
@@ -350,7 +359,8 @@ def profile(d: dict[str, Any]) -> list[str]:
 SUMMARIES: dict[str, Summarize] = {
     "VersionReport": version, "Submission": version, "SessionInfo": session, "CheckReport": check,
     "HistoryReport": history, "VersionDetail": detail, "DiffReport": diff, "SessionList": session_list,
-    "ProblemList": problems, "DoctorReport": doctor, "TransformationList": transformations,
+    "ProblemList": problems, "ProblemInfo": problem_defined, "DoctorReport": doctor,
+    "TransformationList": transformations,
     "TransformationText": transformation, "TuneAnswer": tune, "StatsReport": stats, "Suggestions": suggestions,
     "ApplyStep": apply_step, "profile": profile,
 }

@@ -197,3 +197,12 @@ async def test_a_problem_redefined_under_a_live_session_is_said_in_its_next_vers
         second = await call(client, "submit_kernel", {"session_id": sid, "source": kernel})
         assert second["status"] == "benchmarked" and "the problem file changed since this session started" in \
             second["message"]
+
+
+async def test_define_problem_answers_a_summary_not_raw_json(make_client) -> None:
+    async with make_client() as (client, _):
+        result = await client.call_tool("define_problem", {"source": NEGATE})
+        text = result.content[0].text
+        assert text.startswith("defined negate: Negate: y = -x.") and not text.lstrip().startswith("{")
+        assert "first submission is its v0" in text and "structured content" in text
+        assert "[[vk::binding" not in text  # the ABIs stay in the structured content

@@ -528,3 +528,13 @@ def test_batches_follow_the_cores_this_process_may_use_and_leave_a_model_room_to
     assert tuning.batch_size(4096) == 32 and tuning.batch_size(160) == 20
     monkeypatch.setattr(tuning.os, "sched_getaffinity", lambda _pid: {0, 1})
     assert tuning.batch_size(4096) == 8
+
+
+def test_a_where_line_may_be_written_without_its_equals_sign() -> None:
+    """`// peak: where NT >= 8` read as a second launch line ('found 2 peak: launch lines'): an agent's spelling."""
+    from peak_mcp.backends.registry import launch_spec
+
+    source = ("// peak: entry=main groups=(cdiv(ROWS, NT), 1, 1)\n// peak: params NT=[64, 32, 4]\n"
+              "// peak: where NT >= 8\n// peak: where=NT <= 64\nvoid main() {}\n")
+    spec = launch_spec(source, "hlsl", ("ROWS", "COLS"))
+    assert spec.where == ["NT >= 8", "NT <= 64"]
