@@ -1089,8 +1089,8 @@ class PeakService:
         params = v.timing.params if v.timing else None  # the configuration the version's time is of
         outcome = self._evaluate(session, v.source, progress, sizes=checked, steps=steps, trials=trials,
                                  time_budget_s=time_budget_s, params=params)
-        if params and outcome.timing:
-            outcome.timing = outcome.timing.model_copy(update={"params": params})
+        if params and outcome.timing:  # the version's configuration, and where it came from, as recorded
+            outcome.timing = outcome.timing.model_copy(update={"params": params, "params_from": v.timing.params_from})
         baseline = None
         if benchmark and outcome.status is Status.BENCHMARKED:
             job = EvaluateJob(**self._wire(session), dtype=session.dtype, sizes=checked, steps=["baseline"],

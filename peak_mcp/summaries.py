@@ -44,7 +44,8 @@ def performance(perf: dict[str, Any] | None) -> list[str]:
         parts[0] += f", middle half {_g(perf['p25_ms'])}-{_g(perf['p75_ms'])} ms"
     for key, who in (("parent", "its parent"), ("v0", "v0")):
         ratio = perf.get(f"speedup_vs_{key}")
-        if ratio is not None and (key == "parent" or perf.get("change_vs_v0")):
+        same = key == "v0" and ratio == perf.get("speedup_vs_parent")  # the parent is v0: said once
+        if ratio is not None and not same and (key == "parent" or perf.get("change_vs_v0")):
             verdict = perf.get(f"change_vs_{key}")
             parts.append(f"{ratio:.3g}× {who}" + (f" ({verdict})" if verdict else ""))
     if perf.get("pct_of_vendor") is not None:
@@ -92,7 +93,10 @@ def version(d: dict[str, Any]) -> list[str]:
         chosen = f"; {tuning['chosen_by']}" if tuning.get("chosen_by") else ""
         best = tuning["best"]
         label = " ".join(f"{k}={v}" for k, v in best["params"].items())
-        lines.append(f"tuned: {tuning.get('tried')} configurations, best {label} at {_g(best['median_ms'])} ms{chosen}")
+        # the time above is the full one recorded for it; the search's short estimate is said as such
+        timed = "its full time above; " if tuning.get("recorded") else ""
+        lines.append(f"tuned: {tuning.get('tried')} configurations, best {label} ({timed}the search's estimate "
+                     f"{_g(best['median_ms'])} ms){chosen}")
     lines.append(d["note"] if d.get("note") else standing(d))
     return lines
 

@@ -433,3 +433,15 @@ async def test_the_loop_guard_is_not_blamed_for_a_wrong_value_at_small_sizes(mak
                                                      "source": WAVE.replace("if (row >= p.ROWS) return;",
                                                                             "if (row + 1 >= p.ROWS) return;")})
         assert wrong["status"] == "failed" and "65535" not in wrong["message"]
+
+
+@VULKAN
+async def test_benchmark_names_where_the_configuration_came_from_as_recorded(make_client) -> None:
+    """benchmark said 'configuration timed: NT=64 (tuned)' for a version never tuned (its defaults)."""
+    async with make_client() as (client, _):
+        sid = await softmax_session(client)
+        v = (await call(client, "submit_kernel", {"session_id": sid, "source": WAVE}))["version"]
+        result = await client.call_tool("benchmark", {"session_id": sid, "version": v})
+        assert not result.is_error, result.content[0].text
+        line = next(x for x in result.content[0].text.splitlines() if x.startswith("configuration timed"))
+        assert "defaults" in line and "tuned" not in line, line
