@@ -613,7 +613,6 @@ class DeclaredProblem(Problem):
         It is folded into Reference.scale over the tolerance's factor * floor * u_f32. The relative L2 error, taken
         against ||m||, must stay under REL_L2_SHARE of the bounds' norm (or the file's TOLERANCE rel_l2)."""
         tol = self.tolerance(dtype)
-        given = self.declaration.tolerance
         exact = self._reference_values(inputs, sizes, dtype, xp, np.float64)
         rough = self._reference_values(inputs, sizes, dtype, xp, np.float32)
         scales = self._error_scale(inputs, sizes, dtype, xp) if self.declaration.has_error_scale else None
@@ -622,17 +621,25 @@ class DeclaredProblem(Problem):
             out_dtype = buf.dtype or dtype
             ref = exact[buf.name].reshape(-1)
             lp = to_float64(from_float(rough[buf.name].reshape(-1).astype(np.float32), out_dtype), out_dtype)
-            rms = float(xp.sqrt(xp.mean(ref * ref))) if ref.size else 0.0
-            magnitude = xp.maximum(xp.abs(ref), rms or 1.0)
+            magnitude = magnitude_of(ref, xp)
             scale = scales[buf.name].reshape(-1) if scales is not None else \
                 math.sqrt(self.reduction_length(sizes)) * magnitude
-            folded = (scale + magnitude * (UNIT_ROUNDOFF[out_dtype] / COMPUTE_ROUNDOFF)
-                      + xp.abs(lp - ref) / (tol.floor * COMPUTE_ROUNDOFF))
-            norm = float(xp.linalg.norm(magnitude)) or 1.0
-            rel_l2 = given.rel_l2 if given and given.rel_l2 else \
-                REL_L2_SHARE * tol.elementwise * float(xp.linalg.norm(folded)) / norm
-            refs[buf.name] = Reference(ref, None, folded, norm=norm, rel_l2=rel_l2)
+            refs[buf.name] = self.bounded(ref, magnitude, scale, xp.abs(lp - ref), out_dtype, tol, xp)
         return refs
+
+    def bounded(self, ref: Any, magnitude: Any, scale: Any, deviation: Any, out_dtype: str, tol: Tolerance,
+                xp: Any) -> Reference:
+        """`ref` with the bound factor * (deviation + floor * (u_out * m + u_f32 * s)) folded into its scale (over
+        the tolerance's factor * floor * u_f32), and its relative L2 bound: REL_L2_SHARE of the bounds' norm against
+        ||m||, or the file's TOLERANCE rel_l2. `deviation`: |lp - ref| for a Python reference, a kernel's
+        run-to-run spread for a kernel one."""
+        folded = (scale + magnitude * (UNIT_ROUNDOFF[out_dtype] / COMPUTE_ROUNDOFF)
+                  + deviation / (tol.floor * COMPUTE_ROUNDOFF))
+        norm = float(xp.linalg.norm(magnitude)) or 1.0
+        given = self.declaration.tolerance
+        rel_l2 = given.rel_l2 if given and given.rel_l2 else \
+            REL_L2_SHARE * tol.elementwise * float(xp.linalg.norm(folded)) / norm
+        return Reference(ref, None, folded, norm=norm, rel_l2=rel_l2)
 
     def reference(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, seed: int, max_flops: float,
                   xp: Any) -> dict[str, Reference]:
@@ -684,6 +691,12 @@ class DeclaredProblem(Problem):
     def torch_keywords(self, sizes: Sizes) -> dict[str, Any]:
         """The size keywords torch_reference takes (worker side)."""
         return self._keywords("torch_reference", sizes)
+
+
+def magnitude_of(ref: Any, xp: Any) -> Any:
+    """m = max(|ref|, rms(ref)) per element: the magnitude every bound is relative to."""
+    rms = float(xp.sqrt(xp.mean(ref * ref))) if ref.size else 0.0
+    return xp.maximum(xp.abs(ref), rms or 1.0)
 
 
 def _scalar(expr: str, sizes: Sizes) -> int:

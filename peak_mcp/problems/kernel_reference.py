@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -32,13 +33,7 @@ from peak_mcp.dtypes import STORAGE, to_float64
 from peak_mcp.errors import PeakError
 from peak_mcp.launch import LaunchSpec
 from peak_mcp.problems.base import Reference, Sizes, Tolerance
-from peak_mcp.problems.declared import (
-    COMPUTE_ROUNDOFF,
-    REL_L2_SHARE,
-    UNIT_ROUNDOFF,
-    DeclaredProblem,
-    ProblemDeclaration,
-)
+from peak_mcp.problems.declared import UNIT_ROUNDOFF, DeclaredProblem, ProblemDeclaration, magnitude_of
 
 UNSIGNED = {2: np.uint16, 4: np.uint32}
 
@@ -78,9 +73,7 @@ class KernelReferenced(DeclaredProblem):
         return f"the reference kernel (v{self.kernel_source.version})"
 
     def tolerance(self, dtype: str, sizes: Sizes | None = None) -> Tolerance:
-        given = super().tolerance(dtype, sizes)
-        return Tolerance(rel_l2=given.rel_l2, roundoff=given.roundoff, factor=given.factor, floor=given.floor,
-                         with_lp=True, against_kernel=True)
+        return replace(super().tolerance(dtype, sizes), against_kernel=True)
 
     def _kernel(self) -> Compiled:
         if self._compiled is None:
@@ -123,23 +116,15 @@ class KernelReferenced(DeclaredProblem):
         finally:
             ws.close()
         tol = self.tolerance(dtype)
+        in_roundoff = max((UNIT_ROUNDOFF[b.dtype or dtype] for b in self.declaration.inputs), default=1.0)
         refs = {}
         for buf in self.declaration.outputs:
-            out_dtype = buf.dtype or dtype
             ref = first[buf.name]
-            spread = xp.abs(again[buf.name] - ref)
-            rms = float(xp.sqrt(xp.mean(ref * ref))) if ref.size else 0.0
-            magnitude = xp.maximum(xp.abs(ref), rms or 1.0)
-            in_roundoff = max((UNIT_ROUNDOFF[b.dtype or dtype] for b in self.declaration.inputs), default=1.0)
+            magnitude = magnitude_of(ref, xp)
             sensitivity = math.sqrt(self.reduction_length(sizes)) * \
                 xp.maximum(magnitude, xp.abs(moved[buf.name] - ref) / (2 * in_roundoff))
-            folded = (sensitivity + magnitude * (UNIT_ROUNDOFF[out_dtype] / COMPUTE_ROUNDOFF)
-                      + spread / (tol.floor * COMPUTE_ROUNDOFF))
-            norm = float(xp.linalg.norm(magnitude)) or 1.0
-            given = self.declaration.tolerance
-            rel_l2 = given.rel_l2 if given and given.rel_l2 else \
-                REL_L2_SHARE * tol.elementwise * float(xp.linalg.norm(folded)) / norm
-            refs[buf.name] = Reference(ref, None, folded, norm=norm, rel_l2=rel_l2)
+            refs[buf.name] = self.bounded(ref, magnitude, sensitivity, xp.abs(again[buf.name] - ref),
+                                          buf.dtype or dtype, tol, xp)
         return refs
 
     def reference_at(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, indices: np.ndarray,
