@@ -21,6 +21,7 @@ import structlog
 
 from peak_mcp import __version__
 from peak_mcp.backends.confined import CompileLimits
+from peak_mcp.backends.includes import REFUSED
 from peak_mcp.backends.registry import BACKENDS, backend_spec, launch_spec
 from peak_mcp.config import Settings
 from peak_mcp.devices import Device, cuda_family, describe, load_profiles
@@ -534,7 +535,7 @@ class PeakService:
             outcome.timing = outcome.timing.model_copy(update={"params": params, "params_from": params_from,
                                                                "params_inherited": inherited})
         compile_log = outcome.compile.log if outcome.compile else ""
-        refused = "refused before any compiler runs" in f"{outcome.message}{compile_log}"  # the text, not a config
+        refused = REFUSED in f"{outcome.message}{compile_log}"  # the text was refused, whatever the configuration
         if params and params_from == "parent" and not refused:  # said whatever came of it: a failure may be the
             # configuration's
             message = outcome.message or ""
@@ -553,13 +554,14 @@ class PeakService:
         if outcome.status is Status.NOT_GENERAL and not require_generality:  # the hint was taken: say so instead
             outcome.message = (outcome.message or "").replace(
                 ACCEPT_SPECIALIZED, "accepted here as a specialized kernel (require_generality=false)")
-        changed = _file_sha256(self.problem(session.problem))
+        problem = self.problem(session.problem)
+        changed = _file_sha256(problem)
         if session.problem_sha256 and changed and changed != session.problem_sha256:
             outcome.message = (f"{outcome.message or ''}\nnote: the problem file changed since this session started "
                                f"(sha256 {session.problem_sha256[:12]} -> {changed[:12]}): this version was judged by "
                                "the new definition, earlier ones by the old; start a new session to compare like "
                                "with like").lstrip("\n")
-        if origin == "reference" and self.problem(session.problem).needs_reference_kernel:
+        if origin == "reference" and problem.needs_reference_kernel:
             outcome.message = ("v0 is this session's reference (the problem has no Python reference): its checks "
                                "compare it with itself, so they find faults of its own (guards, inputs unchanged, "
                                "every output written, repeat launches alike, other sizes), never a wrong value. "

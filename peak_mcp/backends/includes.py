@@ -258,9 +258,12 @@ def _check(source: str, allowed_dirs: Sequence[str] | None) -> list[Refusal]:
     return [Refusal(line, what) for line, what in sorted(refusals)]
 
 
+REFUSED = "refused before any compiler runs"  # what a refusal log says: the source's text, not a configuration
+
+
 def refusal_log(refusals: Iterable[Refusal], file_name: str) -> str:
     lines = [r.render(file_name) for r in refusals]
-    lines.append("the kernel was not compiled: these lines are refused before any compiler runs")
+    lines.append(f"the kernel was not compiled: these lines are {REFUSED}")
     return "\n".join(lines)
 
 
