@@ -27,12 +27,12 @@ from peak_mcp.backends import hip as hip_backend
 from peak_mcp.backends import hlsl as hlsl_backend
 from peak_mcp.backends.registry import launch_spec
 from peak_mcp.launch import with_params
+from peak_mcp.problems.declared import C_TYPE
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = ("softmax", "rmsnorm", "row_sum")
 SYMBOLS = ("ROWS", "COLS")
-TYPES = {"cuda": {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"},
-         "hip": {"f32": "float", "f16": "__half", "bf16": "hip_bfloat16"}}
+TYPES = {b: C_TYPE[b] for b in ("cuda", "hip")}  # each dtype's storage type, as the problems' preludes name it
 KERNELS = sorted(p for problem in PROBLEMS for backend, ext in (("cuda", "cu"), ("hip", "hip"))
                  for p in (ROOT / "examples" / problem / backend).glob(f"*.{ext}"))
 HLSL = sorted(p for problem in PROBLEMS for p in (ROOT / "examples" / problem / "hlsl").rglob("*.hlsl"))

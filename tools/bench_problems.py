@@ -23,9 +23,10 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
+from peak_mcp.problems.declared import C_TYPE
+
 ROOT = Path(__file__).resolve().parent.parent
-TYPES = {"cuda": {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"},
-         "hip": {"f32": "float", "f16": "__half", "bf16": "hip_bfloat16"}}
+TYPES = {b: C_TYPE[b] for b in ("cuda", "hip")}  # each dtype's storage type, as the problems' preludes name it
 DEFAULT_KERNELS = {"softmax": ["2_warp_shuffle", "4_online_registers", "7_cache_hints"],
                    "rmsnorm": ["2_warp_shuffle", "4_registers", "7_cache_hints"],
                    "row_sum": ["2_warp_shuffle", "3_vectorized"]}

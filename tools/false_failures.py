@@ -37,7 +37,7 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-from peak_mcp.problems.declared import prelude
+from peak_mcp.problems.declared import C_TYPE, prelude
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILTIN = ROOT / "peak_mcp" / "problems" / "builtin"
@@ -83,8 +83,7 @@ def data_only_copy(name: str, folder: Path) -> str:
     return f"{name}_k"
 
 
-TYPES = {"cuda": {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"},
-         "hip": {"f32": "float", "f16": "__half", "bf16": "hip_bfloat16"}}
+TYPES = {b: C_TYPE[b] for b in ("cuda", "hip")}  # each dtype's storage type, as the problems' preludes name it
 
 
 def example_sources(name: str, backend: str, dtype: str) -> list[tuple[str, str]]:
