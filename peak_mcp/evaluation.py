@@ -29,6 +29,7 @@ from peak_mcp.checks import Finding, check_guards, check_inputs, check_outputs, 
 from peak_mcp.dtypes import to_float64
 from peak_mcp.phases import Recheck, Timing, Verdict
 from peak_mcp.problems.base import PROBLEM_CODE, Problem, Reference
+from peak_mcp.tensor_maps import launch_geometry
 from peak_mcp.timing import Chunk, measure
 from peak_mcp.workspace import ALT_POISON, Workspace
 
@@ -195,7 +196,7 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
              trials: int, seed: int, progress: Progress, sets: int = 2, module: ArrayModule | None = None) -> Validated:
     """Run the checks on `trials` fresh input sets over `sets` workspaces; they stay loaded for the benchmark.
     `module`: where the validator computes, array_module(executor) unless given (tools compare host and GPU)."""
-    geometry = kernel.spec.evaluate(sizes)
+    geometry = launch_geometry(kernel.spec, problem, dtype, sizes)
     why = executor.check_geometry(kernel, geometry)
     if why:
         return Validated(Verdict(passed=False, check="launch_geometry", message=why, trials=0))
@@ -303,7 +304,7 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
     assert sets, "benchmark needs a validated workspace"
     args = [s.ws.handles for s in sets]
     scalars = sets[0].ws.scalars
-    geometry = kernel.spec.evaluate(sizes)
+    geometry = launch_geometry(kernel.spec, problem, dtype, sizes)
     poison = [[(s.ws.handles[s.ws.buffers.index(b)], b.nbytes) for b in s.ws.outputs] for s in sets]
     # The perturbation sequence comes from the OS, so a kernel cannot replay it from what it can observe.
     audit = _LaunchAudit(sets, problem, dtype, seed=int.from_bytes(os.urandom(8), "little")) \

@@ -5,12 +5,16 @@ parameters.
     // peak: entry=main groups=(cdiv(N, 64), cdiv(M, 64), 1)
     // peak: params BM=[64, 128, 256] BN=[64, 128] BK=[8, 16, 32] STAGES=range(2, 5)
     // peak: where=BM * BK + BK * BN <= 12288 and BM % 32 == 0
+    // peak: tensor_map A box=(BM, 64) swizzle=128
 
-Exactly one launch line; any number of `params` and `where` lines (all conditions must hold). Each parameter is a
-preprocessor macro in the compiled source (`with_params`) and a symbol in the launch expressions and conditions;
-the first value of each list is the default configuration. Expressions are parsed with `ast` and evaluated by a
-small interpreter that admits only integer literals, size and parameter symbols, + - * // % and cdiv/min/max:
-never `eval`.
+Exactly one launch line; any number of `params` and `where` lines (all conditions must hold). CUDA only: `cluster=`
+on the launch line launches thread-block clusters of that shape, and each `tensor_map` line asks the server for a
+TMA descriptor of one problem buffer, passed after the scalars in line order (peak_mcp/tensor_maps.py).
+
+Each parameter is a preprocessor macro in the compiled source (`with_params`) and a symbol in the launch expressions
+and conditions; the first value of each list is the default configuration. Expressions are parsed with `ast` and
+evaluated by a small interpreter that admits only integer literals, size and parameter symbols, + - * // % and
+cdiv/min/max: never `eval`.
 """
 
 from __future__ import annotations
@@ -36,6 +40,19 @@ MAX_SPACE = 100_000  # configurations in a parameter space: beyond it, no strate
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a C identifier (ASCII: `\w` admits any letter)
 _PARAMS_LINE = re.compile(r"params(?:\s+|$)(?!\s*=)")
 _WHERE_LINE = re.compile(r"where(?:\s*=|\s+(?!\s*=))")  # where=COND, or where COND as agents also write it
+_MAP_LINE = re.compile(r"tensor_map\s+(?P<buffer>[A-Za-z_]\w*)\b(?P<rest>.*)$")
+MAX_TENSOR_MAPS = 8
+SWIZZLES = (0, 32, 64, 128)  # bytes: none, or the span the 16-byte chunks of a box row are permuted within
+
+
+class TensorMapLine(BaseModel):
+    """One `tensor_map` line: a TMA descriptor of problem buffer `buffer`, box extents per dimension (outermost
+    first, expressions over sizes and parameters), swizzle span in bytes."""
+
+    buffer: str
+    box: tuple[str, ...]
+    swizzle: int = 128
+    line: int
 
 
 class LaunchSpec(BaseModel):
@@ -46,6 +63,8 @@ class LaunchSpec(BaseModel):
     block: tuple[str, str, str] | None = None  # CUDA / HIP
     groups: tuple[str, str, str] | None = None  # HLSL dispatch size
     shared: str = "0"  # dynamic shared memory bytes (CUDA / HIP)
+    cluster: tuple[str, str, str] | None = None  # thread-block cluster shape (CUDA)
+    tensor_maps: list[TensorMapLine] = []  # TMA descriptors passed after the scalars (CUDA)
     line: int  # 1-based line of the annotation in the source
     params: dict[str, list[int]] = {}  # tuning parameters in declared order; the first value is the default
     where: list[str] = []  # conditions every configuration must meet (over parameters and sizes)
@@ -85,7 +104,7 @@ class LaunchSpec(BaseModel):
         """Launch geometry at these sizes for a configuration (default: the bound one, else the defaults)."""
         env = {**sizes, **self.config(params)}
         out: dict[str, tuple[int, int, int] | int] = {}
-        for name in ("grid", "block", "groups"):
+        for name in ("grid", "block", "groups", "cluster"):
             exprs = getattr(self, name)
             if exprs is not None:
                 dims = tuple(evaluate(e, env, where=f"{name}") for e in exprs)
@@ -100,17 +119,29 @@ class LaunchSpec(BaseModel):
         if shared < 0:
             raise AnnotationError(f"shared={shared} is negative", "shared is a byte count >= 0.")
         out["shared"] = shared
+        if "cluster" in out and "grid" in out:
+            grid, cluster = out["grid"], out["cluster"]
+            if any(g % c for g, c in zip(grid, cluster, strict=True)):  # type: ignore[arg-type]
+                raise AnnotationError(f"grid={grid} is not a whole number of clusters of {cluster} at sizes "
+                                      f"{dict(sizes)}", "round each grid dimension up to a multiple of the "
+                                      "cluster's, e.g. grid=(cdiv(N, BN*2)*2, ...); extra blocks return early.")
         return out
+
+    def boxes(self, sizes: Mapping[str, int], params: Mapping[str, int] | None = None) -> list[tuple[int, ...]]:
+        """Each tensor map's box at these sizes (outermost dimension first)."""
+        env = {**sizes, **self.config(params)}
+        return [tuple(evaluate(e, env, where=f"line {m.line} box") for e in m.box) for m in self.tensor_maps]
 
 
 def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str, ...]) -> LaunchSpec:
     """Find and parse the `peak:` lines: one launch line, optional `params` and `where` lines.
 
     `needs` names the launch keys the backend requires; `symbols` are the problem's size symbols."""
-    launch, params_lines, where_lines = [], [], []
+    launch, params_lines, where_lines, map_lines = [], [], [], []
     for match in _LINE.finditer(source):
         body, line_no = match.group("body").strip(), source.count("\n", 0, match.start()) + 1
-        kind = params_lines if _PARAMS_LINE.match(body) else where_lines if _WHERE_LINE.match(body) else launch
+        kind = (params_lines if _PARAMS_LINE.match(body) else where_lines if _WHERE_LINE.match(body)
+                else map_lines if body.startswith("tensor_map") else launch)
         kind.append((line_no, body))
     example = _example(needs, symbols)
     if not launch:
@@ -122,7 +153,7 @@ def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str,
                               "`where` lines may be several).")
     line_no, body = launch[0]
     fields = _split_fields(body, line_no)
-    unknown = set(fields) - {"entry", "grid", "block", "groups", "shared"}
+    unknown = set(fields) - {"entry", "grid", "block", "groups", "shared", *(("cluster",) if "grid" in needs else ())}
     if unknown:
         raise AnnotationError(f"line {line_no}: unknown annotation key(s) {sorted(unknown)}", f"use e.g. {example}")
     missing = [k for k in needs if k not in fields]
@@ -145,17 +176,28 @@ def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str,
         block=_triple(fields, "block", line_no),
         groups=_triple(fields, "groups", line_no),
         shared=fields.get("shared", "0"),
+        cluster=_triple(fields, "cluster", line_no),
+        tensor_maps=[_parse_map(n, text) for n, text in map_lines] if map_lines else [],
         line=line_no,
         params=params,
         where=where,
     )
+    if spec.tensor_maps and "grid" not in needs:
+        raise AnnotationError(f"line {map_lines[0][0]}: tensor_map lines are for CUDA kernels (TMA)",
+                              "delete the line; this backend passes buffers only.")
+    if len(spec.tensor_maps) > MAX_TENSOR_MAPS:
+        raise AnnotationError(f"line {map_lines[MAX_TENSOR_MAPS][0]}: more than {MAX_TENSOR_MAPS} tensor_map lines",
+                              "one map per buffer and box is enough.")
     # Validate every expression now, with dummy sizes and the default configuration, so syntax errors and unknown
     # symbols surface at submit time.
     probe = {**dict.fromkeys(symbols, 1024), **spec.config()}
-    for name in ("grid", "block", "groups"):
+    for name in ("grid", "block", "groups", "cluster"):
         for expr in getattr(spec, name) or ():
             evaluate(expr, probe, where=f"line {line_no} {name}")
     evaluate(spec.shared, probe, where=f"line {line_no} shared")
+    for m in spec.tensor_maps:
+        for expr in m.box:
+            evaluate(expr, probe, where=f"line {m.line} box")
     for (where_no, _), condition in zip(where_lines, where, strict=True):
         holds = evaluate_condition(condition, probe, where=f"line {where_no} where")
         if not holds and not _names(condition) & set(symbols):
@@ -243,6 +285,28 @@ def _values(name: str, text: str, line_no: int, hint: str) -> list[int]:
     if len(set(values)) != len(values):
         raise AnnotationError(f"{where}: repeated values in {text}", "list each value once.")
     return values
+
+
+def _parse_map(line_no: int, body: str) -> TensorMapLine:
+    hint = "write e.g. // peak: tensor_map A box=(BM, 64) swizzle=128"
+    match = _MAP_LINE.match(body)
+    if not match:
+        raise AnnotationError(f"line {line_no}: cannot read the tensor_map line", hint)
+    fields = _split_fields(match.group("rest"), line_no)
+    unknown = set(fields) - {"box", "swizzle"}
+    if unknown or "box" not in fields:
+        raise AnnotationError(f"line {line_no}: a tensor_map line takes box=(...) and optionally swizzle=" +
+                              (f", not {sorted(unknown)}" if unknown else ""), hint)
+    box = fields["box"]
+    if not (box.startswith("(") and box.endswith(")")):
+        raise AnnotationError(f"line {line_no}: box={box} must be parenthesized", hint)
+    extents = tuple(_split_top_level(box[1:-1]))
+    if not 1 <= len(extents) <= 5 or not all(extents):
+        raise AnnotationError(f"line {line_no}: box has {len(extents)} extents; TMA maps have 1 to 5", hint)
+    swizzle = fields.get("swizzle", "128")
+    if swizzle not in {str(s) for s in SWIZZLES}:
+        raise AnnotationError(f"line {line_no}: swizzle={swizzle} is not one of {list(SWIZZLES)} (bytes)", hint)
+    return TensorMapLine(buffer=match.group("buffer"), box=extents, swizzle=int(swizzle), line=line_no)
 
 
 def _parse_where(line_no: int, body: str) -> str:

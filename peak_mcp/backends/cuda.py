@@ -18,11 +18,16 @@ import numpy as np
 from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor, KernelFault, Regions
 from peak_mcp.backends.cold_l2 import ColdL2
 from peak_mcp.backends.cubin import kernel_names, persistent_state
+from peak_mcp.backends.cuda_extended import ExtendedLaunch
 from peak_mcp.backends.includes import check_source, refusal_log, sanitize_log, short_paths
 from peak_mcp.backends.nvrtc_child import NvrtcChildren
 from peak_mcp.errors import InvalidInput
 from peak_mcp.launch import LaunchSpec
+from peak_mcp.tensor_maps import unencodable_note
 
+# Headers the project ships for kernels to include (`#include <peak/hopper.cuh>`): tested device code for what an
+# agent gets wrong by hand (descriptor bit fields, barrier protocols). Searched first; it holds only peak/.
+PEAK_INCLUDE_DIR = str(Path(__file__).resolve().parent.parent / "include")
 DEFAULT_ARCH = "sm_90a"  # compile-only target when no GPU is present and none is configured (Settings.cuda_arch)
 _STICKY_ERRORS = ("ILLEGAL_ADDRESS", "LAUNCH_FAILED", "MISALIGNED_ADDRESS", "ILLEGAL_INSTRUCTION",
                   "HARDWARE_STACK_ERROR", "ASSERT", "INVALID_PC", "LAUNCH_TIMEOUT", "ECC_UNCORRECTABLE",
@@ -94,18 +99,27 @@ def _as_fault(exc: Exception) -> Exception:
     return exc
 
 
+def _with_map_note(exc: Exception, geometry: dict[str, Any]) -> Exception:
+    """A fault where some tensor map was passed as zeros names that as the likely cause."""
+    note = unencodable_note(geometry)
+    if note is None or not isinstance(exc, KernelFault):
+        return exc
+    return KernelFault(f"{exc} Likely cause: {note}.", exc.kind)
+
+
 class CudaExecutor(Executor):
     backend = "cuda"
     sanitizer = True  # HIP on NVIDIA inherits it: the same driver runs its launches
     source_name = "kernel.cu"  # what diagnostics call the agent's file
     pre_include: str | None = None  # a header NVRTC reads before the source (the HIP backend's device header)
+    extended_launches = True  # tensor_map lines and cluster= (TMA and clusters: CUDA on sm_90+)
 
     def sandbox_dirs(self) -> list[str]:
         """Where the agent's own #include lines may reach (NVRTC's include path may hold more)."""
         return self.include_dirs
 
     def __init__(self, index: int | None, arch: str | None = None, flush: bool = True) -> None:
-        self.include_dirs = cuda_include_dirs()
+        self.include_dirs = [PEAK_INCLUDE_DIR, *cuda_include_dirs()]
         self.nvrtc = NvrtcChildren()
         self.device = None
         if index is None:
@@ -192,7 +206,8 @@ class CudaExecutor(Executor):
     def cleaned(self, log: str) -> str:
         """NVRTC's output with diagnostics about other files withheld and toolkit paths shown as `<cuda>/...`."""
         return short_paths(sanitize_log(log.replace("\x00", "").strip(), self.source_name, self.include_dirs),
-                           {d: "<hip>" if Path(d).name == "hip_include" else "<cuda>" for d in self.include_dirs})
+                           {d: "<peak>" if d == PEAK_INCLUDE_DIR else "<hip>" if Path(d).name == "hip_include"
+                            else "<cuda>" for d in self.include_dirs})
 
     def close(self) -> None:
         self.nvrtc.close()
@@ -251,11 +266,28 @@ class CudaExecutor(Executor):
             return (f"block={block} ({threads} threads) exceeds what this kernel can launch with ({limit} threads: "
                     f"{kernel.resources.get('registers', '?')} registers per thread); lower the block size or add "
                     "__launch_bounds__")
+        why = self._check_extended(geometry)
+        if why:
+            return why
         static = kernel.resources.get("static_shared_bytes", 0)
         optin = self.facts.properties["shared_per_block_optin_bytes"]
         if static + shared > optin:
             return (f"static ({static} B) + dynamic ({shared} B) shared memory exceeds the per-block limit of "
                     f"{optin} B on {self.facts.name}")
+        return None
+
+    def _check_extended(self, geometry: dict[str, Any]) -> str | None:
+        cluster, maps = geometry.get("cluster"), geometry.get("tensor_maps")
+        if not cluster and not maps:
+            return None
+        what = "tensor_map lines" if maps else "cluster="
+        if not self.extended_launches:
+            return f"{what} are for CUDA sessions only; this {self.backend} kernel gets buffers and scalars alone"
+        major = int(self.facts.properties.get("compute_capability", "0.0").split(".")[0])
+        if major < 9:
+            return f"{what} need compute capability 9.0 or newer (TMA and clusters); {self.facts.name} has {major}.x"
+        if cluster and cluster[0] * cluster[1] * cluster[2] > 8:
+            return f"cluster={cluster} has more than 8 blocks, the portable limit"
         return None
 
     def _config(self, kernel: Compiled, geometry: dict[str, Any]) -> Any:
@@ -268,11 +300,24 @@ class CudaExecutor(Executor):
             attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             _check(driver.cuKernelSetAttribute(attr, shared, kernel.handle.handle, self.device.device_id))
             kernel._optin = True  # type: ignore[attr-defined]
+        if geometry.get("cluster") or geometry.get("tensor_maps"):
+            why = self._check_extended(geometry)
+            if why:
+                raise InvalidInput(why, None)
+            return ExtendedLaunch(geometry["grid"], geometry["block"], shared, geometry.get("cluster"),
+                                  list(geometry.get("tensor_maps", ())))
         return LaunchConfig(grid=geometry["grid"], block=geometry["block"], shmem_size=shared)
 
     def _launch(self, kernel: Compiled, config: Any, buffers: list[Any], scalars: list[int]) -> None:
         from cuda.core import launch
 
+        if isinstance(config, ExtendedLaunch):
+            if getattr(kernel, "_function", None) is None:
+                from cuda.bindings import driver
+
+                kernel._function = _check(driver.cuKernelGetFunction(kernel.handle.handle))  # type: ignore[attr-defined]
+            config.launch(kernel._function, self.stream.handle, buffers, scalars, _check)  # type: ignore[attr-defined]
+            return
         args = [*buffers, *(np.int32(s) for s in scalars)]
         launch(self.stream, config, kernel.handle, *args)
 
@@ -280,10 +325,12 @@ class CudaExecutor(Executor):
         try:
             self._launch(kernel, self._config(kernel, geometry), buffers, scalars)
             self.stream.sync()
-        except KernelFault:
+        except KernelFault as fault:
+            raise _with_map_note(fault, geometry) from None
+        except InvalidInput:
             raise
         except Exception as exc:
-            raise _as_fault(exc) from None
+            raise _with_map_note(_as_fault(exc), geometry) from None
 
     def time(self, kernel: Compiled, buffer_sets: list[list[Any]], scalars: list[int], geometry: dict[str, Any],
              reps: int, cold_cache: bool, poison: list[Regions] | None = None,
@@ -307,10 +354,12 @@ class CudaExecutor(Executor):
                     after_each(rep)
             self.stream.sync()
             return [end - start for start, end in pairs]
-        except KernelFault:
+        except KernelFault as fault:
+            raise _with_map_note(fault, geometry) from None
+        except InvalidInput:
             raise
         except Exception as exc:
-            raise _as_fault(exc) from None
+            raise _with_map_note(_as_fault(exc), geometry) from None
 
     # --- vendor baseline -------------------------------------------------------------------------------------
     def baseline(self, yardstick: str, dtype: str, sizes: dict[str, int], inputs: dict[str, np.ndarray],

@@ -63,6 +63,7 @@ class HipOnCudaExecutor(CudaExecutor):
     """HIP source on an NVIDIA GPU (or NVRTC compile-only): the CUDA executor with HIP's headers in front."""
 
     backend = "hip"
+    extended_launches = False  # HIP has no TMA or clusters on AMD: a portable source must not rely on them
     source_name = "kernel.hip"
     pre_include = DEVICE_HEADER  # HIP compilers provide the runtime header without an #include; so does this
 

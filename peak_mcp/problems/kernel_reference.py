@@ -82,10 +82,11 @@ class KernelReferenced(DeclaredProblem):
 
     def references(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, xp: Any) -> dict[str, Reference]:
         from peak_mcp.checks import check_guards, check_inputs  # checks imports workspace, which imports problems
+        from peak_mcp.tensor_maps import launch_geometry
         from peak_mcp.workspace import Workspace
 
         kernel = self._kernel()
-        geometry = kernel.spec.evaluate(sizes)
+        geometry = launch_geometry(kernel.spec, self, dtype, sizes)
         why = self.executor.check_geometry(kernel, geometry)
         if why:
             raise ReferenceKernelFailed(f"{self.label()} cannot launch at {_label(sizes)}: {why}")

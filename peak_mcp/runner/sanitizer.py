@@ -141,6 +141,7 @@ def target(job_file: str) -> int:
     from peak_mcp.problems import worker_problem
     from peak_mcp.problems.base import BufferArg, ScalarArg
     from peak_mcp.problems.declared import allow_problem_code
+    from peak_mcp.tensor_maps import launch_geometry
 
     allow_problem_code()  # a worker's child: the problem's inputs come from its own code
     job = LaunchTarget.model_validate_json(Path(job_file).read_text())
@@ -157,7 +158,8 @@ def target(job_file: str) -> int:
             executor.write(buf, inputs[arg.name].view(np.uint8))
         buffers.append(buf)
     scalars = [a.value(sizes) for a in args if isinstance(a, ScalarArg)]
-    executor.run(kernel, [executor.pointer(b, 0) for b in buffers], scalars, spec.evaluate(sizes))
+    executor.run(kernel, [executor.pointer(b, 0) for b in buffers], scalars,
+                 launch_geometry(spec, problem, dtype, sizes))
     return 0
 
 

@@ -31,6 +31,7 @@ from peak_mcp.runner.heartbeat import HEARTBEAT_S, heartbeat
 from peak_mcp.runner.jobs import job_problem
 from peak_mcp.runner.messages import TuneJob
 from peak_mcp.runner.replies import TuneResult
+from peak_mcp.tensor_maps import launch_geometry
 from peak_mcp.tuning import ConfigResult, Kind, Status
 
 Progress = Callable[[str], None]
@@ -131,7 +132,7 @@ def tune(executor: Executor, job: TuneJob | dict[str, Any], progress: Progress) 
             if broken:
                 results[i] = _result(bound.bound, "pruned", "where", f"where {broken} is false at {sizes}")
                 continue
-            bound.evaluate(sizes)
+            launch_geometry(bound, problem, job.dtype, sizes)
         except AnnotationError as exc:
             results[i] = _result(params, "pruned", "geometry", str(exc))
             continue
@@ -171,7 +172,7 @@ def _measure(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
     params = kernel.spec.bound
     if executor.facts.index < 0:
         return _result(params, "compiled", reason="compiled; this executor is compile-only, nothing was run")
-    why = executor.check_geometry(kernel, kernel.spec.evaluate(sizes))
+    why = executor.check_geometry(kernel, launch_geometry(kernel.spec, problem, dtype, sizes))
     if why:
         return _result(params, "pruned", "resources" if _RESOURCES.search(why) else "geometry", why)
     try:
