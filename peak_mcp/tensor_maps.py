@@ -118,4 +118,5 @@ def unencodable_note(geometry: Mapping[str, Any]) -> str | None:
     if not reasons:
         return None
     return ("at these sizes TMA cannot describe " + "; ".join(reasons) + ", so the kernel was passed a tensor map of "
-            "zeros there: take another path at such sizes (e.g. `if (K % 8 || N % 8)` for 2-byte types)")
+            "zeros: test the sizes and take another path there (a row of 2-byte elements needs a multiple of 8 of "
+            "them, of 4-byte ones a multiple of 4)")
