@@ -80,6 +80,7 @@ from peak_mcp.tuning import (
     Space,
     TuneReport,
     batch_size,
+    beats,
     make_strategy,
     run_tuning,
     usable_cores,
@@ -963,7 +964,12 @@ class PeakService:
                 # The configuration the version takes is checked at other sizes and under the sanitizer as a
                 # submission is: a tuned value can be right only at the session's sizes.
                 tuned = self._with_generality(session, v.source, tuned, progress, report.best.params)
-            if tuned.status.passed and tuned.timing:
+            own = v.timing if v.timing and (v.timing.params or spec.config()) != report.best.params else None
+            if tuned.status.passed and tuned.timing and not beats(tuned.timing, own):
+                report.stopped += (f"; the search's fastest, {Config(params=report.best.params).label()}, timed in "
+                                   f"full at {tuned.timing.median_ms:.4g} ms, no faster than v{v.number}'s own "
+                                   f"configuration ({own.median_ms:.4g} ms), which it keeps")
+            elif tuned.status.passed and tuned.timing:
                 timing = tuned.timing.model_copy(update={"params": report.best.params, "params_from": "tuned"})
                 report.recorded = BestConfig(params=report.best.params, median_ms=timing.median_ms,
                                              tflops=timing.tflops, gbps=timing.gbps)

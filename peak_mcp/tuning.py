@@ -112,6 +112,14 @@ class TuneReport(BaseModel):
         return [r.params for r in timed[:k]]
 
 
+def beats(tuned: Any, own: Any | None) -> bool:
+    """Whether a configuration's full timing earns it the version: its median below that of the configuration the
+    version was timed with (`own`; None when that is the same configuration or there is none). The search's brief
+    timings can rank first a configuration the full run finds no faster, and adopting it would report tuning as a
+    gain it is not."""
+    return own is None or own.median_ms is None or tuned.median_ms < own.median_ms
+
+
 def _where_label(sizes: Mapping[str, int]) -> str:
     return " ".join(f"{k}={v}" for k, v in sizes.items())
 

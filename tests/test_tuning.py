@@ -538,3 +538,14 @@ def test_a_where_line_may_be_written_without_its_equals_sign() -> None:
               "// peak: where NT >= 8\n// peak: where=NT <= 64\nvoid main() {}\n")
     spec = launch_spec(source, "hlsl", ("ROWS", "COLS"))
     assert spec.where == ["NT >= 8", "NT <= 64"]
+
+
+def test_a_tuned_configuration_takes_the_version_only_when_its_full_timing_is_faster() -> None:
+    from types import SimpleNamespace as Timed
+
+    from peak_mcp.tuning import beats
+
+    assert beats(Timed(median_ms=1.0), Timed(median_ms=1.2))
+    assert not beats(Timed(median_ms=1.2), Timed(median_ms=1.0))  # the search's fastest, slower in full: kept out
+    assert not beats(Timed(median_ms=1.0), Timed(median_ms=1.0))  # a tie is no gain
+    assert beats(Timed(median_ms=1.0), None)  # the same configuration, or a version never timed
