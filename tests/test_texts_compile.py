@@ -252,6 +252,14 @@ y[tid] = group_reduce(float(x[tid]), tid, false) + group_reduce(float(x[tid]), t
 PSEUDO_CODE: dict[tuple[str, int], str] = {
     ("edge-tile-specialization", 0): "control-flow outline: `…` stands for the compute step",
     ("hopper-wgmma", 0): "a schedule of PTX instructions per K step, not C++",
+    ("hopper-tma-pipeline", 0): "annotation lines and a kernel signature, no body",
+    ("hopper-tma-pipeline", 1): "the K loop as an outline over peak/hopper.cuh calls (tests/test_hopper_ladder.py "
+                                "compiles the kernel it describes)",
+    ("hopper-warp-specialization", 0): "annotation lines and a signature with `...` for the parameters",
+    ("hopper-warp-specialization", 1): "producer and consumer loops as an outline over peak/hopper.cuh calls",
+    ("hopper-persistent-gemm", 0): "annotation lines only",
+    ("hopper-persistent-gemm", 1): "index arithmetic written as formulas",
+    ("hopper-tma-multicast", 0): "annotation lines only",
 }
 
 CUDA_FILE = """// peak: entry=harness grid=(1, 1, 1) block=(256, 1, 1)

@@ -86,6 +86,23 @@ def test_the_f32_ladder_can_start_at_a_step() -> None:
         steps("f32", "no-such-step")
 
 
+def test_the_hopper_steps_follow_a_16_bit_ladder_and_their_kernels_and_texts_exist() -> None:
+    from tune_ladder import HOPPER, steps
+
+    from peak_mcp.catalog import Catalog, builtin_transformations_dir
+
+    names = ["hopper-tma-pipeline", "hopper-warp-specialization", "hopper-persistent-gemm", "hopper-tma-multicast"]
+    assert [s[0] for s in steps("bf16", "hopper-tma-pipeline", hopper=True)] == names
+    assert steps("f16", hopper=True)[:len(LADDERS["f16"])] == LADDERS["f16"]
+    assert "hopper-tma-pipeline" not in [s[0] for s in steps("bf16")]  # only with --hopper
+    with pytest.raises(SystemExit, match="f16, bf16"):
+        steps("f32", hopper=True)
+    catalog = Catalog.load(builtin_transformations_dir())
+    for ladder in HOPPER.values():
+        for name, path, _strategy, _configs in ladder:
+            assert path.is_file() and name in catalog, (name, path)
+
+
 def test_the_table_shows_the_tuned_share_beside_the_default_one() -> None:
     from tune_ladder import table
 

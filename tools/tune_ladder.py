@@ -6,6 +6,7 @@ step, before and after tuning, and configurations per minute while tuning.
     python tools/tune_ladder.py --dtype bf16 --size 4096 --out ladder_bf16.json
     python tools/tune_ladder.py --dtype f32 --hip-twin --out ladder_f32.json   # + the top step as HIP, same config
     python tools/tune_ladder.py --dtype f32 --size 8192 --from double-buffering  # the upper steps only
+    python tools/tune_ladder.py --dtype bf16 --size 8192 --hopper --from hopper-tma-pipeline  # H100/H200 steps
 
 Each step is applied with exact=true: the brief is the named text itself, not a device specialization of it (on an
 H100, double-buffering would otherwise resolve to cuda-cp-async, the next step's text). --from STEP applies STEP to
@@ -52,6 +53,15 @@ LADDERS: dict[str, list[tuple[str, Path, str, int]]] = {
     "bf16": [("tensor-cores", CUDA / "bf16" / "wmma_tiled.cu", "none", 0),
              ("mma-sync-ptx", CUDA / "bf16" / "mma_pipelined.cu", "exhaustive", 8)],
 }
+# Hopper (sm_90a) steps for the 16-bit ladders, appended by --hopper: TMA + mbarrier pipeline, warp specialization,
+# persistent grouped tiles, 2-CTA clusters with multicast. Their kernels include peak/hopper.cuh and take tensor
+# maps, so they are CUDA-only (no HIP twin) and need a Hopper GPU.
+HOPPER: dict[str, list[tuple[str, Path, str, int]]] = {
+    dtype: [("hopper-tma-pipeline", CUDA / dtype / "hopper" / "wgmma_tma.cu", "exhaustive", 4),
+            ("hopper-warp-specialization", CUDA / dtype / "hopper" / "wgmma_ws.cu", "exhaustive", 2),
+            ("hopper-persistent-gemm", CUDA / dtype / "hopper" / "wgmma_persistent.cu", "exhaustive", 6),
+            ("hopper-tma-multicast", CUDA / dtype / "hopper" / "wgmma_cluster.cu", "exhaustive", 12)]
+    for dtype in ("f16", "bf16")}
 
 
 class Replay:
@@ -113,7 +123,7 @@ async def ladder(args: argparse.Namespace) -> dict[str, Any]:
         out["steps"].append({"step": "naive (version 0)", "version": 0, **_perf(session["version_0"])})
         _log(f"v0 {out['steps'][-1]}")
         parent = 0
-        for transformation, path, strategy, max_configs in steps(args.dtype, args.start):
+        for transformation, path, strategy, max_configs in steps(args.dtype, args.start, args.hopper):
             replay.source = path.read_text()
             t0 = time.perf_counter()
             applied = await _call(client, "apply_transformation", {"session_id": sid, "transformation": transformation,
@@ -188,9 +198,12 @@ async def hip_twin(client: Client, out: dict[str, Any], sizes: dict[str, int], d
     return rows
 
 
-def steps(dtype: str, start: str | None = None) -> list[tuple[str, Path, str, int]]:
-    """The dtype's ladder, from the step named `start` (applied to version 0) when given."""
-    ladder = LADDERS[dtype]
+def steps(dtype: str, start: str | None = None, hopper: bool = False) -> list[tuple[str, Path, str, int]]:
+    """The dtype's ladder (with the Hopper steps after it if `hopper`), from the step named `start` (applied to
+    version 0) when given."""
+    if hopper and dtype not in HOPPER:
+        raise SystemExit(f"--hopper: the Hopper steps exist for {', '.join(HOPPER)}, not {dtype}")
+    ladder = LADDERS[dtype] + (HOPPER[dtype] if hopper else [])
     if start is None:
         return ladder
     names = [step[0] for step in ladder]
@@ -252,8 +265,9 @@ def main() -> int:
     parser.add_argument("--landscape", type=Path, default=None, help="write the exhaustive step's table here")
     parser.add_argument("--from", dest="start", default=None, metavar="STEP",
                         help="start at this step (applied to the naive version 0), skipping those before it")
+    parser.add_argument("--hopper", action="store_true", help="append the Hopper (sm_90a) steps to a 16-bit ladder")
     args = parser.parse_args()
-    steps(args.dtype, args.start)  # an unknown step stops here, before the server starts
+    steps(args.dtype, args.start, args.hopper)  # an unknown step stops here, before the server starts
     started = time.perf_counter()
     out = anyio.run(ladder, args)
     out["seconds"] = round(time.perf_counter() - started, 1)

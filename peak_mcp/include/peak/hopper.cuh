@@ -1,0 +1,372 @@
+// peak/hopper.cuh: device-only helpers for Hopper (sm_90a) GEMM kernels: mbarriers, TMA tile copies, wgmma
+// descriptors and instructions, register reallocation, clusters, and a SIMT fallback for sizes TMA cannot map.
+// NVRTC-compatible (no cuda.h, no host code). Every function is a thin wrapper over one documented PTX sequence;
+// addresses of shared memory are 32-bit shared-window addresses (smem_addr), never generic pointers, unless noted.
+// Kernels include it as `#include <peak/hopper.cuh>`; the server passes TMA descriptors as TensorMap parameters.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace peak {
+
+// The CUtensorMap the server encodes (opaque, 128 bytes, 64-byte aligned). Declare kernel parameters as
+// `const __grid_constant__ peak::TensorMap mapA`: the TMA unit reads it from parameter space by generic address.
+struct alignas(64) TensorMap {
+    unsigned long long opaque[16];
+};
+
+// True when the server encoded this map; false when it passed 128 zero bytes (TMA cannot address the buffer at this
+// size, e.g. a 16-bit row pitch that is not a multiple of 16 bytes): the kernel must take its fallback path then.
+__device__ __forceinline__ bool tma_usable(const TensorMap& map)
+{
+    unsigned long long any = 0;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) any |= map.opaque[i];
+    return any != 0;
+}
+
+// 32-bit shared-window address of a generic pointer into __shared__ memory (what every shared operand below takes).
+__device__ __forceinline__ unsigned smem_addr(const void* p)
+{
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// Order this thread's earlier generic-proxy shared-memory accesses before later async-proxy ones (wgmma operand
+// reads, TMA): needed when threads, not TMA, wrote a tile that wgmma then reads.
+__device__ __forceinline__ void fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// ---- mbarriers (64-bit, 8-byte aligned, in shared memory) ------------------------------------------------------
+
+// Initialise the barrier at `bar` to expect `count` arrivals per phase. One thread, before any use; follow with
+// mbar_init_fence() and a block (or cluster) barrier so other threads, the TMA unit and peer CTAs see it.
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+// Make preceding mbar_init()s visible to the async proxy (TMA complete_tx) and to the cluster.
+__device__ __forceinline__ void mbar_init_fence()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    fence_proxy_async();
+}
+
+// One arrival that also announces `bytes` more bytes of asynchronous copies (TMA) before the phase may complete.
+// The producer calls it once per stage fill, with the total bytes every copy into this CTA's stage will deliver
+// (a TMA box always delivers its full size, zero-filled out of bounds), before or after issuing the copies.
+__device__ __forceinline__ void mbar_arrive_expect_tx(unsigned bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+// A plain arrival on this CTA's barrier (e.g. a consumer warp releasing a stage).
+__device__ __forceinline__ void mbar_arrive(unsigned bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+// An arrival on the barrier at the same shared offset `bar` in cluster CTA `cta` (may be this CTA): a consumer tells
+// a peer's producer that it has finished reading a multicast stage. Default (.release.cta) semantics: a stage release
+// orders nothing but reads that wgmma_wait has already retired. (With .release.cluster, and one lane arriving in
+// both CTAs, the clustered ladder step ran at 40% of cuBLAS instead of 96% on an H100.)
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned cta)
+{
+    asm volatile("{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
+                 "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n"
+                 ::"r"(bar), "r"(cta) : "memory");
+}
+
+// Block until the phase with parity `parity` (0 or 1) of the barrier has completed. A stage used for the n-th time
+// (n = 0, 1, ...) waits for parity n & 1. try_wait suspends in hardware for a while, so the loop does not spin hot.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
+{
+    unsigned done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+
+// ---- TMA (cp.async.bulk.tensor) --------------------------------------------------------------------------------
+
+// Ask the TMA unit to cache the descriptor early (optional; one thread, at kernel start).
+__device__ __forceinline__ void tma_prefetch(const TensorMap& map)
+{
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(&map) : "memory");
+}
+
+// Copy one box of a 2-D tensor map into shared memory at `dst` (aligned to the swizzle span, 1024 bytes for
+// 128-byte swizzle), completing `bytes = box size` on barrier `bar`. Coordinates are element indices, innermost
+// first: for a row-major matrix, x = column, y = row of the box's first element. Out-of-range parts are zero-filled.
+// Issued by one thread.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap& map, unsigned bar, int x, int y)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
+                 "[%2];\n" ::"r"(dst), "l"(&map), "r"(bar), "r"(x), "r"(y) : "memory");
+}
+
+// The same box delivered to the same shared offset `dst` in every cluster CTA whose bit is set in `cta_mask`, each
+// copy completing its bytes on the barrier at offset `bar` in that CTA. Every receiving CTA's producer must have
+// announced those bytes (mbar_arrive_expect_tx) for its own barrier, and the issuing CTA must know that every
+// receiver has freed the stage (a cluster-wide empty barrier, mbar_arrive_cluster).
+__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const TensorMap& map, unsigned bar, int x, int y,
+                                                      unsigned short cta_mask)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+                 "[%0], [%1, {%3, %4}], [%2], %5;\n"
+                 ::"r"(dst), "l"(&map), "r"(bar), "r"(x), "r"(y), "h"(cta_mask) : "memory");
+}
+
+// ---- wgmma (warpgroup MMA, 128 threads) ------------------------------------------------------------------------
+
+// Shared-memory matrix descriptor for a tile stored with the 128-byte swizzle (what TMA writes with swizzle=128):
+// rows of 128 bytes, 16-byte chunk c of row r at chunk c ^ (r & 7), 8-row groups 1024 bytes apart. `addr` is the
+// operand's first element (its 8-row group 1024-byte aligned; moving along the swizzled 128-byte row, e.g. +32
+// bytes per k16 step of a K-major operand, is allowed). K-major operand (A of row-major A, trans 0): lbo unused
+// (pass 16), sbo = 1024. MN-major operand (row-major B, trans 1): lbo = bytes between 64-element panels of
+// N (rows x 128 bytes), sbo = 1024 (the next 8 k-rows).
+__device__ __forceinline__ unsigned long long wgmma_desc_sw128(unsigned addr, unsigned lbo, unsigned sbo)
+{
+    return static_cast<unsigned long long>((addr & 0x3FFFF) >> 4) |
+           (static_cast<unsigned long long>(lbo >> 4) << 16) | (static_cast<unsigned long long>(sbo >> 4) << 32) |
+           (1ull << 62);
+}
+
+// Before the first wgmma of a batch: orders the accumulator registers' earlier accesses before the async MMA.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+
+// Close the wgmma batch issued since the last commit into one group.
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+
+// Wait until at most N committed groups are still running; their accumulators and shared operands are then free.
+template <int N> __device__ __forceinline__ void wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// d (64 x N, f32, the warpgroup's m64nN fragment) = A(64x16, K-major, desc_a) * B(16xN, MN-major, desc_b)
+// + (scale_d ? d : 0). All 128 threads of the warpgroup execute it, between wgmma_fence() and wgmma_commit().
+// Fragment layout: warp w = (thread % 128) / 32, g = lane / 4, q = lane % 4: d[4j + 2h + e] is row 16w + g + 8h,
+// column 8j + 2q + e (j < N / 8; h, e < 2).
+__device__ __forceinline__ void wgmma_m64n128k16_f16(float (&d)[64], unsigned long long desc_a,
+                                                     unsigned long long desc_b, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                 "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+__device__ __forceinline__ void wgmma_m64n128k16_bf16(float (&d)[64], unsigned long long desc_a,
+                                                     unsigned long long desc_b, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+                 "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+__device__ __forceinline__ void wgmma_m64n256k16_f16(float (&d)[128], unsigned long long desc_a,
+                                                     unsigned long long desc_b, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+                 "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+__device__ __forceinline__ void wgmma_m64n256k16_bf16(float (&d)[128], unsigned long long desc_a,
+                                                     unsigned long long desc_b, int scale_d)
+{
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+                 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+                 "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+                 "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+                 "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+                 "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+                 "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+                 "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+                 "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                   "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                   "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                   "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                   "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                   "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+                   "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+                   "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+                   "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+                   "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+                   "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+                   "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+                   "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
+// Type dispatch for kernels written once over T (__half or __nv_bfloat16).
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long long a, unsigned long long b, int s,
+                                                 __half)
+{
+    wgmma_m64n128k16_f16(d, a, b, s);
+}
+__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long long a, unsigned long long b, int s,
+                                                 __nv_bfloat16)
+{
+    wgmma_m64n128k16_bf16(d, a, b, s);
+}
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long a, unsigned long long b, int s,
+                                                 __half)
+{
+    wgmma_m64n256k16_f16(d, a, b, s);
+}
+__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long a, unsigned long long b, int s,
+                                                 __nv_bfloat16)
+{
+    wgmma_m64n256k16_bf16(d, a, b, s);
+}
+
+// Store a warpgroup's 64 x (R / 2) f32 fragment (layout above) to row-major C (M x N) at (row0, col0), skipping
+// elements outside C. `t` is the thread's index within its warpgroup (0..127).
+template <int R>
+__device__ __forceinline__ void store_fragment(float* C, const float (&d)[R], int M, int N, int row0, int col0, int t)
+{
+    const int row = row0 + 16 * (t / 32) + (t % 32) / 4, col = col0 + 2 * (t % 4);
+    const bool pairs = (N % 2) == 0;  // float2 stores stay 8-byte aligned only when the row pitch is even
+#pragma unroll
+    for (int j = 0; j < R / 4; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = row + 8 * h, c = col + 8 * j;
+            if (r >= M) continue;
+            float* p = C + static_cast<long long>(r) * N + c;
+            if (pairs && c + 1 < N) {
+                *reinterpret_cast<float2*>(p) = make_float2(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
+            } else {
+                if (c < N) p[0] = d[4 * j + 2 * h];
+                if (c + 1 < N) p[1] = d[4 * j + 2 * h + 1];
+            }
+        }
+    }
+}
+
+// ---- registers, clusters ---------------------------------------------------------------------------------------
+
+// Warpgroup-wide register reallocation (all 128 threads, same N, a multiple of 8 in 24..256): a producer warpgroup
+// gives registers back (dec) so the consumer warpgroups can take them (inc). The block's total must fit the SM:
+// e.g. 384 threads as 1 producer at 40 + 2 consumers at 232 = 64512 <= 65536 registers.
+template <int N> __device__ __forceinline__ void setmaxnreg_inc()
+{
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void setmaxnreg_dec()
+{
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+
+// This CTA's rank in its cluster (0 .. cluster size - 1); 0 without a cluster launch.
+__device__ __forceinline__ unsigned cluster_rank()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+
+// Index of this CTA's cluster in the grid (x), and the number of clusters (x): the persistent scheduler's unit.
+__device__ __forceinline__ unsigned cluster_id_x()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ unsigned cluster_count_x()
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(r));
+    return r;
+}
+
+// Barrier over every thread of every CTA in the cluster (each thread executes it, no divergence within a warp):
+// after barrier inits (peers may then multicast into and arrive on this CTA's barriers) and before exit (no CTA may
+// leave while a peer can still write its shared memory).
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// ---- fallback ----------------------------------------------------------------------------------------------------
+
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// C[m0 .. m0+bm) x [n0 .. n0+bn) = A * B with plain loads and f32 FMAs, every thread of the block striding over the
+// tile: the correct, slow path for sizes where tma_usable() is false. Any M, N, K; no shared memory.
+template <class T>
+__device__ void fallback_tile(const T* A, const T* B, float* C, int M, int N, int K, int m0, int n0, int bm, int bn)
+{
+    for (int i = threadIdx.x; i < bm * bn; i += blockDim.x) {
+        const int r = m0 + i / bn, c = n0 + i % bn;
+        if (r >= M || c >= N) continue;
+        float acc = 0.f;
+        for (int k = 0; k < K; ++k)
+            acc += to_float(A[static_cast<long long>(r) * K + k]) * to_float(B[static_cast<long long>(k) * N + c]);
+        C[static_cast<long long>(r) * N + c] = acc;
+    }
+}
+
+}  // namespace peak
