@@ -216,3 +216,42 @@ async def test_a_conv2d_session_on_vulkan(make_client, dtype: str) -> None:
         for entry in entries:
             outcome = await run_entry(client, sid, entry, SMALL, entry.file)
             assert outcome.ok, f"{entry.file}: {outcome.why()}"
+
+
+LADDER = sorted((ROOT / "examples" / "conv2d" / "cuda").glob("*.cu"))
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("path", LADDER, ids=lambda p: p.stem)
+def test_the_cuda_ladder_compiles_without_spills(conv: DeclaredProblem, path: Path, dtype: str) -> None:
+    """Each step builds with NVRTC for sm_90a in every dtype it serves (the tensor-core steps: f16 and bf16; f32
+    stops at their static_assert), with the problem's symbols in its launch line."""
+    from peak_mcp.backends import cuda as cuda_backend
+    from peak_mcp.backends.base import CompileFailed
+    from peak_mcp.backends.registry import launch_spec
+    from peak_mcp.problems.declared import C_TYPE
+
+    source = path.read_text()
+    assert source.count("typedef float T;") == 1
+    source = source.replace("typedef float T;", f"typedef {C_TYPE['cuda'][dtype]} T;", 1)
+    spec = launch_spec(source, "cuda", conv.symbols)
+    executor = cuda_backend.CudaExecutor(None, arch="sm_90a")
+    if dtype == "f32" and "static_assert(sizeof(T) == 2" in source:
+        with pytest.raises(CompileFailed, match="f16 and bf16 sessions only"):
+            executor.compile(source, spec)
+        return
+    resources = executor.compile(source, spec).resources
+    assert resources.get("spill_store_bytes", 0) == 0 and resources.get("stack_frame_bytes", 0) == 0, resources
+
+
+@pytest.mark.parametrize("backend", ["cuda", "hip"])
+def test_the_naive_kernel_compiles_for_cuda_and_hip(conv: DeclaredProblem, backend: str) -> None:
+    from peak_mcp.backends import cuda as cuda_backend
+    from peak_mcp.backends import hip as hip_backend
+    from peak_mcp.backends.registry import launch_spec
+
+    executor = cuda_backend.CudaExecutor(None, arch="sm_90a") if backend == "cuda" else \
+        hip_backend.open_executor(None, hip_arch="sm_90a")
+    for dtype in conv.dtypes:
+        source = conv.naive_kernel(backend, dtype)
+        assert executor.compile(source, launch_spec(source, backend, conv.symbols)).resources["registers"] > 0
