@@ -32,7 +32,8 @@ TYPES = {b: C_TYPE[b] for b in ("cuda", "hip")}  # each dtype's storage type, as
 DEFAULT_KERNELS = {"softmax": ["2_warp_shuffle", "4_online_registers", "7_cache_hints"],
                    "rmsnorm": ["2_warp_shuffle", "4_registers", "7_cache_hints"],
                    "row_sum": ["2_warp_shuffle", "3_vectorized"],
-                   "conv2d": ["1_implicit_gemm", "2_smem_tiled", "3_tensor_cores", "4_filter_specialized"]}
+                   "conv2d": ["1_implicit_gemm", "2_smem_tiled", "3_tensor_cores", "4_filter_specialized",
+                              "5_tall_warp_tiles"]}
 SIXTEEN_BIT_ONLY = "static_assert(sizeof(T) == 2"  # a tensor-core step: not submitted to f32 sessions
 
 

@@ -155,6 +155,9 @@ class ProblemDeclaration(BaseModel):
     # Size symbols that are parameters (a filter size, a stride, a padding), each with the values generality draws
     # it from instead of awkward extents; such a symbol may be 0 where 0 is one of its values.
     samples: dict[str, tuple[int, ...]] = Field(default_factory=dict)
+    # True: the work is a matrix product that f16/bf16 kernels may run on tensor cores (a convolution, attention):
+    # their speed floor and % of peak use the tensor-core peak, and an f32 kernel's may be 3xTF32's, as matmul's.
+    tensor_cores: bool = False
     # False: no Python reference; its sessions start with the user's kernel (start_session's reference_kernel), and
     # candidates are checked against that kernel (problems/kernel_reference.py).
     has_reference: bool = True
@@ -425,7 +428,15 @@ class DeclaredProblem(Problem):
                          if isinstance(arg, BufferArg)))
 
     def peak_path(self, dtype: str) -> str:
+        if self.declaration.tensor_cores and dtype in ("f16", "bf16"):
+            return f"{dtype}_tensor"
         return "fp32"  # elementwise and reduction work runs on the f32 cores, whatever the storage type
+
+    def speed_limit(self, dtype: str, peaks: Mapping[str, float]) -> float | None:
+        own = peaks.get(self.peak_path(dtype))
+        if self.declaration.tensor_cores and dtype == "f32" and own and peaks.get("tf32_tensor"):
+            return max(own, peaks["tf32_tensor"] / 3)  # three TF32 products keep f32 accuracy
+        return own
 
     def tolerance(self, dtype: str, sizes: Sizes | None = None) -> Tolerance:
         """Element i of an output within factor * (|lp - ref| + floor * (u_out * m + u_f32 * s)): see references.

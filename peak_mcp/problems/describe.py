@@ -27,7 +27,8 @@ from peak_mcp.errors import PeakError
 
 NAIVE_SUFFIXES = (".cu", ".hip", ".hlsl", ".txt")
 KEYS = ("NAME", "TITLE", "SIZES", "DTYPES", "INPUTS", "OUTPUTS", "SCALARS", "FLOPS", "BYTES", "CONSTRAINTS",
-        "RANGE", "STRESS_RANGE", "TOLERANCE", "NAIVE", "BATCH", "REDUCTION", "SAMPLES")
+        "RANGE", "STRESS_RANGE", "TOLERANCE", "NAIVE", "BATCH", "REDUCTION", "SAMPLES",
+        "TENSOR_CORES")
 MISSING_MODULE = "the server's Python has no module"
 FUNCTIONS = ("reference", "generate", "error_scale", "torch_reference")
 SMOKE_SIZES = (5, 8, 16, 64, 3, 2, 1, 128)
@@ -120,6 +121,7 @@ def describe_file(path: Path) -> dict[str, Any]:
         "batch": names.get("BATCH") if isinstance(names.get("BATCH"), str) else None,
         "reduction": _expr(names.get("REDUCTION"), "REDUCTION", fail),
         "samples": _samples(names.get("SAMPLES", {}), fail),
+        "tensor_cores": names.get("TENSOR_CORES") is True,
         "has_generate": callable(names.get("generate")),
         "has_error_scale": callable(names.get("error_scale")),
         "has_torch_reference": callable(names.get("torch_reference")),

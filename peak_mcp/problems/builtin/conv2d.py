@@ -23,6 +23,7 @@ SAMPLES = {"R": (1, 3, 2, 5), "S": (1, 3, 2, 5), "STRIDE": (1, 2, 3), "PAD": (0,
 FLOPS = f"2 * N * ({P}) * ({Q}) * K * C * R * S"
 BATCH = "N"  # images are independent: the host check recomputes only the images it checks
 REDUCTION = "C * R * S"  # one output element sums C*R*S products
+TENSOR_CORES = True  # a GEMM in disguise: f16/bf16 kernels are judged against the tensor-core peak
 NAIVE = {"cuda": "conv2d.cu", "hip": "conv2d.cu", "hlsl": "conv2d.hlsl"}
 
 
