@@ -76,6 +76,10 @@ def test_the_declaration_derives_p_and_q_and_takes_the_resnet_layer_by_default(c
     assert conv.reduction_length(conv.default_sizes) == 64 * 9 and d.batch == "N"
     assert "int STRIDE, int PAD, int DIL, int P, int Q)" in conv.abi("cuda", "f16")
     assert set(conv.naive_backends) == {"cuda", "hip", "hlsl"}
+    # TENSOR_CORES: 16-bit kernels are judged against the tensor-core peak, f32 ones against FMA (or 3xTF32).
+    peaks = {"fp32": 66.9, "tf32_tensor": 494.7, "fp16_tensor": 989.4, "bf16_tensor": 989.4}
+    assert [conv.peak_path(d) for d in ("f32", "f16", "bf16")] == ["fp32", "fp16_tensor", "bf16_tensor"]
+    assert conv.speed_limit("f16", peaks) == 989.4 and conv.speed_limit("f32", peaks) == 494.7 / 3
 
 
 def test_padding_may_be_zero_and_a_filter_past_the_padded_image_is_refused(conv: DeclaredProblem) -> None:

@@ -429,7 +429,7 @@ class DeclaredProblem(Problem):
 
     def peak_path(self, dtype: str) -> str:
         if self.declaration.tensor_cores and dtype in ("f16", "bf16"):
-            return f"{dtype}_tensor"
+            return {"f16": "fp16_tensor", "bf16": "bf16_tensor"}[dtype]
         return "fp32"  # elementwise and reduction work runs on the f32 cores, whatever the storage type
 
     def speed_limit(self, dtype: str, peaks: Mapping[str, float]) -> float | None:
