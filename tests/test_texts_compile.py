@@ -252,6 +252,8 @@ y[tid] = group_reduce(float(x[tid]), tid, false) + group_reduce(float(x[tid]), t
 PSEUDO_CODE: dict[tuple[str, int], str] = {
     ("edge-tile-specialization", 0): "control-flow outline: `…` stands for the compute step",
     ("hopper-wgmma", 0): "a schedule of PTX instructions per K step, not C++",
+    ("conv-implicit-gemm", 0): "the im2col index map as a loop outline (dot() stands for the channel loop)",
+    ("conv-tensor-cores", 0): "one slice of the pipeline as an outline of steps, not C++",
 }
 
 CUDA_FILE = """// peak: entry=harness grid=(1, 1, 1) block=(256, 1, 1)
