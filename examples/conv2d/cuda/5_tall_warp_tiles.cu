@@ -3,7 +3,7 @@
 // accumulator fragments): per k16 step a warp loads 4 A and 2 B fragments for 8 mma_sync, against 2 + 2 for 4 in
 // step 4, so shared-memory traffic per product drops by a quarter and every B fragment is reused 4 times. Each thread
 // gathers one pixel row's 4 chunks of a slice (one tap test per slice on the 3x3 path). Shared memory is dynamic:
-// STAGES x 25.6 KiB (2 stages: 4 blocks of 256 threads per SM); the f32 epilogue goes through it in two halves
+// STAGES x 25.6 KiB (NVRTC gives 128 registers a thread: 2 blocks per SM); the f32 epilogue goes through it in two halves
 // of 128 rows. Any sizes.
 // peak: entry=conv2d_tall grid=(cdiv(N * ((H + 2 * PAD - DIL * (R - 1) - 1) // STRIDE + 1) * ((W + 2 * PAD - DIL * (S - 1) - 1) // STRIDE + 1), 256), cdiv(K, 64), 1) block=(256, 1, 1) shared=STAGES*25600
 // peak: params STAGES=[2, 3, 4]
