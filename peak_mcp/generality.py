@@ -39,7 +39,8 @@ def sample_sizes(problem: Problem, sizes: Sizes, constraints: list[str],
     """The problem's awkward sizes that meet the constraints, then for each symbol one size above the session's in
     it (Problem.sizes_above: the first choice that meets them). One that does not is rounded up, first only in the
     symbols the constraints name (so the others stay odd), then in every symbol, to the smallest multiple that
-    works."""
+    works; a sampled symbol (a parameter) is never rounded, and takes the session's value where its own breaks the
+    constraints."""
     named = _symbols_in(constraints) & set(problem.symbols)
     chosen: list[dict[str, int]] = []
 
@@ -48,7 +49,10 @@ def sample_sizes(problem: Problem, sizes: Sizes, constraints: list[str],
             chosen.append(variant)
 
     for candidate in problem.generality_sizes(sizes):
-        keep(_fit(problem, candidate, constraints, named))
+        # A session that fixes a parameter (a stride, a filter size) gets the awkward extents at its own value.
+        keep(_fit(problem, candidate, constraints, named) or
+             _fit(problem, {k: sizes[k] if k in problem.sampled else v for k, v in candidate.items()}, constraints,
+                  named))
         if len(chosen) >= count:
             break
     for choices in problem.sizes_above(sizes):
@@ -60,7 +64,8 @@ def _fit(problem: Problem, candidate: dict[str, int], constraints: list[str],
          named: set[str]) -> dict[str, int] | None:
     """The candidate, or its smallest rounding up that meets the constraints and the problem's limits; None."""
     variants = [candidate]
-    for only in (named, set(problem.symbols)):
+    extents = set(problem.symbols) - set(problem.sampled)  # a parameter (stride, filter size) is never rounded
+    for only in (named & extents, extents):
         variants += [{k: -(-v // r) * r if k in only else v for k, v in candidate.items()} for r in _ROUNDINGS]
     for variant in variants:
         try:

@@ -260,6 +260,8 @@ PSEUDO_CODE: dict[tuple[str, int], str] = {
     ("hopper-persistent-gemm", 0): "annotation lines only",
     ("hopper-persistent-gemm", 1): "index arithmetic written as formulas",
     ("hopper-tma-multicast", 0): "annotation lines only",
+    ("conv-implicit-gemm", 0): "the im2col index map as a loop outline (dot() stands for the channel loop)",
+    ("conv-tensor-cores", 0): "one slice of the pipeline as an outline of steps, not C++",
 }
 
 CUDA_FILE = """// peak: entry=harness grid=(1, 1, 1) block=(256, 1, 1)

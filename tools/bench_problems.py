@@ -6,6 +6,8 @@ the last one, and print every version's status, median, GB/s and the report's ya
 x torch eager / torch.compile where the server times them). JSON of every report goes to --out.
 
     python3 tools/bench_problems.py --problems softmax rmsnorm --dtypes f32 bf16 --out $OUT/problems.json
+    python3 tools/bench_problems.py --problems conv2d --dtypes f16 f32 --torch-kernels \
+        --sizes N=32,H=56,W=56,C=64,K=64,R=3,S=3,STRIDE=1,PAD=1,DIL=1
     python3 tools/bench_problems.py --problem-dir DIR --problems kb_softmax --dtypes f32 \
         --sizes BATCH_SIZE=8192,DIM=8192 --kernels DIR/online.cu      (tools/gpu_suite.sh, part kernelbench)
 """
@@ -29,7 +31,10 @@ ROOT = Path(__file__).resolve().parent.parent
 TYPES = {b: C_TYPE[b] for b in ("cuda", "hip")}  # each dtype's storage type, as the problems' preludes name it
 DEFAULT_KERNELS = {"softmax": ["2_warp_shuffle", "4_online_registers", "7_cache_hints"],
                    "rmsnorm": ["2_warp_shuffle", "4_registers", "7_cache_hints"],
-                   "row_sum": ["2_warp_shuffle", "3_vectorized"]}
+                   "row_sum": ["2_warp_shuffle", "3_vectorized"],
+                   "conv2d": ["1_implicit_gemm", "2_smem_tiled", "3_tensor_cores", "4_filter_specialized",
+                              "5_tall_warp_tiles"]}
+SIXTEEN_BIT_ONLY = "static_assert(sizeof(T) == 2"  # a tensor-core step: not submitted to f32 sessions
 
 
 def kernel_source(problem: str, backend: str, dtype: str, stem: str) -> str:
@@ -52,6 +57,8 @@ async def call(client: Client, tool: str, arguments: dict[str, Any]) -> tuple[di
 def line(name: str, report: dict[str, Any], wall: float) -> str:
     perf = report.get("performance") or {}
     extras = {k: v for k, v in perf.items() if any(t in k for t in ("roofline", "torch", "bandwidth", "vendor"))}
+    if perf.get("x_torch_eager"):  # the torch yardstick's time over this version's: % of it
+        extras["pct_of_torch_eager"] = round(100 * perf["x_torch_eager"], 1)
     general = (report.get("generality") or {}).get("passed")
     phases = " ".join(f"{k}={v:.1f}" for k, v in (report.get("phases") or {}).items() if isinstance(v, int | float))
     return (f"{name:<24} {report.get('status', report.get('error', '?'))!s:<12} {report.get('failure') or '':<16} "
@@ -78,11 +85,18 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 sid = started["session_id"]
                 v0 = started.get("version_0") or {}
                 print(f"== {problem} {dtype} {sizes} on {started.get('device')}", flush=True)
+                if args.torch_kernels:
+                    record["torch_kernels"] = torch_kernels(problem, dtype, sizes, args.problem_dir)
+                    print(f"torch_reference's CUDA kernels: {record['torch_kernels']}", flush=True)
                 print(line("naive (v0)", v0, wall) if v0 else "no naive kernel: the first submission is v0", flush=True)
                 for stem in args.kernels or DEFAULT_KERNELS.get(problem, []):
+                    source = kernel_source(problem, args.backend, dtype, stem)
+                    if dtype == "f32" and SIXTEEN_BIT_ONLY in source:
+                        print(f"{stem:<24} (f16 and bf16 only: not submitted)", flush=True)
+                        continue
                     first = {"parent": 0} if v0 else {}  # a problem without a naive kernel starts empty
                     report, wall = await call(client, "submit_kernel", {
-                        "session_id": sid, "source": kernel_source(problem, args.backend, dtype, stem), **first})
+                        "session_id": sid, "source": source, **first})
                     record["versions"].append({"kernel": stem, "round_trip_s": wall, **report})
                     print(line(stem, report, wall), flush=True)
                 if args.tune and record["versions"]:
@@ -99,6 +113,35 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def torch_kernels(problem: str, dtype: str, sizes: dict[str, int], problem_dir: Path | None) -> list[str]:
+    """The CUDA kernels torch_reference launches at these sizes, by time (torch.profiler): the vendor algorithm the
+    torch yardstick is, by name (cuDNN's kernel names spell out its algorithm: implicit GEMM, Winograd, ...). Runs
+    the problem file's code here, as a maintainer tool may."""
+    import torch
+
+    from peak_mcp.problems.declared import problem_code_allowed
+    from peak_mcp.problems.registry import ProblemRegistry
+
+    folders = [problem_dir] if problem_dir else []
+    spec = ProblemRegistry(folders).get(problem)
+    checked = spec.check_sizes(sizes)
+    torch_dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    with problem_code_allowed():
+        fn, keywords = spec.torch_reference(), spec.torch_keywords(checked)
+        args = [torch.rand(arg.shape(checked), device="cuda", dtype=torch_dtype) * 2 - 1
+                for arg in spec.arguments(dtype) if getattr(arg, "is_output", True) is False]
+        for _ in range(3):  # cudnn.benchmark picks its algorithm on the first call
+            fn(*args, **keywords)
+        torch.cuda.synchronize()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            for _ in range(5):
+                fn(*args, **keywords)
+            torch.cuda.synchronize()
+    events = sorted(prof.key_averages(), key=lambda e: -getattr(e, "device_time_total", 0))
+    return [f"{e.key[:160]} ({getattr(e, 'device_time_total', 0) / max(1, e.count):.1f} us x{e.count // 5})"
+            for e in events[:3] if getattr(e, "device_time_total", 0) > 0]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", default="cuda", choices=["cuda", "hip", "hlsl"])
@@ -112,6 +155,8 @@ def main() -> int:
     parser.add_argument("--kernels", nargs="*", default=None,
                         help="example stems or kernel files (default: two examples per problem)")
     parser.add_argument("--tune", type=int, default=0, help="tune the last kernel over up to N configurations")
+    parser.add_argument("--torch-kernels", action="store_true",
+                        help="name the CUDA kernels of each problem's torch yardstick (torch.profiler)")
     parser.add_argument("--data-dir", default="/tmp/peak-bench-problems")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()

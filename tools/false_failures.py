@@ -55,6 +55,8 @@ INJECT = {
     ("rmsnorm", "cuda"): (r"out\[c\] = from_f32\((.*)\);",
                           r"out[c] = from_f32((\1) * ((row == 1 && c == 2) ? (1.0f + EPS) : 1.0f));"),
     ("row_sum", "cuda"): (r"y\[row\] = sum;", r"y[row] = sum * ((row == 1) ? (1.0f + EPS) : 1.0f);"),
+    ("conv2d", "hlsl"): (r"y\[i\] = from_f32\(acc\);", r"y[i] = from_f32(acc * ((i == 1) ? (1.0 + EPS) : 1.0));"),
+    ("conv2d", "cuda"): (r"y\[i\] = from_f32\(acc\);", r"y[i] = from_f32(acc * ((i == 1) ? (1.0f + EPS) : 1.0f));"),
 }
 INJECT.update({(problem, "hip"): pattern for (problem, backend), pattern in list(INJECT.items())
                if backend == "cuda"})
@@ -94,7 +96,8 @@ def example_sources(name: str, backend: str, dtype: str) -> list[tuple[str, str]
         folder = folder / "f16" if dtype == "f16" else folder
         return [(p.stem, p.read_text()) for p in sorted(folder.glob("*.hlsl"))] if dtype in ("f32", "f16") else []
     return [(p.stem, p.read_text().replace("typedef float T;", f"typedef {TYPES[backend][dtype]} T;", 1))
-            for p in sorted(folder.glob("*.cu" if backend == "cuda" else "*.hip"))]
+            for p in sorted(folder.glob("*.cu" if backend == "cuda" else "*.hip"))
+            if dtype != "f32" or "static_assert(sizeof(T) == 2" not in p.read_text()]  # tensor-core steps: 16-bit
 
 
 def naive_source(name: str, backend: str, dtype: str) -> str:

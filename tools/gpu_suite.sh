@@ -27,7 +27,7 @@ python3 -m peak_mcp doctor > "$RESULTS/doctor.json" 2> "$RESULTS/doctor.log"; ec
 
 # PARTS picks what runs, so the suite can be split over calls that each fit the device's per-call limit.
 # Not in the default PARTS: hostile, hostile_tests (the hostile-kernel corpus, tests/hostile/), lavapipe, ladder,
-# f32ladder, hlsl_reference, problems, kernelbench, false_failures, false_failures_kernel.
+# f32ladder, hlsl_reference, problems, conv2d, kernelbench, false_failures, false_failures_kernel.
 bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $RESULTS
     local name=$1; shift
     echo "== bench $name"
@@ -101,6 +101,13 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
         timeout "${PROBLEMS_TIMEOUT:-400}" python3 tools/bench_problems.py --problems ${PROBLEMS:-softmax rmsnorm} \
             --dtypes ${DTYPES:-f32 bf16} --tune "${TUNE:-0}" --out "$RESULTS/problems.json" \
             2> "$RESULTS/problems.log" | tee "$RESULTS/problems.txt" ;;
+    conv2d)  # conv2d's ladder on a ResNet-50 3x3 layer and a 1x1 layer, % of cuDNN through torch, cuDNN's kernels named
+        for layer in N=32,H=56,W=56,C=64,K=64,R=3,S=3,STRIDE=1,PAD=1,DIL=1 N=32,H=56,W=56,C=256,K=64,R=1,S=1,STRIDE=1,PAD=0,DIL=1; do
+            tag=$(echo "$layer" | cut -d, -f4,6 | tr -d '=,')
+            timeout "${CONV_TIMEOUT:-240}" python3 tools/bench_problems.py --problems conv2d --dtypes ${DTYPES:-f16 f32} \
+                --sizes "$layer" --torch-kernels --data-dir "/tmp/peak-conv-$tag" --out "$RESULTS/conv2d_$tag.json" \
+                2> "$RESULTS/conv2d_$tag.log" | tee "$RESULTS/conv2d_$tag.txt"
+        done ;;
     kernelbench)  # a KernelBench-format file (tests/data/kernelbench/softmax.py, as kb_softmax) as a problem, and the
         # online-softmax example in its ABI (its size symbols are the module's batch_size and dim) validated and timed
         kb=$(mktemp -d /tmp/peak-kb.XXXX)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -118,6 +120,14 @@ class Problem(ABC):
     independent_reference: bool = True
     # True: the problem has no Python reference; its sessions need start_session(reference_kernel=...).
     needs_reference_kernel: bool = False
+    # Size symbols that are parameters rather than extents (a filter size, a stride, a padding): generality draws
+    # each from its values instead of awkward extents, never rounds or scales it, and it may be 0 where 0 is one of
+    # them. Empty for most problems.
+    sampled: Mapping[str, tuple[int, ...]] = MappingProxyType({})
+
+    def least_size(self, symbol: str) -> int:
+        """The smallest value a size symbol takes: 1, or 0 for a sampled symbol whose values hold 0."""
+        return 0 if 0 in self.sampled.get(symbol, ()) else 1
 
     def wire(self) -> dict[str, Any]:
         """What a job carries so that the worker finds this same problem: its name (built-in classes), or its
@@ -150,7 +160,7 @@ class Problem(ABC):
         if fits(sizes):
             return None
         while not fits(sizes):
-            symbol = max(self.symbols, key=lambda s: sizes[s])
+            symbol = max((s for s in self.symbols if s not in self.sampled), key=lambda s: sizes[s])
             if sizes[symbol] == 1:
                 return None
             sizes[symbol] = -(-sizes[symbol] // 2)
@@ -225,17 +235,21 @@ class Problem(ABC):
         the session's constraints. The symbol at least 4x the session's and 4096, rounded to a power of two plus 5
         (past any tile and any power-of-two bound a kernel has), then 2x, then just past the session's; the other
         symbols small and odd (33 is one past a 32 tile, then 19, ...) or smaller (5, 3, ...), the first choice
-        within ABOVE_WORK: about as much as one of the awkward sampled sizes, on a CPU Vulkan device too."""
+        within ABOVE_WORK: about as much as one of the awkward sampled sizes, on a CPU Vulkan device too. Sampled
+        symbols (parameters) keep the session's value and get no group of their own."""
         groups = []
         for symbol in self.symbols:
+            if symbol in self.sampled:
+                continue
             s = sizes[symbol]
             group = []
             for big in dict.fromkeys((_pow2_at_least(max(4 * s, 4096)) + 5, _pow2_at_least(2 * s) + 5, s + 7)):
                 if big <= s:
                     continue
                 for others in ((33, 19, 17, 13), (5, 3, 3, 3)):
-                    rest = iter(others * 2)
-                    candidate = {k: big if k == symbol else next(rest) for k in self.symbols}
+                    rest = itertools.cycle(others)
+                    candidate = {k: big if k == symbol else sizes[k] if k in self.sampled else next(rest)
+                                 for k in self.symbols}
                     try:
                         if self.work(candidate) <= ABOVE_WORK and self.check_sizes(candidate) == candidate:
                             group.append(candidate)
@@ -313,8 +327,9 @@ class Problem(ABC):
         checked: dict[str, int] = {}
         for symbol in self.symbols:
             value = merged[symbol]
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInput(f"size {symbol}={value!r} must be a positive integer", None)
+            if isinstance(value, bool) or not isinstance(value, int) or value < self.least_size(symbol):
+                raise InvalidInput(f"size {symbol}={value!r} must be a positive integer" if self.least_size(symbol)
+                                   else f"size {symbol}={value!r} must be a non-negative integer", None)
             checked[symbol] = value
         for arg in self.arguments(self.dtypes[0]):
             if isinstance(arg, BufferArg) and arg.count(checked) > self.max_elements:

@@ -36,7 +36,8 @@ from peak_mcp.problems.base import BufferArg, Problem, Reference, ScalarArg, Siz
 BACKEND_NAMES = ("cuda", "hip", "hlsl")
 DTYPE_NAMES = ("f32", "f16", "bf16")
 UNIT_ROUNDOFF = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
-MAX_SYMBOLS, MAX_BUFFERS, MAX_RANK = 8, 16, 4
+MAX_SYMBOLS, MAX_BUFFERS, MAX_RANK = 12, 16, 4
+MAX_SAMPLES = 8  # values per sampled symbol
 MAX_KERNEL_CHARS = 256 * 1024
 MAX_ELEMENTS = 1 << 31  # per buffer, as for every problem
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
@@ -151,6 +152,12 @@ class ProblemDeclaration(BaseModel):
     # The length of the longest reduction behind one output element (an expression of the sizes), for a tolerance
     # against a reference kernel (kernel_reference.py); None: total input elements over total output elements.
     reduction: str | None = None
+    # Size symbols that are parameters (a filter size, a stride, a padding), each with the values generality draws
+    # it from instead of awkward extents; such a symbol may be 0 where 0 is one of its values.
+    samples: dict[str, tuple[int, ...]] = Field(default_factory=dict)
+    # True: the work is a matrix product that f16/bf16 kernels may run on tensor cores (a convolution, attention):
+    # their speed floor and % of peak use the tensor-core peak, and an f32 kernel's may be 3xTF32's, as matmul's.
+    tensor_cores: bool = False
     # False: no Python reference; its sessions start with the user's kernel (start_session's reference_kernel), and
     # candidates are checked against that kernel (problems/kernel_reference.py).
     has_reference: bool = True
@@ -183,10 +190,18 @@ class ProblemDeclaration(BaseModel):
 
         if not 1 <= len(self.sizes) <= MAX_SYMBOLS:
             raise fail("SIZES", f"declare 1 to {MAX_SYMBOLS} size symbols")
+        for symbol, values in self.samples.items():
+            if symbol not in self.sizes:
+                raise fail("SAMPLES", f"{symbol!r} is not a size symbol")
+            if not 1 <= len(values) <= MAX_SAMPLES or len(set(values)) != len(values) or \
+                    any(isinstance(v, bool) or not 0 <= v <= 64 for v in values):
+                raise fail("SAMPLES", f"{symbol}: 1 to {MAX_SAMPLES} distinct integers from 0 to 64")
         for symbol, value in self.sizes.items():
             _identifier(symbol, "SIZES", "size symbol")
-            if isinstance(value, bool) or value < 1:
-                raise fail("SIZES", f"{symbol}={value!r} must be a positive integer")
+            least = 0 if 0 in self.samples.get(symbol, ()) else 1
+            if isinstance(value, bool) or value < least:
+                raise fail("SIZES", f"{symbol}={value!r} must be a positive integer" if least else
+                                    f"{symbol}={value!r} must be a non-negative integer")
         if not self.dtypes or len(set(self.dtypes)) != len(self.dtypes) or set(self.dtypes) - set(DTYPE_NAMES):
             raise fail("DTYPES", f"a non-empty list of distinct dtypes among {list(DTYPE_NAMES)}")
         buffers = [*self.inputs, *self.outputs]
@@ -340,6 +355,7 @@ class DeclaredProblem(Problem):
         self.source = d.path
         self.yardstick = None
         self.needs_reference_kernel = not d.has_reference
+        self.sampled = types.MappingProxyType(dict(d.samples))
 
     def wire(self) -> dict[str, Any]:
         return {"problem": self.name, "declaration": self.declaration}
@@ -412,7 +428,15 @@ class DeclaredProblem(Problem):
                          if isinstance(arg, BufferArg)))
 
     def peak_path(self, dtype: str) -> str:
+        if self.declaration.tensor_cores and dtype in ("f16", "bf16"):
+            return {"f16": "fp16_tensor", "bf16": "bf16_tensor"}[dtype]
         return "fp32"  # elementwise and reduction work runs on the f32 cores, whatever the storage type
+
+    def speed_limit(self, dtype: str, peaks: Mapping[str, float]) -> float | None:
+        own = peaks.get(self.peak_path(dtype))
+        if self.declaration.tensor_cores and dtype == "f32" and own and peaks.get("tf32_tensor"):
+            return max(own, peaks["tf32_tensor"] / 3)  # three TF32 products keep f32 accuracy
+        return own
 
     def tolerance(self, dtype: str, sizes: Sizes | None = None) -> Tolerance:
         """Element i of an output within factor * (|lp - ref| + floor * (u_out * m + u_f32 * s)): see references.
@@ -438,24 +462,54 @@ class DeclaredProblem(Problem):
 
     def generality_sizes(self, sizes: Sizes) -> list[dict[str, int]]:
         """Every symbol 1; below a tile; odd; prime; one past a power of two; one symbol large and the others small
-        (each way round, for two or more symbols); near the session's sizes. Each within SAMPLED_WORK."""
-        symbols = self.symbols
+        (each way round, for two or more symbols); near the session's sizes. Sampled symbols (SAMPLES) take their
+        values in turn instead. A candidate over SAMPLED_WORK has its largest extents halved (kept odd) until it
+        fits, so that a problem of many symbols still gets awkward sizes."""
+        extents = tuple(s for s in self.symbols if s not in self.sampled)
 
         def cycle(values: tuple[int, ...]) -> dict[str, int]:
-            return {s: values[i % len(values)] for i, s in enumerate(symbols)}
+            return {s: values[i % len(values)] for i, s in enumerate(extents)}
 
-        candidates = [dict.fromkeys(symbols, 1), cycle(_BELOW_TILE), cycle(_ODD), cycle(_PRIMES), cycle(_PAST_POW2)]
+        candidates = [dict.fromkeys(extents, 1), cycle(_BELOW_TILE), cycle(_ODD), cycle(_PRIMES), cycle(_PAST_POW2)]
         for big, value in ((0, 1031), (1, 1029)):
-            if big < len(symbols):
-                small = iter(_SMALL)
-                candidates.append({s: value if i == big else next(small) for i, s in enumerate(symbols)})
+            if big < len(extents):
+                small = iter(_SMALL * 3)
+                candidates.append({s: value if i == big else next(small) for i, s in enumerate(extents)})
         candidates.append({s: min(sizes[s], 512) + 3 if i % 2 == 0 else max(min(sizes[s], 512) - 1, 2)
-                           for i, s in enumerate(symbols)})
+                           for i, s in enumerate(extents)})
         kept: list[dict[str, int]] = []
-        for candidate in candidates:
-            if candidate not in kept and self.work(candidate) <= SAMPLED_WORK:
-                kept.append(candidate)
+        for k, candidate in enumerate(candidates):
+            full = self._within_work(self._with_parameters(candidate, k, sizes))
+            if full is not None and full not in kept:
+                kept.append(full)
         return kept
+
+    def _with_parameters(self, extents: dict[str, int], k: int, sizes: Sizes) -> dict[str, int]:
+        """The k-th candidate's extents with the sampled symbols' values in turn; where those break the problem's
+        constraints, each symbol's first value, then the session's."""
+        def full(pick: Callable[[int, str, tuple[int, ...]], int]) -> dict[str, int]:
+            order = list(self.sampled)
+            return {s: extents[s] if s in extents else pick(order.index(s), s, self.sampled[s]) for s in self.symbols}
+
+        tries = [full(lambda j, s, values: values[(k + j) % len(values)]),
+                 full(lambda j, s, values: values[0]), full(lambda j, s, values: sizes[s])]
+        for candidate in tries if self.sampled else tries[:1]:
+            try:
+                if self.check_sizes(candidate) == candidate:
+                    return candidate
+            except PeakError:
+                continue
+        return tries[0]
+
+    def _within_work(self, candidate: dict[str, int]) -> dict[str, int] | None:
+        candidate = dict(candidate)
+        extents = [s for s in self.symbols if s not in self.sampled]
+        while self.work(candidate) > SAMPLED_WORK:
+            largest = max(extents, key=lambda s: candidate[s], default=None)
+            if largest is None or candidate[largest] <= 1:
+                return None
+            candidate[largest] = max(1, (candidate[largest] // 2) | 1)
+        return candidate
 
     # --- worker side: the problem file's code ------------------------------------------------------------------
     def module(self) -> types.ModuleType:

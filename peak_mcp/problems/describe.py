@@ -27,7 +27,8 @@ from peak_mcp.errors import PeakError
 
 NAIVE_SUFFIXES = (".cu", ".hip", ".hlsl", ".txt")
 KEYS = ("NAME", "TITLE", "SIZES", "DTYPES", "INPUTS", "OUTPUTS", "SCALARS", "FLOPS", "BYTES", "CONSTRAINTS",
-        "RANGE", "STRESS_RANGE", "TOLERANCE", "NAIVE", "BATCH", "REDUCTION")
+        "RANGE", "STRESS_RANGE", "TOLERANCE", "NAIVE", "BATCH", "REDUCTION", "SAMPLES",
+        "TENSOR_CORES")
 MISSING_MODULE = "the server's Python has no module"
 FUNCTIONS = ("reference", "generate", "error_scale", "torch_reference")
 SMOKE_SIZES = (5, 8, 16, 64, 3, 2, 1, 128)
@@ -119,6 +120,8 @@ def describe_file(path: Path) -> dict[str, Any]:
         "naive": _naive(names.get("NAIVE", {}), path.parent, fail),
         "batch": names.get("BATCH") if isinstance(names.get("BATCH"), str) else None,
         "reduction": _expr(names.get("REDUCTION"), "REDUCTION", fail),
+        "samples": _samples(names.get("SAMPLES", {}), fail),
+        "tensor_cores": names.get("TENSOR_CORES") is True,
         "has_generate": callable(names.get("generate")),
         "has_error_scale": callable(names.get("error_scale")),
         "has_torch_reference": callable(names.get("torch_reference")),
@@ -169,7 +172,7 @@ def _key_of(loc: tuple[Any, ...]) -> str | None:
             "outputs": "OUTPUTS", "scalars": "SCALARS", "flops": "FLOPS", "bytes": "BYTES",
             "constraints": "CONSTRAINTS", "ranges": "RANGE", "stress_ranges": "STRESS_RANGE",
             "tolerance": "TOLERANCE", "naive": "NAIVE",
-            "batch": "BATCH", "reduction": "REDUCTION"}.get(field)
+            "batch": "BATCH", "reduction": "REDUCTION", "samples": "SAMPLES"}.get(field)
 
 
 def _takes_xp(function: Any) -> bool:
@@ -221,6 +224,12 @@ def _scalars(value: Any, fail: Any) -> list[dict[str, str]]:
     if not isinstance(value, tuple | list) or not all(isinstance(v, str) for v in value):
         raise fail("SCALARS", "a tuple of size symbols, or a dict: argument name -> expression")
     return [{"name": v, "expr": v} for v in value]
+
+
+def _samples(value: Any, fail: Any) -> dict[str, list[int]]:
+    if not isinstance(value, Mapping) or not all(isinstance(v, tuple | list) for v in value.values()):
+        raise fail("SAMPLES", "a dict: size symbol -> a tuple of the values generality samples it at")
+    return {str(k): list(v) for k, v in value.items()}
 
 
 def _ranges(value: Any, fail: Any, key: str = "RANGE") -> dict[str, list[float]]:

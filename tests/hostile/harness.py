@@ -25,10 +25,13 @@ GOOD = {"cuda": ROOT / "examples" / "matmul" / "cuda" / "smem_tiled.cu",
         "hlsl": ROOT / "examples" / "matmul" / "hlsl" / "tiled_groupshared.hlsl"}
 # The row problems' good kernel after a fault: a shipped example (f32 as written; HLSL's NT takes its default).
 GOOD_ROWS = {"cuda": "cuda/2_warp_shuffle.cu", "hip": "hip/2_warp_shuffle.hip", "hlsl": "hlsl/1_groupshared.hlsl"}
+GOOD_CONV = {"cuda": "cuda/1_implicit_gemm.cu", "hip": "cuda/1_implicit_gemm.cu", "hlsl": "hlsl/1_k_blocked.hlsl"}
 UNALIGNED = {"M": 100, "N": 77, "K": 53}
 TILE = 32  # sizes that are multiples of this count as "aligned" for the `unaligned` override
 ROW_PROBLEMS = ("softmax", "rmsnorm", "row_sum")
-SYMBOLS = {"matmul": ("M", "N", "K"), **dict.fromkeys(ROW_PROBLEMS, ("ROWS", "COLS"))}
+CONV = {"R": 3, "S": 3, "STRIDE": 1, "PAD": 1, "DIL": 1}  # conv2d's parameters in its hostile sessions: a 3x3 layer
+SYMBOLS = {"matmul": ("M", "N", "K"), **dict.fromkeys(ROW_PROBLEMS, ("ROWS", "COLS")),
+           "conv2d": ("N", "H", "W", "C", "K", *CONV)}
 # The sizes of the sessions entries are submitted to, per problem and backend (HIP as CUDA): an aligned size (every
 # symbol a multiple of TILE) and an unaligned one. Lavapipe gets the small ones: it runs on two CPU cores in CI.
 # The row problems' unaligned sizes differ on purpose: 64x100 (HLSL) keeps COLS a multiple of 4, 100x77 (CUDA) not.
@@ -37,7 +40,12 @@ SESSION_SIZES = {
                "cuda": {"aligned": {"M": 256, "N": 256, "K": 256}, "unaligned": UNALIGNED}},
     **{problem: {"hlsl": {"aligned": {"ROWS": 64, "COLS": 128}, "unaligned": {"ROWS": 64, "COLS": 100}},
                  "cuda": {"aligned": {"ROWS": 256, "COLS": 1024}, "unaligned": {"ROWS": 100, "COLS": 77}}}
-       for problem in ROW_PROBLEMS}}
+       for problem in ROW_PROBLEMS},
+    # conv2d: "aligned" channels (C, K multiples of 32 as tiles assume) and odd ones; a 3x3 filter with padding 1.
+    "conv2d": {"hlsl": {"aligned": {"N": 2, "H": 8, "W": 8, "C": 32, "K": 32, **CONV},
+                        "unaligned": {"N": 2, "H": 9, "W": 7, "C": 5, "K": 7, **CONV}},
+               "cuda": {"aligned": {"N": 4, "H": 16, "W": 16, "C": 64, "K": 64, **CONV},
+                        "unaligned": {"N": 3, "H": 13, "W": 11, "C": 37, "K": 29, **CONV}}}}
 
 
 def session_sizes(problem: str, backend: str) -> dict[str, dict[str, int]]:
@@ -47,6 +55,8 @@ def session_sizes(problem: str, backend: str) -> dict[str, dict[str, int]]:
 
 def good_kernel(problem: str, backend: str) -> Path:
     """A kernel that must benchmark in a session of `problem` (submitted after a fault)."""
+    if problem == "conv2d":
+        return ROOT / "examples" / "conv2d" / GOOD_CONV[backend]
     return GOOD[backend] if problem == "matmul" else ROOT / "examples" / problem / GOOD_ROWS[backend]
 
 
@@ -97,6 +107,8 @@ def _tuple(value: Any) -> tuple[Any, ...]:
 
 
 def aligned(sizes: dict[str, int]) -> bool:
+    if set(sizes) == set(SYMBOLS["conv2d"]):  # a convolution's tiles are over its channels
+        return sizes["C"] % TILE == 0 and sizes["K"] % TILE == 0
     return all(v % TILE == 0 for v in sizes.values())
 
 
