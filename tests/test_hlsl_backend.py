@@ -236,7 +236,8 @@ def test_paths_the_kernel_itself_names_are_kept() -> None:
 # --- validate and time on the device ---------------------------------------------------------------------------
 
 EXAMPLE_FILES = ["naive.hlsl", "tiled_groupshared.hlsl", "register_blocked.hlsl", "double_buffered.hlsl",
-                 "wave_tiled.hlsl", "wide_tile.hlsl", "wide_vec.hlsl"]
+                 "wave_tiled.hlsl", "wide_tile.hlsl", "wide_vec.hlsl",
+                 "wide_edge.hlsl", "wide_raster.hlsl"]
 
 
 @needs_device
@@ -258,13 +259,15 @@ def test_examples_validate_and_benchmark(executor: Any, name: str, sizes: dict[s
 
 # Each tuning configuration of the tiled examples (the tests above run the defaults) where it fits this device's
 # groupshared memory: interior groups take the unchecked loads, edge groups (and K % BK != 0) the zero-filled ones.
-TUNED_FILES = ["double_buffered.hlsl", "wave_tiled.hlsl", "wide_tile.hlsl", "wide_vec.hlsl"]
+TUNED_FILES = ["double_buffered.hlsl", "wave_tiled.hlsl", "wide_tile.hlsl", "wide_vec.hlsl",
+                 "wide_edge.hlsl", "wide_raster.hlsl"]
 
 
 @needs_device
 @pytest.mark.parametrize("name", TUNED_FILES)
 @pytest.mark.parametrize("sizes", [{"M": 256, "N": 512, "K": 48}, {"M": 200, "N": 300, "K": 40},
-                                   {"M": 256, "N": 256, "K": 36}], ids=["interior", "edges", "k_not_a_bk_multiple"])
+                                   {"M": 256, "N": 256, "K": 36}, {"M": 1160, "N": 520, "K": 16}],
+                         ids=["interior", "edges", "k_not_a_bk_multiple", "short_last_band"])
 def test_tuned_examples_validate_in_every_configuration(executor: Any, name: str, sizes: dict[str, int]) -> None:
     source = (EXAMPLES / name).read_text()
     spec = spec_of(source)

@@ -108,7 +108,8 @@ def test_the_hlsl_ladder_applies_hlsl_texts_with_hlsl_kernels() -> None:
     catalog = Catalog.load(builtin_transformations_dir())
     ladder = steps("hlsl-f32", "register-blocking-2d")
     assert [s[0] for s in ladder] == ["register-blocking-2d", "double-buffering", "hlsl-wave-tiling",
-                                      "tile-size-tuning", "vectorized-loads"]
+                                      "tile-size-tuning", "vectorized-loads", "edge-tile-specialization",
+                                      "grid-rasterization"]
     for transformation, path, strategy, _configs in LADDERS["hlsl-f32"]:
         assert "hlsl" in catalog.get(transformation).backends and path.suffix == ".hlsl", transformation
         spec = _spec(path.read_text(), "hlsl")

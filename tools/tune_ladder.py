@@ -59,7 +59,9 @@ LADDERS: dict[str, list[tuple[str, Path, str, int]]] = {
                  ("double-buffering", HLSL / "double_buffered.hlsl", "exhaustive", 8),
                  ("hlsl-wave-tiling", HLSL / "wave_tiled.hlsl", "exhaustive", 8),
                  ("tile-size-tuning", HLSL / "wide_tile.hlsl", "exhaustive", 8),
-                 ("vectorized-loads", HLSL / "wide_vec.hlsl", "exhaustive", 8)],
+                 ("vectorized-loads", HLSL / "wide_vec.hlsl", "exhaustive", 8),
+                 ("edge-tile-specialization", HLSL / "wide_edge.hlsl", "exhaustive", 2),
+                 ("grid-rasterization", HLSL / "wide_raster.hlsl", "exhaustive", 8)],
 }
 
 
