@@ -288,6 +288,29 @@ def test_tuned_examples_validate_in_every_configuration(executor: Any, name: str
 
 
 @needs_device
+@pytest.mark.parametrize("sizes", [{"M": 256, "N": 512, "K": 48}, {"M": 70, "N": 50, "K": 33}],
+                         ids=["interior", "edges"])
+def test_f16_wide_tile_validates_in_every_configuration(executor: Any, sizes: dict[str, int]) -> None:
+    if not executor.facts.properties["f16_supported"]:
+        pytest.skip("no 16-bit storage buffers on this device")
+    source = (EXAMPLES / "f16" / "wide_raster.hlsl").read_text()
+    spec = spec_of(source)
+    ran = 0
+    for values in itertools.product(*spec.params.values()):
+        config = dict(zip(spec.params, values, strict=True))
+        compiled = job(source, sizes, ("compile", "validate"), dtype="f16") | {"spec": spec.bind(config).model_dump()}
+        result = evaluate(executor, compiled, lambda _: None)
+        assert result.compile
+        if not result.compile.ok:
+            assert "groupshared memory is" in result.compile.log, result.compile.log
+            continue
+        ran += 1
+        assert "StorageBuffer16BitAccess" in result.compile.resources["capabilities"]
+        assert result.validation and result.validation.passed, (config, result.validation)
+    assert ran >= 1
+
+
+@needs_device
 def test_naive_example_matches_the_problem() -> None:
     assert (EXAMPLES / "naive.hlsl").read_text() == NAIVE
 
