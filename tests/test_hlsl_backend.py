@@ -235,9 +235,9 @@ def test_paths_the_kernel_itself_names_are_kept() -> None:
 
 # --- validate and time on the device ---------------------------------------------------------------------------
 
-EXAMPLE_FILES = ["naive.hlsl", "tiled_groupshared.hlsl", "register_blocked.hlsl", "double_buffered.hlsl",
-                 "wave_tiled.hlsl", "wide_tile.hlsl", "wide_vec.hlsl",
-                 "wide_edge.hlsl", "wide_raster.hlsl"]
+EXAMPLE_FILES = ["naive.hlsl", "tiled_groupshared.hlsl", "register_blocked.hlsl", "tuned/double_buffered.hlsl",
+                 "tuned/wave_tiled.hlsl", "tuned/wide_tile.hlsl", "tuned/wide_vec.hlsl", "tuned/wide_edge.hlsl",
+                 "tuned/wide_raster.hlsl"]
 
 
 @needs_device
@@ -259,8 +259,7 @@ def test_examples_validate_and_benchmark(executor: Any, name: str, sizes: dict[s
 
 # Each tuning configuration of the tiled examples (the tests above run the defaults) where it fits this device's
 # groupshared memory: interior groups take the unchecked loads, edge groups (and K % BK != 0) the zero-filled ones.
-TUNED_FILES = ["double_buffered.hlsl", "wave_tiled.hlsl", "wide_tile.hlsl", "wide_vec.hlsl",
-                 "wide_edge.hlsl", "wide_raster.hlsl"]
+TUNED_FILES = [name for name in EXAMPLE_FILES if name.startswith("tuned/")]
 
 
 @needs_device
@@ -293,7 +292,7 @@ def test_tuned_examples_validate_in_every_configuration(executor: Any, name: str
 def test_f16_wide_tile_validates_in_every_configuration(executor: Any, sizes: dict[str, int]) -> None:
     if not executor.facts.properties["f16_supported"]:
         pytest.skip("no 16-bit storage buffers on this device")
-    source = (EXAMPLES / "f16" / "wide_raster.hlsl").read_text()
+    source = (EXAMPLES / "tuned" / "f16" / "wide_raster.hlsl").read_text()
     spec = spec_of(source)
     ran = 0
     for values in itertools.product(*spec.params.values()):

@@ -56,12 +56,12 @@ LADDERS: dict[str, list[tuple[str, Path, str, int]]] = {
     # HLSL (--backend hlsl): FP32 FMAs on every Vulkan device, so the yardstick is % of the FP32 peak
     "hlsl-f32": [("hlsl-groupshared-tiling", HLSL / "tiled_groupshared.hlsl", "none", 0),
                  ("register-blocking-2d", HLSL / "register_blocked.hlsl", "none", 0),
-                 ("double-buffering", HLSL / "double_buffered.hlsl", "exhaustive", 8),
-                 ("hlsl-wave-tiling", HLSL / "wave_tiled.hlsl", "exhaustive", 8),
-                 ("tile-size-tuning", HLSL / "wide_tile.hlsl", "exhaustive", 8),
-                 ("vectorized-loads", HLSL / "wide_vec.hlsl", "exhaustive", 8),
-                 ("edge-tile-specialization", HLSL / "wide_edge.hlsl", "exhaustive", 2),
-                 ("grid-rasterization", HLSL / "wide_raster.hlsl", "exhaustive", 8)],
+                 ("double-buffering", HLSL / "tuned" / "double_buffered.hlsl", "exhaustive", 8),
+                 ("hlsl-wave-tiling", HLSL / "tuned" / "wave_tiled.hlsl", "exhaustive", 8),
+                 ("tile-size-tuning", HLSL / "tuned" / "wide_tile.hlsl", "exhaustive", 8),
+                 ("vectorized-loads", HLSL / "tuned" / "wide_vec.hlsl", "exhaustive", 8),
+                 ("edge-tile-specialization", HLSL / "tuned" / "wide_edge.hlsl", "exhaustive", 2),
+                 ("grid-rasterization", HLSL / "tuned" / "wide_raster.hlsl", "exhaustive", 8)],
 }
 
 
