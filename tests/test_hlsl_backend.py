@@ -6,6 +6,7 @@ probe tests themselves need neither.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import queue
@@ -234,13 +235,15 @@ def test_paths_the_kernel_itself_names_are_kept() -> None:
 
 # --- validate and time on the device ---------------------------------------------------------------------------
 
-EXAMPLE_FILES = ["naive.hlsl", "tiled_groupshared.hlsl", "register_blocked.hlsl"]
+EXAMPLE_FILES = ["naive.hlsl", "tiled_groupshared.hlsl", "register_blocked.hlsl", "tuned/double_buffered.hlsl",
+                 "tuned/wave_tiled.hlsl", "tuned/wide_tile.hlsl", "tuned/wide_vec.hlsl", "tuned/wide_edge.hlsl",
+                 "tuned/wide_raster.hlsl"]
 
 
 @needs_device
 @pytest.mark.parametrize("name", EXAMPLE_FILES)
-@pytest.mark.parametrize("sizes", [{"M": 64, "N": 64, "K": 64}, {"M": 70, "N": 50, "K": 33}],
-                         ids=["64cubed", "70x50x33"])
+@pytest.mark.parametrize("sizes", [{"M": 64, "N": 64, "K": 64}, {"M": 70, "N": 50, "K": 33},
+                                   {"M": 200, "N": 300, "K": 64}], ids=["64cubed", "70x50x33", "200x300x64"])
 def test_examples_validate_and_benchmark(executor: Any, name: str, sizes: dict[str, int]) -> None:
     source = (EXAMPLES / name).read_text()
     messages: list[str] = []
@@ -252,6 +255,58 @@ def test_examples_validate_and_benchmark(executor: Any, name: str, sizes: dict[s
     assert timing and timing.median_ms > 0 and timing.min_ms and timing.min_ms > 0 and (timing.reps or 0) >= 3
     assert timing.recheck and timing.recheck.model_dump() == {"passed": True}
     assert any(m.startswith("benchmark") for m in messages)
+
+
+# Each tuning configuration of the tiled examples (the tests above run the defaults) where it fits this device's
+# groupshared memory: interior groups take the unchecked loads, edge groups (and K % BK != 0) the zero-filled ones.
+TUNED_FILES = [name for name in EXAMPLE_FILES if name.startswith("tuned/")]
+
+
+@needs_device
+@pytest.mark.parametrize("name", TUNED_FILES)
+@pytest.mark.parametrize("sizes", [{"M": 256, "N": 512, "K": 48}, {"M": 200, "N": 300, "K": 40},
+                                   {"M": 256, "N": 256, "K": 36}, {"M": 1160, "N": 520, "K": 16}],
+                         ids=["interior", "edges", "k_not_a_bk_multiple", "short_last_band"])
+def test_tuned_examples_validate_in_every_configuration(executor: Any, name: str, sizes: dict[str, int]) -> None:
+    source = (EXAMPLES / name).read_text()
+    spec = spec_of(source)
+    assert spec.params.get("BK")
+    ran = 0
+    for values in itertools.product(*spec.params.values()):
+        config = dict(zip(spec.params, values, strict=True))
+        compiled = job(source, sizes, ("compile", "validate")) | {"spec": spec.bind(config).model_dump()}
+        result = evaluate(executor, compiled, lambda _: None)
+        assert result.compile
+        if not result.compile.ok:
+            assert "groupshared memory is" in result.compile.log, result.compile.log  # over this device's limit
+            continue
+        ran += 1
+        assert result.validation and result.validation.passed, (config, result.validation)
+        assert result.validation.model_extra and result.validation.model_extra["rel_l2_error"] < 1e-5
+    assert ran >= 1
+
+
+@needs_device
+@pytest.mark.parametrize("sizes", [{"M": 256, "N": 512, "K": 48}, {"M": 70, "N": 50, "K": 33}],
+                         ids=["interior", "edges"])
+def test_f16_wide_tile_validates_in_every_configuration(executor: Any, sizes: dict[str, int]) -> None:
+    if not executor.facts.properties["f16_supported"]:
+        pytest.skip("no 16-bit storage buffers on this device")
+    source = (EXAMPLES / "tuned" / "f16" / "wide_raster.hlsl").read_text()
+    spec = spec_of(source)
+    ran = 0
+    for values in itertools.product(*spec.params.values()):
+        config = dict(zip(spec.params, values, strict=True))
+        compiled = job(source, sizes, ("compile", "validate"), dtype="f16") | {"spec": spec.bind(config).model_dump()}
+        result = evaluate(executor, compiled, lambda _: None)
+        assert result.compile
+        if not result.compile.ok:
+            assert "groupshared memory is" in result.compile.log, result.compile.log
+            continue
+        ran += 1
+        assert "StorageBuffer16BitAccess" in result.compile.resources["capabilities"]
+        assert result.validation and result.validation.passed, (config, result.validation)
+    assert ran >= 1
 
 
 @needs_device

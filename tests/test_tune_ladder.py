@@ -35,7 +35,9 @@ def test_the_best_configuration_becomes_the_default() -> None:
 
 def test_every_ladder_kernel_exists_and_its_hip_twin_compiles_for_nvidia_unless_it_needs_cuda_wmma() -> None:
     hip = open_executor("hip", None, hip_arch="sm_90a")
-    for steps in LADDERS.values():
+    for key, steps in LADDERS.items():
+        if key.startswith("hlsl-"):  # HLSL kernels have no HIP twin (tests/test_hlsl_backend.py runs them)
+            continue
         for _transformation, path, _strategy, _configs in steps:
             twin = hip_spelling(path.read_text())
             assert "cuda_bf16.h" not in twin and "__nv_bfloat16" not in twin
@@ -113,3 +115,19 @@ def test_the_table_shows_the_tuned_share_beside_the_default_one() -> None:
     first, second = table(out)
     assert "84.0 % of vendor" in first and "default" not in first and "configs/min" not in first
     assert "87.5 % of vendor (default 90.9 %)  132.6 configs/min on devices [0]" in second
+
+
+def test_the_hlsl_ladder_applies_hlsl_texts_with_hlsl_kernels() -> None:
+    from tune_ladder import steps
+
+    from peak_mcp.catalog import Catalog, builtin_transformations_dir
+
+    catalog = Catalog.load(builtin_transformations_dir())
+    ladder = steps("hlsl-f32", "register-blocking-2d")
+    assert [s[0] for s in ladder] == ["register-blocking-2d", "double-buffering", "hlsl-wave-tiling",
+                                      "tile-size-tuning", "vectorized-loads", "edge-tile-specialization",
+                                      "grid-rasterization"]
+    for transformation, path, strategy, _configs in LADDERS["hlsl-f32"]:
+        assert "hlsl" in catalog.get(transformation).backends and path.suffix == ".hlsl", transformation
+        spec = _spec(path.read_text(), "hlsl")
+        assert (strategy == "none") == (not spec.params), path  # every tunable step is tuned

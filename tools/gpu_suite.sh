@@ -27,7 +27,7 @@ python3 -m peak_mcp doctor > "$RESULTS/doctor.json" 2> "$RESULTS/doctor.log"; ec
 
 # PARTS picks what runs, so the suite can be split over calls that each fit the device's per-call limit.
 # Not in the default PARTS: hostile, hostile_tests (the hostile-kernel corpus, tests/hostile/), lavapipe, ladder,
-# f32ladder, hlsl_reference, problems, conv2d, kernelbench, false_failures, false_failures_kernel.
+# hlsl_ladder, f32ladder, hlsl_reference, problems, conv2d, kernelbench, false_failures, false_failures_kernel.
 bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $RESULTS
     local name=$1; shift
     echo "== bench $name"
@@ -77,6 +77,16 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
     hlsl)
         PEAK_MCP_VK_FENCE_TIMEOUT_S=5 bench hlsl --backend hlsl --size "${SIZE:-4096}" --faults \
             --apply hlsl-groupshared-tiling=examples/matmul/hlsl/tiled_groupshared.hlsl ;;
+    hlsl_ladder)  # issue 22: the HLSL f32 ladder through MCP on the device's Vulkan driver, each step applied and
+        # its BK tuned, at each of LADDER_SIZES; % of the FP32 peak per step (LADDER_FROM skips the lower steps)
+        for size in ${LADDER_SIZES:-4096}; do
+            echo "== hlsl ladder $size"
+            PEAK_MCP_VK_FENCE_TIMEOUT_S=10 timeout "${LADDER_TIMEOUT:-280}" python3 tools/tune_ladder.py --backend hlsl \
+                --dtype f32 --size "$size" ${LADDER_FROM:+--from "$LADDER_FROM"} --data-dir "/tmp/peak-hlsl-ladder-$size" \
+                --out "$RESULTS/hlsl_ladder_$size.json" --tune-budget "${TUNE_BUDGET:-40}" \
+                2> "$RESULTS/hlsl_ladder_$size.log" | tee "$RESULTS/hlsl_ladder_$size.txt"
+            echo "hlsl ladder $size rc=${PIPESTATUS[0]}"
+        done ;;
     ladder)  # issue 11's tuned ladders at 4096^3 (f32 with the HIP twin of each tuned step, then bf16); the whole f32
         # ladder (six steps since issue 22) needs a call of its own: LADDER_DTYPES=f32
         for dtype in ${LADDER_DTYPES:-f32 bf16}; do

@@ -7,6 +7,7 @@ step, before and after tuning, and configurations per minute while tuning.
     python tools/tune_ladder.py --dtype f32 --hip-twin --out ladder_f32.json   # + the top step as HIP, same config
     python tools/tune_ladder.py --dtype f32 --size 8192 --from double-buffering  # the upper steps only
     python tools/tune_ladder.py --dtype bf16 --size 8192 --hopper --from hopper-tma-pipeline  # H100/H200 steps
+    python tools/tune_ladder.py --backend hlsl --dtype f32 --size 4096   # HLSL on the device's Vulkan driver
 
 Each step is applied with exact=true: the brief is the named text itself, not a device specialization of it (on an
 H100, double-buffering would otherwise resolve to cuda-cp-async, the next step's text). --from STEP applies STEP to
@@ -40,6 +41,7 @@ from peak_mcp.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 CUDA = ROOT / "examples" / "matmul" / "cuda"
+HLSL = ROOT / "examples" / "matmul" / "hlsl"
 # (transformation, the kernel the sampled reply carries, strategy, max_configs)
 LADDERS: dict[str, list[tuple[str, Path, str, int]]] = {
     "f32": [("shared-memory-tiling", CUDA / "smem_tiled.cu", "exhaustive", 8),
@@ -52,6 +54,15 @@ LADDERS: dict[str, list[tuple[str, Path, str, int]]] = {
             ("mma-sync-ptx", CUDA / "f16" / "mma_pipelined.cu", "exhaustive", 8)],
     "bf16": [("tensor-cores", CUDA / "bf16" / "wmma_tiled.cu", "none", 0),
              ("mma-sync-ptx", CUDA / "bf16" / "mma_pipelined.cu", "exhaustive", 8)],
+    # HLSL (--backend hlsl): FP32 FMAs on every Vulkan device, so the yardstick is % of the FP32 peak
+    "hlsl-f32": [("hlsl-groupshared-tiling", HLSL / "tiled_groupshared.hlsl", "none", 0),
+                 ("register-blocking-2d", HLSL / "register_blocked.hlsl", "none", 0),
+                 ("double-buffering", HLSL / "tuned" / "double_buffered.hlsl", "exhaustive", 8),
+                 ("hlsl-wave-tiling", HLSL / "tuned" / "wave_tiled.hlsl", "exhaustive", 8),
+                 ("tile-size-tuning", HLSL / "tuned" / "wide_tile.hlsl", "exhaustive", 8),
+                 ("vectorized-loads", HLSL / "tuned" / "wide_vec.hlsl", "exhaustive", 8),
+                 ("edge-tile-specialization", HLSL / "tuned" / "wide_edge.hlsl", "exhaustive", 2),
+                 ("grid-rasterization", HLSL / "tuned" / "wide_raster.hlsl", "exhaustive", 8)],
 }
 # Hopper (sm_90a) steps for the 16-bit ladders, appended by --hopper: TMA + mbarrier pipeline, warp specialization,
 # persistent grouped tiles, 2-CTA clusters with multicast. Their kernels include peak/hopper.cuh and take tensor
@@ -67,12 +78,14 @@ HOPPER: dict[str, list[tuple[str, Path, str, int]]] = {
 class Replay:
     """Sampling callback: answers each request with the kernel of the step in progress."""
 
-    def __init__(self) -> None:
+    def __init__(self, lang: str = "cuda") -> None:
         self.source = ""
+        self.lang = lang
 
     async def __call__(self, context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        reply = f"```{self.lang}\n{self.source}```\n"
         return types.CreateMessageResult(role="assistant", model="replay",
-                                         content=types.TextContent(type="text", text=f"```cuda\n{self.source}```\n"))
+                                         content=types.TextContent(type="text", text=reply))
 
 
 def _log(message: str) -> None:
@@ -92,7 +105,8 @@ async def _call(client: Client, tool: str, args: dict[str, Any]) -> dict[str, An
 
 def _perf(report: dict[str, Any]) -> dict[str, Any]:
     perf = report.get("performance") or {}
-    return {k: perf.get(k) for k in ("median_ms", "tflops", "pct_of_vendor", "cv", "params") if k in perf}
+    return {k: perf.get(k) for k in ("median_ms", "tflops", "pct_of_vendor", "pct_of_peak", "peak_tflops", "cv",
+                                              "params") if k in perf}
 
 
 def default_first(source: str, params: dict[str, int]) -> str:
@@ -112,18 +126,20 @@ def default_first(source: str, params: dict[str, int]) -> str:
 async def ladder(args: argparse.Namespace) -> dict[str, Any]:
     server = StdioServerParameters(command=sys.executable, args=["-m", "peak_mcp", "--data-dir", str(args.data_dir),
                                                                   "serve"], env=dict(os.environ))
-    replay = Replay()
+    replay = Replay(args.backend)
     sizes = {"M": args.size, "N": args.size, "K": args.size}
-    out: dict[str, Any] = {"dtype": args.dtype, "sizes": sizes, "from": args.start, "steps": []}
+    out: dict[str, Any] = {"backend": args.backend, "dtype": args.dtype, "sizes": sizes, "from": args.start,
+                           "steps": []}
     async with Client(server, read_timeout_seconds=3600, sampling_callback=replay) as client:
-        session = await _call(client, "start_session", {"backend": "cuda", "dtype": args.dtype, "sizes": sizes})
+        session = await _call(client, "start_session", {"backend": args.backend, "dtype": args.dtype,
+                                                          "sizes": sizes})
         sid = session["session_id"]
         out["device"] = session["device"].get("name")
         out["baseline"] = session.get("baseline")
         out["steps"].append({"step": "naive (version 0)", "version": 0, **_perf(session["version_0"])})
         _log(f"v0 {out['steps'][-1]}")
         parent = 0
-        for transformation, path, strategy, max_configs in steps(args.dtype, args.start, args.hopper):
+        for transformation, path, strategy, max_configs in steps(ladder_key(args), args.start, args.hopper):
             replay.source = path.read_text()
             t0 = time.perf_counter()
             applied = await _call(client, "apply_transformation", {"session_id": sid, "transformation": transformation,
@@ -198,17 +214,21 @@ async def hip_twin(client: Client, out: dict[str, Any], sizes: dict[str, int], d
     return rows
 
 
-def steps(dtype: str, start: str | None = None, hopper: bool = False) -> list[tuple[str, Path, str, int]]:
-    """The dtype's ladder (with the Hopper steps after it if `hopper`), from the step named `start` (applied to
-    version 0) when given."""
-    if hopper and dtype not in HOPPER:
-        raise SystemExit(f"--hopper: the Hopper steps exist for {', '.join(HOPPER)}, not {dtype}")
-    ladder = LADDERS[dtype] + (HOPPER[dtype] if hopper else [])
+def ladder_key(args: argparse.Namespace) -> str:
+    return args.dtype if args.backend == "cuda" else f"{args.backend}-{args.dtype}"
+
+
+def steps(key: str, start: str | None = None, hopper: bool = False) -> list[tuple[str, Path, str, int]]:
+    """The ladder of `key` (a dtype, or backend-dtype), with the Hopper steps after it if `hopper`, from the step named
+    `start` (applied to version 0) when given."""
+    if hopper and key not in HOPPER:
+        raise SystemExit(f"--hopper: the Hopper steps exist for CUDA {', '.join(HOPPER)}, not {key}")
+    ladder = LADDERS[key] + (HOPPER[key] if hopper else [])
     if start is None:
         return ladder
     names = [step[0] for step in ladder]
     if start not in names:
-        raise SystemExit(f"--from {start}: the {dtype} ladder's steps are {', '.join(names)}")
+        raise SystemExit(f"--from {start}: the {key} ladder's steps are {', '.join(names)}")
     return ladder[names.index(start):]
 
 
@@ -230,7 +250,7 @@ def landscape(data_dir: Path, out: dict[str, Any]) -> dict[str, Any] | None:
         store.close()
     if report is None:
         return None
-    spec = launch_spec((ROOT / step["kernel"]).read_text(), "cuda", Matmul.symbols)
+    spec = launch_spec((ROOT / step["kernel"]).read_text(), out.get("backend", "cuda"), Matmul.symbols)
     table = [{"params": r.params, "ms": r.median_ms if r.status == "ok" else None, "status": r.status,
               "kind": r.kind} for r in report.results + report.pruned]
     return {"what": f"median ms of each configuration of {step['kernel']}, measured by the tune tool",
@@ -249,6 +269,7 @@ def table(out: dict[str, Any]) -> list[str]:
         lines.append(f"{step['step']:<24} {tuned.get('median_ms')!s:>10} ms {tuned.get('tflops')!s:>8} TFLOP/s "
                      f"{tuned.get('pct_of_vendor')!s:>6} % of vendor"
                      + (f" (default {default} %)" if default is not None else "")
+                     + (f" {tuned['pct_of_peak']:.1f} % of peak" if tuned.get("pct_of_peak") is not None else "")
                      + (f"  {tune['configs_per_min']} configs/min on devices {tune.get('devices')}"
                         if tune.get("configs_per_min") is not None else ""))
     return lines
@@ -256,7 +277,8 @@ def table(out: dict[str, Any]) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dtype", default="f32", choices=sorted(LADDERS))
+    parser.add_argument("--backend", default="cuda", choices=["cuda", "hlsl"])
+    parser.add_argument("--dtype", default="f32", choices=sorted(k for k in LADDERS if "-" not in k))
     parser.add_argument("--size", type=int, default=4096)
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/peak-ladder"))
     parser.add_argument("--out", type=Path, default=None)
@@ -267,14 +289,18 @@ def main() -> int:
                         help="start at this step (applied to the naive version 0), skipping those before it")
     parser.add_argument("--hopper", action="store_true", help="append the Hopper (sm_90a) steps to a 16-bit ladder")
     args = parser.parse_args()
-    steps(args.dtype, args.start, args.hopper)  # an unknown step stops here, before the server starts
+    if ladder_key(args) not in LADDERS:
+        parser.error(f"no {args.backend} ladder for {args.dtype}")
+    if args.hip_twin and args.backend != "cuda":
+        parser.error("--hip-twin compares CUDA with HIP: it needs --backend cuda")
+    steps(ladder_key(args), args.start, args.hopper)  # an unknown step stops here, before the server starts
     started = time.perf_counter()
     out = anyio.run(ladder, args)
     out["seconds"] = round(time.perf_counter() - started, 1)
     if args.landscape:
-        table = landscape(args.data_dir, out)
-        if table:
-            args.landscape.write_text(json.dumps(table, indent=1) + "\n")
+        measured = landscape(args.data_dir, out)  # not `table`: that name is the function printed below
+        if measured:
+            args.landscape.write_text(json.dumps(measured, indent=1) + "\n")
     save(args.out, out)
     print("\n".join(table(out)))
     return 0
