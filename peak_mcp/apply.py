@@ -86,7 +86,7 @@ class Applier:
         session = self.service.store.session(session_id)
         baseline = session.baseline
         device = self.service.device_of(session)
-        peak_path = self.service.problem(session.problem).peak_path(session.dtype)
+        peak_path = self.service.problem(session.problem).peak_path(session.dtype, session.backend)
         standing = Standing(head=session.head, peak_path=peak_path,
                             peak_tflops=device.peak(peak_path))
         if baseline and baseline.available:

@@ -764,7 +764,8 @@ class PeakService:
             compile=v.compile.model_copy(update={"log": trim_log(v.compile.log)}) if v.compile else None,
             validation=validation, generality=dumped(v.generality), tuning=_tuning_brief(v.tuning),
             performance=performance(v, versions, session.baseline, self.device_of(session),
-                                    problem.peak_path(session.dtype), self.roofline(session, session.sizes)),
+                                    problem.peak_path(session.dtype, session.backend),
+                                    self.roofline(session, session.sizes)),
             head=session.head, best=_number(best_version(versions.values())),
             phases={phase: round(record.seconds, 3) for phase, record in spent.items()
                     if record is not None and record.seconds is not None})
@@ -835,7 +836,7 @@ class PeakService:
         device = self.device_of(session)
         problem = self.problem(session.problem)
         versions = self.store.versions(session_id)
-        rows = history_rows(session, versions, device, problem.peak_path(session.dtype),
+        rows = history_rows(session, versions, device, problem.peak_path(session.dtype, session.backend),
                             self.roofline(session, session.sizes))
         return HistoryReport(session_id=session_id, problem=session.problem, backend=session.backend,
                              dtype=session.dtype, sizes=session.sizes, device=session.device,
@@ -851,7 +852,7 @@ class PeakService:
             flops, nbytes = problem.flops(sizes), problem.min_bytes(sizes, session.dtype)
         except PeakError:
             return None
-        return roofline_ms(flops, nbytes, self.device_of(session), problem.peak_path(session.dtype),
+        return roofline_ms(flops, nbytes, self.device_of(session), problem.peak_path(session.dtype, session.backend),
                            baseline or session.baseline)
 
     def head_and_best(self, session_id: str) -> tuple[int | None, int | None]:
@@ -896,7 +897,7 @@ class PeakService:
 
         session = self.store.session(session_id)
         device = self.device_of(session)
-        peak_path = self.problem(session.problem).peak_path(session.dtype)
+        peak_path = self.problem(session.problem).peak_path(session.dtype, session.backend)
         timings = {v.number: v.timing for v in self.store.versions(session_id)}
         rows = []
         for row in self.history(session_id).rows:  # with the timing spread, for error bars
@@ -1108,7 +1109,7 @@ class PeakService:
         if outcome.timing:
             device = self.device_of(session)
             scratch = v.model_copy(update={"timing": outcome.timing, "parent": None})
-            perf = performance(scratch, {}, baseline, device, problem.peak_path(session.dtype),
+            perf = performance(scratch, {}, baseline, device, problem.peak_path(session.dtype, session.backend),
                                self.roofline(session, checked, baseline))
         validation = outcome.validation or Verdict(passed=False, check=outcome.failure, message=outcome.message)
         caveat = loop_caveat(validation, self.device_of(session), checked)

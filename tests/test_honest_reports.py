@@ -228,3 +228,13 @@ async def test_a_specialized_kernel_accepted_on_submit_is_not_told_to_do_what_it
         assert report["status"] == "not_general" and report["head"] == 1, report
         assert "submit_kernel(require_generality=false)" not in report["message"], report["message"]
         assert "accepted here as a specialized kernel (require_generality=false)" in report["message"]
+
+
+def test_hlsl_sessions_are_judged_against_the_shader_cores_they_can_reach() -> None:
+    from peak_mcp.problems import get_problem
+
+    matmul = get_problem("matmul")
+    assert matmul.peak_path("f16", "cuda") == "fp16_tensor" and matmul.peak_path("bf16") == "bf16_tensor"
+    assert matmul.peak_path("f16", "hlsl") == "fp32"  # no tensor cores from HLSL: % of a tensor peak would mislead
+    peaks = {"fp32": 66.9, "fp16_tensor": 989.4}
+    assert matmul.speed_limit("f16", peaks) == 989.4  # the impossible-speed bound stays the fastest path

@@ -289,8 +289,10 @@ class Problem(ABC):
         return peaks.get(self.peak_path(dtype))
 
     @abstractmethod
-    def peak_path(self, dtype: str) -> str:
-        """Which device peak is the yardstick: fp32 or fp16_tensor / bf16_tensor."""
+    def peak_path(self, dtype: str, backend: str | None = None) -> str:
+        """Which device peak is the yardstick: fp32 or fp16_tensor / bf16_tensor. HLSL reaches no tensor cores
+        here (glslang has no cooperative matrices for it), so its sessions are judged against fp32 whatever the
+        dtype; `backend` None gives the fastest path any backend has (speed_limit's bound)."""
 
     def has_naive(self, backend: str, dtype: str) -> bool:
         """Whether sessions on `backend` start from a naive kernel (v0); without one, the agent's first kernel is

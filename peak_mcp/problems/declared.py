@@ -427,8 +427,8 @@ class DeclaredProblem(Problem):
         return float(sum(arg.count(sizes) * itemsize(arg.dtype) for arg in self.arguments(dtype)
                          if isinstance(arg, BufferArg)))
 
-    def peak_path(self, dtype: str) -> str:
-        if self.declaration.tensor_cores and dtype in ("f16", "bf16"):
+    def peak_path(self, dtype: str, backend: str | None = None) -> str:
+        if self.declaration.tensor_cores and dtype in ("f16", "bf16") and backend != "hlsl":
             return {"f16": "fp16_tensor", "bf16": "bf16_tensor"}[dtype]
         return "fp32"  # elementwise and reduction work runs on the f32 cores, whatever the storage type
 

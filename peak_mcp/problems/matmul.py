@@ -197,7 +197,9 @@ class Matmul(Problem):
         growth = max(1.0, (sizes or {}).get("K", 0) / 16384)
         return Tolerance(rel_l2=1e-4 * growth, roundoff=2.0**-22, factor=8.0 * growth, scale_words=_SCALE_WORDS)
 
-    def peak_path(self, dtype: str) -> str:
+    def peak_path(self, dtype: str, backend: str | None = None) -> str:
+        if backend == "hlsl":
+            return "fp32"
         return {"f32": "fp32", "f16": "fp16_tensor", "bf16": "bf16_tensor"}[dtype]
 
     def speed_limit(self, dtype: str, peaks: Mapping[str, float]) -> float | None:
