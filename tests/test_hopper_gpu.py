@@ -13,9 +13,9 @@ pytestmark = [pytest.mark.gpu, pytest.mark.anyio]
 if not has_device("cuda"):
     pytestmark.append(pytest.mark.skip(reason=f"no CUDA GPU: {skip_reason('cuda')}"))
 else:
-    ARCH = (probe()["cuda"]["devices"][0].get("properties") or {}).get("arch", "")
-    if not str(ARCH).startswith("sm_90"):
-        pytestmark.append(pytest.mark.skip(reason=f"needs a Hopper GPU (sm_90a); this one is {ARCH or 'unknown'}"))
+    CC = (probe()["cuda"]["devices"][0].get("properties") or {}).get("compute_capability", "")
+    if not str(CC).startswith("9."):
+        pytestmark.append(pytest.mark.skip(reason=f"needs a Hopper GPU (compute capability 9.x); this one is {CC}"))
 
 STEPS = ("wgmma_tma.cu", "wgmma_ws.cu", "wgmma_persistent.cu", "wgmma_cluster.cu")
 SIZES = {"mapped": {"M": 1000, "N": 1032, "K": 520},  # K, N multiples of 8: TMA, with partial tiles on every edge
