@@ -35,6 +35,7 @@ from peak_mcp.problems.base import BufferArg, Problem, Reference, ScalarArg, Siz
 
 BACKEND_NAMES = ("cuda", "hip", "hlsl")
 DTYPE_NAMES = ("f32", "f16", "bf16")
+TENSOR_PEAK = {"f16": "fp16_tensor", "bf16": "bf16_tensor"}  # TENSOR_CORES problems' speed limit per dtype
 UNIT_ROUNDOFF = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
 MAX_SYMBOLS, MAX_BUFFERS, MAX_RANK = 12, 16, 4
 MAX_SAMPLES = 8  # values per sampled symbol
@@ -60,6 +61,9 @@ _PRIMES = (97, 89, 101, 103)
 _PAST_POW2 = (65, 129, 33, 257)
 _SMALL = (7, 67, 5, 35)
 SAMPLED_WORK = 2.0**27  # the most one awkward size may cost
+# The most a host spot check's rows may cost (FLOPS per BATCH row times rows): past it the checked elements are drawn
+# from fewer rows, so that a problem whose rows are heavy (an attention head: 4 S^2 D) is checked in seconds.
+HOST_CHECK_FLOPS = 2e10
 
 
 # --- who may run problem code --------------------------------------------------------------------------------
@@ -147,8 +151,9 @@ class ProblemDeclaration(BaseModel):
     naive: dict[str, str] = Field(default_factory=dict)  # "cuda" or "cuda:f16" -> kernel text
     # A size symbol along which outputs are independent: every output's first axis is it, and an output row needs
     # only the same row of each input whose first axis is it (and the other inputs whole). The host check then
-    # computes only the rows it checks.
-    batch: str | None = None
+    # computes only the rows it checks. A tuple of symbols: the leading axes, in order (attention's B, H); a row is
+    # one index into all of them, and an input is taken row by row where its shape starts with all of them.
+    batch: str | tuple[str, ...] | None = None
     # The length of the longest reduction behind one output element (an expression of the sizes), for a tolerance
     # against a reference kernel (kernel_reference.py); None: total input elements over total output elements.
     reduction: str | None = None
@@ -242,11 +247,15 @@ class ProblemDeclaration(BaseModel):
         if self.reduction is not None:
             _expression(self.reduction, self.sizes, "REDUCTION")
         if self.batch is not None:
-            if self.batch not in self.sizes:
-                raise fail("BATCH", f"{self.batch!r} is not a size symbol")
+            axes = self.batch_axes
+            if not axes or len(set(axes)) != len(axes) or len(axes) > MAX_RANK:
+                raise fail("BATCH", f"{self.batch!r}: a size symbol, or a tuple of distinct ones")
+            for symbol in axes:
+                if symbol not in self.sizes:
+                    raise fail("BATCH", f"{symbol!r} is not a size symbol")
             for buf in self.outputs:
-                if not buf.shape or buf.shape[0] != self.batch:
-                    raise fail("BATCH", f"output {buf.name}'s first axis is not {self.batch}")
+                if tuple(buf.shape[:len(axes)]) != axes:
+                    raise fail("BATCH", f"output {buf.name}'s leading axes are not {', '.join(axes)}")
         for key, ranges in (("RANGE", self.ranges), ("STRESS_RANGE", self.stress_ranges)):
             for name, (lo, hi) in ranges.items():
                 if name not in {b.name for b in self.inputs}:
@@ -269,6 +278,11 @@ class ProblemDeclaration(BaseModel):
             if count < 1:
                 raise fail("SIZES", f"the default sizes make buffer {buf.name} empty")
         return self
+
+    @property
+    def batch_axes(self) -> tuple[str, ...]:
+        """BATCH as the tuple of leading axes it names: () without one."""
+        return () if self.batch is None else (self.batch,) if isinstance(self.batch, str) else tuple(self.batch)
 
     def line_of(self, key: str) -> int | None:
         return self.lines.get(key)
@@ -708,31 +722,56 @@ class DeclaredProblem(Problem):
         if d.reduction is not None:
             return max(1, evaluate(d.reduction, sizes))
         size = lambda buf: math.prod(evaluate(e, sizes) for e in buf.shape)  # noqa: E731
-        if d.batch is not None:
-            rows = [size(b) // max(1, evaluate(b.shape[0], sizes)) for b in d.inputs if b.shape[0] == d.batch]
+        axes = d.batch_axes
+        if axes:
+            rows = [size(b) // max(1, self._rows(sizes)) for b in d.inputs if tuple(b.shape[:len(axes)]) == axes]
             if rows:
                 return max(1, max(rows))
         return max(1, sum(map(size, d.inputs)) // max(1, sum(map(size, d.outputs))))
 
+    def _rows(self, sizes: Sizes) -> int:
+        """How many BATCH rows an output has: the product of the BATCH axes."""
+        return math.prod(sizes[a] for a in self.declaration.batch_axes)
+
+    def host_picks(self, picks: np.ndarray, sizes: Sizes) -> np.ndarray:
+        """`picks` (flat indices into the first output) moved into at most as many BATCH rows as the host may
+        recompute within HOST_CHECK_FLOPS: the rows of the first picks, in the order drawn, are kept and every
+        other pick moves to one of them at the same place within its row. Without BATCH, or when the rows are
+        cheap, `picks` unchanged."""
+        axes = self.declaration.batch_axes
+        rows_total = self._rows(sizes) if axes else 0
+        if not rows_total or self.flops(sizes) <= 0:
+            return picks
+        keep = max(1, int(HOST_CHECK_FLOPS // (self.flops(sizes) / rows_total)))
+        per_row = math.prod(evaluate(e, sizes) for e in self.declaration.outputs[0].shape[len(axes):])
+        rows, within = np.asarray(picks) // per_row, np.asarray(picks) % per_row
+        first = list(dict.fromkeys(rows.tolist()))
+        if len(first) <= keep:
+            return picks
+        kept = np.asarray(first[:keep], np.int64)
+        moved = kept[np.searchsorted(np.asarray(sorted(first)), rows) % keep]
+        return np.unique(moved * per_row + within)
+
     def reference_at(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, indices: np.ndarray,
                      to_host: Any) -> tuple[np.ndarray, np.ndarray]:
         """The first output at flat `indices`, on the host: of only the rows they fall in where the file declares
-        BATCH (rows are independent), else of the whole output."""
-        batch = self.declaration.batch
-        if batch is None:
+        BATCH (rows are independent; with several BATCH axes the rows go to the reference along the first, the
+        others 1), else of the whole output."""
+        axes = self.declaration.batch_axes
+        if not axes:
             host = {name: to_host(value) for name, value in inputs.items()}
             ref = next(iter(self.references(host, sizes, dtype, np).values()))
             return ref.values[indices], ref.scale[indices]
         first = self.declaration.outputs[0]
-        per_row = math.prod(evaluate(e, sizes) for e in first.shape[1:])
+        per_row = math.prod(evaluate(e, sizes) for e in first.shape[len(axes):])
         rows, where_in = np.unique(np.asarray(indices) // per_row, return_inverse=True)
-        picked = {**sizes, batch: int(rows.size)}
+        picked = {**sizes, **dict.fromkeys(axes, 1), axes[0]: int(rows.size)}
         host = {}
         for buf in self.declaration.inputs:
             value = inputs[buf.name]
-            if buf.shape and buf.shape[0] == batch:
-                rest = math.prod(evaluate(e, sizes) for e in buf.shape[1:])
-                value = value.reshape(sizes[batch], rest)[rows.tolist() if hasattr(value, "get") else rows]
+            if tuple(buf.shape[:len(axes)]) == axes:
+                rest = math.prod(evaluate(e, sizes) for e in buf.shape[len(axes):])
+                value = value.reshape(self._rows(sizes), rest)[rows.tolist() if hasattr(value, "get") else rows]
             host[buf.name] = to_host(value).reshape(-1)
         ref = next(iter(self.references(host, picked, dtype, np).values()))
         at = where_in * per_row + np.asarray(indices) % per_row
