@@ -211,3 +211,35 @@ def test_the_ladder_compiles_for_both_16_bit_types_without_spills(path: Path) ->
         assert f"typedef {element} T;" in source
         resources = executor.compile(source, launch_spec(source, "cuda", problem.symbols)).resources
         assert resources["registers"] > 0 and resources.get("spill_store_bytes", 0) == 0, (path.name, resources)
+
+
+PAIR = '''
+"""Pairwise scale: y[b, h, i] = 2 x[b, h, i]."""
+NAME = "{name}"
+SIZES = {{"B": 2, "H": 3, "N": 8}}
+INPUTS = {{"x": ("B", "H", "N")}}
+OUTPUTS = {{"y": ("B", "H", "N")}}
+BATCH = {batch}
+TENSOR_CORES = {tensor}
+
+
+def reference(x):
+    return 2 * x
+'''
+
+
+def test_batch_over_several_axes_and_tensor_cores_are_declared_and_checked(tmp_path: Path) -> None:
+    from peak_mcp.problems import BUILTIN_CLASSES, ProblemRegistry
+
+    cases = {"good": ('("B", "H")', "True"), "swapped": ('("H", "B")', "False"), "unknown": ('("B", "Q")', "False"),
+             "flag": ('"B"', '"yes"')}
+    for name, (batch, tensor) in cases.items():
+        (tmp_path / f"{name}.py").write_text(PAIR.format(name=f"pair_{name}", batch=batch, tensor=tensor).lstrip())
+    registry = ProblemRegistry([tmp_path], classes=BUILTIN_CLASSES.values(), timeout_s=20)
+    errors = {Path(e.file).stem: e.message for e in registry.errors}
+    assert "leading axes are not H, B" in errors["swapped"]
+    assert "'Q' is not a size symbol" in errors["unknown"]
+    assert "TENSOR_CORES: True or False" in errors["flag"]
+    good = registry.get("pair_good")
+    assert good.declaration.batch_axes == ("B", "H") and good.peak_path("bf16") == "bf16_tensor"
+    assert good.reduction_length({"B": 2, "H": 3, "N": 8}) == 8  # one (b, h) row of x
