@@ -1,6 +1,7 @@
 // Step 4, causal block skipping: step 3's pipeline, and with CAUSAL a block stops at the tile holding its last
 // query row: the key tiles wholly above the diagonal (about half the work) are never copied nor multiplied, and
-// only the tiles that cross the diagonal or S pay for the elementwise mask. Blocks are taken last rows first (the
+// only the tiles that cross the diagonal or S pay for the elementwise mask (the tile body is written twice, with and
+// without the mask test, so the unmasked one carries none of it). Blocks are taken last rows first (the
 // longest ones start first, the short ones fill the tail of the grid). Without CAUSAL it is step 3 with the mask
 // kept to the last, partial tile. D == 128 only on this path; any other D takes the per-row fallback.
 // peak: entry=attention_causal_skip grid=(cdiv(S, 64), H, B) block=(128, 1, 1) shared=69632
@@ -180,75 +181,150 @@ extern "C" __global__ void __launch_bounds__(128) attention_causal_skip(const T*
         const T* Kt = Ks + (tile % STAGES) * TILE;
         const T* Vt = Vs + (tile % STAGES) * TILE;
         const bool masked = (key0 + BN > S || (CAUSAL && key0 + BN > qblock * BM));
-        // s = q k^T for this warp's 16 rows and the tile's BN keys: BN/8 accumulators of 16 x 8.
-        float sf[BN / 8][4];
-        #pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt) sf[nt][0] = sf[nt][1] = sf[nt][2] = sf[nt][3] = 0.0f;
-        #pragma unroll
-        for (int kk = 0; kk < HD / 16; ++kk) {
+        // Two copies of the tile body: the mask test exists only in the one for the diagonal and past-S tiles.
+        if (masked) {
+            // s = q k^T for this warp's 16 rows and the tile's BN keys: BN/8 accumulators of 16 x 8.
+            float sf[BN / 8][4];
             #pragma unroll
-            for (int nt = 0; nt < BN / 8; nt += 2) {  // ldmatrix.x4: keys of two n-tiles, both halves of k16
-                unsigned b[4];
-                const int mi = lane >> 3;
-                ldmatrix_x4(b, Kt + (nt * 8 + (mi >> 1) * 8 + (lane & 7)) * LDS + kk * 16 + (mi & 1) * 8);
-                mma16816(sf[nt], qf[kk], b[0], b[1]);
-                mma16816(sf[nt + 1], qf[kk], b[2], b[3]);
-            }
-        }
-        // Online softmax on the tile: the lane's rows g and g+8; a row's 4 lanes (t) agree through 2 shuffles.
-        float mx_lo = LOWEST, mx_hi = LOWEST;
-        #pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt) {
+            for (int nt = 0; nt < BN / 8; ++nt) sf[nt][0] = sf[nt][1] = sf[nt][2] = sf[nt][3] = 0.0f;
             #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                float s = sf[nt][e] * sl2;
-                if (masked) {
-                    const int key = key0 + nt * 8 + 2 * t + (e & 1);
-                    const int row = e < 2 ? r_lo : r_hi;
-                    if (key >= S || (CAUSAL && key > row)) s = -__int_as_float(0x7f800000);  // -inf: exp2 gives 0
+            for (int kk = 0; kk < HD / 16; ++kk) {
+                #pragma unroll
+                for (int nt = 0; nt < BN / 8; nt += 2) {  // ldmatrix.x4: keys of two n-tiles, both halves of k16
+                    unsigned b[4];
+                    const int mi = lane >> 3;
+                    ldmatrix_x4(b, Kt + (nt * 8 + (mi >> 1) * 8 + (lane & 7)) * LDS + kk * 16 + (mi & 1) * 8);
+                    mma16816(sf[nt], qf[kk], b[0], b[1]);
+                    mma16816(sf[nt + 1], qf[kk], b[2], b[3]);
                 }
-                sf[nt][e] = s;
-                if (e < 2) mx_lo = fmaxf(mx_lo, s); else mx_hi = fmaxf(mx_hi, s);
             }
-        }
-        #pragma unroll
-        for (int off = 1; off < 4; off <<= 1) {
-            mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
-            mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
-        }
-        const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
-        const float a_lo = exp2_approx(m_lo - mn_lo), a_hi = exp2_approx(m_hi - mn_hi);
-        m_lo = mn_lo;
-        m_hi = mn_hi;
-        l_lo *= a_lo;
-        l_hi *= a_hi;
-        #pragma unroll
-        for (int nt = 0; nt < HD / 8; ++nt) {
-            of[nt][0] *= a_lo; of[nt][1] *= a_lo;
-            of[nt][2] *= a_hi; of[nt][3] *= a_hi;
-        }
-        // p = 2^(s - m), rounded to T as the A operand of p v: two 16x8 accumulators are one 16x16 A fragment.
-        unsigned pf[BN / 16][4];
-        #pragma unroll
-        for (int nt = 0; nt < BN / 8; ++nt) {
-            float p0 = exp2_approx(sf[nt][0] - m_lo), p1 = exp2_approx(sf[nt][1] - m_lo);
-            float p2 = exp2_approx(sf[nt][2] - m_hi), p3 = exp2_approx(sf[nt][3] - m_hi);
-            l_lo += p0 + p1;
-            l_hi += p2 + p3;
-            pf[nt / 2][(nt & 1) * 2] = pack2(p0, p1);
-            pf[nt / 2][(nt & 1) * 2 + 1] = pack2(p2, p3);
-        }
-        // o += p v: v's rows are keys (k), its columns d (n); ldmatrix.trans turns the row-major tile into the
-        // k-pairs mma wants.
-        #pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) {
+            // Online softmax on the tile: the lane's rows g and g+8; a row's 4 lanes (t) agree through 2 shuffles.
+            float mx_lo = LOWEST, mx_hi = LOWEST;
             #pragma unroll
-            for (int np = 0; np < HD / 16; ++np) {
-                unsigned b[4];
-                const int mi = lane >> 3;
-                ldmatrix_x4_trans(b, Vt + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * LDS + np * 16 + (mi >> 1) * 8);
-                mma16816(of[2 * np], pf[kk], b[0], b[1]);
-                mma16816(of[2 * np + 1], pf[kk], b[2], b[3]);
+            for (int nt = 0; nt < BN / 8; ++nt) {
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    float s = sf[nt][e] * sl2;
+                    if (true) {
+                        const int key = key0 + nt * 8 + 2 * t + (e & 1);
+                        const int row = e < 2 ? r_lo : r_hi;
+                        if (key >= S || (CAUSAL && key > row)) s = -__int_as_float(0x7f800000);  // -inf: exp2 gives 0
+                    }
+                    sf[nt][e] = s;
+                    if (e < 2) mx_lo = fmaxf(mx_lo, s); else mx_hi = fmaxf(mx_hi, s);
+                }
+            }
+            #pragma unroll
+            for (int off = 1; off < 4; off <<= 1) {
+                mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+                mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+            }
+            const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
+            const float a_lo = exp2_approx(m_lo - mn_lo), a_hi = exp2_approx(m_hi - mn_hi);
+            m_lo = mn_lo;
+            m_hi = mn_hi;
+            l_lo *= a_lo;
+            l_hi *= a_hi;
+            #pragma unroll
+            for (int nt = 0; nt < HD / 8; ++nt) {
+                of[nt][0] *= a_lo; of[nt][1] *= a_lo;
+                of[nt][2] *= a_hi; of[nt][3] *= a_hi;
+            }
+            // p = 2^(s - m), rounded to T as the A operand of p v: two 16x8 accumulators are one 16x16 A fragment.
+            unsigned pf[BN / 16][4];
+            #pragma unroll
+            for (int nt = 0; nt < BN / 8; ++nt) {
+                float p0 = exp2_approx(sf[nt][0] - m_lo), p1 = exp2_approx(sf[nt][1] - m_lo);
+                float p2 = exp2_approx(sf[nt][2] - m_hi), p3 = exp2_approx(sf[nt][3] - m_hi);
+                l_lo += p0 + p1;
+                l_hi += p2 + p3;
+                pf[nt / 2][(nt & 1) * 2] = pack2(p0, p1);
+                pf[nt / 2][(nt & 1) * 2 + 1] = pack2(p2, p3);
+            }
+            // o += p v: v's rows are keys (k), its columns d (n); ldmatrix.trans turns the row-major tile into the
+            // k-pairs mma wants.
+            #pragma unroll
+            for (int kk = 0; kk < BN / 16; ++kk) {
+                #pragma unroll
+                for (int np = 0; np < HD / 16; ++np) {
+                    unsigned b[4];
+                    const int mi = lane >> 3;
+                    ldmatrix_x4_trans(b, Vt + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * LDS + np * 16 + (mi >> 1) * 8);
+                    mma16816(of[2 * np], pf[kk], b[0], b[1]);
+                    mma16816(of[2 * np + 1], pf[kk], b[2], b[3]);
+                }
+            }
+        } else {
+            // s = q k^T for this warp's 16 rows and the tile's BN keys: BN/8 accumulators of 16 x 8.
+            float sf[BN / 8][4];
+            #pragma unroll
+            for (int nt = 0; nt < BN / 8; ++nt) sf[nt][0] = sf[nt][1] = sf[nt][2] = sf[nt][3] = 0.0f;
+            #pragma unroll
+            for (int kk = 0; kk < HD / 16; ++kk) {
+                #pragma unroll
+                for (int nt = 0; nt < BN / 8; nt += 2) {  // ldmatrix.x4: keys of two n-tiles, both halves of k16
+                    unsigned b[4];
+                    const int mi = lane >> 3;
+                    ldmatrix_x4(b, Kt + (nt * 8 + (mi >> 1) * 8 + (lane & 7)) * LDS + kk * 16 + (mi & 1) * 8);
+                    mma16816(sf[nt], qf[kk], b[0], b[1]);
+                    mma16816(sf[nt + 1], qf[kk], b[2], b[3]);
+                }
+            }
+            // Online softmax on the tile: the lane's rows g and g+8; a row's 4 lanes (t) agree through 2 shuffles.
+            float mx_lo = LOWEST, mx_hi = LOWEST;
+            #pragma unroll
+            for (int nt = 0; nt < BN / 8; ++nt) {
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    float s = sf[nt][e] * sl2;
+                    if (false) {
+                        const int key = key0 + nt * 8 + 2 * t + (e & 1);
+                        const int row = e < 2 ? r_lo : r_hi;
+                        if (key >= S || (CAUSAL && key > row)) s = -__int_as_float(0x7f800000);  // -inf: exp2 gives 0
+                    }
+                    sf[nt][e] = s;
+                    if (e < 2) mx_lo = fmaxf(mx_lo, s); else mx_hi = fmaxf(mx_hi, s);
+                }
+            }
+            #pragma unroll
+            for (int off = 1; off < 4; off <<= 1) {
+                mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, off));
+                mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, off));
+            }
+            const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
+            const float a_lo = exp2_approx(m_lo - mn_lo), a_hi = exp2_approx(m_hi - mn_hi);
+            m_lo = mn_lo;
+            m_hi = mn_hi;
+            l_lo *= a_lo;
+            l_hi *= a_hi;
+            #pragma unroll
+            for (int nt = 0; nt < HD / 8; ++nt) {
+                of[nt][0] *= a_lo; of[nt][1] *= a_lo;
+                of[nt][2] *= a_hi; of[nt][3] *= a_hi;
+            }
+            // p = 2^(s - m), rounded to T as the A operand of p v: two 16x8 accumulators are one 16x16 A fragment.
+            unsigned pf[BN / 16][4];
+            #pragma unroll
+            for (int nt = 0; nt < BN / 8; ++nt) {
+                float p0 = exp2_approx(sf[nt][0] - m_lo), p1 = exp2_approx(sf[nt][1] - m_lo);
+                float p2 = exp2_approx(sf[nt][2] - m_hi), p3 = exp2_approx(sf[nt][3] - m_hi);
+                l_lo += p0 + p1;
+                l_hi += p2 + p3;
+                pf[nt / 2][(nt & 1) * 2] = pack2(p0, p1);
+                pf[nt / 2][(nt & 1) * 2 + 1] = pack2(p2, p3);
+            }
+            // o += p v: v's rows are keys (k), its columns d (n); ldmatrix.trans turns the row-major tile into the
+            // k-pairs mma wants.
+            #pragma unroll
+            for (int kk = 0; kk < BN / 16; ++kk) {
+                #pragma unroll
+                for (int np = 0; np < HD / 16; ++np) {
+                    unsigned b[4];
+                    const int mi = lane >> 3;
+                    ldmatrix_x4_trans(b, Vt + (kk * 16 + (mi & 1) * 8 + (lane & 7)) * LDS + np * 16 + (mi >> 1) * 8);
+                    mma16816(of[2 * np], pf[kk], b[0], b[1]);
+                    mma16816(of[2 * np + 1], pf[kk], b[2], b[3]);
+                }
             }
         }
     }
