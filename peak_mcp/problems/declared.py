@@ -43,7 +43,7 @@ MAX_KERNEL_CHARS = 256 * 1024
 MAX_ELEMENTS = 1 << 31  # per buffer, as for every problem
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
-RESERVED = frozenset({*_FUNCS, "p", "T", "xp", "to_f32", "from_f32", "main"})  # names the ABI or grammar uses
+RESERVED = frozenset({*_FUNCS, "p", "T", "xp", "dtype", "to_f32", "from_f32", "main"})  # names the ABI or grammar uses
 
 # Tolerance defaults (docs/problems.md, Tolerance; DeclaredProblem.references): the bound of element i is
 # FACTOR * (|lp_i - ref_i| + FLOOR * (u_out * m_i + u_f32 * s_i)), and the relative L2 error stays under REL_L2_SHARE
@@ -549,8 +549,9 @@ class DeclaredProblem(Problem):
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == self.declaration.path]
         return frames[-1].lineno if frames else None
 
-    def _keywords(self, function: str, sizes: Sizes, xp: Any | None = None) -> dict[str, Any]:
-        """The size keywords (and `xp`) a problem function takes."""
+    def _keywords(self, function: str, sizes: Sizes, xp: Any | None = None,
+                  dtype: str | None = None) -> dict[str, Any]:
+        """The size keywords (and `xp`, and the session's `dtype`) a problem function takes."""
         try:
             params = inspect.signature(getattr(self.module(), function)).parameters
         except (TypeError, ValueError):
@@ -559,6 +560,8 @@ class DeclaredProblem(Problem):
         chosen = {k: v for k, v in sizes.items() if takes_all or k in params}
         if xp is not None and ("xp" in params or takes_all):
             chosen["xp"] = xp
+        if dtype is not None and ("dtype" in params or takes_all):
+            chosen["dtype"] = dtype
         return chosen
 
     def _bad(self, function: str, why: str) -> ProblemCodeError:
@@ -663,11 +666,17 @@ class DeclaredProblem(Problem):
         return {k: xp.asarray(v) for k, v in outputs.items()} if host else outputs
 
     def _error_scale(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, xp: Any) -> dict[str, Any]:
-        args = [xp.asnumpy(v) if xp is not np else v for v in
+        """The file's error_scale: on the host (numpy), or where it takes `xp` with xp beside the reference (an
+        error scale as costly as the reference itself, attention's); `dtype` (the session's) where it takes it."""
+        keywords = self._keywords("error_scale", sizes, None, dtype)
+        if "xp" in inspect.signature(self.module().error_scale).parameters:
+            keywords["xp"] = xp
+        mod = xp if "xp" in keywords else np
+        args = [v if mod is xp else xp.asnumpy(v) if xp is not np else v for v in
                 (to_float64(inputs[b.name], b.dtype or dtype).reshape(self._shape(b, sizes))
                  for b in self.declaration.inputs)]
-        result = self._call("error_scale", *args, **self._keywords("error_scale", sizes))
-        scales = self._outputs("error_scale", result, sizes, np)
+        result = self._call("error_scale", *args, **keywords)
+        scales = self._outputs("error_scale", result, sizes, mod)
         return {k: xp.abs(xp.asarray(v)) for k, v in scales.items()}
 
     def references(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, xp: Any) -> dict[str, Reference]:

@@ -2,8 +2,6 @@
 
 import math
 
-import numpy as np
-
 NAME = "attention"
 TITLE = ("Attention forward o = softmax(q k^T / sqrt(D)) v, no mask (q, k, v, o: B x H x S x D in the session's "
          "dtype; CAUSAL=0 passed for a kernel shared with attention_causal)")
@@ -23,6 +21,7 @@ STRESS_RANGE = {"q": (4.0, 8.0), "k": (4.0, 8.0)}
 NAIVE = {"cuda": "attention.cu", "hip": "attention.cu", "hlsl": "attention.hlsl"}
 CAUSAL = False
 HEAD_CHUNK = 1 << 27  # score elements per step of the reference (1 GiB of float64)
+UNIT_ROUNDOFF = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
 
 
 def attend(q, k, v, xp, causal):
@@ -44,30 +43,42 @@ def attend(q, k, v, xp, causal):
     return out.reshape(q.shape)
 
 
-def bound_scale(q, k, v, causal):
-    """Per output element, the scale of a correct f32 kernel's error (numpy, O(B H S D)): o_i = sum_j p_ij v_j is
-    a sum of n_i positive weights times v, conditioned by sum_j p_ij |v_j| <= max_j |v_j| (its rounding grows with
-    sqrt(n_i)); a score's error (a D-term dot product: sqrt(D) scale |q_i| max|k|, and the exp's, which grows with
-    |s - max| <= 2 scale |q_i| max|k|) moves p_ij relatively, so o_i by at most 2 max|v| times it."""
-    s, d = q.shape[2], q.shape[3]
-    absv = np.abs(v)
-    if causal:
-        vmax = np.maximum.accumulate(absv, axis=2)
-        n = np.arange(1, s + 1, dtype=np.float64)[None, None, :, None]
-    else:
-        vmax = np.broadcast_to(absv.max(axis=2, keepdims=True), v.shape)
-        n = float(s)
-    kmax = np.abs(k).max(axis=(2, 3), keepdims=True)
-    score = np.abs(q).sum(axis=3, keepdims=True) * kmax / math.sqrt(d)
-    return vmax * (np.sqrt(n) + 4.0 + 3.0 * (math.sqrt(d) + 1.0) * score)
+def bound_scale(q, k, v, xp, causal, dtype):
+    """Per output element, the scale of a correct kernel's error in units of f32 roundoff, computed beside the
+    reference (heads in the same chunks). o_i = sum_j p_ij v_j is a sum of n_i weights times v, conditioned by
+    sum_j p_ij |v_j| (its rounding grows with sqrt(n_i)); a score's error (a D-term dot product: sqrt(D) scale
+    |q_i|_1 max|k|, and the exp's, which grows with |s - max| <= 2 scale |q_i|_1 max|k|) moves p_ij relatively, so o_i
+    by up to sum_j p_ij |v_j| times it. p rounded to the session's type as the operand of the p v product (what
+    flash-attention kernels do) adds independent roundings: u_dtype sqrt(sum_j p_ij^2 v_j^2)."""
+    b, h, s, d = q.shape
+    q3, k3, v3 = (a.reshape(b * h, s, d) for a in (q, k, v))
+    out = xp.empty_like(q3)
+    rounding = UNIT_ROUNDOFF[dtype] / UNIT_ROUNDOFF["f32"]
+    n = xp.arange(1, s + 1, dtype=q3.dtype)[None, :, None] if causal else float(s)
+    kmax = xp.abs(k3).max(axis=(1, 2), keepdims=True)
+    scores_err = xp.sqrt(n) + 4.0 + 3.0 * (math.sqrt(d) + 1.0) * xp.abs(q3).sum(axis=2, keepdims=True) * kmax \
+        / math.sqrt(d)
+    masked = xp.triu(xp.ones((s, s), dtype=bool), 1) if causal else None
+    step = max(1, HEAD_CHUNK // (s * s))
+    for first in range(0, b * h, step):
+        part = slice(first, first + step)
+        p = xp.matmul(q3[part], k3[part].transpose(0, 2, 1)) * (1.0 / math.sqrt(d))
+        if causal:
+            p = xp.where(masked, -xp.inf, p)
+        p -= p.max(axis=2, keepdims=True)
+        p = xp.exp(p, out=p)
+        p /= p.sum(axis=2, keepdims=True)
+        out[part] = xp.matmul(p, xp.abs(v3[part])) * scores_err[part]
+        out[part] += rounding * xp.sqrt(xp.matmul(p * p, v3[part] * v3[part]))
+    return out.reshape(q.shape)
 
 
 def reference(q, k, v, *, xp):
     return attend(q, k, v, xp, CAUSAL)
 
 
-def error_scale(q, k, v):
-    return bound_scale(q, k, v, CAUSAL)
+def error_scale(q, k, v, *, xp, dtype):
+    return bound_scale(q, k, v, xp, CAUSAL, dtype)
 
 
 def torch_reference(q, k, v):
