@@ -57,7 +57,8 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 def test_the_shipped_problems_are_served_beside_matmul() -> None:
     registry = ProblemRegistry(classes=BUILTIN_CLASSES.values())
-    assert [p.name for p in registry.problems()] == ["matmul", "conv2d", "rmsnorm", "row_sum", "softmax"]
+    assert [p.name for p in registry.problems()] == ["matmul", "attention", "attention_causal", "conv2d", "rmsnorm",
+                                                    "row_sum", "softmax"]
     assert registry.errors == []
     softmax = registry.get("softmax")
     assert isinstance(softmax, DeclaredProblem) and softmax.source == str(BUILTIN_DIR / "softmax.py")

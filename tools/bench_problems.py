@@ -29,7 +29,10 @@ from peak_mcp.problems.declared import C_TYPE
 
 ROOT = Path(__file__).resolve().parent.parent
 TYPES = {b: C_TYPE[b] for b in ("cuda", "hip")}  # each dtype's storage type, as the problems' preludes name it
-DEFAULT_KERNELS = {"softmax": ["2_warp_shuffle", "4_online_registers", "7_cache_hints"],
+LADDER = ["1_online_tiling", "2_tensor_cores", "3_cp_async_pipeline", "4_causal_skip"]
+LADDER_OF = {"attention_causal": "attention"}  # problems that share one example ladder (the same ABI)
+DEFAULT_KERNELS = {"attention": LADDER, "attention_causal": LADDER,
+                   "softmax": ["2_warp_shuffle", "4_online_registers", "7_cache_hints"],
                    "rmsnorm": ["2_warp_shuffle", "4_registers", "7_cache_hints"],
                    "row_sum": ["2_warp_shuffle", "3_vectorized"],
                    "conv2d": ["1_implicit_gemm", "2_smem_tiled", "3_tensor_cores", "4_filter_specialized",
@@ -38,7 +41,8 @@ SIXTEEN_BIT_ONLY = "static_assert(sizeof(T) == 2"  # a tensor-core step: not sub
 
 
 def kernel_source(problem: str, backend: str, dtype: str, stem: str) -> str:
-    path = Path(stem) if Path(stem).is_file() else next((ROOT / "examples" / problem / backend).glob(f"{stem}.*"))
+    folder = ROOT / "examples" / LADDER_OF.get(problem, problem) / backend
+    path = Path(stem) if Path(stem).is_file() else next(folder.glob(f"{stem}.*"))
     text = path.read_text()
     if backend in TYPES:
         text = text.replace("typedef float T;", f"typedef {TYPES[backend][dtype]} T;", 1)

@@ -57,7 +57,13 @@ INJECT = {
     ("row_sum", "cuda"): (r"y\[row\] = sum;", r"y[row] = sum * ((row == 1) ? (1.0f + EPS) : 1.0f);"),
     ("conv2d", "hlsl"): (r"y\[i\] = from_f32\(acc\);", r"y[i] = from_f32(acc * ((i == 1) ? (1.0 + EPS) : 1.0));"),
     ("conv2d", "cuda"): (r"y\[i\] = from_f32\(acc\);", r"y[i] = from_f32(acc * ((i == 1) ? (1.0f + EPS) : 1.0f));"),
+    ("attention", "hlsl"): (r"o\[qi \+ col\] = from_f32\((.*)\);",
+                            r"o[qi + col] = from_f32((\1) * ((i == 1 && col == 2) ? (1.0 + EPS) : 1.0));"),
+    ("attention", "cuda"): (r"oi\[d0 \+ c\] = from_f32\((.*)\);",
+                            r"oi[d0 + c] = from_f32((\1) * ((i == 1 && d0 + c == 2) ? (1.0f + EPS) : 1.0f));"),
 }
+INJECT["attention_causal", "hlsl"], INJECT["attention_causal", "cuda"] = INJECT["attention", "hlsl"], \
+    INJECT["attention", "cuda"]
 INJECT.update({(problem, "hip"): pattern for (problem, backend), pattern in list(INJECT.items())
                if backend == "cuda"})
 
@@ -86,12 +92,14 @@ def data_only_copy(name: str, folder: Path) -> str:
 
 
 TYPES = {b: C_TYPE[b] for b in ("cuda", "hip")}  # each dtype's storage type, as the problems' preludes name it
+LADDER_OF = {"attention_causal": "attention"}  # problems that share one example ladder (the same ABI)
 
 
 def example_sources(name: str, backend: str, dtype: str) -> list[tuple[str, str]]:
-    """The problem's example ladder for the backend and dtype: CUDA/HIP files with their `typedef float T;` line set
-    to the dtype; HLSL files of f32 (examples/<problem>/hlsl/) or f16 (its f16/ folder)."""
-    folder = ROOT / "examples" / name / backend
+    """The problem's example ladder for the backend and dtype (attention_causal's is attention's): CUDA/HIP files with
+    their `typedef float T;` line set to the dtype (16-bit-only steps, static_assert(sizeof(T) == 2), left out of
+    f32 sessions); HLSL files of f32 (examples/<problem>/hlsl/) or f16 (its f16/ folder)."""
+    folder = ROOT / "examples" / LADDER_OF.get(name, name) / backend
     if backend == "hlsl":
         folder = folder / "f16" if dtype == "f16" else folder
         return [(p.stem, p.read_text()) for p in sorted(folder.glob("*.hlsl"))] if dtype in ("f32", "f16") else []

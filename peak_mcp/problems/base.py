@@ -210,6 +210,11 @@ class Problem(ABC):
         validating huge sizes on a host stays quick; every element is still checked for NaN, Inf and being
         written."""
 
+    def host_picks(self, picks: np.ndarray, sizes: Sizes) -> np.ndarray:
+        """The elements a host spot check recomputes, from those drawn (`picks`): a problem whose rows are costly
+        to recompute moves them into fewer rows (DeclaredProblem: HOST_CHECK_FLOPS)."""
+        return picks
+
     @abstractmethod
     def reference_at(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, indices: np.ndarray,
                      to_host: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -35,6 +35,7 @@ from peak_mcp.problems.base import BufferArg, Problem, Reference, ScalarArg, Siz
 
 BACKEND_NAMES = ("cuda", "hip", "hlsl")
 DTYPE_NAMES = ("f32", "f16", "bf16")
+TENSOR_PEAK = {"f16": "fp16_tensor", "bf16": "bf16_tensor"}  # TENSOR_CORES problems' speed limit per dtype
 UNIT_ROUNDOFF = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
 MAX_SYMBOLS, MAX_BUFFERS, MAX_RANK = 12, 16, 4
 MAX_SAMPLES = 8  # values per sampled symbol
@@ -42,7 +43,7 @@ MAX_KERNEL_CHARS = 256 * 1024
 MAX_ELEMENTS = 1 << 31  # per buffer, as for every problem
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
-RESERVED = frozenset({*_FUNCS, "p", "T", "xp", "to_f32", "from_f32", "main"})  # names the ABI or grammar uses
+RESERVED = frozenset({*_FUNCS, "p", "T", "xp", "dtype", "to_f32", "from_f32", "main"})  # names the ABI or grammar uses
 
 # Tolerance defaults (docs/problems.md, Tolerance; DeclaredProblem.references): the bound of element i is
 # FACTOR * (|lp_i - ref_i| + FLOOR * (u_out * m_i + u_f32 * s_i)), and the relative L2 error stays under REL_L2_SHARE
@@ -60,6 +61,9 @@ _PRIMES = (97, 89, 101, 103)
 _PAST_POW2 = (65, 129, 33, 257)
 _SMALL = (7, 67, 5, 35)
 SAMPLED_WORK = 2.0**27  # the most one awkward size may cost
+# The most a host spot check's rows may cost (FLOPS per BATCH row times rows): past it the checked elements are drawn
+# from fewer rows, so that a problem whose rows are heavy (an attention head: 4 S^2 D) is checked in seconds.
+HOST_CHECK_FLOPS = 2e10
 
 
 # --- who may run problem code --------------------------------------------------------------------------------
@@ -147,8 +151,9 @@ class ProblemDeclaration(BaseModel):
     naive: dict[str, str] = Field(default_factory=dict)  # "cuda" or "cuda:f16" -> kernel text
     # A size symbol along which outputs are independent: every output's first axis is it, and an output row needs
     # only the same row of each input whose first axis is it (and the other inputs whole). The host check then
-    # computes only the rows it checks.
-    batch: str | None = None
+    # computes only the rows it checks. A tuple of symbols: the leading axes, in order (attention's B, H); a row is
+    # one index into all of them, and an input is taken row by row where its shape starts with all of them.
+    batch: str | tuple[str, ...] | None = None
     # The length of the longest reduction behind one output element (an expression of the sizes), for a tolerance
     # against a reference kernel (kernel_reference.py); None: total input elements over total output elements.
     reduction: str | None = None
@@ -242,11 +247,15 @@ class ProblemDeclaration(BaseModel):
         if self.reduction is not None:
             _expression(self.reduction, self.sizes, "REDUCTION")
         if self.batch is not None:
-            if self.batch not in self.sizes:
-                raise fail("BATCH", f"{self.batch!r} is not a size symbol")
+            axes = self.batch_axes
+            if not axes or len(set(axes)) != len(axes) or len(axes) > MAX_RANK:
+                raise fail("BATCH", f"{self.batch!r}: a size symbol, or a tuple of distinct ones")
+            for symbol in axes:
+                if symbol not in self.sizes:
+                    raise fail("BATCH", f"{symbol!r} is not a size symbol")
             for buf in self.outputs:
-                if not buf.shape or buf.shape[0] != self.batch:
-                    raise fail("BATCH", f"output {buf.name}'s first axis is not {self.batch}")
+                if tuple(buf.shape[:len(axes)]) != axes:
+                    raise fail("BATCH", f"output {buf.name}'s leading axes are not {', '.join(axes)}")
         for key, ranges in (("RANGE", self.ranges), ("STRESS_RANGE", self.stress_ranges)):
             for name, (lo, hi) in ranges.items():
                 if name not in {b.name for b in self.inputs}:
@@ -269,6 +278,11 @@ class ProblemDeclaration(BaseModel):
             if count < 1:
                 raise fail("SIZES", f"the default sizes make buffer {buf.name} empty")
         return self
+
+    @property
+    def batch_axes(self) -> tuple[str, ...]:
+        """BATCH as the tuple of leading axes it names: () without one."""
+        return () if self.batch is None else (self.batch,) if isinstance(self.batch, str) else tuple(self.batch)
 
     def line_of(self, key: str) -> int | None:
         return self.lines.get(key)
@@ -535,8 +549,9 @@ class DeclaredProblem(Problem):
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == self.declaration.path]
         return frames[-1].lineno if frames else None
 
-    def _keywords(self, function: str, sizes: Sizes, xp: Any | None = None) -> dict[str, Any]:
-        """The size keywords (and `xp`) a problem function takes."""
+    def _keywords(self, function: str, sizes: Sizes, xp: Any | None = None,
+                  dtype: str | None = None) -> dict[str, Any]:
+        """The size keywords (and `xp`, and the session's `dtype`) a problem function takes."""
         try:
             params = inspect.signature(getattr(self.module(), function)).parameters
         except (TypeError, ValueError):
@@ -545,6 +560,8 @@ class DeclaredProblem(Problem):
         chosen = {k: v for k, v in sizes.items() if takes_all or k in params}
         if xp is not None and ("xp" in params or takes_all):
             chosen["xp"] = xp
+        if dtype is not None and ("dtype" in params or takes_all):
+            chosen["dtype"] = dtype
         return chosen
 
     def _bad(self, function: str, why: str) -> ProblemCodeError:
@@ -649,11 +666,17 @@ class DeclaredProblem(Problem):
         return {k: xp.asarray(v) for k, v in outputs.items()} if host else outputs
 
     def _error_scale(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, xp: Any) -> dict[str, Any]:
-        args = [xp.asnumpy(v) if xp is not np else v for v in
+        """The file's error_scale: on the host (numpy), or where it takes `xp` with xp beside the reference (an
+        error scale as costly as the reference itself, attention's); `dtype` (the session's) where it takes it."""
+        keywords = self._keywords("error_scale", sizes, None, dtype)
+        if "xp" in inspect.signature(self.module().error_scale).parameters:
+            keywords["xp"] = xp
+        mod = xp if "xp" in keywords else np
+        args = [v if mod is xp else xp.asnumpy(v) if xp is not np else v for v in
                 (to_float64(inputs[b.name], b.dtype or dtype).reshape(self._shape(b, sizes))
                  for b in self.declaration.inputs)]
-        result = self._call("error_scale", *args, **self._keywords("error_scale", sizes))
-        scales = self._outputs("error_scale", result, sizes, np)
+        result = self._call("error_scale", *args, **keywords)
+        scales = self._outputs("error_scale", result, sizes, mod)
         return {k: xp.abs(xp.asarray(v)) for k, v in scales.items()}
 
     def references(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, xp: Any) -> dict[str, Reference]:
@@ -708,31 +731,56 @@ class DeclaredProblem(Problem):
         if d.reduction is not None:
             return max(1, evaluate(d.reduction, sizes))
         size = lambda buf: math.prod(evaluate(e, sizes) for e in buf.shape)  # noqa: E731
-        if d.batch is not None:
-            rows = [size(b) // max(1, evaluate(b.shape[0], sizes)) for b in d.inputs if b.shape[0] == d.batch]
+        axes = d.batch_axes
+        if axes:
+            rows = [size(b) // max(1, self._rows(sizes)) for b in d.inputs if tuple(b.shape[:len(axes)]) == axes]
             if rows:
                 return max(1, max(rows))
         return max(1, sum(map(size, d.inputs)) // max(1, sum(map(size, d.outputs))))
 
+    def _rows(self, sizes: Sizes) -> int:
+        """How many BATCH rows an output has: the product of the BATCH axes."""
+        return math.prod(sizes[a] for a in self.declaration.batch_axes)
+
+    def host_picks(self, picks: np.ndarray, sizes: Sizes) -> np.ndarray:
+        """`picks` (flat indices into the first output) moved into at most as many BATCH rows as the host may
+        recompute within HOST_CHECK_FLOPS: the rows of the first picks, in the order drawn, are kept and every
+        other pick moves to one of them at the same place within its row. Without BATCH, or when the rows are
+        cheap, `picks` unchanged."""
+        axes = self.declaration.batch_axes
+        rows_total = self._rows(sizes) if axes else 0
+        if not rows_total or self.flops(sizes) <= 0:
+            return picks
+        keep = max(1, int(HOST_CHECK_FLOPS // (self.flops(sizes) / rows_total)))
+        per_row = math.prod(evaluate(e, sizes) for e in self.declaration.outputs[0].shape[len(axes):])
+        rows, within = np.asarray(picks) // per_row, np.asarray(picks) % per_row
+        first = list(dict.fromkeys(rows.tolist()))
+        if len(first) <= keep:
+            return picks
+        kept = np.asarray(first[:keep], np.int64)
+        moved = kept[np.searchsorted(np.asarray(sorted(first)), rows) % keep]
+        return np.unique(moved * per_row + within)
+
     def reference_at(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, indices: np.ndarray,
                      to_host: Any) -> tuple[np.ndarray, np.ndarray]:
         """The first output at flat `indices`, on the host: of only the rows they fall in where the file declares
-        BATCH (rows are independent), else of the whole output."""
-        batch = self.declaration.batch
-        if batch is None:
+        BATCH (rows are independent; with several BATCH axes the rows go to the reference along the first, the
+        others 1), else of the whole output."""
+        axes = self.declaration.batch_axes
+        if not axes:
             host = {name: to_host(value) for name, value in inputs.items()}
             ref = next(iter(self.references(host, sizes, dtype, np).values()))
             return ref.values[indices], ref.scale[indices]
         first = self.declaration.outputs[0]
-        per_row = math.prod(evaluate(e, sizes) for e in first.shape[1:])
+        per_row = math.prod(evaluate(e, sizes) for e in first.shape[len(axes):])
         rows, where_in = np.unique(np.asarray(indices) // per_row, return_inverse=True)
-        picked = {**sizes, batch: int(rows.size)}
+        picked = {**sizes, **dict.fromkeys(axes, 1), axes[0]: int(rows.size)}
         host = {}
         for buf in self.declaration.inputs:
             value = inputs[buf.name]
-            if buf.shape and buf.shape[0] == batch:
-                rest = math.prod(evaluate(e, sizes) for e in buf.shape[1:])
-                value = value.reshape(sizes[batch], rest)[rows.tolist() if hasattr(value, "get") else rows]
+            if tuple(buf.shape[:len(axes)]) == axes:
+                rest = math.prod(evaluate(e, sizes) for e in buf.shape[len(axes):])
+                value = value.reshape(self._rows(sizes), rest)[rows.tolist() if hasattr(value, "get") else rows]
             host[buf.name] = to_host(value).reshape(-1)
         ref = next(iter(self.references(host, picked, dtype, np).values()))
         at = where_in * per_row + np.asarray(indices) % per_row

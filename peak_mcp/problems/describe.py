@@ -118,7 +118,7 @@ def describe_file(path: Path) -> dict[str, Any]:
         "stress_ranges": _ranges(names.get("STRESS_RANGE", {}), fail, "STRESS_RANGE"),
         "tolerance": _tolerance(names.get("TOLERANCE"), fail),
         "naive": _naive(names.get("NAIVE", {}), path.parent, fail),
-        "batch": names.get("BATCH") if isinstance(names.get("BATCH"), str) else None,
+        "batch": _batch(names.get("BATCH"), fail),
         "reduction": _expr(names.get("REDUCTION"), "REDUCTION", fail),
         "samples": _samples(names.get("SAMPLES", {}), fail),
         "tensor_cores": names.get("TENSOR_CORES") is True,
@@ -173,6 +173,13 @@ def _key_of(loc: tuple[Any, ...]) -> str | None:
             "constraints": "CONSTRAINTS", "ranges": "RANGE", "stress_ranges": "STRESS_RANGE",
             "tolerance": "TOLERANCE", "naive": "NAIVE",
             "batch": "BATCH", "reduction": "REDUCTION", "samples": "SAMPLES"}.get(field)
+
+
+def _batch(value: Any, fail: Any) -> str | list[str] | None:
+    """BATCH: one size symbol, or a tuple of them (the leading axes)."""
+    if value is None or isinstance(value, str):
+        return value
+    return _names_tuple(value, "BATCH", fail)
 
 
 def _takes_xp(function: Any) -> bool:

@@ -29,9 +29,10 @@ GOOD_CONV = {"cuda": "cuda/1_implicit_gemm.cu", "hip": "cuda/1_implicit_gemm.cu"
 UNALIGNED = {"M": 100, "N": 77, "K": 53}
 TILE = 32  # sizes that are multiples of this count as "aligned" for the `unaligned` override
 ROW_PROBLEMS = ("softmax", "rmsnorm", "row_sum")
+ATTENTION = ("attention", "attention_causal")
 CONV = {"R": 3, "S": 3, "STRIDE": 1, "PAD": 1, "DIL": 1}  # conv2d's parameters in its hostile sessions: a 3x3 layer
 SYMBOLS = {"matmul": ("M", "N", "K"), **dict.fromkeys(ROW_PROBLEMS, ("ROWS", "COLS")),
-           "conv2d": ("N", "H", "W", "C", "K", *CONV)}
+           "conv2d": ("N", "H", "W", "C", "K", *CONV), **dict.fromkeys(ATTENTION, ("B", "H", "S", "D"))}
 # The sizes of the sessions entries are submitted to, per problem and backend (HIP as CUDA): an aligned size (every
 # symbol a multiple of TILE) and an unaligned one. Lavapipe gets the small ones: it runs on two CPU cores in CI.
 # The row problems' unaligned sizes differ on purpose: 64x100 (HLSL) keeps COLS a multiple of 4, 100x77 (CUDA) not.
@@ -45,7 +46,13 @@ SESSION_SIZES = {
     "conv2d": {"hlsl": {"aligned": {"N": 2, "H": 8, "W": 8, "C": 32, "K": 32, **CONV},
                         "unaligned": {"N": 2, "H": 9, "W": 7, "C": 5, "K": 7, **CONV}},
                "cuda": {"aligned": {"N": 4, "H": 16, "W": 16, "C": 64, "K": 64, **CONV},
-                        "unaligned": {"N": 3, "H": 13, "W": 11, "C": 37, "K": 29, **CONV}}}}
+                        "unaligned": {"N": 3, "H": 13, "W": 11, "C": 37, "K": 29, **CONV}}},
+    # Attention (B, H, S, D): D=128 where the examples' tensor-core path runs; 37 and 100 keys end mid-tile.
+    **{problem: {"hlsl": {"aligned": {"B": 1, "H": 2, "S": 64, "D": 32},
+                          "unaligned": {"B": 2, "H": 3, "S": 37, "D": 20}},
+                 "cuda": {"aligned": {"B": 2, "H": 4, "S": 256, "D": 128},
+                          "unaligned": {"B": 1, "H": 3, "S": 100, "D": 77}}}
+       for problem in ATTENTION}}
 
 
 def session_sizes(problem: str, backend: str) -> dict[str, dict[str, int]]:
