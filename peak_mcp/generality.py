@@ -10,7 +10,7 @@ from peak_mcp.errors import InvalidInput, PeakError
 from peak_mcp.launch import evaluate_condition
 from peak_mcp.problems.base import Problem, Sizes
 
-DEFAULT_COUNT = 8
+DEFAULT_COUNT = 9
 MAX_CONSTRAINTS = 16  # stored with the session, shown with it, evaluated at every sampled size
 _ROUNDINGS = (8, 16, 32, 64, 128, 256, 512)
 

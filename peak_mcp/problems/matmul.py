@@ -171,6 +171,9 @@ class Matmul(Problem):
             (97, 89, 101),  # primes
             (128, 128, 129),  # tile-aligned except K
             (130, 66, 128),  # M and N one past a tile
+            # rows of whole 16-byte chunks (TMA, vector loads) but no tile multiple anywhere: a kernel's fast path
+            # with its partial tiles and K tail, which every size above sends down a fallback
+            (203, 264, 72),
             (1031, 7, 67),  # tall and skinny
             (5, 1029, 35),  # short and wide
             (min(m, 512) + 3, min(n, 512) - 1 if min(n, 512) > 1 else 2, min(k, 512) + 1),  # near the session
