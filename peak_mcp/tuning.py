@@ -113,11 +113,14 @@ class TuneReport(BaseModel):
 
 
 def beats(tuned: Any, own: Any | None) -> bool:
-    """Whether a configuration's full timing earns it the version: its median below that of the configuration the
-    version was timed with (`own`; None when that is the same configuration or there is none). The search's brief
-    timings can rank first a configuration the full run finds no faster, and adopting it would report tuning as a
-    gain it is not."""
-    return own is None or own.median_ms is None or tuned.median_ms < own.median_ms
+    """Whether a configuration's full timing earns it the version: not clearly slower (middle halves apart, as
+    reports.change judges) than the configuration the version was timed with (`own`; None when that is the same
+    configuration or there is none). The search's brief timings can rank first a configuration the full run finds
+    slower, and adopting it would report tuning as a gain when it is a loss; within noise either may stand, and the
+    searched one is kept with its own measured time."""
+    from peak_mcp.reports import SLOWER, change  # reports reads records, which read this module
+
+    return own is None or own.median_ms is None or change(tuned, own) != SLOWER
 
 
 def _where_label(sizes: Mapping[str, int]) -> str:

@@ -7,15 +7,9 @@ import pytest
 
 from tests.conftest import has_device
 from tests.test_tuning import TUNED as SEARCHED
+from tests.test_tuning import slow_by_default
 
-# The default configuration repeats the whole product 8 times: any REPEAT=1 configuration the search finds is faster
-# in the full timing too, so tuning adopts it (a search's fastest that is not is kept out: test_service_rules).
-TUNED = SEARCHED.replace("WPT=[1, 2, 4]", "WPT=[1, 2, 4] REPEAT=[8, 1]").replace(
-    "    [unroll] for (uint w = 0; w < WPT; ++w) acc[w] = 0.0;\n",
-    "    for (uint r = 0; r < REPEAT; ++r) {\n    [unroll] for (uint w = 0; w < WPT; ++w) acc[w] = 0.0;\n").replace(
-    "    [unroll] for (uint w = 0; w < WPT; ++w) {\n        uint row = row0 + w * TILE;\n        if (row < p.M",
-    "    }\n    [unroll] for (uint w = 0; w < WPT; ++w) {\n        uint row = row0 + w * TILE;\n        if (row < p.M")
-assert TUNED.count("REPEAT") == 2 and TUNED.count("for (uint r = 0") == 1
+TUNED = slow_by_default(SEARCHED)  # so that tuning adopts the search's fastest (tuning.beats)
 
 pytestmark = [pytest.mark.vulkan, pytest.mark.anyio,
               pytest.mark.skipif(not has_device("hlsl"), reason="no Vulkan device")]

@@ -438,6 +438,21 @@ void main(uint3 gtid : SV_GroupThreadID, uint3 gid : SV_GroupID)
 """
 
 
+
+def slow_by_default(source: str) -> str:
+    """TUNED with REPEAT=[8, 1]: the default configuration does the whole product 8 times, so any REPEAT=1
+    configuration a search finds is faster in its full timing too and tune adopts it (tuning.beats), which
+    tests of what follows adoption need whatever the machine's noise."""
+    slow = source.replace("WPT=[1, 2, 4]", "WPT=[1, 2, 4] REPEAT=[8, 1]").replace(
+        "    [unroll] for (uint w = 0; w < WPT; ++w) acc[w] = 0.0;\n",
+        "    for (uint r = 0; r < REPEAT; ++r) {\n    [unroll] for (uint w = 0; w < WPT; ++w) acc[w] = 0.0;\n").replace(
+        "    [unroll] for (uint w = 0; w < WPT; ++w) {\n        uint row = row0 + w * TILE;\n        if (row < p.M",
+        "    }\n    [unroll] for (uint w = 0; w < WPT; ++w) {\n        uint row = row0 + w * TILE;\n"
+        "        if (row < p.M")
+    assert slow.count("REPEAT") == 2 and slow.count("for (uint r = 0") == 1
+    return slow
+
+
 @pytest.mark.vulkan
 @needs_device
 def test_real_tuning_of_a_parameterized_hlsl_matmul_on_the_vulkan_device() -> None:
@@ -540,12 +555,15 @@ def test_a_where_line_may_be_written_without_its_equals_sign() -> None:
     assert spec.where == ["NT >= 8", "NT <= 64"]
 
 
-def test_a_tuned_configuration_takes_the_version_only_when_its_full_timing_is_faster() -> None:
-    from types import SimpleNamespace as Timed
+def test_a_tuned_configuration_takes_the_version_unless_its_full_timing_is_clearly_slower() -> None:
+    from types import SimpleNamespace
 
     from peak_mcp.tuning import beats
 
-    assert beats(Timed(median_ms=1.0), Timed(median_ms=1.2))
-    assert not beats(Timed(median_ms=1.2), Timed(median_ms=1.0))  # the search's fastest, slower in full: kept out
-    assert not beats(Timed(median_ms=1.0), Timed(median_ms=1.0))  # a tie is no gain
-    assert beats(Timed(median_ms=1.0), None)  # the same configuration, or a version never timed
+    def timed(median: float, half: float = 0.01) -> SimpleNamespace:
+        return SimpleNamespace(median_ms=median, p25_ms=median - half, p75_ms=median + half)
+
+    assert beats(timed(1.0), timed(1.2))
+    assert not beats(timed(1.2), timed(1.0))  # the search's fastest, slower in full: the version keeps its own
+    assert beats(timed(1.02, 0.05), timed(1.0, 0.05))  # within noise: the searched configuration stands
+    assert beats(timed(1.0), None)  # the same configuration, or a version never timed
