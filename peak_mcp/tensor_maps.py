@@ -16,6 +16,7 @@ This module is the domain half (what to encode, and whether it can be); backends
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -99,7 +100,7 @@ def _with_reason(request: TensorMapRequest) -> TensorMapRequest:
         why = f"{request.buffer} is empty"
     else:
         return request
-    return TensorMapRequest(**{**request.__dict__, "unencodable": why})
+    return dataclasses.replace(request, unencodable=why)
 
 
 def launch_geometry(spec: LaunchSpec, problem: Problem, dtype: str, sizes: Mapping[str, int],

@@ -140,3 +140,20 @@ async def test_a_kernel_that_uses_a_zero_map_is_told_why(make_client) -> None:
         # validation's smallest size (1 x 1 x 1) already has pitches TMA cannot take
         assert (report["status"], report["failure"]) == ("failed", "kernel_fault"), report["message"]
         assert "tensor map of zeros" in report["message"] and "4 bytes" in report["message"], report["message"]
+
+
+def test_a_launch_fault_names_a_zero_map_and_refused_input_passes_unchanged() -> None:
+    from peak_mcp.backends.base import KernelFault
+    from peak_mcp.backends.cuda import _launch_error
+    from peak_mcp.errors import InvalidInput
+
+    geometry = launch_geometry(_spec("// peak: tensor_map A box=(128, 64)\n"), get_problem("matmul"), "bf16",
+                               {"M": 256, "N": 256, "K": 77})
+    fault = _launch_error(RuntimeError("CUDA_ERROR_ILLEGAL_INSTRUCTION"), geometry)
+    assert isinstance(fault, KernelFault) and "tensor map of zeros" in str(fault) and "154 bytes" in str(fault)
+    timeout = _launch_error(KernelFault("did not finish", "timeout"), geometry)
+    assert timeout.kind == "timeout" and "Likely cause" in str(timeout)
+    refused = InvalidInput("cluster=(4, 4, 1) has more than 8 blocks", None)
+    assert _launch_error(refused, geometry) is refused
+    plain = _launch_error(RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS"), {"grid": (1, 1, 1)})
+    assert isinstance(plain, KernelFault) and "Likely cause" not in str(plain)

@@ -99,12 +99,16 @@ def _as_fault(exc: Exception) -> Exception:
     return exc
 
 
-def _with_map_note(exc: Exception, geometry: dict[str, Any]) -> Exception:
-    """A fault where some tensor map was passed as zeros names that as the likely cause."""
-    note = unencodable_note(geometry)
-    if note is None or not isinstance(exc, KernelFault):
+def _launch_error(exc: Exception, geometry: dict[str, Any]) -> Exception:
+    """What a failed launch raises: refused input as it is; anything else as a fault where the driver says so, which
+    names a tensor map passed as zeros as the likely cause."""
+    if isinstance(exc, InvalidInput):
         return exc
-    return KernelFault(f"{exc} Likely cause: {note}.", exc.kind)
+    fault = exc if isinstance(exc, KernelFault) else _as_fault(exc)
+    note = unencodable_note(geometry)
+    if note is None or not isinstance(fault, KernelFault):
+        return fault
+    return KernelFault(f"{fault} Likely cause: {note}.", fault.kind)
 
 
 class CudaExecutor(Executor):
@@ -325,12 +329,8 @@ class CudaExecutor(Executor):
         try:
             self._launch(kernel, self._config(kernel, geometry), buffers, scalars)
             self.stream.sync()
-        except KernelFault as fault:
-            raise _with_map_note(fault, geometry) from None
-        except InvalidInput:
-            raise
         except Exception as exc:
-            raise _with_map_note(_as_fault(exc), geometry) from None
+            raise _launch_error(exc, geometry) from None
 
     def time(self, kernel: Compiled, buffer_sets: list[list[Any]], scalars: list[int], geometry: dict[str, Any],
              reps: int, cold_cache: bool, poison: list[Regions] | None = None,
@@ -354,12 +354,8 @@ class CudaExecutor(Executor):
                     after_each(rep)
             self.stream.sync()
             return [end - start for start, end in pairs]
-        except KernelFault as fault:
-            raise _with_map_note(fault, geometry) from None
-        except InvalidInput:
-            raise
         except Exception as exc:
-            raise _with_map_note(_as_fault(exc), geometry) from None
+            raise _launch_error(exc, geometry) from None
 
     # --- vendor baseline -------------------------------------------------------------------------------------
     def baseline(self, yardstick: str, dtype: str, sizes: dict[str, int], inputs: dict[str, np.ndarray],
