@@ -132,7 +132,7 @@ async def test_bad_annotations_are_explained(make_client, source: str, expected:
     ("submit_kernel", {"session_id": "SESSION", "source": ""}, "source is empty"),
     ("submit_kernel", {"session_id": "SESSION", "source": "// peak: x\n" * 40000}, "over the 262144 limit"),
     ("revert", {"session_id": "SESSION", "version": 1}, "only passing versions"),
-    ("get_transformation", {"id": "shared-memory-tilng"}, "shared-memory-tiling"),
+    ("get_transformation", {"transformation": "shared-memory-tilng"}, "shared-memory-tiling"),
     ("apply_transformation", {"session_id": "SESSION", "transformation": "no-such-thing"}, "no-such-thing"),
 ])
 async def test_bad_input_gets_clear_errors_and_history_survives(make_client, tool, args, expected) -> None:

@@ -68,7 +68,7 @@ async def session(args: argparse.Namespace) -> None:
         sid = started["session_id"]
         await call("list_transformations", {"session_id": sid})
         for transformation, _ in STEPS:
-            await call("get_transformation", {"id": transformation, "backend": "cuda",
+            await call("get_transformation", {"transformation": transformation, "backend": "cuda",
                                               "device": started["device"].get("name") or "hopper"})
         parent = await call("submit_kernel", {"session_id": sid, "source": args.parent.read_text(), "parent": 0,
                                               "transformation": "hopper-tma-pipeline"})

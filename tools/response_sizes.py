@@ -84,7 +84,7 @@ async def main(data_dir: Path, history: int = 50) -> dict[str, Any]:
             await call("get_version", {"session_id": sid, "version": 1})
             await call("diff", {"session_id": sid, "a": 0, "b": 1})
             await call("list_transformations", {"backend": backend})
-            await call("get_transformation", {"id": "shared-memory-tiling", "backend": backend})
+            await call("get_transformation", {"transformation": "shared-memory-tiling", "backend": backend})
             await call("list_problems", {})
             await call("apply_transformation", {"session_id": sid, "transformation": "shared-memory-tiling"})
             await call("doctor", {})

@@ -63,19 +63,21 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
 
     @mcp.tool(annotations=READ_ONLY)
     async def get_transformation(
-        id: Annotated[str, Field(description="catalog id, see list_transformations")],
+        transformation: Annotated[str, Field(description="catalog id, see list_transformations")],
         backend: Annotated[str | None, BACKEND] = None,
         device: Annotated[str | None, Field(description="pick the most specific text for this device")] = None,
     ) -> Annotated[types.CallToolResult, TransformationText]:
         """The full text of one transformation; with backend (and device) the most specific specialization."""
         try:
-            t = catalog.resolve(id, backend, _device_descriptor(device)) if backend else catalog.get(id)
+            t = (catalog.resolve(transformation, backend, _device_descriptor(device)) if backend
+                 else catalog.get(transformation))
         except PeakError as exc:
             raise ToolError(str(exc)) from None
         return result(TransformationText(id=t.id, title=t.title, backends=list(t.backends),
                                          devices=list(t.devices),
                                   problems=list(t.problems), tags=list(t.tags), after=list(t.after),
-                                  extends=t.extends, resolved_from=id if t.id != id else None, body=t.body))
+                                  extends=t.extends, resolved_from=transformation if t.id != transformation else None,
+                                  body=t.body))
 
     @mcp.resource("transformation://{transformation_id}", mime_type="text/markdown")
     def transformation_text(transformation_id: str) -> str:
@@ -125,7 +127,7 @@ OPTIMIZE_PROMPT = """Optimize the {problem} kernel on the {backend} backend ({dt
    device's peak or bandwidth where those are known; where neither is (a CPU Vulkan device such as lavapipe),
    there is none: compare versions with each other.
 3. Call list_transformations(session_id=<the session>) (texts for its problem, backend, dtype and device) and read
-   the candidates' summaries; fetch full texts with get_transformation(id, backend, device) when unsure.
+   the candidates' summaries; fetch full texts with get_transformation(transformation, backend, device) when unsure.
 4. Apply one transformation at a time: apply_transformation(session_id, id). If your client cannot sample, the
    tool returns a brief; rewrite the kernel as it says and call submit_kernel(session_id, source,
    transformation=id). Before each step, predict what should move (time, TFLOP/s) and why.
