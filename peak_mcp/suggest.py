@@ -20,7 +20,7 @@ from peak_mcp.devices import Device
 from peak_mcp.errors import InvalidInput
 from peak_mcp.problems import get_problem
 from peak_mcp.problems.base import Problem
-from peak_mcp.records import VersionRow
+from peak_mcp.records import Status, VersionRow
 from peak_mcp.service import PeakService
 
 # Source features, and the transformations whose work a feature shows is already done.
@@ -72,11 +72,13 @@ class Suggestions(BaseModel):
     session_id: str
     head: int
     best: int | None = None  # the fastest general version (server instructions)
+    ranked_from: int | None = Field(None, description="the version ranked for when it is not the head: in a "
+                                    "compile-only session head stays on v0, so the latest version that compiled")
     backend: str
     dtype: str
     device: str
-    applied: list[str] = Field(description="transformations in the head's lineage, oldest first")
-    features: list[str] = Field(description="what the head's source visibly has")
+    applied: list[str] = Field(description="transformations in the ranked version's lineage, oldest first")
+    features: list[str] = Field(description="what the ranked version's source visibly has")
     suggestions: list[Suggestion]
 
 
@@ -116,7 +118,11 @@ def suggest_next(service: PeakService, catalog: Catalog, session_id: str, limit:
     backend, dtype, sizes = session.backend, session.dtype, session.sizes
     device = service.device_of(session)
     descriptor = DeviceDescriptor.of(device)
-    chain = lineage(service.store.versions(session_id), session.head)
+    versions = service.store.versions(session_id)
+    basis = session.head
+    if not session.runs:  # nothing is timed, head stays on v0: rank for where the agent's work has got to
+        basis = max((v.number for v in versions if v.status is Status.COMPILED), default=basis)
+    chain = lineage(versions, basis)
     applied = [v.transformation for v in chain if v.transformation]
     problem = service.problem(session.problem)
     features = source_features(chain[-1].source, problem)
@@ -151,7 +157,7 @@ def suggest_next(service: PeakService, catalog: Catalog, session_id: str, limit:
                                        why="; ".join(reasons) or target.summary)
     order = sorted(ranked.values(), key=lambda s: (s.id in slower, -s.score, s.id))
     return Suggestions(session_id=session_id, head=session.head, best=service.head_and_best(session_id)[1],
-                       backend=backend, dtype=dtype,
+                       ranked_from=basis if basis != session.head else None, backend=backend, dtype=dtype,
                        device=device.name or session.device, applied=applied,
                        features=sorted(features), suggestions=order[:limit])
 

@@ -311,7 +311,9 @@ def stats(d: dict[str, Any]) -> list[str]:
 
 
 def suggestions(d: dict[str, Any]) -> list[str]:
-    lines = [f"for head v{d['head']}" + (f" (best v{d['best']})" if d.get("best") is not None else "")
+    basis = (f"for v{d['ranked_from']} (the latest compiled; head v{d['head']} stays put without timing)"
+             if d.get("ranked_from") is not None else f"for head v{d['head']}")
+    lines = [basis + (f" (best v{d['best']})" if d.get("best") is not None else "")
              + f" on {d.get('device')}; applied: {', '.join(d.get('applied') or []) or 'none'}; features: "
              f"{', '.join(d.get('features') or []) or 'none'}"]
     if not d.get("suggestions"):

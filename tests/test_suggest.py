@@ -45,10 +45,12 @@ async def test_naive_head_starts_with_tiling_and_tiled_head_moves_on(make_client
         tiled = (EXAMPLES / "cuda" / "smem_tiled.cu").read_text()
         report = (await client.call_tool("submit_kernel", {"session_id": sid, "source": tiled,
                                                            "transformation": "shared-memory-tiling"}))
-        if not service.store.session(sid).runs:  # compiled only: head stays on v0; suggest as if v1 had run
-            assert report.structured_content["head"] == 0, report.structured_content
-            service.store.set_head(sid, 1)
         second = await _suggest(client, sid, limit=3)
+        if not service.store.session(sid).runs:  # compiled only: head stays on v0, the ranking follows v1
+            assert report.structured_content["head"] == 0, report.structured_content
+            assert second["head"] == 0 and second["ranked_from"] == 1, second
+        else:
+            assert second["head"] == 1 and second.get("ranked_from") is None, second
         ids = [s["id"] for s in second["suggestions"]]
         assert second["applied"] == ["shared-memory-tiling"] and "shared memory" in second["features"]
         assert len(ids) == 3 and "shared-memory-tiling" not in ids and "coalesced-access" not in ids
