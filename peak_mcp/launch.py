@@ -14,7 +14,8 @@ TMA descriptor of one problem buffer, passed after the scalars in line order (pe
 Each parameter is a preprocessor macro in the compiled source (`with_params`) and a symbol in the launch expressions
 and conditions; the first value of each list is the default configuration. Expressions are parsed with `ast` and
 evaluated by a small interpreter that admits only integer literals, size and parameter symbols, + - * // % and
-cdiv/min/max: never `eval`.
+cdiv/min/max: never `eval`. `SM_COUNT` is the device's multiprocessor count (CUDA SMs, AMD compute units), for
+persistent grids: the server binds it where a session meets its device (LaunchSpec.on_device).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ _LINE = re.compile(r"^\s*(?://|#|;)\s*peak\s*:(?P<body>.*)$", re.MULTILINE)
 _KEY = re.compile(r"(\w+)\s*=")
 _FUNCS = {"cdiv": lambda a, b: -(-a // b), "min": min, "max": max}
 _MAX_EXPR_CHARS = 200
+SM_COUNT = "SM_COUNT"  # the device symbol of launch expressions
+_PROBE_SM_COUNT = 132  # parse-time stand-in, like the 1024 of every size symbol
 MAX_WHERE = 8  # where lines: a tune evaluates them all over the space before its budget starts counting
 MAX_SPACE = 100_000  # configurations in a parameter space: beyond it, no strategy can cover a useful share
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a C identifier (ASCII: `\w` admits any letter)
@@ -69,6 +72,16 @@ class LaunchSpec(BaseModel):
     params: dict[str, list[int]] = {}  # tuning parameters in declared order; the first value is the default
     where: list[str] = []  # conditions every configuration must meet (over parameters and sizes)
     bound: dict[str, int] = {}  # the configuration this spec was compiled for; empty = the default
+    sm_count: int | None = None  # SM_COUNT in the expressions: the session's device's, bound by the server
+
+    def on_device(self, sm_count: int | None) -> LaunchSpec:
+        """A copy whose expressions see SM_COUNT. A device that does not report it (lavapipe, a compile-only
+        target) gets 1: a persistent kernel striding over its tiles stays correct, only not spread out."""
+        return self.model_copy(update={"sm_count": max(1, int(sm_count or 1))})
+
+    def _env(self, sizes: Mapping[str, int], params: Mapping[str, int] | None) -> dict[str, int]:
+        device = {SM_COUNT: self.sm_count} if self.sm_count is not None else {}
+        return {**sizes, **device, **self.config(params)}
 
     def config(self, params: Mapping[str, int] | None = None) -> dict[str, int]:
         """The full configuration: `params` where given, else the bound one, else the defaults."""
@@ -93,7 +106,7 @@ class LaunchSpec(BaseModel):
 
     def violated(self, sizes: Mapping[str, int], params: Mapping[str, int] | None = None) -> str | None:
         """The first `where` condition the configuration breaks at these sizes, or None."""
-        env = {**sizes, **self.config(params)}
+        env = self._env(sizes, params)
         for condition in self.where:
             if not evaluate_condition(condition, env, where="where"):
                 return condition
@@ -102,7 +115,7 @@ class LaunchSpec(BaseModel):
     def evaluate(self, sizes: Mapping[str, int],
                  params: Mapping[str, int] | None = None) -> dict[str, tuple[int, int, int] | int]:
         """Launch geometry at these sizes for a configuration (default: the bound one, else the defaults)."""
-        env = {**sizes, **self.config(params)}
+        env = self._env(sizes, params)
         out: dict[str, tuple[int, int, int] | int] = {}
         for name in ("grid", "block", "groups", "cluster"):
             exprs = getattr(self, name)
@@ -129,7 +142,7 @@ class LaunchSpec(BaseModel):
 
     def boxes(self, sizes: Mapping[str, int], params: Mapping[str, int] | None = None) -> list[tuple[int, ...]]:
         """Each tensor map's box at these sizes (outermost dimension first)."""
-        env = {**sizes, **self.config(params)}
+        env = self._env(sizes, params)
         return [tuple(evaluate(e, env, where=f"line {m.line} box") for e in m.box) for m in self.tensor_maps]
 
 
@@ -190,7 +203,7 @@ def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str,
                               "one map per buffer and box is enough.")
     # Validate every expression now, with dummy sizes and the default configuration, so syntax errors and unknown
     # symbols surface at submit time.
-    probe = {**dict.fromkeys(symbols, 1024), **spec.config()}
+    probe = {**dict.fromkeys(symbols, 1024), SM_COUNT: _PROBE_SM_COUNT, **spec.config()}
     for name in ("grid", "block", "groups", "cluster"):
         for expr in getattr(spec, name) or ():
             evaluate(expr, probe, where=f"line {line_no} {name}")
@@ -237,7 +250,8 @@ def _parse_params(lines: list[tuple[int, str]], symbols: tuple[str, ...], entry:
                 raise AnnotationError(f"line {line_no}: parameter name {name!r} is not a usable identifier",
                                       "use a C identifier such as BM or TILE_K (no leading __, no Python keyword).")
             clash = ("a size symbol of the problem" if name in symbols else "a function of the expression grammar"
-                     if name in _FUNCS else "the entry point" if name == entry else
+                     if name in _FUNCS else "the device's multiprocessor count" if name == SM_COUNT else
+                     "the entry point" if name == entry else
                      "declared twice" if name in params else None)
             if clash:
                 raise AnnotationError(f"line {line_no}: parameter {name} is {clash}", "rename the parameter.")
@@ -465,6 +479,8 @@ def _eval(node: ast.AST, sizes: Mapping[str, int], expr: str, where: str) -> int
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
     if isinstance(node, ast.Name):
+        if node.id == SM_COUNT and node.id not in sizes:
+            raise AnnotationError(f"{where}: SM_COUNT in {expr!r} is bound to a session's device", None)
         if node.id not in sizes:
             raise bad(f"unknown symbol {node.id!r}")
         return int(sizes[node.id])

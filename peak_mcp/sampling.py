@@ -88,7 +88,8 @@ def _header(task: KernelTask, attempt: int, max_attempts: int) -> list[str]:
         f"Sizes this kernel must be correct for: {json.dumps(task.sizes)} (and ideally any sizes).",
         f"## Kernel contract (ABI) — must not change\n{task.abi}",
         "The first line that matters to the server is the annotation `// peak: ...`: it names the entry point and "
-        "the launch geometry as integer expressions over the size symbols with cdiv/min/max and + - * // %. Keep it "
+        "the launch geometry as integer expressions over the size symbols (and SM_COUNT, the device's "
+        "multiprocessor count) with cdiv/min/max and + - * // %. Keep it "
         "in step with the tiling of the new kernel (grid/block/groups/shared).",
         f"## Device\n{json.dumps(_facts(task.device))}",
     ]

@@ -725,8 +725,10 @@ class PeakService:
                      sizes=sizes, device=self.device_of(session), runs=runs)
 
     def _spec(self, session: SessionRow, source: str) -> LaunchSpec:
-        """The source's annotation, checked against what the session's backend needs and its problem's sizes."""
-        return launch_spec(source, session.backend, self.problem(session.problem).symbols)
+        """The source's annotation, checked against what the session's backend needs and its problem's sizes, with
+        SM_COUNT bound to the session's device."""
+        spec = launch_spec(source, session.backend, self.problem(session.problem).symbols)
+        return spec.on_device(self.device_of(session).sm_count)
 
     @overload
     def _run_job(self, session: SessionRow, job: EvaluateJob, progress: Progress) -> EvaluateResult: ...

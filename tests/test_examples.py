@@ -23,7 +23,7 @@ def compiler() -> cuda_backend.CudaExecutor:
 @pytest.mark.parametrize("path", CUDA_EXAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_cuda_example_compiles_without_spills(compiler: cuda_backend.CudaExecutor, path: Path) -> None:
     source = path.read_text()
-    spec = launch_spec(source, "cuda", Matmul.symbols)
+    spec = launch_spec(source, "cuda", Matmul.symbols).on_device(132)
     spec.evaluate({"M": 1000, "N": 1032, "K": 520})
     resources = compiler.compile(with_params(source, spec.config()), spec).resources  # the default configuration
     assert resources["registers"] > 0

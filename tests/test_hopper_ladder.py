@@ -38,7 +38,7 @@ def configurations(path: Path) -> list[tuple[Path, dict[str, int]]]:
 def test_every_configuration_compiles_without_spills(compiler: cuda_backend.CudaExecutor, path: Path,
                                                      params: dict[str, int]) -> None:
     source = path.read_text()
-    spec = launch_spec(source, "cuda", Matmul.symbols).bind(params)
+    spec = launch_spec(source, "cuda", Matmul.symbols).on_device(132).bind(params)
     for sizes in ({"M": 4096, "N": 4096, "K": 4096}, {"M": 77, "N": 77, "K": 77}):
         geometry = spec.evaluate(sizes)
         assert geometry["shared"] <= 232448, geometry  # 227 KB: an H100's opt-in limit per block

@@ -4,7 +4,7 @@
 // runs ahead across tile boundaries (it fills the next tile's stages while the consumers store the previous tile);
 // stage and parity come from one running k-tile counter that producer and consumers advance identically.
 // Sizes TMA cannot map get zero maps: each block then computes its tiles with plain loads (peak::fallback_tile).
-// peak: entry=gemm grid=(min(132, cdiv(M, 128) * cdiv(N, 256)), 1, 1) block=(384, 1, 1) shared=STAGES*49152+1024
+// peak: entry=gemm grid=(min(SM_COUNT, cdiv(M, 128) * cdiv(N, 256)), 1, 1) block=(384, 1, 1) shared=STAGES*49152+1024
 // peak: params STAGES=[4, 3] GROUP=[8, 4, 16]
 // peak: tensor_map A box=(128, 64) swizzle=128
 // peak: tensor_map B box=(64, 64) swizzle=128

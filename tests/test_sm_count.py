@@ -1,0 +1,60 @@
+"""SM_COUNT in launch expressions: the session's device's multiprocessor count, for persistent grids."""
+
+from __future__ import annotations
+
+import pytest
+
+from peak_mcp.errors import AnnotationError
+from peak_mcp.launch import parse_annotation
+
+CUDA = ("entry", "grid", "block")
+MATMUL = ("M", "N", "K")
+PERSISTENT = "// peak: entry=k grid=(min(SM_COUNT, cdiv(M, 128) * cdiv(N, 128)), 1, 1) block=(128, 1, 1) shared=0\n"
+SIZES = {"M": 2048, "N": 2048, "K": 64}  # 256 output tiles
+
+# One thread per element of C, striding by the whole grid: right for any grid, so SM_COUNT only spreads the work.
+GRID_STRIDE = """// peak: entry=mm grid=(min(SM_COUNT * 4, cdiv(M * N, 256)), 1, 1) block=(256, 1, 1) shared=0
+extern "C" __global__ void mm(const float* A, const float* B, float* C, int M, int N, int K)
+{
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (long long)M * N;
+         i += (long long)gridDim.x * blockDim.x) {
+        int row = (int)(i / N), col = (int)(i % N);
+        float acc = 0.0f;
+        for (int k = 0; k < K; ++k)
+            acc += A[(long long)row * K + k] * B[(long long)k * N + col];
+        C[i] = acc;
+    }
+}
+"""
+
+
+def test_sm_count_is_the_bound_devices() -> None:
+    spec = parse_annotation(PERSISTENT, needs=CUDA, symbols=MATMUL)
+    assert spec.on_device(132).evaluate(SIZES)["grid"] == (132, 1, 1)
+    assert spec.on_device(304).evaluate(SIZES)["grid"] == (256, 1, 1)  # never more blocks than tiles
+    assert spec.on_device(None).evaluate(SIZES)["grid"] == (1, 1, 1)  # not reported: one block strides over all
+    with pytest.raises(AnnotationError, match="bound to a session's device"):
+        spec.evaluate(SIZES)
+
+
+def test_a_parameter_cannot_take_the_name() -> None:
+    with pytest.raises(AnnotationError, match="multiprocessor count"):
+        parse_annotation(PERSISTENT + "// peak: params SM_COUNT=[1, 2]\n", needs=CUDA, symbols=MATMUL)
+
+
+@pytest.mark.anyio
+async def test_a_session_binds_its_device(make_client) -> None:
+    """Compile-only here (the grid is evaluated at submit time and must not be refused); on a GPU the grid-stride
+    kernel validates at every sampled size with the device's own count."""
+    async with make_client() as (client, service):
+        started = await client.call_tool("start_session", {"backend": "cuda", "dtype": "f32",
+                                                           "sizes": {"M": 96, "N": 80, "K": 40}})
+        assert not started.is_error, started.content[0].text
+        sid = started.structured_content["session_id"]
+        submitted = await client.call_tool("submit_kernel", {"session_id": sid, "source": GRID_STRIDE})
+        report = submitted.structured_content
+        if service.store.session(sid).runs:
+            assert report["status"] == "benchmarked", report
+            assert report["generality"]["passed"], report["generality"]
+        else:
+            assert report["status"] == "compiled", report
