@@ -128,7 +128,7 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
             --data-dir /tmp/peak-bench-kb 2> "$RESULTS/kernelbench.log" | tee "$RESULTS/kernelbench.txt" ;;
     false_failures)  # the problem tolerances on this device: shipped correct kernels at every sampled size
         timeout "${FALSE_TIMEOUT:-240}" python3 tools/false_failures.py --backend cuda --examples ${FALSE_SIZES:+--sizes "$FALSE_SIZES"} \
-            --out "$RESULTS/false_failures.json" 2> "$RESULTS/false_failures.log" | tee "$RESULTS/false_failures.txt" ;;
+            ${FALSE_ARGS:-} --out "$RESULTS/false_failures.json" 2> "$RESULTS/false_failures.log" | tee "$RESULTS/false_failures.txt" ;;
     false_failures_kernel)  # the same with the naive kernel as the reference (problems without a Python reference)
         timeout "${FALSE_TIMEOUT:-240}" python3 tools/false_failures.py --backend cuda --examples --against-kernel \
             ${FALSE_SIZES:+--sizes "$FALSE_SIZES"} --out "$RESULTS/false_failures_kernel.json" \
