@@ -94,6 +94,7 @@ def test_the_abi_carries_the_whole_definition_and_names_p_and_q(conv: DeclaredPr
         assert "y: N x P x Q x K (P = (H + 2 * PAD - DIL * (R - 1) - 1) // STRIDE + 1; Q = " in abi
         assert "the annotation takes the size symbols only" in abi
     assert "y (float, N×P×Q×K, read-write)" in conv.abi("hlsl", "f32")
+    assert "Sizes need not be multiples of any tile unless the session says so." in conv.abi("hlsl", "f32")
 
 
 def test_padding_may_be_zero_and_a_filter_past_the_padded_image_is_refused(conv: DeclaredProblem) -> None:

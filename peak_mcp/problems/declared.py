@@ -418,7 +418,8 @@ class DeclaredProblem(Problem):
                      f"{bindings}: StructuredBuffer/RWStructuredBuffer or ByteAddressBuffer/RWByteAddressBuffer.",
                      f"Sizes in a push-constant block: struct Params {{ {params} }}; "
                      "[[vk::push_constant]] ConstantBuffer<Params> p;" if d.scalars else "No push constants.",
-                     "Annotation: // peak: entry=main groups=(gx, gy, gz); the thread-group size is [numthreads]."]
+                     "Annotation: // peak: entry=main groups=(gx, gy, gz); the thread-group size is [numthreads].",
+                     "Sizes need not be multiples of any tile unless the session says so."]
         else:
             params = [f"{'' if out else 'const '}{C_TYPE[backend].get(b.dtype or dtype, 'float')}* {b.name}"
                       for b, out in buffers] + [f"int {s.name}" for s in d.scalars]
