@@ -471,6 +471,21 @@ class Catalog:
             found.append(t)
         return found
 
+    def empty_note(self, backend: str | None, problem: str | None, tag: str | None = None,
+                   text: str | None = None) -> str:
+        """Why a listing is empty: an HLSL attention session's list was `[]`, with nothing to tell the agent that
+        the catalog's attention texts were all written for CUDA and HIP."""
+        if not (backend and problem):
+            return "no text matches these filters"
+        elsewhere = [t for t in self.list(problem=problem, tag=tag, text=text)
+                     if backend.lower() not in t.backends and problem in t.problems]
+        if not elsewhere:
+            return f"the catalog has no {problem} text for {backend}, nor for another backend"
+        named = ", ".join(f"{t.id} ({', '.join(t.backends)})" for t in elsewhere[:6])
+        return (f"no {problem} text is written for {backend}; the catalog's {problem} texts for other backends: "
+                f"{named}. Their ideas may still carry over: read one with get_transformation, rewrite the kernel "
+                "yourself and submit_kernel it with transformation set to that id")
+
     def resolve(self, id: str, backend: str | None,
                 device: DeviceLike = None,
                 dtype: str | None = None) -> Transformation:
@@ -511,8 +526,12 @@ class Catalog:
                        and t.for_dtype(dtype) and t.for_device(dev) and tags & set(t.tags)
                        and (not problem or t.for_problem(problem))),
                       key=lambda t: (-len(tags & set(t.tags)), t.id))[:4]
-        hint = (f"for a {backend} {dtype} session try {', '.join(t.id for t in near)}; " if near else "") + \
-            "list_transformations(session_id=...) shows what applies."
+        hint = (f"for a {backend} {dtype} session try {', '.join(t.id for t in near)}; "
+                "list_transformations(session_id=...) shows what applies." if near else
+                # Not "see list_transformations": for an HLSL attention session it was empty.
+                f"no catalog text of its kind covers this session; its idea may still carry over: read it with "
+                f"get_transformation, rewrite the kernel yourself and submit_kernel it with "
+                f"transformation={found.id!r}.")
         raise InvalidInput(f"transformation {named} {' and '.join(wrong)}, and has no specialization for this "
                            "session", hint)
 

@@ -6,6 +6,8 @@ can act on. The order is the order of blame: memory outside the buffers first, t
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -111,6 +113,7 @@ def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance) -> 
         stats = {"rel_l2_error": float(f"{rel_l2:.3g}"), "max_error_over_bound": float(f"{float(ratio[worst]):.3g}"),
                  "checked_elements": int(ref.values.size), "total_elements": int(values.size)}
         if rel_l2 > rel_bound or n_over:
+            pattern = wrong_pattern(over.reshape(shape)) if n_over and ref.indices is None else None
             picks = _first(xp, over) if n_over else [worst]
             flat = picks if ref.indices is None else [int(i) for i in ref.indices[xp.asarray(picks)].tolist()]
             samples = [{"at": at, "got": float(_num(float(got[j]))), "expected": float(_num(float(ref.values[j]))),
@@ -121,9 +124,54 @@ def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance) -> 
                            f"{'reference kernel' if tol.against_kernel else 'float64 reference'}: relative L2 error "
                            f"{rel_l2:.2e} "
                            f"(tolerance {rel_bound:.2g}); {n_over} elements over their bound "
-                           f"({tol.describe()}); first: {samples[:3]}",
-                           buf.arg.name, {"count": n_over, "samples": samples[:3], **stats}), stats
+                           f"({tol.describe()}); first: {samples[:3]}" + (f"; {pattern}" if pattern else ""),
+                           buf.arg.name, {"count": n_over, "samples": samples[:3], **stats,
+                                          **({"pattern": pattern} if pattern else {})}), stats
     return None, stats
+
+
+def _spans(indices: list[int]) -> str:
+    """0, 1, 2, 5 -> '0..2, 5' (at most four runs, then how many more)."""
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    text = ", ".join(f"{a}..{b}" if b > a else f"{a}" for a, b in runs[:4])
+    return text + (f" and {len(runs) - 4} more runs" if len(runs) > 4 else "")
+
+
+def wrong_pattern(mask: Any) -> str | None:
+    """Where the wrong elements of a fully checked output lie, when that is a shape the agent can act on: the
+    indices of a dimension that hold them all (a causal mask ignored leaves only the last query row right), or
+    the border of one or two dimensions with a right interior (padding read as the edge pixel). A conv2d kernel
+    that clamped its padding got "512 elements over their bound; first: (0, 0, 0, 0) ..." and nothing that said
+    border. None when the wrong elements have no such shape."""
+    mask = np.asarray(mask.get() if hasattr(mask, "get") else mask, dtype=bool)
+    if mask.ndim == 0 or mask.size > 1 << 22 or not mask.any() or mask.all():
+        return None
+    parts = []
+    for axis, n in enumerate(mask.shape):
+        held = np.flatnonzero(mask.any(axis=tuple(a for a in range(mask.ndim) if a != axis))).tolist()
+        if n > 1 and len(held) < n:
+            parts.append(f"along dimension {axis} only at {'index' if len(held) == 1 else 'indices'} "
+                         f"{_spans(held)} (of 0..{n - 1})")
+    # Depth of each element in the border of a set of dimensions: its distance to the nearest first or last index.
+    wide = [a for a, n in enumerate(mask.shape) if n >= 5]
+    for size in (1, 2):
+        for axes in itertools.combinations(wide, size):
+            depth = functools.reduce(np.minimum, (np.minimum(np.arange(mask.shape[a]), np.arange(mask.shape[a])[::-1])
+                                                  .reshape([-1 if b == a else 1 for b in range(mask.ndim)])
+                                                  for a in axes))
+            depth = np.broadcast_to(depth, mask.shape)
+            reach = int(depth[mask].max()) + 1
+            if reach <= 2 and (depth >= reach).any() and not mask[depth >= reach].any():
+                dims = " and ".join(str(a) for a in axes)
+                parts.append(f"all lie within {reach} of the edges of dimension{'s' if size > 1 else ''} {dims} "
+                             "and the interior is right: look at the boundary (padding, halos, guards)")
+                return "wrong elements: " + "; ".join(parts)
+    return "wrong elements: " + "; ".join(parts) if parts else None
 
 
 def _accumulation_hint(name: str, nan: int, size: int) -> str:

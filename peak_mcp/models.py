@@ -202,6 +202,8 @@ class TransformationSummary(BaseModel):
 class TransformationList(BaseModel):
     transformations: list[TransformationSummary]
     errors: list[dict[str, Any]] = Field(default_factory=list, description="catalog files that failed to load")
+    note: str | None = Field(None, description="when nothing matches: which filter left it empty, and the texts "
+                                                "the other backends have for the problem")
 
 
 class TransformationText(BaseModel):

@@ -85,7 +85,8 @@ def _header(task: KernelTask, attempt: int, max_attempts: int) -> list[str]:
         f"# Task: apply the transformation `{task.transformation_id}` ({task.transformation_title}) — "
         f"attempt {attempt} of {max_attempts}",
         f"Problem: {task.problem} — {task.problem_title}. Backend: {task.backend}. Data type: {task.dtype}. "
-        f"Sizes this kernel must be correct for: {json.dumps(task.sizes)} (and ideally any sizes).",
+        f"Sizes this kernel must be correct for: {json.dumps(task.sizes)}, and the awkward sizes that generality "
+        "samples (within the session's constraints): head moves only to a version correct at both.",
         f"## Kernel contract (ABI) — must not change\n{task.abi}",
         "The first line that matters to the server is the annotation `// peak: ...`: it names the entry point and "
         "the launch geometry as integer expressions over the size symbols (and SM_COUNT, the device's "

@@ -80,6 +80,7 @@ class Suggestions(BaseModel):
     applied: list[str] = Field(description="transformations in the ranked version's lineage, oldest first")
     features: list[str] = Field(description="what the ranked version's source visibly has")
     suggestions: list[Suggestion]
+    note: str | None = Field(None, description="when there is no suggestion: why")
 
 
 def source_features(source: str, problem: Problem | None = None) -> dict[str, tuple[str, ...]]:
@@ -159,7 +160,17 @@ def suggest_next(service: PeakService, catalog: Catalog, session_id: str, limit:
     return Suggestions(session_id=session_id, head=session.head, best=service.head_and_best(session_id)[1],
                        ranked_from=basis if basis != session.head else None, backend=backend, dtype=dtype,
                        device=device.name or session.device, applied=applied,
-                       features=sorted(features), suggestions=order[:limit])
+                       features=sorted(features), suggestions=order[:limit],
+                       note=None if order else _nothing_left(catalog, listed, backend, session.problem))
+
+
+def _nothing_left(catalog: Catalog, listed: list[Transformation], backend: str, problem: str) -> str:
+    """No suggestion because every text is done, or because none was ever written for this backend (an HLSL
+    attention session was told that nothing was "left")."""
+    if not listed:
+        return catalog.empty_note(backend, problem) + "; or tune its parameters (tune)"
+    return (f"every {problem} text for {backend} is in the head's lineage or visible in its source: tune its "
+            "parameters (tune), list_transformations for the whole catalog, or submit an idea of your own")
 
 
 def _score(t: Transformation, done: set[str], hinted: set[str], features: dict[str, Any], dtype: str,

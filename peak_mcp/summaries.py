@@ -252,7 +252,8 @@ def doctor(d: dict[str, Any]) -> list[str]:
 def transformations(d: dict[str, Any]) -> list[str]:
     lines = [f"{t['id']}: {t['title']} [{', '.join(t.get('backends') or [])}]: {t.get('summary', '')}"
              for t in d.get("transformations") or []]
-    return lines + [f"catalog error: {e}" for e in d.get("errors") or []] or ["no transformation matches"]
+    return lines + [f"catalog error: {e}" for e in d.get("errors") or []] or [d.get("note") or
+                                                                              "no transformation matches"]
 
 
 def transformation(d: dict[str, Any]) -> list[str]:
@@ -317,9 +318,7 @@ def suggestions(d: dict[str, Any]) -> list[str]:
              + f" on {d.get('device')}; applied: {', '.join(d.get('applied') or []) or 'none'}; features: "
              f"{', '.join(d.get('features') or []) or 'none'}"]
     if not d.get("suggestions"):
-        return [*lines, "no catalog text for this problem and backend is left that the head does not already show: "
-                        "tune its parameters (tune), list_transformations for the whole catalog, or submit an idea of "
-                        "your own"]
+        return [*lines, d.get("note") or "no suggestion"]
     return lines + [f"{i}. {s['id']}: {s['why']}" for i, s in enumerate(d.get("suggestions") or [], 1)]
 
 

@@ -174,6 +174,28 @@ def test_session_resolution_refuses_a_text_for_another_backend_or_dtype(shipped:
     assert shipped.resolve_for_session("tensor-cores", "cuda", "bf16", A100).id == "tensor-cores"
 
 
+def test_conv_and_attention_texts_serve_hlsl_sessions(shipped: Catalog) -> None:
+    """Issue 23's agent session: an HLSL conv2d session had one text (then an empty suggest_next) and an HLSL
+    attention session none, its listing a bare `[]`."""
+    assert {"conv-implicit-gemm", "conv-gemm-smem-tiling"} <= {t.id for t in shipped.list("hlsl", problem="conv2d")}
+    assert "attention-online-tiling" in {t.id for t in shipped.list("hlsl", problem="attention_causal")}
+
+
+def test_an_empty_listing_and_a_refusal_name_what_other_backends_have(tmp_path: Path) -> None:
+    write(tmp_path, "att-cuda", front("att-cuda", problems="[attention]", tags="[attention]"))
+    catalog = Catalog.load(tmp_path, [])
+    assert catalog.list("hlsl", problem="attention") == []
+    note = catalog.empty_note("hlsl", "attention")
+    assert "no attention text is written for hlsl" in note and "att-cuda (cuda)" in note
+    assert "submit_kernel" in note and "get_transformation" in note
+    assert "nor for another backend" in catalog.empty_note("hlsl", "conv2d")
+    with pytest.raises(InvalidInput) as raised:
+        catalog.resolve_for_session("att-cuda", "hlsl", "f32", None, problem="attention")
+    # Not "list_transformations shows what applies", which lists nothing here.
+    assert "list_transformations" not in (raised.value.hint or "")
+    assert "transformation='att-cuda'" in (raised.value.hint or "")
+
+
 def test_unknown_id_has_a_hint(shipped: Catalog) -> None:
     with pytest.raises(NotFound) as raised:
         shipped.get("shared-memory-tilng")

@@ -82,6 +82,21 @@ def test_the_declaration_derives_p_and_q_and_takes_the_resnet_layer_by_default(c
     assert conv.speed_limit("f16", peaks) == 989.4 and conv.speed_limit("f32", peaks) == 494.7 / 3
 
 
+def test_the_abi_carries_the_whole_definition_and_names_p_and_q(conv: DeclaredProblem) -> None:
+    """The agent writes its first kernel from this text: the docstring's first paragraph (not its first line,
+    which stopped at `sum over r, s, c of`), y's extents as P and Q with their expressions, and where the
+    annotation cannot use them (its grammar takes the size symbols only)."""
+    for backend in ("cuda", "hlsl"):
+        abi = conv.abi(backend, "f32")
+        first = abi.splitlines()[0]
+        assert "x[n, p*STRIDE - PAD + r*DIL, q*STRIDE - PAD + s*DIL, c] * w[k, r, s, c]" in first
+        assert "positions outside x read as 0" in first
+        assert "y: N x P x Q x K (P = (H + 2 * PAD - DIL * (R - 1) - 1) // STRIDE + 1; Q = " in abi
+        assert "the annotation takes the size symbols only" in abi
+    assert "y (float, N×P×Q×K, read-write)" in conv.abi("hlsl", "f32")
+    assert "Sizes need not be multiples of any tile unless the session says so." in conv.abi("hlsl", "f32")
+
+
 def test_padding_may_be_zero_and_a_filter_past_the_padded_image_is_refused(conv: DeclaredProblem) -> None:
     assert conv.check_sizes({"R": 1, "S": 1, "PAD": 0})["PAD"] == 0  # a 1x1 layer
     with pytest.raises(InvalidInput, match="positive integer"):

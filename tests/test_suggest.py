@@ -146,7 +146,7 @@ async def test_a_row_kernel_with_wave_reductions_is_not_sent_back_to_them(make_c
         result = await client.call_tool("suggest_next", {"session_id": sid})
         got = result.structured_content
         if not got["suggestions"]:
-            assert "does not already show" in result.content[0].text
+            assert "in the head's lineage or visible in its source" in result.content[0].text
         assert {"wave reductions", "threads striding over a row"} <= set(got["features"])
         ids = [s["id"] for s in got["suggestions"]]
         assert not {"row-per-block-reduction", "hlsl-wave-reduction", "online-softmax"} & set(ids), got["suggestions"]

@@ -190,3 +190,17 @@ def test_matmul_generality_reaches_a_16_byte_aligned_size_that_is_no_tile_multip
     sampled = sample_sizes(get_problem("matmul"), {"M": 4096, "N": 4096, "K": 4096}, [])
     aligned = [s for s in sampled if s["N"] % 8 == 0 and s["K"] % 8 == 0 and (s["N"] % 128 or s["K"] % 64)]
     assert aligned, sampled
+
+
+def test_a_wrong_result_says_where_the_wrong_elements_lie() -> None:
+    """Issue 23: a conv2d kernel that clamped its padding and an attention kernel that ignored the causal mask got
+    only a count and the first three elements; the verdict now names the border, or the indices that hold them."""
+    from peak_mcp.checks import wrong_pattern
+
+    conv = np.zeros((2, 9, 9, 8), bool)  # N, P, Q, K: the outputs whose taps reach the padding
+    conv[:, [0, 8]] = conv[:, :, [0, 8]] = True
+    assert "within 1 of the edges of dimensions 1 and 2 and the interior is right" in wrong_pattern(conv)
+    causal = np.ones((1, 2, 64, 32), bool)  # B, H, S, D: the last query row sees every key anyway
+    causal[:, :, 63] = False
+    assert wrong_pattern(causal) == "wrong elements: along dimension 2 only at indices 0..62 (of 0..63)"
+    assert wrong_pattern(np.random.default_rng(0).random((2, 9, 9, 8)) < 0.3) is None  # no shape: nothing said

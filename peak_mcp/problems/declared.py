@@ -388,14 +388,25 @@ class DeclaredProblem(Problem):
             args.append(ScalarArg(scalar.name, functools.partial(_scalar, scalar.expr)))
         return args
 
+    def _extent(self, expr: str) -> str:
+        """An extent as the agent reads it: the name of the scalar passed for it (conv2d's P), else the
+        expression, parenthesised where it has operators so that `A x B` reads as a product of extents."""
+        named = next((s.name for s in self.declaration.scalars if s.expr == expr and s.name != expr), None)
+        if named:
+            return named
+        return expr if expr.isidentifier() or expr.isdigit() else f"({expr})"
+
     def _buffer_words(self, buf: BufferDecl, backend: str, dtype: str, is_output: bool) -> str:
         t = C_TYPE[backend].get(buf.dtype or dtype, "float")
-        shape = "×".join(buf.shape)
+        shape = "×".join(self._extent(e) for e in buf.shape)
         return f"{buf.name} ({t}, {shape}{', read-write' if is_output and backend == 'hlsl' else ''})"
 
     def abi(self, backend: str, dtype: str) -> str:
         d = self.declaration
-        what = (d.doc.splitlines()[0] if d.doc.strip() else d.title).strip()
+        # The docstring's first paragraph, not its first line: a definition wrapped over lines (conv2d's sum
+        # over r, s, c of x[...] * w[...]) read as its first line stopped mid-formula.
+        first = d.doc.strip().split("\n\n")[0]
+        what = " ".join(first.split()) if first else d.title.strip()
         buffers = [(b, False) for b in d.inputs] + [(b, True) for b in d.outputs]
         pinned = [f"{b.name} is always {b.dtype}" for b, _ in buffers if b.dtype]
         semantics = f"{what} Row-major buffers" + (f"; {', '.join(pinned)}" if pinned else "") + "."
@@ -407,7 +418,8 @@ class DeclaredProblem(Problem):
                      f"{bindings}: StructuredBuffer/RWStructuredBuffer or ByteAddressBuffer/RWByteAddressBuffer.",
                      f"Sizes in a push-constant block: struct Params {{ {params} }}; "
                      "[[vk::push_constant]] ConstantBuffer<Params> p;" if d.scalars else "No push constants.",
-                     "Annotation: // peak: entry=main groups=(gx, gy, gz); the thread-group size is [numthreads]."]
+                     "Annotation: // peak: entry=main groups=(gx, gy, gz); the thread-group size is [numthreads].",
+                     "Sizes need not be multiples of any tile unless the session says so."]
         else:
             params = [f"{'' if out else 'const '}{C_TYPE[backend].get(b.dtype or dtype, 'float')}* {b.name}"
                       for b, out in buffers] + [f"int {s.name}" for s in d.scalars]
@@ -417,7 +429,12 @@ class DeclaredProblem(Problem):
                      "so."]
             if backend == "hip":
                 lines.append(_HIP_NOTE)
-        shapes = "; ".join(f"{b.name}: {' x '.join(b.shape)}" for b, _ in buffers)
+        shapes = "; ".join(f"{b.name}: {' x '.join(self._extent(e) for e in b.shape)}" for b, _ in buffers)
+        derived = [f"{s.name} = {s.expr}" for s in d.scalars
+                   if s.name != s.expr and any(s.expr in b.shape for b, _ in buffers)]
+        if derived:  # passed to the kernel, but not symbols of the `peak:` line, whose grammar has sizes only
+            shapes += (f" ({'; '.join(derived)}: passed as scalars; the annotation takes the size symbols only, "
+                       "so write the expression there)")
         lines.append(f"Shapes: {shapes}. Outputs are poisoned (NaN) before every launch and must be fully written, "
                      "the same bits on every launch; inputs are read-only; nothing may outlive a launch.")
         if d.constraints:

@@ -45,7 +45,9 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
         if capabilities is None or capabilities.sampling is None:
             step = await call(ctx, applier.begin, session_id, transformation, version, instructions, max_attempts,
                               exact)
-            step.message = ("this client does not offer MCP sampling: rewrite the kernel as the brief says, then "
+            # "The brief" must say where it is: the structured answer carries only its length (brief: null).
+            step.message = ("this client does not offer MCP sampling: rewrite the kernel as the brief says (the text "
+                            "answer, after 'brief:'; the structured one gives only its length), then "
                             f"call submit_kernel(session_id={session_id!r}, source=..., "
                             f"transformation={transformation!r}); that submission is recorded as this run's attempt")
             return _answer(step)

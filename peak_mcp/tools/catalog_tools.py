@@ -59,7 +59,8 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         found = catalog.list(backend=backend, device=descriptor, problem=problem, tag=tag, text=text, dtype=dtype)
         return result(TransformationList(transformations=[_summary(t) for t in found],
                                   errors=[e.model_dump() if hasattr(e, "model_dump") else dict(e.__dict__)
-                                          for e in catalog.errors]))
+                                          for e in catalog.errors],
+                                  note=None if found else catalog.empty_note(backend, problem, tag, text)))
 
     @mcp.tool(annotations=READ_ONLY)
     async def get_transformation(
