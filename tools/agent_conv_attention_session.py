@@ -108,7 +108,7 @@ async def conv_cuda(call: Recorder) -> None:
     await call("suggest_next", {"session_id": sid})
     await call("apply_transformation", {"session_id": sid, "transformation": "conv-implicit-gemm"})
     igemm = await _submit(call, sid, "conv2d_igemm.cu", 0, "conv-implicit-gemm")
-    await call("get_transformation", {"id": "conv-tensor-cores", "backend": "cuda", "device": "sm_90a"})
+    await call("get_transformation", {"transformation": "conv-tensor-cores", "backend": "cuda", "device": "sm_90a"})
     await _submit(call, sid, "conv2d_wmma.cu", igemm, "conv-tensor-cores")
 
 
@@ -128,7 +128,7 @@ async def attention_hlsl(call: Recorder, problem: str, wrong: str) -> None:
 async def attention_cuda(call: Recorder) -> None:
     sid = (await call("start_session", {"problem": "attention_causal", "backend": "cuda", "dtype": "bf16",
                                         "label": "agent23 attention_causal cuda"}))["session_id"]
-    await call("get_transformation", {"id": "attention-online-tiling", "backend": "cuda"})
+    await call("get_transformation", {"transformation": "attention-online-tiling", "backend": "cuda"})
     online = await _submit(call, sid, "attention_online.cu", 0, "attention-online-tiling")
     await call("profile", {"session_id": sid, "version": online})
 
