@@ -883,9 +883,15 @@ class PeakService:
             text = f"head stays v{head}" if head is not None else "no head yet"
         if best is None:
             return text + "; no general version is timed yet"
+        if best.number == head and head != number:
+            return text + "; head is also the best (fastest general version)"
         if best.number == head:
-            return text + ("; it is the new best (fastest general version)" if head == number else
-                           "; head is also the best (fastest general version)")
+            runner_up = best_version(x for x in versions.values() if x.number != number)
+            if runner_up is not None and best.timing and runner_up.timing and \
+                    change(best.timing, runner_up.timing) == NOISE:  # a re-run could order them the other way
+                return text + (f"; the fastest general version, by a margin within noise of v{runner_up.number} "
+                               f"({runner_up.median_ms:.4g} ms)")
+            return text + "; it is the new best (fastest general version)"
         mine = versions[head].timing if head is not None else None
         slower = ""
         if mine is not None and best.timing is not None and mine.median_ms:

@@ -144,6 +144,8 @@ async def test_speedups_within_noise_are_no_gain_and_a_slowdown_is_no_success(tm
         perf = level.structured_content["performance"]
         assert (perf["speedup_vs_parent"], perf["change_vs_parent"]) == (1.02, "within noise"), perf
         assert "(1.02× its parent v0: within noise)" in level.structured_content["note"]
+        assert level.structured_content["note"].endswith("; the fastest general version, by a margin within noise "
+                                                         "of v0 (10 ms)"), level.structured_content["note"]
         assert "1.02× its parent (within noise)" in level.content[0].text
 
         faster = (await child("median=6.0 p25=5.9 p75=6.1")).structured_content
