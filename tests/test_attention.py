@@ -214,6 +214,24 @@ def test_the_ladder_compiles_for_both_16_bit_types_without_spills(path: Path) ->
         assert resources["registers"] > 0 and resources.get("spill_store_bytes", 0) == 0, (path.name, resources)
 
 
+
+def test_the_hopper_step_keeps_its_wgmmas_pipelined_and_its_maps_general() -> None:
+    # ptxas serializes every wgmma (warning C7515) when other instructions write an accumulator while a group is in
+    # flight; the maps are 4-D over the problem buffers, so a box past S reads zeros within the head.
+    from peak_mcp.backends import cuda as cuda_backend
+    from peak_mcp.tensor_maps import requests
+
+    path = next(p for p in LADDER if p.name.startswith("5_"))
+    executor = cuda_backend.CudaExecutor(None, arch="sm_90a")
+    problem = get_problem("attention")
+    source = path.read_text().replace("typedef float T;", "typedef __nv_bfloat16 T;", 1)
+    spec = launch_spec(source, "cuda", problem.symbols)
+    assert "C7515" not in executor.compile(source, spec).log
+    maps = requests(spec, problem, "bf16", {"B": 2, "H": 3, "S": 100, "D": 128})
+    assert [(m.buffer, m.shape, m.box, m.unencodable) for m in maps] == [
+        (name, (2, 3, 100, 128), (1, 1, 128, 64), None) for name in "qkv"]
+    assert all(m.unencodable for m in requests(spec, problem, "bf16", {"B": 1, "H": 1, "S": 9, "D": 7}))
+
 PAIR = '''
 """Pairwise scale: y[b, h, i] = 2 x[b, h, i]."""
 NAME = "{name}"

@@ -108,6 +108,16 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap& map, 
                  "[%2];\n" ::"r"(dst), "l"(&map), "r"(bar), "r"(x), "r"(y) : "memory");
 }
 
+// The same for a 4-D tensor map (e.g. B x H x S x D attention operands): coordinates innermost first, x = the
+// innermost index (a column), y, z, w the outer ones; each dimension is bounded by its own extent, so a box that
+// runs past S is zero-filled rather than reading the next head.
+__device__ __forceinline__ void tma_load_4d(unsigned dst, const TensorMap& map, unsigned bar, int x, int y, int z,
+                                            int w)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, "
+                 "%5, %6}], [%2];\n" ::"r"(dst), "l"(&map), "r"(bar), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
+}
+
 // The same box delivered to the same shared offset `dst` in every cluster CTA whose bit is set in `cta_mask`, each
 // copy completing its bytes on the barrier at offset `bar` in that CTA. Every receiving CTA's producer must have
 // announced those bytes (mbar_arrive_expect_tx) for its own barrier, and the issuing CTA must know that every
@@ -151,8 +161,8 @@ template <int N> __device__ __forceinline__ void wgmma_wait()
 // + (scale_d ? d : 0). All 128 threads of the warpgroup execute it, between wgmma_fence() and wgmma_commit().
 // Fragment layout: warp w = (thread % 128) / 32, g = lane / 4, q = lane % 4: d[4j + 2h + e] is row 16w + g + 8h,
 // column 8j + 2q + e (j < N / 8; h, e < 2).
-// The four instances differ in N and the input type only, so one macro writes them: the accumulators as "+f"
-// operands %0 .. %(N/2 - 1), then desc_a, desc_b and scale_d.
+// The instances differ in name, N, the input type and B's major-ness (TRANS_B) only, so one macro writes them: the
+// accumulators as "+f" operands %0 .. %(N/2 - 1), then desc_a, desc_b and scale_d.
 #define PEAK_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
                    "+f"(d[i + 6]), "+f"(d[i + 7])
 #define PEAK_D64 PEAK_D8(0), PEAK_D8(8), PEAK_D8(16), PEAK_D8(24), PEAK_D8(32), PEAK_D8(40), PEAK_D8(48), PEAK_D8(56)
@@ -160,20 +170,39 @@ template <int N> __device__ __forceinline__ void wgmma_wait()
                   PEAK_D8(112), PEAK_D8(120)
 #define PEAK_R64 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define PEAK_R128 PEAK_R64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
-#define PEAK_WGMMA(N, TYPE, REGS, ACC, A, B, SCALE)                                                                   \
-    __device__ __forceinline__ void wgmma_m64n##N##k16_##TYPE(float (&d)[N / 2], unsigned long long desc_a,         \
-                                                              unsigned long long desc_b, int scale_d)               \
+#define PEAK_WGMMA(NAME, N, TYPE, REGS, ACC, A, B, SCALE, TRANS_B)                                            \
+    __device__ __forceinline__ void NAME##_m64n##N##k16_##TYPE(float (&d)[N / 2], unsigned long long desc_a,         \
+                                                               unsigned long long desc_b, int scale_d)               \
     {                                                                                                               \
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE ", 0;\n"                                             \
                      "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." #TYPE "." #TYPE " {" REGS "}, " A ", " B       \
-                     ", p, 1, 1, 0, 1;\n}\n"                                                                          \
+                     ", p, 1, 1, 0, " #TRANS_B ";\n}\n"                                                               \
                      : ACC                                                                                          \
                      : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                     \
     }
-PEAK_WGMMA(128, f16, PEAK_R64, PEAK_D64, "%64", "%65", "%66")
-PEAK_WGMMA(128, bf16, PEAK_R64, PEAK_D64, "%64", "%65", "%66")
-PEAK_WGMMA(256, f16, PEAK_R128, PEAK_D128, "%128", "%129", "%130")
-PEAK_WGMMA(256, bf16, PEAK_R128, PEAK_D128, "%128", "%129", "%130")
+PEAK_WGMMA(wgmma, 128, f16, PEAK_R64, PEAK_D64, "%64", "%65", "%66", 1)
+PEAK_WGMMA(wgmma, 128, bf16, PEAK_R64, PEAK_D64, "%64", "%65", "%66", 1)
+PEAK_WGMMA(wgmma, 256, f16, PEAK_R128, PEAK_D128, "%128", "%129", "%130", 1)
+PEAK_WGMMA(wgmma, 256, bf16, PEAK_R128, PEAK_D128, "%128", "%129", "%130", 1)
+// B K-major too (trans-b 0): B is an N x K row-major tile, e.g. the keys of attention's S = Q K^T, stored like A.
+PEAK_WGMMA(wgmma_kmajor, 128, f16, PEAK_R64, PEAK_D64, "%64", "%65", "%66", 0)
+PEAK_WGMMA(wgmma_kmajor, 128, bf16, PEAK_R64, PEAK_D64, "%64", "%65", "%66", 0)
+// A from registers (the RS form): a[0..3] is the warp's 16 x 16 slice of A in mma.sync's m16n8k16 A layout (row g,
+// columns 2q, 2q+1; row g + 8; then the same 8 columns on), so an m64nN f32 accumulator rounded in pairs is one:
+// a[i] = pack(d[8kk + 2i], d[8kk + 2i + 1]) for k-step kk. B MN-major (trans-b 1), as in wgmma_m64n*k16.
+#define PEAK_WGMMA_RS(N, TYPE, REGS, ACC, A, B, SCALE)                                                                \
+    __device__ __forceinline__ void wgmma_rs_m64n##N##k16_##TYPE(float (&d)[N / 2], const unsigned (&a)[4],         \
+                                                                 unsigned long long desc_b, int scale_d)             \
+    {                                                                                                               \
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SCALE ", 0;\n"                                             \
+                     "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." #TYPE "." #TYPE " {" REGS "}, " A ", " B       \
+                     ", p, 1, 1, 1;\n}\n"                                                                            \
+                     : ACC                                                                                          \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));                     \
+    }
+PEAK_WGMMA_RS(128, f16, PEAK_R64, PEAK_D64, "{%64, %65, %66, %67}", "%68", "%69")
+PEAK_WGMMA_RS(128, bf16, PEAK_R64, PEAK_D64, "{%64, %65, %66, %67}", "%68", "%69")
+#undef PEAK_WGMMA_RS
 #undef PEAK_WGMMA
 #undef PEAK_R128
 #undef PEAK_R64
@@ -201,6 +230,27 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long 
                                                  __nv_bfloat16)
 {
     wgmma_m64n256k16_bf16(d, a, b, s);
+}
+
+__device__ __forceinline__ void wgmma_kmajor_m64n128k16(float (&d)[64], unsigned long long a, unsigned long long b,
+                                                        int s, __half)
+{
+    wgmma_kmajor_m64n128k16_f16(d, a, b, s);
+}
+__device__ __forceinline__ void wgmma_kmajor_m64n128k16(float (&d)[64], unsigned long long a, unsigned long long b,
+                                                        int s, __nv_bfloat16)
+{
+    wgmma_kmajor_m64n128k16_bf16(d, a, b, s);
+}
+__device__ __forceinline__ void wgmma_rs_m64n128k16(float (&d)[64], const unsigned (&a)[4], unsigned long long b,
+                                                    int s, __half)
+{
+    wgmma_rs_m64n128k16_f16(d, a, b, s);
+}
+__device__ __forceinline__ void wgmma_rs_m64n128k16(float (&d)[64], const unsigned (&a)[4], unsigned long long b,
+                                                    int s, __nv_bfloat16)
+{
+    wgmma_rs_m64n128k16_bf16(d, a, b, s);
 }
 
 // Store a warpgroup's 64 x (R / 2) f32 fragment (layout above) to row-major C (M x N) at (row0, col0), skipping
