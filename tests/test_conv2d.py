@@ -274,3 +274,27 @@ def test_the_naive_kernel_compiles_for_cuda_and_hip(conv: DeclaredProblem, backe
     for dtype in conv.dtypes:
         source = conv.naive_kernel(backend, dtype)
         assert executor.compile(source, launch_spec(source, backend, conv.symbols)).resources["registers"] > 0
+
+
+def test_the_mma_step_tunes_its_tile_and_has_a_text(conv: DeclaredProblem) -> None:
+    """Step 5 (mma.sync from swizzled shared memory): its tile and stage choices are tuning parameters whose defaults
+    are the file's own #defines, every configuration fits an H100 block's shared memory at the ResNet layer, and its
+    catalog text parses and follows step 4's."""
+    import re
+
+    from peak_mcp.backends.registry import launch_spec
+    from peak_mcp.catalog import Catalog, builtin_transformations_dir
+
+    source = (ROOT / "examples" / "conv2d" / "cuda" / "5_mma_swizzled.cu").read_text()
+    spec = launch_spec(source, "cuda", conv.symbols)
+    assert spec.params == {"BM": [128, 256], "STAGES": [3, 4, 2]}
+    for name, values in spec.params.items():
+        assert re.search(rf"#ifndef {name}\n#define {name} {values[0]}\n", source)
+    for bm in spec.params["BM"]:
+        for stages in spec.params["STAGES"]:
+            config = {"BM": bm, "STAGES": stages}
+            launch = spec.evaluate(conv.default_sizes, config)
+            assert launch["block"] == (bm, 1, 1) and launch["grid"] == (-(-32 * 56 * 56 // bm), 1, 1)
+            assert launch["shared"] <= 227 * 1024 and spec.violated(conv.default_sizes, config) is None
+    text = Catalog.load(builtin_transformations_dir()).get("conv-mma-swizzled")
+    assert text.after == ["conv-filter-specialization"] and "ldmatrix" in text.body and "conv2d" in text.problems

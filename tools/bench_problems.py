@@ -36,7 +36,7 @@ DEFAULT_KERNELS = {"attention": LADDER, "attention_causal": LADDER,
                    "rmsnorm": ["2_warp_shuffle", "4_registers", "7_cache_hints"],
                    "row_sum": ["2_warp_shuffle", "3_vectorized"],
                    "conv2d": ["1_implicit_gemm", "2_smem_tiled", "3_tensor_cores", "4_filter_specialized",
-                              "5_tall_warp_tiles"]}
+                              "5_mma_swizzled"]}
 SIXTEEN_BIT_ONLY = "static_assert(sizeof(T) == 2"  # a tensor-core step: not submitted to f32 sessions
 
 
