@@ -117,10 +117,14 @@ def _tuple(value: Any) -> tuple[Any, ...]:
     return tuple(value) if isinstance(value, list | tuple) else (value,)
 
 
+# The symbols a problem's kernels tile, where not all of them: a convolution's tiles are over its channels,
+# attention's over the sequence and head dimension (batch and heads are a grid axis each).
+TILED = {frozenset(SYMBOLS["conv2d"]): ("C", "K"), frozenset(SYMBOLS["attention"]): ("S", "D")}
+
+
 def aligned(sizes: dict[str, int]) -> bool:
-    if set(sizes) == set(SYMBOLS["conv2d"]):  # a convolution's tiles are over its channels
-        return sizes["C"] % TILE == 0 and sizes["K"] % TILE == 0
-    return all(v % TILE == 0 for v in sizes.values())
+    tiled = TILED.get(frozenset(sizes), tuple(sizes))
+    return all(sizes[name] % TILE == 0 for name in tiled)
 
 
 def load_manifest(backend: str | None = None, problem: str | None = "matmul") -> list[Entry]:
