@@ -63,6 +63,8 @@ def test_every_shipped_file_is_complete(shipped: Catalog) -> None:
             assert name in shipped, (t.id, name)
         if t.extends:
             assert shipped.get(t.extends).extends is None, f"{t.id} should extend a portable text"
+        # An agent sees only what the tools return: no pointer into this repository's files
+        assert not re.search(r"\b(examples|tests|tools)/", t.body), (t.id, "names a repository path")
 
 
 def test_required_coverage(shipped: Catalog) -> None:
