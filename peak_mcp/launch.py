@@ -35,7 +35,8 @@ from peak_mcp.errors import AnnotationError
 _LINE = re.compile(r"^\s*(?://|#|;)\s*peak\s*:(?P<body>.*)$", re.MULTILINE)
 _KEY = re.compile(r"(\w+)\s*=")
 _FUNCS = {"cdiv": lambda a, b: -(-a // b), "min": min, "max": max}
-_MAX_EXPR_CHARS = 200
+_MAX_EXPR_CHARS = 400  # with derived names written out
+_MAX_LIST_CHARS = 2000  # a params value list
 SM_COUNT = "SM_COUNT"  # the device symbol of launch expressions
 _PROBE_SM_COUNT = 132  # parse-time stand-in, like the 1024 of every size symbol
 MAX_WHERE = 8  # where lines: a tune evaluates them all over the space before its budget starts counting
@@ -146,10 +147,12 @@ class LaunchSpec(BaseModel):
         return [tuple(evaluate(e, env, where=f"line {m.line} box") for e in m.box) for m in self.tensor_maps]
 
 
-def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str, ...]) -> LaunchSpec:
+def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str, ...],
+                     derived: Mapping[str, str] | None = None) -> LaunchSpec:
     """Find and parse the `peak:` lines: one launch line, optional `params` and `where` lines.
 
-    `needs` names the launch keys the backend requires; `symbols` are the problem's size symbols."""
+    `needs` names the launch keys the backend requires; `symbols` are the problem's size symbols; `derived` names
+    scalars that are expressions of them (conv2d's P, Q), written out wherever a line uses one."""
     launch, params_lines, where_lines, map_lines = [], [], [], []
     for match in _LINE.finditer(source):
         body, line_no = match.group("body").strip(), source.count("\n", 0, match.start()) + 1
@@ -175,7 +178,8 @@ def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str,
     entry = fields.get("entry", "")
     if not re.fullmatch(r"[A-Za-z_]\w*", entry):
         raise AnnotationError(f"line {line_no}: entry={entry!r} is not an identifier", "name the kernel function.")
-    params = _parse_params(params_lines, symbols, entry)
+    derived = dict(derived or {})
+    params = _parse_params(params_lines, symbols, entry, derived)
     if len(where_lines) > MAX_WHERE:  # each is evaluated for every configuration of a space of up to MAX_SPACE
         raise AnnotationError(f"line {where_lines[MAX_WHERE][0]}: more than {MAX_WHERE} `where` lines",
                               "join conditions with `and` on fewer lines.")
@@ -195,6 +199,8 @@ def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str,
         params=params,
         where=where,
     )
+    if derived:
+        spec = _expanded(spec, derived)
     if spec.tensor_maps and "grid" not in needs:
         raise AnnotationError(f"line {map_lines[0][0]}: tensor_map lines are for CUDA kernels (TMA)",
                               "delete the line; this backend passes buffers only.")
@@ -238,7 +244,26 @@ def own_source(compiled: str) -> str:
     return _PARAM_PREFIX.sub("", compiled, count=1)
 
 
-def _parse_params(lines: list[tuple[int, str]], symbols: tuple[str, ...], entry: str) -> dict[str, list[int]]:
+def _expanded(spec: LaunchSpec, derived: dict[str, str]) -> LaunchSpec:
+    """The spec with each derived name replaced by its parenthesized expression (a whole-word match: the grammar's
+    only words are symbols and cdiv/min/max), so it is evaluated over the sizes alone."""
+    word = re.compile(r"\b(" + "|".join(map(re.escape, sorted(derived, key=len, reverse=True))) + r")\b")
+
+    def expand(expr: str) -> str:
+        return word.sub(lambda m: f"({derived[m.group(1)]})", expr)
+
+    def triple(t: tuple[str, str, str] | None) -> tuple[str, str, str] | None:
+        return None if t is None else (expand(t[0]), expand(t[1]), expand(t[2]))
+
+    maps = [m.model_copy(update={"box": tuple(expand(e) for e in m.box)}) for m in spec.tensor_maps]
+    return spec.model_copy(update={"grid": triple(spec.grid), "block": triple(spec.block),
+                                   "groups": triple(spec.groups), "cluster": triple(spec.cluster),
+                                   "shared": expand(spec.shared), "where": [expand(w) for w in spec.where],
+                                   "tensor_maps": maps})
+
+
+def _parse_params(lines: list[tuple[int, str]], symbols: tuple[str, ...], entry: str,
+                  derived: Mapping[str, str]) -> dict[str, list[int]]:
     hint = "write e.g. // peak: params BLOCK=[256, 128] UNROLL=range(1, 5)"
     params: dict[str, list[int]] = {}
     for line_no, body in lines:
@@ -251,6 +276,7 @@ def _parse_params(lines: list[tuple[int, str]], symbols: tuple[str, ...], entry:
                                       "use a C identifier such as BM or TILE_K (no leading __, no Python keyword).")
             clash = ("a size symbol of the problem" if name in symbols else "a function of the expression grammar"
                      if name in _FUNCS else "the device's multiprocessor count" if name == SM_COUNT else
+                     "a scalar the problem derives from the sizes" if name in derived else
                      "the entry point" if name == entry else
                      "declared twice" if name in params else None)
             if clash:
@@ -266,8 +292,8 @@ def _parse_params(lines: list[tuple[int, str]], symbols: tuple[str, ...], entry:
 
 def _values(name: str, text: str, line_no: int, hint: str) -> list[int]:
     where = f"line {line_no} {name}"
-    if len(text) > 10 * _MAX_EXPR_CHARS:
-        raise AnnotationError(f"{where}: the value list is longer than {10 * _MAX_EXPR_CHARS} characters", hint)
+    if len(text) > _MAX_LIST_CHARS:
+        raise AnnotationError(f"{where}: the value list is longer than {_MAX_LIST_CHARS} characters", hint)
     try:
         node = ast.parse(text.strip(), mode="eval").body
     except SyntaxError:

@@ -727,7 +727,8 @@ class PeakService:
     def _spec(self, session: SessionRow, source: str) -> LaunchSpec:
         """The source's annotation, checked against what the session's backend needs and its problem's sizes, with
         SM_COUNT bound to the session's device."""
-        spec = launch_spec(source, session.backend, self.problem(session.problem).symbols)
+        problem = self.problem(session.problem)
+        spec = launch_spec(source, session.backend, problem.symbols, problem.derived)
         return spec.on_device(self.device_of(session).sm_count)
 
     @overload

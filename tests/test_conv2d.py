@@ -84,15 +84,15 @@ def test_the_declaration_derives_p_and_q_and_takes_the_resnet_layer_by_default(c
 
 def test_the_abi_carries_the_whole_definition_and_names_p_and_q(conv: DeclaredProblem) -> None:
     """The agent writes its first kernel from this text: the docstring's first paragraph (not its first line,
-    which stopped at `sum over r, s, c of`), y's extents as P and Q with their expressions, and where the
-    annotation cannot use them (its grammar takes the size symbols only)."""
+    which stopped at `sum over r, s, c of`), y's extents as P and Q with their expressions, which the annotation
+    may name too."""
     for backend in ("cuda", "hlsl"):
         abi = conv.abi(backend, "f32")
         first = abi.splitlines()[0]
         assert "x[n, p*STRIDE - PAD + r*DIL, q*STRIDE - PAD + s*DIL, c] * w[k, r, s, c]" in first
         assert "positions outside x read as 0" in first
         assert "y: N x P x Q x K (P = (H + 2 * PAD - DIL * (R - 1) - 1) // STRIDE + 1; Q = " in abi
-        assert "the annotation takes the size symbols only" in abi
+        assert "passed as scalars, and usable in the annotation's expressions" in abi
     assert "y (float, N×P×Q×K, read-write)" in conv.abi("hlsl", "f32")
     assert "Sizes need not be multiples of any tile unless the session says so." in conv.abi("hlsl", "f32")
 
@@ -253,7 +253,7 @@ def test_the_cuda_ladder_compiles_without_spills(conv: DeclaredProblem, path: Pa
     source = path.read_text()
     assert source.count("typedef float T;") == 1
     source = source.replace("typedef float T;", f"typedef {C_TYPE['cuda'][dtype]} T;", 1)
-    spec = launch_spec(source, "cuda", conv.symbols)
+    spec = launch_spec(source, "cuda", conv.symbols, conv.derived)
     executor = cuda_backend.CudaExecutor(None, arch="sm_90a")
     if dtype == "f32" and "static_assert(sizeof(T) == 2" in source:
         with pytest.raises(CompileFailed, match="f16 and bf16 sessions only"):
@@ -273,7 +273,8 @@ def test_the_naive_kernel_compiles_for_cuda_and_hip(conv: DeclaredProblem, backe
         hip_backend.open_executor(None, hip_arch="sm_90a")
     for dtype in conv.dtypes:
         source = conv.naive_kernel(backend, dtype)
-        assert executor.compile(source, launch_spec(source, backend, conv.symbols)).resources["registers"] > 0
+        spec = launch_spec(source, backend, conv.symbols, conv.derived)
+        assert executor.compile(source, spec).resources["registers"] > 0
 
 
 def test_the_mma_step_tunes_its_tile_and_has_a_text(conv: DeclaredProblem) -> None:
@@ -286,7 +287,7 @@ def test_the_mma_step_tunes_its_tile_and_has_a_text(conv: DeclaredProblem) -> No
     from peak_mcp.catalog import Catalog, builtin_transformations_dir
 
     source = (ROOT / "examples" / "conv2d" / "cuda" / "5_mma_swizzled.cu").read_text()
-    spec = launch_spec(source, "cuda", conv.symbols)
+    spec = launch_spec(source, "cuda", conv.symbols, conv.derived)
     assert spec.params == {"BM": [128, 256], "STAGES": [3, 4, 2]}
     for name, values in spec.params.items():
         assert re.search(rf"#ifndef {name}\n#define {name} {values[0]}\n", source)
@@ -298,3 +299,21 @@ def test_the_mma_step_tunes_its_tile_and_has_a_text(conv: DeclaredProblem) -> No
             assert launch["shared"] <= 227 * 1024 and spec.violated(conv.default_sizes, config) is None
     text = Catalog.load(builtin_transformations_dir()).get("conv-mma-swizzled")
     assert text.after == ["conv-filter-specialization"] and "ldmatrix" in text.body and "conv2d" in text.problems
+
+
+def test_the_annotation_may_use_p_and_q(conv: DeclaredProblem) -> None:
+    """P and Q are scalars the problem derives from the sizes: a launch line may name them, and they mean their
+    expressions (the agent's session wrote them out twice per kernel); a tuning parameter may not take the name."""
+    from peak_mcp.backends.registry import launch_spec
+    from peak_mcp.errors import AnnotationError
+
+    assert set(conv.derived) == {"P", "Q"}
+    short = "// peak: entry=k grid=(cdiv(N * P * Q, 128), cdiv(K, 64), 1) block=(256, 1, 1) shared=0\n"
+    written = ("// peak: entry=k grid=(cdiv(N * ((H + 2 * PAD - DIL * (R - 1) - 1) // STRIDE + 1) * ((W + 2 * PAD - "
+               "DIL * (S - 1) - 1) // STRIDE + 1), 128), cdiv(K, 64), 1) block=(256, 1, 1) shared=0\n")
+    sizes = {**SMALL, "H": 56, "W": 41, "STRIDE": 2, "PAD": 2, "DIL": 2, "R": 5, "S": 3}
+    geometry = launch_spec(short, "cuda", conv.symbols, conv.derived).evaluate(sizes)
+    assert geometry == launch_spec(written, "cuda", conv.symbols).evaluate(sizes)
+    assert "P" in conv.abi("cuda", "f32") and "usable in the annotation" in conv.abi("cuda", "f32")
+    with pytest.raises(AnnotationError, match="derives from the sizes"):
+        launch_spec(short + "// peak: params P=[1, 2]\n", "cuda", conv.symbols, conv.derived)

@@ -8,6 +8,7 @@ Adding a backend means one `BackendSpec` here and a module exposing `probe() -> 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,9 +50,11 @@ def backend_spec(name: str) -> BackendSpec:
     return BACKENDS[name]
 
 
-def launch_spec(source: str, backend: str, symbols: tuple[str, ...]) -> LaunchSpec:
-    """The source's annotation, checked against what `backend` needs and the problem's size `symbols`."""
-    return parse_annotation(source, needs=BACKENDS[backend].annotation_keys, symbols=symbols)
+def launch_spec(source: str, backend: str, symbols: tuple[str, ...],
+                derived: Mapping[str, str] | None = None) -> LaunchSpec:
+    """The source's annotation, checked against what `backend` needs and the problem's size `symbols` (and its
+    `derived` scalars, shorthand for their expressions)."""
+    return parse_annotation(source, needs=BACKENDS[backend].annotation_keys, symbols=symbols, derived=derived)
 
 
 def backend_module(name: str) -> Any:

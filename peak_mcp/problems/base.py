@@ -124,6 +124,9 @@ class Problem(ABC):
     # each from its values instead of awkward extents, never rounds or scales it, and it may be 0 where 0 is one of
     # them. Empty for most problems.
     sampled: Mapping[str, tuple[int, ...]] = MappingProxyType({})
+    # Scalars the kernel gets that are expressions of the sizes (conv2d's P and Q): names the `peak:` lines may use
+    # as shorthand for their expressions. Empty for most problems.
+    derived: Mapping[str, str] = MappingProxyType({})
 
     def least_size(self, symbol: str) -> int:
         """The smallest value a size symbol takes: 1, or 0 for a sampled symbol whose values hold 0."""

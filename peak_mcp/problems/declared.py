@@ -370,6 +370,7 @@ class DeclaredProblem(Problem):
         self.yardstick = None
         self.needs_reference_kernel = not d.has_reference
         self.sampled = types.MappingProxyType(dict(d.samples))
+        self.derived = types.MappingProxyType({s.name: s.expr for s in d.scalars if s.name not in d.sizes})
 
     def wire(self) -> dict[str, Any]:
         return {"problem": self.name, "declaration": self.declaration}
@@ -432,9 +433,8 @@ class DeclaredProblem(Problem):
         shapes = "; ".join(f"{b.name}: {' x '.join(self._extent(e) for e in b.shape)}" for b, _ in buffers)
         derived = [f"{s.name} = {s.expr}" for s in d.scalars
                    if s.name != s.expr and any(s.expr in b.shape for b, _ in buffers)]
-        if derived:  # passed to the kernel, but not symbols of the `peak:` line, whose grammar has sizes only
-            shapes += (f" ({'; '.join(derived)}: passed as scalars; the annotation takes the size symbols only, "
-                       "so write the expression there)")
+        if derived:  # passed to the kernel, and shorthand in the `peak:` lines for their expressions
+            shapes += f" ({'; '.join(derived)}: passed as scalars, and usable in the annotation's expressions)"
         lines.append(f"Shapes: {shapes}. Outputs are poisoned (NaN) before every launch and must be fully written, "
                      "the same bits on every launch; inputs are read-only; nothing may outlive a launch.")
         if d.constraints:

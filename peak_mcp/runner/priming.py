@@ -66,7 +66,7 @@ class Primer:
         """The problem's naive kernel at PRIME_SIZE, validated on both input sets and timed over two rotations."""
         problem = worker_problem(job.problem, job.declaration)
         source = problem.naive_kernel(self.backend, job.dtype)
-        spec = launch_spec(source, self.backend, problem.symbols)
+        spec = launch_spec(source, self.backend, problem.symbols, problem.derived)
         sizes = dict.fromkeys(problem.symbols, PRIME_SIZE)
         try:
             sizes = problem.check_sizes(sizes)

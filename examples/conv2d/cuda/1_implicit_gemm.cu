@@ -4,7 +4,7 @@
 // KRSC is K rows of R*S*C. A 16 x 16 block covers 16 pixels x 16 filters; each thread owns one (m, k), works out its
 // pixel's (n, p, q) once, and walks g tap by tap: the padding test is once per (r, s), not per product. No shared
 // memory yet: neighbours in k share x's reads through L1. Any sizes.
-// peak: entry=conv2d_igemm grid=(cdiv(N * ((H + 2 * PAD - DIL * (R - 1) - 1) // STRIDE + 1) * ((W + 2 * PAD - DIL * (S - 1) - 1) // STRIDE + 1), 16), cdiv(K, 16), 1) block=(16, 16, 1) shared=0
+// peak: entry=conv2d_igemm grid=(cdiv(N * P * Q, 16), cdiv(K, 16), 1) block=(16, 16, 1) shared=0
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 

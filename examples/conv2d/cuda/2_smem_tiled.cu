@@ -4,7 +4,7 @@
 // w into shared memory, one barrier, then each thread multiplies an 8 x 4 register tile from it (8 + 4 shared reads
 // for 32 FMAs). A is stored g-major (As[g][m]) so the compute loop reads 8 consecutive pixels as two float4s.
 // The next slice is fetched into registers while this one is multiplied. Any sizes: every load is guarded.
-// peak: entry=conv2d_smem grid=(cdiv(N * ((H + 2 * PAD - DIL * (R - 1) - 1) // STRIDE + 1) * ((W + 2 * PAD - DIL * (S - 1) - 1) // STRIDE + 1), 128), cdiv(K, 64), 1) block=(256, 1, 1) shared=0
+// peak: entry=conv2d_smem grid=(cdiv(N * P * Q, 128), cdiv(K, 64), 1) block=(256, 1, 1) shared=0
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 

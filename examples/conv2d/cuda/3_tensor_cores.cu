@@ -6,7 +6,7 @@
 // (decided once per launch) each thread gathers 16-byte chunks of 8 channels, one padding test per chunk, and
 // fetches the next slice into registers while the warps multiply this one; otherwise guarded element loads. The f32
 // accumulators go through shared memory to be written as coalesced rows of y. Any sizes.
-// peak: entry=conv2d_wmma grid=(cdiv(N * ((H + 2 * PAD - DIL * (R - 1) - 1) // STRIDE + 1) * ((W + 2 * PAD - DIL * (S - 1) - 1) // STRIDE + 1), 128), cdiv(K, 64), 1) block=(256, 1, 1) shared=0
+// peak: entry=conv2d_wmma grid=(cdiv(N * P * Q, 128), cdiv(K, 64), 1) block=(256, 1, 1) shared=0
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <mma.h>

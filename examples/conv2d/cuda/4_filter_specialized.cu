@@ -8,7 +8,7 @@
 //  - C % 8 == 0: one tap lookup per 16-byte chunk (step 3's gather, asynchronous);
 //  - otherwise guarded element loads (synchronous, into the same pipeline).
 // Any sizes: every path guards the tile edges, and generality sampling exercises each one.
-// peak: entry=conv2d_spec grid=(cdiv(N * ((H + 2 * PAD - DIL * (R - 1) - 1) // STRIDE + 1) * ((W + 2 * PAD - DIL * (S - 1) - 1) // STRIDE + 1), 128), cdiv(K, 64), 1) block=(256, 1, 1) shared=0
+// peak: entry=conv2d_spec grid=(cdiv(N * P * Q, 128), cdiv(K, 64), 1) block=(256, 1, 1) shared=0
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <mma.h>

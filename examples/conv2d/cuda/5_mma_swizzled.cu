@@ -13,7 +13,7 @@
 // Any sizes: the tile edges are zero-filled, and an odd K or a huge tensor takes the guarded paths.
 // H100, f16: 42.8 us on the ResNet-50 3x3 layer (wmma step 4: 68.5 us), about 41 us on the 1x1 layer (NVRTC: 168
 // registers at BM=128, 3 blocks an SM).
-// peak: entry=conv2d_mma grid=(cdiv(N * ((H + 2 * PAD - DIL * (R - 1) - 1) // STRIDE + 1) * ((W + 2 * PAD - DIL * (S - 1) - 1) // STRIDE + 1), BM), cdiv(K, 64), 1) block=(BM, 1, 1) shared=STAGES*(BM+64)*128
+// peak: entry=conv2d_mma grid=(cdiv(N * P * Q, BM), cdiv(K, 64), 1) block=(BM, 1, 1) shared=STAGES*(BM+64)*128
 // peak: params BM=[128, 256] STAGES=[3, 4, 2]
 // peak: where=STAGES * (BM + 64) * 128 <= 232448
 #include <cuda_fp16.h>

@@ -1,6 +1,6 @@
 // Step 1 (HLSL), register blocking over filters: one thread per output pixel and KB consecutive filters, so each
 // input element read feeds KB products; the tail of K is guarded. Any sizes.
-// peak: entry=main groups=(cdiv(N * ((H + 2 * PAD - DIL * (R - 1) - 1) // STRIDE + 1) * ((W + 2 * PAD - DIL * (S - 1) - 1) // STRIDE + 1) * cdiv(K, 4), 64), 1, 1)
+// peak: entry=main groups=(cdiv(N * P * Q * cdiv(K, 4), 64), 1, 1)
 typedef float T;  // the session's dtype: float or half
 float to_f32(T v) { return (float)v; }
 T from_f32(float v) { return (T)v; }

@@ -1,6 +1,6 @@
 // Naive convolution: one thread per output element y[n, p, q, k] (k fastest), summing C*R*S products in f32;
 // taps outside the input (the padding) are skipped, as they read 0.
-// peak: entry=conv2d grid=(cdiv(N * ((H + 2 * PAD - DIL * (R - 1) - 1) // STRIDE + 1) * ((W + 2 * PAD - DIL * (S - 1) - 1) // STRIDE + 1) * K, 256), 1, 1) block=(256, 1, 1) shared=0
+// peak: entry=conv2d grid=(cdiv(N * P * Q * K, 256), 1, 1) block=(256, 1, 1) shared=0
 extern "C" __global__ void conv2d(const T* x, const T* w, T* y, int N, int H, int W, int C, int K, int R, int S,
                                   int STRIDE, int PAD, int DIL, int P, int Q)
 {

@@ -1,6 +1,6 @@
 // Naive convolution: one thread per output element y[n, p, q, k] (k fastest), summing C*R*S products in f32;
 // taps outside the input (the padding) are skipped, as they read 0.
-// peak: entry=main groups=(cdiv(N * ((H + 2 * PAD - DIL * (R - 1) - 1) // STRIDE + 1) * ((W + 2 * PAD - DIL * (S - 1) - 1) // STRIDE + 1) * K, 64), 1, 1)
+// peak: entry=main groups=(cdiv(N * P * Q * K, 64), 1, 1)
 struct Params { uint N; uint H; uint W; uint C; uint K; uint R; uint S; uint STRIDE; uint PAD; uint DIL; uint P; uint Q; };
 [[vk::push_constant]] ConstantBuffer<Params> p;
 [[vk::binding(0)]] StructuredBuffer<T> x;
