@@ -219,7 +219,7 @@ def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str,
             evaluate(expr, probe, where=f"line {m.line} box")
     for (where_no, _), condition in zip(where_lines, where, strict=True):
         holds = evaluate_condition(condition, probe, where=f"line {where_no} where")
-        if not holds and not _names(condition) & set(symbols):
+        if not holds and not _names(condition) & {*symbols, SM_COUNT}:  # sizes and device differ at run time
             raise AnnotationError(f"line {where_no}: the default configuration {spec.config()} (each list's first "
                                   f"value) breaks where={condition}",
                                   "put a value that meets the condition first in each list.")
@@ -300,10 +300,11 @@ def _values(name: str, text: str, line_no: int, hint: str) -> list[int]:
         raise AnnotationError(f"{where}: cannot read the values {text!r}", hint) from None
 
     def integer(n: ast.AST) -> int:
-        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):
-            return -integer(n.operand)
+        sign = 1
+        while isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):  # a loop: `[- - - ... 1]` of 2,000
+            sign, n = -sign, n.operand  # characters overflowed a recursion (an internal error, a pending version)
         if isinstance(n, ast.Constant) and type(n.value) is int and abs(n.value) < 2**31:
-            return n.value
+            return sign * n.value
         raise AnnotationError(f"{where}: {ast.unparse(n)!r} is not a 32-bit integer literal", hint)
 
     if isinstance(node, ast.List):
@@ -455,7 +456,17 @@ def evaluate_condition(expr: str, sizes: Mapping[str, int], *, where: str = "con
         raise AnnotationError(f"{where}: cannot parse {expr!r}: {exc.msg}",
                               "write comparisons of size expressions joined by and/or/not, e.g. M % 128 == 0.") \
             from None
-    return _truth(tree.body, sizes, expr, where)
+    try:
+        return _truth(tree.body, sizes, expr, where)
+    except RecursionError:
+        raise _too_deep(where) from None
+
+
+def _too_deep(where: str) -> AnnotationError:
+    """An expression nested deeper than the interpreter's recursion (a `where` of 1,600 characters of `- - - 1`)
+    was a RecursionError: an internal error that left the submitted version pending."""
+    return AnnotationError(f"{where}: the expression is nested too deeply", "write it without the repeated signs, "
+                           "`not` or brackets.")
 
 
 @functools.lru_cache(maxsize=512)
@@ -493,7 +504,10 @@ def evaluate(expr: str, sizes: Mapping[str, int], *, where: str = "expression") 
     except SyntaxError as exc:
         raise AnnotationError(f"{where}: cannot parse {expr!r}: {exc.msg}",
                               "use integers, size symbols, + - * // % and cdiv/min/max.") from None
-    return _eval(tree.body, sizes, expr, where)
+    try:
+        return _eval(tree.body, sizes, expr, where)
+    except RecursionError:
+        raise _too_deep(where) from None
 
 
 def _eval(node: ast.AST, sizes: Mapping[str, int], expr: str, where: str) -> int:

@@ -58,3 +58,45 @@ async def test_a_session_binds_its_device(make_client) -> None:
             assert report["generality"]["passed"], report["generality"]
         else:
             assert report["status"] == "compiled", report
+
+
+def test_a_where_on_sm_count_is_left_to_the_device() -> None:
+    """At parse time SM_COUNT is a stand-in (132): a condition on it is the device's to judge, as one on the sizes
+    is theirs, so it does not refuse the default configuration."""
+    spec = parse_annotation(PERSISTENT.replace("128, 1, 1", "BM, 1, 1", 1) + "// peak: params BM=[256, 128]\n"
+                            "// peak: where=BM <= SM_COUNT\n", needs=CUDA, symbols=MATMUL)
+    assert spec.on_device(304).violated(SIZES) is None
+    assert spec.on_device(132).violated(SIZES) == "BM <= SM_COUNT"
+
+
+def test_a_defined_problem_cannot_take_the_name() -> None:
+    """A size symbol SM_COUNT lost silently to the device's count in every launch expression (grid too small, a
+    false unwritten_output); a scalar SM_COUNT would hide the device's."""
+    from peak_mcp.problems.declared import ProblemDeclaration
+
+    base = {"name": "copy", "title": "copy", "sizes": {"N": 64}, "dtypes": ["f32"],
+            "inputs": [{"name": "x", "shape": ["N"]}], "outputs": [{"name": "y", "shape": ["N"]}],
+            "scalars": [{"name": "N", "expr": "N"}], "flops": "N", "path": "copy.py", "sha256": "0" * 64}
+    ProblemDeclaration.model_validate(base)
+    with pytest.raises(ValueError, match="not a usable identifier"):
+        ProblemDeclaration.model_validate({**base, "sizes": {"SM_COUNT": 64},
+                                           "inputs": [{"name": "x", "shape": ["SM_COUNT"]}],
+                                           "outputs": [{"name": "y", "shape": ["SM_COUNT"]}],
+                                           "scalars": [{"name": "SM_COUNT", "expr": "SM_COUNT"}],
+                                           "flops": "SM_COUNT"})
+    with pytest.raises(ValueError, match="not a usable identifier"):
+        ProblemDeclaration.model_validate({**base, "scalars": [{"name": "SM_COUNT", "expr": "N"}]})
+
+
+def test_a_deeply_nested_where_is_refused_in_words() -> None:
+    """1,600 characters of `- - - 1` overflowed the interpreter's recursion: an internal error, not a refusal,
+    and the submitted version stayed pending."""
+    source = PERSISTENT + "// peak: params BM=[1, 2]\n// peak: where=" + "-" * 1590 + "1 < 2\n"
+    with pytest.raises(AnnotationError, match="nested too deeply"):
+        parse_annotation(source, needs=CUDA, symbols=MATMUL)
+
+
+def test_a_long_run_of_signs_in_a_value_list_is_read() -> None:
+    spec = parse_annotation(PERSISTENT + "// peak: params BM=[" + "-" * 1990 + "3, 1]\n", needs=CUDA,
+                            symbols=MATMUL)
+    assert spec.params["BM"] == [3, 1]

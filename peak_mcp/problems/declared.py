@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from peak_mcp.dtypes import from_float, itemsize, to_float64, uniform
 from peak_mcp.errors import AnnotationError, InvalidInput, PeakError
-from peak_mcp.launch import _FUNCS, evaluate, evaluate_condition
+from peak_mcp.launch import _FUNCS, SM_COUNT, evaluate, evaluate_condition
 from peak_mcp.problems.base import BufferArg, Problem, Reference, ScalarArg, Sizes, Tolerance
 
 BACKEND_NAMES = ("cuda", "hip", "hlsl")
@@ -43,7 +43,9 @@ MAX_KERNEL_CHARS = 256 * 1024
 MAX_ELEMENTS = 1 << 31  # per buffer, as for every problem
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
-RESERVED = frozenset({*_FUNCS, "p", "T", "xp", "dtype", "to_f32", "from_f32", "main"})  # names the ABI or grammar uses
+# Names the ABI or grammar uses. SM_COUNT: the device's multiprocessor count in launch expressions, which a size
+# symbol of that name silently lost to (and a scalar of that name would hide).
+RESERVED = frozenset({*_FUNCS, SM_COUNT, "p", "T", "xp", "dtype", "to_f32", "from_f32", "main"})
 
 # Tolerance defaults (docs/problems.md, Tolerance; DeclaredProblem.references): the bound of element i is
 # FACTOR * (|lp_i - ref_i| + FLOOR * (u_out * m_i + u_f32 * s_i)), and the relative L2 error stays under REL_L2_SHARE

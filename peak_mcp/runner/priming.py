@@ -66,7 +66,8 @@ class Primer:
         """The problem's naive kernel at PRIME_SIZE, validated on both input sets and timed over two rotations."""
         problem = worker_problem(job.problem, job.declaration)
         source = problem.naive_kernel(self.backend, job.dtype)
-        spec = launch_spec(source, self.backend, problem.symbols, problem.derived)
+        spec = launch_spec(source, self.backend, problem.symbols, problem.derived).on_device(
+            self.executor.facts.properties.get("sm_count"))  # a defined problem's naive kernel may be persistent
         sizes = dict.fromkeys(problem.symbols, PRIME_SIZE)
         try:
             sizes = problem.check_sizes(sizes)
