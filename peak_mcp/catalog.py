@@ -472,11 +472,20 @@ class Catalog:
         return found
 
     def empty_note(self, backend: str | None, problem: str | None, tag: str | None = None,
-                   text: str | None = None) -> str:
+                   text: str | None = None, dtype: str | None = None, device: DeviceLike = None) -> str:
         """Why a listing is empty: an HLSL attention session's list was `[]`, with nothing to tell the agent that
-        the catalog's attention texts were all written for CUDA and HIP."""
+        the catalog's attention texts were all written for CUDA and HIP. Where the backend has texts for the
+        problem and a tag, text, dtype or device filter left none, that filter is named, not the backend."""
         if not (backend and problem):
             return "no text matches these filters"
+        own = self.list(backend=backend, problem=problem)
+        if own:
+            filters: dict[str, dict[str, Any]] = {f"tag={tag!r}": {"tag": tag}, f"text={text!r}": {"text": text},
+                                                  f"dtype={dtype}": {"dtype": dtype}, "this device": {"device": device}}
+            active = [name for name, kw in filters.items() if next(iter(kw.values())) is not None]
+            alone = [name for name in active if not self.list(backend=backend, problem=problem, **filters[name])]
+            return (f"the catalog has {len(own)} {problem} text(s) for {backend}, none matching "
+                    f"{' and '.join(alone or active) or 'these filters'}")
         elsewhere = [t for t in self.list(problem=problem, tag=tag, text=text)
                      if backend.lower() not in t.backends and problem in t.problems]
         if not elsewhere:

@@ -161,14 +161,16 @@ def suggest_next(service: PeakService, catalog: Catalog, session_id: str, limit:
                        ranked_from=basis if basis != session.head else None, backend=backend, dtype=dtype,
                        device=device.name or session.device, applied=applied,
                        features=sorted(features), suggestions=order[:limit],
-                       note=None if order else _nothing_left(catalog, listed, backend, session.problem))
+                       note=None if order else _nothing_left(catalog, listed, backend, session.problem, dtype,
+                                                             descriptor))
 
 
-def _nothing_left(catalog: Catalog, listed: list[Transformation], backend: str, problem: str) -> str:
+def _nothing_left(catalog: Catalog, listed: list[Transformation], backend: str, problem: str, dtype: str,
+                  device: DeviceDescriptor | None) -> str:
     """No suggestion because every text is done, or because none was ever written for this backend (an HLSL
     attention session was told that nothing was "left")."""
     if not listed:
-        return catalog.empty_note(backend, problem) + "; or tune its parameters (tune)"
+        return catalog.empty_note(backend, problem, dtype=dtype, device=device) + "; or tune its parameters (tune)"
     return (f"every {problem} text for {backend} is in the head's lineage or visible in its source: tune its "
             "parameters (tune), list_transformations for the whole catalog, or submit an idea of your own")
 

@@ -192,6 +192,10 @@ def test_an_empty_listing_and_a_refusal_name_what_other_backends_have(tmp_path: 
     assert "no attention text is written for hlsl" in note and "att-cuda (cuda)" in note
     assert "submit_kernel" in note and "get_transformation" in note
     assert "nor for another backend" in catalog.empty_note("hlsl", "conv2d")
+    # A filter that empties a backend's own texts is named, not the backend ("no attention text is written for cuda").
+    assert catalog.list("cuda", problem="attention", tag="memory") == []
+    note = catalog.empty_note("cuda", "attention", tag="memory", dtype="f32")
+    assert "1 attention text(s) for cuda" in note and "tag='memory'" in note and "dtype" not in note
     with pytest.raises(InvalidInput) as raised:
         catalog.resolve_for_session("att-cuda", "hlsl", "f32", None, problem="attention")
     # Not "list_transformations shows what applies", which lists nothing here.

@@ -60,7 +60,8 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         return result(TransformationList(transformations=[_summary(t) for t in found],
                                   errors=[e.model_dump() if hasattr(e, "model_dump") else dict(e.__dict__)
                                           for e in catalog.errors],
-                                  note=None if found else catalog.empty_note(backend, problem, tag, text)))
+                                  note=None if found else catalog.empty_note(backend, problem, tag, text, dtype,
+                                                                                 descriptor)))
 
     @mcp.tool(annotations=READ_ONLY)
     async def get_transformation(
