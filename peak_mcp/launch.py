@@ -35,7 +35,8 @@ from peak_mcp.errors import AnnotationError
 _LINE = re.compile(r"^\s*(?://|#|;)\s*peak\s*:(?P<body>.*)$", re.MULTILINE)
 _KEY = re.compile(r"(\w+)\s*=")
 _FUNCS = {"cdiv": lambda a, b: -(-a // b), "min": min, "max": max}
-_MAX_EXPR_CHARS = 400  # with derived names written out
+_MAX_EXPR_CHARS = 200  # an expression as written
+_MAX_EXPANDED_CHARS = 2000  # as evaluated, derived names written out (depth is bounded apart)
 _MAX_LIST_CHARS = 2000  # a params value list
 SM_COUNT = "SM_COUNT"  # the device symbol of launch expressions
 _PROBE_SM_COUNT = 132  # parse-time stand-in, like the 1024 of every size symbol
@@ -109,7 +110,7 @@ class LaunchSpec(BaseModel):
         """The first `where` condition the configuration breaks at these sizes, or None."""
         env = self._env(sizes, params)
         for condition in self.where:
-            if not evaluate_condition(condition, env, where="where"):
+            if not evaluate_condition(condition, env, where="where", derived_out=True):
                 return condition
         return None
 
@@ -199,6 +200,7 @@ def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str,
         params=params,
         where=where,
     )
+    _check_written(spec)  # the limits speak of what the agent wrote, not of derived names written out
     if derived:
         spec = _expanded(spec, derived)
     if spec.tensor_maps and "grid" not in needs:
@@ -218,7 +220,7 @@ def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str,
         for expr in m.box:
             evaluate(expr, probe, where=f"line {m.line} box")
     for (where_no, _), condition in zip(where_lines, where, strict=True):
-        holds = evaluate_condition(condition, probe, where=f"line {where_no} where")
+        holds = evaluate_condition(condition, probe, where=f"line {where_no} where", derived_out=True)
         if not holds and not _names(condition) & {*symbols, SM_COUNT}:  # sizes and device differ at run time
             raise AnnotationError(f"line {where_no}: the default configuration {spec.config()} (each list's first "
                                   f"value) breaks where={condition}",
@@ -242,6 +244,17 @@ _PARAM_PREFIX = re.compile(r"\A(?:#define \w+ [^\n]*\n)+#line 1\n")
 def own_source(compiled: str) -> str:
     """The kernel's own text from what with_params made of it: diagnostics quote the lines the `#line 1` numbers."""
     return _PARAM_PREFIX.sub("", compiled, count=1)
+
+
+def _check_written(spec: LaunchSpec) -> None:
+    fields = [*(spec.grid or ()), *(spec.block or ()), *(spec.groups or ()), *(spec.cluster or ()), spec.shared,
+              *(e for m in spec.tensor_maps for e in m.box)]
+    for text in fields:
+        if len(text) > _MAX_EXPR_CHARS:
+            raise AnnotationError(f"line {spec.line}: expression is longer than {_MAX_EXPR_CHARS} characters", None)
+    for text in spec.where:
+        if len(text) > 4 * _MAX_EXPR_CHARS:
+            raise AnnotationError(f"where: condition is longer than {4 * _MAX_EXPR_CHARS} characters", None)
 
 
 def _expanded(spec: LaunchSpec, derived: dict[str, str]) -> LaunchSpec:
@@ -446,10 +459,14 @@ _COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt:
             ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
 
 
-def evaluate_condition(expr: str, sizes: Mapping[str, int], *, where: str = "condition") -> bool:
+def evaluate_condition(expr: str, sizes: Mapping[str, int], *, where: str = "condition",
+                       derived_out: bool = False) -> bool:
     """A condition over size expressions: comparisons joined by and / or / not, e.g. `M % 128 == 0 and K >= 64`."""
-    if len(expr) > 4 * _MAX_EXPR_CHARS:
+    if len(expr) > 4 * _MAX_EXPR_CHARS and not derived_out:
         raise AnnotationError(f"{where}: condition is longer than {4 * _MAX_EXPR_CHARS} characters", None)
+    if len(expr) > 4 * _MAX_EXPANDED_CHARS:
+        raise AnnotationError(f"{where}: condition is longer than {4 * _MAX_EXPANDED_CHARS} characters with its "
+                              "derived names written out", None)
     try:
         tree = _parse(expr)
     except SyntaxError as exc:
@@ -497,8 +514,9 @@ def _truth(node: ast.AST, sizes: Mapping[str, int], expr: str, where: str) -> bo
 
 def evaluate(expr: str, sizes: Mapping[str, int], *, where: str = "expression") -> int:
     """Evaluate an integer size expression safely."""
-    if len(expr) > _MAX_EXPR_CHARS:
-        raise AnnotationError(f"{where}: expression is longer than {_MAX_EXPR_CHARS} characters", None)
+    if len(expr) > _MAX_EXPANDED_CHARS:  # what the agent wrote was held to _MAX_EXPR_CHARS at parse time
+        raise AnnotationError(f"{where}: expression is longer than {_MAX_EXPANDED_CHARS} characters with its "
+                              "derived names written out", None)
     try:
         tree = _parse(expr)
     except SyntaxError as exc:

@@ -315,5 +315,8 @@ def test_the_annotation_may_use_p_and_q(conv: DeclaredProblem) -> None:
     geometry = launch_spec(short, "cuda", conv.symbols, conv.derived).evaluate(sizes)
     assert geometry == launch_spec(written, "cuda", conv.symbols).evaluate(sizes)
     assert "P" in conv.abi("cuda", "f32") and "usable in the annotation" in conv.abi("cuda", "f32")
+    many = "// peak: entry=k grid=(cdiv(N * P * Q, 128), cdiv(K, 64), max(P, Q, P + Q, P * Q, P - Q + P)) " \
+           "block=(256, 1, 1) shared=0\n"  # short as written, over 400 characters written out
+    assert launch_spec(many, "cuda", conv.symbols, conv.derived).evaluate(sizes)["grid"][2] > 0
     with pytest.raises(AnnotationError, match="derives from the sizes"):
         launch_spec(short + "// peak: params P=[1, 2]\n", "cuda", conv.symbols, conv.derived)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from peak_mcp.errors import AnnotationError
-from peak_mcp.launch import parse_annotation
+from peak_mcp.launch import evaluate_condition, parse_annotation
 
 CUDA = ("entry", "grid", "block")
 MATMUL = ("M", "N", "K")
@@ -90,10 +90,13 @@ def test_a_defined_problem_cannot_take_the_name() -> None:
 
 def test_a_deeply_nested_where_is_refused_in_words() -> None:
     """1,600 characters of `- - - 1` overflowed the interpreter's recursion: an internal error, not a refusal,
-    and the submitted version stayed pending."""
+    and the submitted version stayed pending. As written, a condition is held to 800 characters; with derived
+    names written out it may be longer, and depth is then what refuses it."""
     source = PERSISTENT + "// peak: params BM=[1, 2]\n// peak: where=" + "-" * 1590 + "1 < 2\n"
-    with pytest.raises(AnnotationError, match="nested too deeply"):
+    with pytest.raises(AnnotationError, match="longer than 800 characters"):
         parse_annotation(source, needs=CUDA, symbols=MATMUL)
+    with pytest.raises(AnnotationError, match="nested too deeply"):
+        evaluate_condition("-" * 1590 + "1 < 2", {}, derived_out=True)
 
 
 def test_a_long_run_of_signs_in_a_value_list_is_read() -> None:
