@@ -41,7 +41,8 @@ def main() -> None:
     sizes = {"M": args.size, "N": args.size, "K": args.size}
     executor = open_executor(args.backend, 0)
     source = args.kernel.read_text()
-    kernel = executor.compile(source, launch_spec(source, args.backend, problem.symbols))
+    spec = launch_spec(source, args.backend, problem.symbols, problem.derived)
+    kernel = executor.compile(source, spec.on_device(executor.facts.properties.get("sm_count")))
     chosen = array_module(executor)
     host = ArrayModule(np, HOST)
     if args.reference in ("gpu", "both") and chosen.xp is np:
