@@ -22,54 +22,19 @@ device the two attention sessions' v0 (one thread per output element) take one t
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
+from session_recorder import Recorder
 
 ROOT = Path(__file__).resolve().parent.parent
 KERNELS = ROOT / "tests" / "data" / "agent23" / "kernels"
 CONV = {"N": 2, "H": 9, "W": 9, "C": 8, "K": 8, "R": 3, "S": 3, "STRIDE": 1, "PAD": 1, "DIL": 1}
 ATTN = {"B": 1, "H": 2, "S": 64, "D": 32}  # B*H*S*D <= 65536: lavapipe's loop guard and fence timeout
-
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-class Recorder:
-    """Calls tools and keeps every answer in call order (the text only where the structured answer is not all)."""
-
-    def __init__(self, client: Client, out: Path | None) -> None:
-        self.client, self.out, self.calls = client, out, []
-
-    async def __call__(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-        t0 = time.perf_counter()
-        result = await self.client.call_tool(tool, args)
-        text = "\n".join(getattr(c, "text", "") for c in result.content)
-        structured = result.structured_content
-        entry: dict[str, Any] = {
-            "tool": tool, "args": {k: (v if k != "source" else f"<{len(v)} chars>") for k, v in args.items()},
-            "wall_s": round(time.perf_counter() - t0, 2), "is_error": result.is_error, "structured": structured}
-        if structured is None or tool == "apply_transformation":
-            entry["text"] = text
-        self.calls.append(entry)
-        status = (structured or {}).get("status") if isinstance(structured, dict) else None
-        _log(f"== {tool} {entry['args']} ({entry['wall_s']} s){' ERROR' if result.is_error else ''}"
-             f"{' ' + status if status else ''}")
-        self.save()
-        return structured or {}
-
-    def save(self) -> None:
-        if self.out:
-            self.out.mkdir(parents=True, exist_ok=True)
-            (self.out / "session.jsonl").write_text("".join(
-                json.dumps(c, ensure_ascii=False, separators=(",", ":"), default=str) + "\n" for c in self.calls))
 
 
 def _src(name: str) -> str:

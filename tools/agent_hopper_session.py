@@ -14,15 +14,13 @@ OUT/session.json (one file: the device tool returns at most 8).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import anyio
 from mcp import Client, StdioServerParameters
+from session_recorder import Recorder
 
 ROOT = Path(__file__).resolve().parent.parent
 PARENT = ROOT / "examples" / "matmul" / "cuda" / "bf16" / "hopper" / "wgmma_tma.cu"
@@ -30,39 +28,11 @@ AGENT = ROOT / "tests" / "data" / "agent_hopper"
 STEPS = [("hopper-warp-specialization", "ws.cu"), ("hopper-persistent-gemm", "persistent.cu")]
 
 
-def _log(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
-class Recorder:
-    """Calls tools and keeps every answer (text and structured) in call order."""
-
-    def __init__(self, client: Client, out: Path | None) -> None:
-        self.client, self.out, self.calls = client, out, []
-
-    async def __call__(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-        t0 = time.perf_counter()
-        result = await self.client.call_tool(tool, args)
-        text = "\n".join(getattr(c, "text", "") for c in result.content)
-        entry = {"tool": tool, "args": {k: (v if k != "source" else f"<{len(v)} chars>") for k, v in args.items()},
-                 "wall_s": round(time.perf_counter() - t0, 2), "is_error": result.is_error, "text": text,
-                 "structured": result.structured_content}
-        self.calls.append(entry)
-        _log(f"== {tool} {entry['args']} ({entry['wall_s']} s){' ERROR' if result.is_error else ''}\n{text[:3000]}")
-        self.save()
-        return result.structured_content or {}
-
-    def save(self) -> None:
-        if self.out:
-            self.out.mkdir(parents=True, exist_ok=True)
-            (self.out / "session.json").write_text(json.dumps(self.calls, indent=1, default=str) + "\n")
-
-
 async def session(args: argparse.Namespace) -> None:
     server = StdioServerParameters(command=sys.executable, args=["-m", "peak_mcp", "--data-dir", str(args.data_dir),
                                                                   "serve"], env=dict(os.environ))
     async with Client(server, read_timeout_seconds=1800) as client:
-        call = Recorder(client, args.out)
+        call = Recorder(client, args.out, name="session.jsonl", lean=False, echo_chars=3000)
         started = await call("start_session", {"backend": "cuda", "dtype": "bf16",
                                                "sizes": {"M": 4096, "N": 4096, "K": 4096}, "label": "agent hopper"})
         sid = started["session_id"]
