@@ -15,6 +15,7 @@
 // Other sizes (stride or dilation != 1, R > 3, C % 8 != 0 where the server passes zero maps) take step 5's code,
 // BM = 256 on the first 8 warps, in the same kernel.
 // peak: entry=conv2d_hopper grid=(SM_COUNT, 1, 1) block=(384, 1, 1) shared=232448
+// peak: params PPW=[1, 2]
 // peak: tensor_map x box=(1, R + 7, 8, 64) swizzle=128
 // peak: tensor_map w box=(64, 1, 1, 64) swizzle=128
 #include <peak/hopper.cuh>
@@ -22,7 +23,10 @@
 typedef float T;  // the session's dtype: __half or __nv_bfloat16 (the only line to change; float stops at the static_assert)
 static_assert(sizeof(T) == 2, "tensor-core step: f16 and bf16 sessions only");
 
-#define PATCH_ROWS 64      // 8 x 8 output pixels: one m64 wgmma tile
+#ifndef PPW
+#define PPW 1              // patches of 8 x 8 output pixels (one m64 wgmma tile each) per consumer warpgroup
+#endif
+#define TILE_PATCHES (2 * PPW)
 #define MAX_STAGES 16      // mbarrier pairs reserved at the start of shared memory
 #define B_TAP_BYTES 8192   // one filter tap: 64 filters x 64 channels
 #define FB_BM 256          // the fallback (step 5): 256 rows x 64 filters on warps 0..7
@@ -285,13 +289,13 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
 {
     const int tid = threadIdx.x, wg = tid / 128;
     const int PT = (P + 7) / 8, QT = (Q + 7) / 8, patches = N * PT * QT, KT = (K + BN - 1) / BN;
-    const int count = (patches + 1) / 2 * KT, CT = (C + BK - 1) / BK, steps = S * CT;
+    const int count = (patches + TILE_PATCHES - 1) / TILE_PATCHES * KT, CT = (C + BK - 1) / BK, steps = S * CT;
     // Shared memory: the barriers, then 1024-aligned stages (the 128-byte swizzle is a function of address bits).
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn));
     const unsigned bars = peak::smem_addr(smem), full = bars, empty = bars + 8 * MAX_STAGES;
     const unsigned base = (bars + 16 * MAX_STAGES + 1023) & ~1023u;
-    const unsigned a_bytes = (R + 7) * 1024, stage_bytes = 2 * a_bytes + R * B_TAP_BYTES;
+    const unsigned a_bytes = (R + 7) * 1024, b_off = TILE_PATCHES * a_bytes, stage_bytes = b_off + R * B_TAP_BYTES;
     const int nst = min(MAX_STAGES, (int)((bars + dyn - base) / stage_bytes));
     if (tid == 0) {
         peak::tma_prefetch(map_x);
@@ -310,42 +314,47 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
         unsigned phase = 0;
         for (int t = blockIdx.x; t < count; t += gridDim.x) {
             const int mt = t / KT, k0 = (t % KT) * BN;
-            int n[2], p0[2], q0[2];
-            for (int j = 0; j < 2; ++j)  // a missing second patch loads the last one again (its rows are not stored)
-                patch_of(min(2 * mt + j, patches - 1), PT, QT, n[j], p0[j], q0[j]);
+            int n[TILE_PATCHES], p0[TILE_PATCHES], q0[TILE_PATCHES];
+            for (int j = 0; j < TILE_PATCHES; ++j)  // a patch past the last loads the last again (never stored)
+                patch_of(min(TILE_PATCHES * mt + j, patches - 1), PT, QT, n[j], p0[j], q0[j]);
             for (int s = 0; s < S; ++s)
                 for (int c = 0; c < CT; ++c) {
                     const unsigned stage = base + st * stage_bytes, bar = full + 8 * st;
                     peak::mbar_wait(empty + 8 * st, phase ^ 1);
                     peak::mbar_arrive_expect_tx(bar, stage_bytes);
-                    for (int j = 0; j < 2; ++j)  // rows p0 - PAD .. + R + 6, columns q0 + s - PAD .. + 7
+                    for (int j = 0; j < TILE_PATCHES; ++j)  // rows p0 - PAD .. + R + 6, columns q0 + s - PAD .. + 7
                         peak::tma_load_4d(stage + j * a_bytes, map_x, bar, c * BK, q0[j] + s - PAD, p0[j] - PAD, n[j]);
                     for (int r = 0; r < R; ++r)
-                        peak::tma_load_4d(stage + 2 * a_bytes + r * B_TAP_BYTES, map_w, bar, c * BK, s, r, k0);
+                        peak::tma_load_4d(stage + b_off + r * B_TAP_BYTES, map_w, bar, c * BK, s, r, k0);
                     if (++st == nst) { st = 0; phase ^= 1; }
                 }
         }
         return;
     }
 
-    // Consumers: warpgroup 1 + j multiplies patch j of every tile.
-    const int j = wg - 1, t128 = tid % 128, warp = t128 / 32, lane = tid % 32;
+    // Consumers: warpgroup 1 + cw multiplies patches PPW cw .. PPW cw + PPW - 1 of every tile.
+    const int cw = wg - 1, t128 = tid % 128, warp = t128 / 32, lane = tid % 32;
     int st = 0, prev = 0;
     unsigned phase = 0;
-    float d[32];
+    float d[PPW][32];
     for (int t = blockIdx.x; t < count; t += gridDim.x) {
         const int mt = t / KT, k0 = (t % KT) * BN;
 #pragma unroll
-        for (int i = 0; i < 32; ++i) d[i] = 0.0f;
+        for (int i = 0; i < PPW; ++i)
+#pragma unroll
+            for (int e = 0; e < 32; ++e) d[i][e] = 0.0f;
         for (int step = 0; step < steps; ++step) {
-            const unsigned stage = base + st * stage_bytes, a = stage + j * a_bytes, b = stage + 2 * a_bytes;
+            const unsigned stage = base + st * stage_bytes, a = stage + PPW * cw * a_bytes, b = stage + b_off;
             peak::mbar_wait(full + 8 * st, phase);
+            __syncwarp();  // the warp leaves the spin together: wgmma is .sync.aligned
             peak::wgmma_fence();
             for (int r = 0; r < R; ++r)  // tap r: the box's pixel rows r*8 .. r*8 + 63, 1024 bytes per image row
 #pragma unroll
                 for (int kk = 0; kk < BK / 16; ++kk)
-                    wgmma_n64(d, peak::wgmma_desc_sw128(a + r * 1024 + kk * 32, 16, 1024),
-                              peak::wgmma_desc_sw128(b + r * B_TAP_BYTES + kk * 32, 16, 1024), (const T*)0);
+#pragma unroll
+                    for (int i = 0; i < PPW; ++i)
+                        wgmma_n64(d[i], peak::wgmma_desc_sw128(a + i * a_bytes + r * 1024 + kk * 32, 16, 1024),
+                                  peak::wgmma_desc_sw128(b + r * B_TAP_BYTES + kk * 32, 16, 1024), (const T*)0);
             peak::wgmma_commit();
             peak::wgmma_wait<1>();  // the previous step's group is done: its stage may be refilled
             if (step > 0 && lane == 0) peak::mbar_arrive(empty + 8 * prev);
@@ -355,27 +364,30 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
         peak::wgmma_wait<0>();
         if (lane == 0) peak::mbar_arrive(empty + 8 * prev);
 
-        // Row 16 warp + lane/4 + 8h of the patch is pixel (p0 + 2 warp + h, q0 + lane/4).
-        if (2 * mt + j >= patches) continue;
-        int n, p0, q0;
-        patch_of(2 * mt + j, PT, QT, n, p0, q0);
-        const int q = q0 + lane / 4;
-        if (q >= Q) continue;
+        // Row 16 warp + lane/4 + 8h of a patch is pixel (p0 + 2 warp + h, q0 + lane/4).
         const bool pairs = K % 2 == 0;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int p = p0 + 2 * warp + h;
-            if (p >= P) continue;
-            T* yrow = y + (((long long)n * P + p) * Q + q) * K;
+        for (int i = 0; i < PPW; ++i) {
+            const int patch = TILE_PATCHES * mt + PPW * cw + i;
+            int n, p0, q0;
+            patch_of(patch, PT, QT, n, p0, q0);
+            const int q = q0 + lane / 4;
+            if (patch >= patches || q >= Q) continue;
 #pragma unroll
-            for (int jn = 0; jn < 8; ++jn) {
-                const int k = k0 + 8 * jn + 2 * (lane % 4);
-                const float lo = d[4 * jn + 2 * h], hi = d[4 * jn + 2 * h + 1];
-                if (pairs && k + 1 < K) {
-                    *reinterpret_cast<unsigned*>(yrow + k) = pack2(lo, hi, (const T*)0);
-                } else {
-                    if (k < K) yrow[k] = T(lo);
-                    if (k + 1 < K) yrow[k + 1] = T(hi);
+            for (int h = 0; h < 2; ++h) {
+                const int p = p0 + 2 * warp + h;
+                if (p >= P) continue;
+                T* yrow = y + (((long long)n * P + p) * Q + q) * K;
+#pragma unroll
+                for (int jn = 0; jn < 8; ++jn) {
+                    const int k = k0 + 8 * jn + 2 * (lane % 4);
+                    const float lo = d[i][4 * jn + 2 * h], hi = d[i][4 * jn + 2 * h + 1];
+                    if (pairs && k + 1 < K) {
+                        *reinterpret_cast<unsigned*>(yrow + k) = pack2(lo, hi, (const T*)0);
+                    } else {
+                        if (k < K) yrow[k] = T(lo);
+                        if (k + 1 < K) yrow[k + 1] = T(hi);
+                    }
                 }
             }
         }
