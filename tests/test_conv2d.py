@@ -321,6 +321,7 @@ def test_the_hopper_step_keeps_its_wgmmas_pipelined_its_maps_general_and_has_a_t
     one = requests(spec, conv, "f16", {**sizes, "C": 256, "R": 1, "S": 1, "PAD": 0})
     assert [m.box for m in one] == [(1, 8, 8, 64), (64, 1, 1, 64)]
     assert all(m.unencodable for m in requests(spec, conv, "f16", {**sizes, "C": 5}))
+    assert spec.params == {"PPW": [1, 2], "WRES": [98304, 0]}
     launch = spec.on_device(132).evaluate(sizes)
     assert launch["grid"] == (132, 1, 1) and launch["block"] == (384, 1, 1) and launch["shared"] <= 227 * 1024
     text = Catalog.load(builtin_transformations_dir()).get("conv-hopper-tma-wgmma")

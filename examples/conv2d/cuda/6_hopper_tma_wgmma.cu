@@ -5,17 +5,19 @@
 // 8 pixel rows of 128 bytes (q fastest, one 1024-byte swizzle atom per image row). The A tile of tap r, the 64 x 64
 // K-major operand of one wgmma, is the same box r * 1024 bytes on: every tap of the column from one copy, with the
 // padding (negative or past-the-edge coordinates) and channels past C zero-filled by TMA, no padding test anywhere.
-//  - Block of 3 warpgroups, one per SM, persistent over tiles of 2 patches x 64 filters: warpgroup 0 is the producer
-//    (one thread issues every copy), warpgroups 1 and 2 each multiply one patch (m64n64k16, both operands K-major
-//    from 128-byte-swizzled shared memory). A stage is one (s, 64-channel slice) step: two x boxes and the R filter
-//    taps (boxes (64, 1, 1, 64) of a map over w (K, R, S, C)); as many stages as fit (5 at 3x3, 9 at 1x1), full and
+//  - Block of 3 warpgroups, one per SM, persistent over tiles of 2 PPW patches x 64 filters: warpgroup 0 is the
+//    producer (one thread issues every copy), warpgroups 1 and 2 each multiply PPW patches (m64n64k16, both operands
+//    K-major from 128-byte-swizzled shared memory). A stage is one (s, 64-channel slice) step: the tile's x boxes
+//    and the R filter taps (boxes (64, 1, 1, 64) of a map over w (K, R, S, C)); as many stages as fit, full and
 //    empty mbarriers, the producer running ahead across tiles while the consumers store.
+//  - With K <= 64 every tile multiplies the same filter boxes: up to WRES bytes of them (the 3x3 layer's 72 KiB, the
+//    1x1 layer's 32 KiB) are loaded once per block and stay; the stages then carry x only (7 at 3x3, 12 at 1x1).
 //  - Epilogue from the accumulators: row 16 w + g + 8 h of a patch is pixel (p0 + 2 w + h, q0 + g); packed pairs,
 //    guarded at the image's edges (P, Q not multiples of 8).
 // Other sizes (stride or dilation != 1, R > 3, C % 8 != 0 where the server passes zero maps) take step 5's code,
 // BM = 256 on the first 8 warps, in the same kernel.
 // peak: entry=conv2d_hopper grid=(SM_COUNT, 1, 1) block=(384, 1, 1) shared=232448
-// peak: params PPW=[1, 2]
+// peak: params PPW=[1, 2] WRES=[98304, 0]
 // peak: tensor_map x box=(1, R + 7, 8, 64) swizzle=128
 // peak: tensor_map w box=(64, 1, 1, 64) swizzle=128
 #include <peak/hopper.cuh>
@@ -27,6 +29,9 @@ static_assert(sizeof(T) == 2, "tensor-core step: f16 and bf16 sessions only");
 #define PPW 1              // patches of 8 x 8 output pixels (one m64 wgmma tile each) per consumer warpgroup
 #endif
 #define TILE_PATCHES (2 * PPW)
+#ifndef WRES
+#define WRES 98304         // bytes of filter boxes a block may keep resident (0: always stream them)
+#endif
 #define MAX_STAGES 16      // mbarrier pairs reserved at the start of shared memory
 #define B_TAP_BYTES 8192   // one filter tap: 64 filters x 64 channels
 #define FB_BM 256          // the fallback (step 5): 256 rows x 64 filters on warps 0..7
@@ -294,9 +299,14 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
     unsigned dyn;
     asm("mov.u32 %0, %%dynamic_smem_size;\n" : "=r"(dyn));
     const unsigned bars = peak::smem_addr(smem), full = bars, empty = bars + 8 * MAX_STAGES;
-    const unsigned base = (bars + 16 * MAX_STAGES + 1023) & ~1023u;
-    const unsigned a_bytes = (R + 7) * 1024, b_off = TILE_PATCHES * a_bytes, stage_bytes = b_off + R * B_TAP_BYTES;
-    const int nst = min(MAX_STAGES, (int)((bars + dyn - base) / stage_bytes));
+    const unsigned w_full = bars + 16 * MAX_STAGES, base = (w_full + 8 + 1023) & ~1023u;
+    // One filter block (K <= 64): every tile multiplies the same R*S*CT filter boxes; when they fit in WRES bytes,
+    // each block loads them once (w_full) and its stages carry x only.
+    const unsigned w_bytes = R * S * CT * B_TAP_BYTES;
+    const bool resident = KT == 1 && w_bytes <= WRES, busy = blockIdx.x < count;
+    const unsigned a_bytes = (R + 7) * 1024, b_off = TILE_PATCHES * a_bytes;
+    const unsigned stages = base + (resident ? w_bytes : 0), stage_bytes = b_off + (resident ? 0 : R * B_TAP_BYTES);
+    const int nst = min(MAX_STAGES, (int)((bars + dyn - stages) / stage_bytes));
     if (tid == 0) {
         peak::tma_prefetch(map_x);
         peak::tma_prefetch(map_w);
@@ -304,12 +314,20 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
             peak::mbar_init(full + 8 * s, 1);
             peak::mbar_init(empty + 8 * s, 8);  // lane 0 of each consumer warp
         }
+        peak::mbar_init(w_full, 1);
         peak::mbar_init_fence();
     }
     __syncthreads();
 
     if (wg == 0) {  // producer: one thread issues every copy; stage and parity run on across tiles
         if (tid != 0) return;
+        if (resident && busy) {  // filter box (s, c, r) at ((s CT + c) R + r) * 8 KiB
+            peak::mbar_arrive_expect_tx(w_full, w_bytes);
+            for (int s = 0; s < S; ++s)
+                for (int c = 0; c < CT; ++c)
+                    for (int r = 0; r < R; ++r)
+                        peak::tma_load_4d(base + ((s * CT + c) * R + r) * B_TAP_BYTES, map_w, w_full, c * BK, s, r, 0);
+        }
         int st = 0;
         unsigned phase = 0;
         for (int t = blockIdx.x; t < count; t += gridDim.x) {
@@ -319,13 +337,14 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
                 patch_of(min(TILE_PATCHES * mt + j, patches - 1), PT, QT, n[j], p0[j], q0[j]);
             for (int s = 0; s < S; ++s)
                 for (int c = 0; c < CT; ++c) {
-                    const unsigned stage = base + st * stage_bytes, bar = full + 8 * st;
+                    const unsigned stage = stages + st * stage_bytes, bar = full + 8 * st;
                     peak::mbar_wait(empty + 8 * st, phase ^ 1);
                     peak::mbar_arrive_expect_tx(bar, stage_bytes);
                     for (int j = 0; j < TILE_PATCHES; ++j)  // rows p0 - PAD .. + R + 6, columns q0 + s - PAD .. + 7
                         peak::tma_load_4d(stage + j * a_bytes, map_x, bar, c * BK, q0[j] + s - PAD, p0[j] - PAD, n[j]);
-                    for (int r = 0; r < R; ++r)
-                        peak::tma_load_4d(stage + b_off + r * B_TAP_BYTES, map_w, bar, c * BK, s, r, k0);
+                    if (!resident)
+                        for (int r = 0; r < R; ++r)
+                            peak::tma_load_4d(stage + b_off + r * B_TAP_BYTES, map_w, bar, c * BK, s, r, k0);
                     if (++st == nst) { st = 0; phase ^= 1; }
                 }
         }
@@ -337,6 +356,7 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
     int st = 0, prev = 0;
     unsigned phase = 0;
     float d[PPW][32];
+    if (resident && busy) peak::mbar_wait(w_full, 0);
     for (int t = blockIdx.x; t < count; t += gridDim.x) {
         const int mt = t / KT, k0 = (t % KT) * BN;
 #pragma unroll
@@ -344,7 +364,8 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
 #pragma unroll
             for (int e = 0; e < 32; ++e) d[i][e] = 0.0f;
         for (int step = 0; step < steps; ++step) {
-            const unsigned stage = base + st * stage_bytes, a = stage + PPW * cw * a_bytes, b = stage + b_off;
+            const unsigned stage = stages + st * stage_bytes, a = stage + PPW * cw * a_bytes;
+            const unsigned b = resident ? base + step * R * B_TAP_BYTES : stage + b_off;
             peak::mbar_wait(full + 8 * st, phase);
             __syncwarp();  // the warp leaves the spin together: wgmma is .sync.aligned
             peak::wgmma_fence();
