@@ -16,6 +16,8 @@
 //    guarded at the image's edges (P, Q not multiples of 8).
 // Other sizes (stride or dilation != 1, R > 3, C % 8 != 0 where the server passes zero maps) take step 5's code,
 // BM = 256 on the first 8 warps, in the same kernel.
+// H100, f16, through MCP: 29.8 us on the ResNet-50 3x3 layer, 102% of torch eager (cuDNN's kernel 25.2 us; step 5
+// 42.4 us in the same run); the 1x1 layer not yet measured. NVRTC: 168 registers (the fallback's), no spills.
 // peak: entry=conv2d_hopper grid=(SM_COUNT, 1, 1) block=(384, 1, 1) shared=232448
 // peak: params PPW=[1, 2] WRES=[98304, 0]
 // peak: tensor_map x box=(1, R + 7, 8, 64) swizzle=128
