@@ -114,7 +114,7 @@ def test_filter_by_problem_tag_and_text(shipped: Catalog) -> None:
     assert shipped.list(problem="conv3d") == []
     assert {t.id for t in shipped.list(problem="conv2d")} == {
         "conv-implicit-gemm", "conv-gemm-smem-tiling", "conv-tensor-cores", "conv-filter-specialization",
-        "conv-mma-swizzled"}
+        "conv-mma-swizzled", "conv-hopper-tma-wgmma"}
     tensor = {t.id for t in shipped.list(tag="Tensor-Cores")}
     assert {"tensor-cores", "mma-sync-ptx", "hopper-wgmma", "amd-mfma"} <= tensor
     assert "split-k" not in tensor

@@ -320,3 +320,31 @@ def test_the_annotation_may_use_p_and_q(conv: DeclaredProblem) -> None:
     assert launch_spec(many, "cuda", conv.symbols, conv.derived).evaluate(sizes)["grid"][2] > 0
     with pytest.raises(AnnotationError, match="derives from the sizes"):
         launch_spec(short + "// peak: params P=[1, 2]\n", "cuda", conv.symbols, conv.derived)
+
+
+def test_the_hopper_step_keeps_its_wgmmas_pipelined_its_maps_general_and_has_a_text(conv: DeclaredProblem) -> None:
+    """Step 6 (TMA boxes of x shifted per tap, wgmma): ptxas keeps its wgmmas pipelined (no C7515 serialization
+    warning), its maps are 4-D over x and w with the box a column of taps needs, zero (unencodable) where C % 8 != 0
+    so the kernel must take its step-5 fallback there, its grid is persistent and its stages fit an H100 block;
+    its catalog text parses and follows step 5's."""
+    from peak_mcp.backends import cuda as cuda_backend
+    from peak_mcp.backends.registry import launch_spec
+    from peak_mcp.catalog import Catalog, builtin_transformations_dir
+    from peak_mcp.tensor_maps import requests
+
+    source = (ROOT / "examples" / "conv2d" / "cuda" / "6_hopper_tma_wgmma.cu").read_text()
+    source = source.replace("typedef float T;", "typedef __half T;", 1)
+    spec = launch_spec(source, "cuda", conv.symbols, conv.derived)
+    assert "C7515" not in cuda_backend.CudaExecutor(None, arch="sm_90a").compile(source, spec).log
+    sizes = conv.default_sizes
+    maps = requests(spec, conv, "f16", sizes)
+    assert [(m.buffer, m.shape, m.box, m.unencodable) for m in maps] == [
+        ("x", (32, 56, 56, 64), (1, 10, 8, 64), None), ("w", (64, 3, 3, 64), (64, 1, 1, 64), None)]
+    one = requests(spec, conv, "f16", {**sizes, "C": 256, "R": 1, "S": 1, "PAD": 0})
+    assert [m.box for m in one] == [(1, 8, 8, 64), (64, 1, 1, 64)]
+    assert all(m.unencodable for m in requests(spec, conv, "f16", {**sizes, "C": 5}))
+    assert spec.params == {"PPW": [1, 2], "WRES": [98304, 0]}
+    launch = spec.on_device(132).evaluate(sizes)
+    assert launch["grid"] == (132, 1, 1) and launch["block"] == (384, 1, 1) and launch["shared"] <= 227 * 1024
+    text = Catalog.load(builtin_transformations_dir()).get("conv-hopper-tma-wgmma")
+    assert "conv-mma-swizzled" in text.after and "tma_load_4d" in text.body and "conv2d" in text.problems

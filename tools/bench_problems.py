@@ -8,6 +8,8 @@ x torch eager / torch.compile where the server times them). JSON of every report
     python3 tools/bench_problems.py --problems softmax rmsnorm --dtypes f32 bf16 --out $OUT/problems.json
     python3 tools/bench_problems.py --problems conv2d --dtypes f16 f32 --torch-kernels \
         --sizes N=32,H=56,W=56,C=64,K=64,R=3,S=3,STRIDE=1,PAD=1,DIL=1
+    python3 tools/bench_problems.py --problems conv2d --dtypes f16 --v0 5_mma_swizzled \
+        --kernels 6_hopper_tma_wgmma --sizes ...      (v0 is step 5, not the slow naive kernel)
     python3 tools/bench_problems.py --problem-dir DIR --problems kb_softmax --dtypes f32 \
         --sizes BATCH_SIZE=8192,DIM=8192 --kernels DIR/online.cu      (tools/gpu_suite.sh, part kernelbench)
 """
@@ -36,7 +38,7 @@ DEFAULT_KERNELS = {"attention": LADDER, "attention_causal": LADDER,
                    "rmsnorm": ["2_warp_shuffle", "4_registers", "7_cache_hints"],
                    "row_sum": ["2_warp_shuffle", "3_vectorized"],
                    "conv2d": ["1_implicit_gemm", "2_smem_tiled", "3_tensor_cores", "4_filter_specialized",
-                              "5_mma_swizzled"]}
+                              "5_mma_swizzled", "6_hopper_tma_wgmma"]}
 SIXTEEN_BIT_ONLY = "static_assert(sizeof(T) == 2"  # a tensor-core step: not submitted to f32 sessions
 
 
@@ -79,8 +81,10 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
         for problem in args.problems:
             for dtype in args.dtypes:
                 sizes = args.sizes or {"ROWS": args.rows, "COLS": args.cols}
+                first_kernel = ({"reference_kernel": kernel_source(problem, args.backend, dtype, args.v0)}
+                                if args.v0 else {})
                 started, wall = await call(client, "start_session", {"problem": problem, "backend": args.backend,
-                                                                    "dtype": dtype, "sizes": sizes})
+                                                                    "dtype": dtype, "sizes": sizes, **first_kernel})
                 record: dict[str, Any] = {"problem": problem, "dtype": dtype, "start": started, "versions": []}
                 out["sessions"].append(record)
                 if "error" in started:
@@ -92,7 +96,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 if args.torch_kernels:
                     record["torch_kernels"] = torch_kernels(problem, dtype, sizes, args.problem_dir)
                     print(f"torch_reference's CUDA kernels: {record['torch_kernels']}", flush=True)
-                print(line("naive (v0)", v0, wall) if v0 else "no naive kernel: the first submission is v0", flush=True)
+                name = f"{args.v0 or 'naive'} (v0)"
+                print(line(name, v0, wall) if v0 else "no naive kernel: the first submission is v0", flush=True)
                 for stem in args.kernels or DEFAULT_KERNELS.get(problem, []):
                     source = kernel_source(problem, args.backend, dtype, stem)
                     if dtype == "f32" and SIXTEEN_BIT_ONLY in source:
@@ -158,6 +163,9 @@ def main() -> int:
     parser.add_argument("--problem-dir", type=Path, default=None, help="an operator problem folder (KernelBench files)")
     parser.add_argument("--kernels", nargs="*", default=None,
                         help="example stems or kernel files (default: two examples per problem)")
+    parser.add_argument("--v0", default=None,
+                        help="start each session with this example stem or file as version 0 (start_session's "
+                             "reference_kernel) instead of the naive kernel, whose benchmark can take minutes")
     parser.add_argument("--tune", type=int, default=0, help="tune the last kernel over up to N configurations")
     parser.add_argument("--torch-kernels", action="store_true",
                         help="name the CUDA kernels of each problem's torch yardstick (torch.profiler)")
