@@ -260,27 +260,6 @@ __device__ __forceinline__ void conv_tile(const T* __restrict__ x, const T* __re
 // ---------------------------------------------------------------------------------------------------------------
 // The fast path.
 
-// d (64 x 64, f32) += A (64 x 16, K-major) * B (64 filters x 16, K-major): wgmma with trans-b 0, the m64n64 shape
-// the header does not carry. Fragment as in peak/hopper.cuh: d[4j + 2h + e] is row 16 warp + lane/4 + 8h, column
-// 8j + 2 (lane % 4) + e.
-#define WGMMA_N64(TYPE, NAME)                                                                                      \
-    __device__ __forceinline__ void wgmma_n64(float (&d)[32], unsigned long long a, unsigned long long b,           \
-                                              const TYPE*)                                                       \
-    {                                                                                                               \
-        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                                 \
-                     "wgmma.mma_async.sync.aligned.m64n64k16.f32." NAME "." NAME                                    \
-                     " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-                     "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"  \
-                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),          \
-                       "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),      \
-                       "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),   \
-                       "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),   \
-                       "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                         \
-                     : "l"(a), "l"(b), "r"(1));                                                                     \
-    }
-WGMMA_N64(__half, "f16")
-WGMMA_N64(__nv_bfloat16, "bf16")
-
 // Patch `i` of the N x ceil(P/8) x ceil(Q/8) patches: its image and top-left output pixel.
 __device__ __forceinline__ void patch_of(int i, int PT, int QT, int& n, int& p0, int& q0)
 {
@@ -376,8 +355,9 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
                 for (int kk = 0; kk < BK / 16; ++kk)
 #pragma unroll
                     for (int i = 0; i < PPW; ++i)
-                        wgmma_n64(d[i], peak::wgmma_desc_sw128(a + i * a_bytes + r * 1024 + kk * 32, 16, 1024),
-                                  peak::wgmma_desc_sw128(b + r * B_TAP_BYTES + kk * 32, 16, 1024), (const T*)0);
+                        peak::wgmma_kmajor_m64n64k16(
+                            d[i], peak::wgmma_desc_sw128(a + i * a_bytes + r * 1024 + kk * 32, 16, 1024),
+                            peak::wgmma_desc_sw128(b + r * B_TAP_BYTES + kk * 32, 16, 1024), 1, T());
             peak::wgmma_commit();
             peak::wgmma_wait<1>();  // the previous step's group is done: its stage may be refilled
             if (step > 0 && lane == 0) peak::mbar_arrive(empty + 8 * prev);

@@ -165,10 +165,12 @@ template <int N> __device__ __forceinline__ void wgmma_wait()
 // accumulators as "+f" operands %0 .. %(N/2 - 1), then desc_a, desc_b and scale_d.
 #define PEAK_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
                    "+f"(d[i + 6]), "+f"(d[i + 7])
-#define PEAK_D64 PEAK_D8(0), PEAK_D8(8), PEAK_D8(16), PEAK_D8(24), PEAK_D8(32), PEAK_D8(40), PEAK_D8(48), PEAK_D8(56)
+#define PEAK_D32 PEAK_D8(0), PEAK_D8(8), PEAK_D8(16), PEAK_D8(24)
+#define PEAK_D64 PEAK_D32, PEAK_D8(32), PEAK_D8(40), PEAK_D8(48), PEAK_D8(56)
 #define PEAK_D128 PEAK_D64, PEAK_D8(64), PEAK_D8(72), PEAK_D8(80), PEAK_D8(88), PEAK_D8(96), PEAK_D8(104), \
                   PEAK_D8(112), PEAK_D8(120)
-#define PEAK_R64 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define PEAK_R32 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define PEAK_R64 PEAK_R32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define PEAK_R128 PEAK_R64 ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
 #define PEAK_WGMMA(NAME, N, TYPE, REGS, ACC, A, B, SCALE, TRANS_B)                                            \
     __device__ __forceinline__ void NAME##_m64n##N##k16_##TYPE(float (&d)[N / 2], unsigned long long desc_a,         \
@@ -187,6 +189,9 @@ PEAK_WGMMA(wgmma, 256, bf16, PEAK_R128, PEAK_D128, "%128", "%129", "%130", 1)
 // B K-major too (trans-b 0): B is an N x K row-major tile, e.g. the keys of attention's S = Q K^T, stored like A.
 PEAK_WGMMA(wgmma_kmajor, 128, f16, PEAK_R64, PEAK_D64, "%64", "%65", "%66", 0)
 PEAK_WGMMA(wgmma_kmajor, 128, bf16, PEAK_R64, PEAK_D64, "%64", "%65", "%66", 0)
+// N = 64 (e.g. conv2d's 64 filters against a K-major patch of x)
+PEAK_WGMMA(wgmma_kmajor, 64, f16, PEAK_R32, PEAK_D32, "%32", "%33", "%34", 0)
+PEAK_WGMMA(wgmma_kmajor, 64, bf16, PEAK_R32, PEAK_D32, "%32", "%33", "%34", 0)
 // A from registers (the RS form): a[0..3] is the warp's 16 x 16 slice of A in mma.sync's m16n8k16 A layout (row g,
 // columns 2q, 2q+1; row g + 8; then the same 8 columns on), so an m64nN f32 accumulator rounded in pairs is one:
 // a[i] = pack(d[8kk + 2i], d[8kk + 2i + 1]) for k-step kk. B MN-major (trans-b 1), as in wgmma_m64n*k16.
@@ -206,8 +211,10 @@ PEAK_WGMMA_RS(128, bf16, PEAK_R64, PEAK_D64, "{%64, %65, %66, %67}", "%68", "%69
 #undef PEAK_WGMMA
 #undef PEAK_R128
 #undef PEAK_R64
+#undef PEAK_R32
 #undef PEAK_D128
 #undef PEAK_D64
+#undef PEAK_D32
 #undef PEAK_D8
 
 // Type dispatch for kernels written once over T (__half or __nv_bfloat16).
@@ -241,6 +248,16 @@ __device__ __forceinline__ void wgmma_kmajor_m64n128k16(float (&d)[64], unsigned
                                                         int s, __nv_bfloat16)
 {
     wgmma_kmajor_m64n128k16_bf16(d, a, b, s);
+}
+__device__ __forceinline__ void wgmma_kmajor_m64n64k16(float (&d)[32], unsigned long long a, unsigned long long b,
+                                                       int s, __half)
+{
+    wgmma_kmajor_m64n64k16_f16(d, a, b, s);
+}
+__device__ __forceinline__ void wgmma_kmajor_m64n64k16(float (&d)[32], unsigned long long a, unsigned long long b,
+                                                       int s, __nv_bfloat16)
+{
+    wgmma_kmajor_m64n64k16_bf16(d, a, b, s);
 }
 __device__ __forceinline__ void wgmma_rs_m64n128k16(float (&d)[64], const unsigned (&a)[4], unsigned long long b,
                                                     int s, __half)
