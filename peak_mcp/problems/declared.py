@@ -394,7 +394,7 @@ class DeclaredProblem(Problem):
     def _extent(self, expr: str) -> str:
         """An extent as the agent reads it: the name of the scalar passed for it (conv2d's P), else the
         expression, parenthesised where it has operators so that `A x B` reads as a product of extents."""
-        named = next((s.name for s in self.declaration.scalars if s.expr == expr and s.name != expr), None)
+        named = next((name for name, derived in self.derived.items() if derived == expr), None)
         if named:
             return named
         return expr if expr.isidentifier() or expr.isdigit() else f"({expr})"
@@ -433,8 +433,8 @@ class DeclaredProblem(Problem):
             if backend == "hip":
                 lines.append(_HIP_NOTE)
         shapes = "; ".join(f"{b.name}: {' x '.join(self._extent(e) for e in b.shape)}" for b, _ in buffers)
-        derived = [f"{s.name} = {s.expr}" for s in d.scalars
-                   if s.name != s.expr and any(s.expr in b.shape for b, _ in buffers)]
+        derived = [f"{name} = {expr}" for name, expr in self.derived.items()
+                   if any(expr in b.shape for b, _ in buffers)]
         if derived:  # passed to the kernel, and shorthand in the `peak:` lines for their expressions
             shapes += f" ({'; '.join(derived)}: passed as scalars, and usable in the annotation's expressions)"
         lines.append(f"Shapes: {shapes}. Outputs are poisoned (NaN) before every launch and must be fully written, "
