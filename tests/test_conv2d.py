@@ -323,9 +323,10 @@ def test_the_annotation_may_use_p_and_q(conv: DeclaredProblem) -> None:
 
 
 def test_the_hopper_step_keeps_its_wgmmas_pipelined_its_maps_general_and_has_a_text(conv: DeclaredProblem) -> None:
-    """Step 6 (TMA boxes of x shifted per tap, wgmma): ptxas keeps its wgmmas pipelined (no C7515 serialization
-    warning), its maps are 4-D over x and w with the box a column of taps needs, zero (unencodable) where C % 8 != 0
-    so the kernel must take its step-5 fallback there, its grid is persistent and its stages fit an H100 block;
+    """Step 6 (TMA boxes of x shifted per tap, wgmma, TMA stores of y): ptxas keeps its wgmmas pipelined (no C7515
+    serialization warning), its maps are 4-D over x and w with the box a column of taps needs and over y with a
+    patch's box, zero (unencodable) where C % 8 != 0 so the kernel must take its step-5 fallback there (and y's where
+    K % 8 != 0, for its register epilogue), its grid is persistent and its stages fit an H100 block;
     its catalog text parses and follows step 5's."""
     from peak_mcp.backends import cuda as cuda_backend
     from peak_mcp.backends.registry import launch_spec
@@ -339,10 +340,13 @@ def test_the_hopper_step_keeps_its_wgmmas_pipelined_its_maps_general_and_has_a_t
     sizes = conv.default_sizes
     maps = requests(spec, conv, "f16", sizes)
     assert [(m.buffer, m.shape, m.box, m.unencodable) for m in maps] == [
-        ("x", (32, 56, 56, 64), (1, 10, 8, 64), None), ("w", (64, 3, 3, 64), (64, 1, 1, 64), None)]
+        ("x", (32, 56, 56, 64), (1, 10, 8, 64), None), ("w", (64, 3, 3, 64), (64, 1, 1, 64), None),
+        ("y", (32, 56, 56, 64), (1, 8, 8, 64), None)]
     one = requests(spec, conv, "f16", {**sizes, "C": 256, "R": 1, "S": 1, "PAD": 0})
-    assert [m.box for m in one] == [(1, 8, 8, 64), (64, 1, 1, 64)]
-    assert all(m.unencodable for m in requests(spec, conv, "f16", {**sizes, "C": 5}))
+    assert [m.box for m in one] == [(1, 8, 8, 64), (64, 1, 1, 64), (1, 8, 8, 64)]
+    # C % 8 != 0: x and w unencodable (the step-5 fallback); K % 8 != 0: y's (the epilogue stores from registers)
+    assert [bool(m.unencodable) for m in requests(spec, conv, "f16", {**sizes, "C": 5})] == [True, True, False]
+    assert [bool(m.unencodable) for m in requests(spec, conv, "f16", {**sizes, "K": 5})] == [False, False, True]
     assert spec.params == {"PPW": [1, 2], "WRES": [98304, 0]}
     launch = spec.on_device(132).evaluate(sizes)
     assert launch["grid"] == (132, 1, 1) and launch["block"] == (384, 1, 1) and launch["shared"] <= 227 * 1024

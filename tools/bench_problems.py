@@ -98,7 +98,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     print(f"torch_reference's CUDA kernels: {record['torch_kernels']}", flush=True)
                 name = f"{args.v0 or 'naive'} (v0)"
                 print(line(name, v0, wall) if v0 else "no naive kernel: the first submission is v0", flush=True)
-                for stem in args.kernels or DEFAULT_KERNELS.get(problem, []):
+                for stem in DEFAULT_KERNELS.get(problem, []) if args.kernels is None else args.kernels:
                     source = kernel_source(problem, args.backend, dtype, stem)
                     if dtype == "f32" and SIXTEEN_BIT_ONLY in source:
                         print(f"{stem:<24} (f16 and bf16 only: not submitted)", flush=True)
@@ -162,7 +162,8 @@ def main() -> int:
                         default=None, help="e.g. BATCH_SIZE=8192,DIM=8192 (default: ROWS and COLS)")
     parser.add_argument("--problem-dir", type=Path, default=None, help="an operator problem folder (KernelBench files)")
     parser.add_argument("--kernels", nargs="*", default=None,
-                        help="example stems or kernel files (default: two examples per problem)")
+                        help="example stems or kernel files (default: the problem's ladder; a bare --kernels: "
+                             "v0 alone)")
     parser.add_argument("--v0", default=None,
                         help="start each session with this example stem or file as version 0 (start_session's "
                              "reference_kernel) instead of the naive kernel, whose benchmark can take minutes")

@@ -11,17 +11,19 @@
 //    and the R filter taps (boxes (64, 1, 1, 64) of a map over w (K, R, S, C)); as many stages as fit, full and
 //    empty mbarriers, the producer running ahead across tiles while the consumers store.
 //  - With K <= 64 every tile multiplies the same filter boxes: up to WRES bytes of them (the 3x3 layer's 72 KiB, the
-//    1x1 layer's 32 KiB) are loaded once per block and stay; the stages then carry x only (7 at 3x3, 12 at 1x1).
-//  - Epilogue from the accumulators: row 16 w + g + 8 h of a patch is pixel (p0 + 2 w + h, q0 + g); packed pairs,
-//    guarded at the image's edges (P, Q not multiples of 8).
+//    1x1 layer's 32 KiB) are loaded once per block and stay; the stages then carry x only (6 at 3x3, 11 at 1x1).
+//  - Epilogue by TMA store: row 16 w + g + 8 h of a patch is pixel (p0 + 2 w + h, q0 + g), row m of the 8 x 8 x 64
+//    box of y that each consumer stages (swizzled as the map's box) and one thread stores: whole 128-byte lines,
+//    pixels past P, Q clipped by the hardware. Where y's map is zero (K % 8 != 0), packed pairs from the registers.
 // Other sizes (stride or dilation != 1, R > 3, C % 8 != 0 where the server passes zero maps) take step 5's code,
 // BM = 256 on the first 8 warps, in the same kernel.
-// H100, f16, through MCP: 29.8 us on the ResNet-50 3x3 layer, 102% of torch eager (cuDNN's kernel 25.2 us; step 5
-// 42.4 us in the same run); the 1x1 layer not yet measured. NVRTC: 168 registers (the fallback's), no spills.
+// H100 through MCP, f16 / bf16: the ResNet-50 3x3 layer 24.1 / 23.2 us (127 / 129% of torch eager), the 1x1 layer
+// (C = 256) 27.5 / 26.9 us (86 / 89%); register stores took 29.8 and 32.5 us (f16). NVRTC: 168 registers, no spills.
 // peak: entry=conv2d_hopper grid=(SM_COUNT, 1, 1) block=(384, 1, 1) shared=232448
 // peak: params PPW=[1, 2] WRES=[98304, 0]
 // peak: tensor_map x box=(1, R + 7, 8, 64) swizzle=128
 // peak: tensor_map w box=(64, 1, 1, 64) swizzle=128
+// peak: tensor_map y box=(1, 8, 8, 64) swizzle=128
 #include <peak/hopper.cuh>
 
 typedef float T;  // the session's dtype: __half or __nv_bfloat16 (the only line to change; float stops at the static_assert)
@@ -269,9 +271,11 @@ __device__ __forceinline__ void patch_of(int i, int PT, int QT, int& n, int& p0,
     q0 = (rem % QT) * 8;
 }
 
+__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
+
 __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem, const peak::TensorMap& map_x,
-                                         const peak::TensorMap& map_w, int N, int C, int K, int R, int S, int PAD,
-                                         int P, int Q)
+                                         const peak::TensorMap& map_w, const peak::TensorMap& map_y, int N, int C,
+                                         int K, int R, int S, int PAD, int P, int Q)
 {
     const int tid = threadIdx.x, wg = tid / 128;
     const int PT = (P + 7) / 8, QT = (Q + 7) / 8, patches = N * PT * QT, KT = (K + BN - 1) / BN;
@@ -285,8 +289,13 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
     // each block loads them once (w_full) and its stages carry x only.
     const unsigned w_bytes = R * S * CT * B_TAP_BYTES;
     const bool resident = KT == 1 && w_bytes <= WRES, busy = blockIdx.x < count;
+    // Where y's map is usable (K % 8 == 0), each consumer stages its patches' outputs (8 KiB each, swizzled as the
+    // map's box) and one thread stores them by TMA: whole 128-byte lines, edges clipped by the hardware, and the
+    // warpgroup goes on to its next tile while the copy drains.
+    const bool staged = peak::tma_usable(map_y);
+    const unsigned out_bytes = staged ? TILE_PATCHES * 8192 : 0, filters = base + out_bytes;
     const unsigned a_bytes = (R + 7) * 1024, b_off = TILE_PATCHES * a_bytes;
-    const unsigned stages = base + (resident ? w_bytes : 0), stage_bytes = b_off + (resident ? 0 : R * B_TAP_BYTES);
+    const unsigned stages = filters + (resident ? w_bytes : 0), stage_bytes = b_off + (resident ? 0 : R * B_TAP_BYTES);
     const int nst = min(MAX_STAGES, (int)((bars + dyn - stages) / stage_bytes));
     if (tid == 0) {
         peak::tma_prefetch(map_x);
@@ -307,7 +316,7 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
             for (int s = 0; s < S; ++s)
                 for (int c = 0; c < CT; ++c)
                     for (int r = 0; r < R; ++r)
-                        peak::tma_load_4d(base + ((s * CT + c) * R + r) * B_TAP_BYTES, map_w, w_full, c * BK, s, r, 0);
+                        peak::tma_load_4d(filters + ((s * CT + c) * R + r) * B_TAP_BYTES, map_w, w_full, c * BK, s, r, 0);
         }
         int st = 0;
         unsigned phase = 0;
@@ -346,7 +355,7 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
             for (int e = 0; e < 32; ++e) d[i][e] = 0.0f;
         for (int step = 0; step < steps; ++step) {
             const unsigned stage = stages + st * stage_bytes, a = stage + PPW * cw * a_bytes;
-            const unsigned b = resident ? base + step * R * B_TAP_BYTES : stage + b_off;
+            const unsigned b = resident ? filters + step * R * B_TAP_BYTES : stage + b_off;
             peak::mbar_wait(full + 8 * st, phase);
             __syncwarp();  // the warp leaves the spin together: wgmma is .sync.aligned
             peak::wgmma_fence();
@@ -368,6 +377,35 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
         if (lane == 0) peak::mbar_arrive(empty + 8 * prev);
 
         // Row 16 warp + lane/4 + 8h of a patch is pixel (p0 + 2 warp + h, q0 + lane/4).
+        if (staged) {  // row m of patch i at out + i * 8 KiB + 128 m, its 16-byte chunk j at chunk j ^ (m % 8)
+            const unsigned out = base + PPW * cw * 8192;
+            if (t128 == 0) peak::bulk_wait_read<0>();  // the last tile's copies have read the staging buffer
+            named_sync(2 + cw);
+#pragma unroll
+            for (int i = 0; i < PPW; ++i)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int jn = 0; jn < 8; ++jn) {
+                        const unsigned at = out + i * 8192 + (16 * warp + lane / 4 + 8 * h) * 128 +
+                                            ((jn ^ (lane / 4)) << 4) + 4 * (lane % 4);
+                        const unsigned v = pack2(d[i][4 * jn + 2 * h], d[i][4 * jn + 2 * h + 1], (const T*)0);
+                        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(v) : "memory");
+                    }
+            peak::fence_proxy_async();  // each thread's writes, visible to the TMA unit
+            named_sync(2 + cw);
+            if (t128 == 0) {
+                for (int i = 0; i < PPW; ++i) {
+                    const int patch = TILE_PATCHES * mt + PPW * cw + i;
+                    if (patch >= patches) break;
+                    int n, p0, q0;
+                    patch_of(patch, PT, QT, n, p0, q0);
+                    peak::tma_store_4d(map_y, out + i * 8192, k0, q0, p0, n);
+                }
+                peak::bulk_commit();
+            }
+            continue;
+        }
         const bool pairs = K % 2 == 0;
 #pragma unroll
         for (int i = 0; i < PPW; ++i) {
@@ -395,18 +433,19 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
             }
         }
     }
+    if (staged && t128 == 0) peak::bulk_wait<0>();  // the last copies are done before the block's memory goes
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1) conv2d_hopper(
     const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int N, int H, int W, int C, int K, int R,
     int S, int STRIDE, int PAD, int DIL, int P, int Q, const __grid_constant__ peak::TensorMap map_x,
-    const __grid_constant__ peak::TensorMap map_w)
+    const __grid_constant__ peak::TensorMap map_w, const __grid_constant__ peak::TensorMap map_y)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
     // The shifted boxes need stride 1, dilation 1 and a stage for R + 7 image rows; the maps need C % 8 == 0 (the
     // server passes zeros otherwise).
     if (STRIDE == 1 && DIL == 1 && R <= 3 && peak::tma_usable(map_x) && peak::tma_usable(map_w)) {
-        conv_tma(y, smem, map_x, map_w, N, C, K, R, S, PAD, P, Q);
+        conv_tma(y, smem, map_x, map_w, map_y, N, C, K, R, S, PAD, P, Q);
         return;
     }
     if (threadIdx.x >= FB_BM) return;

@@ -118,6 +118,29 @@ __device__ __forceinline__ void tma_load_4d(unsigned dst, const TensorMap& map, 
                  "%5, %6}], [%2];\n" ::"r"(dst), "l"(&map), "r"(bar), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
 }
 
+// Copy one box from shared memory at `src` (laid out as tma_load_4d would write it, swizzle included) to a 4-D
+// tensor map at element coordinates (x, y, z, w), innermost first; parts of the box outside the tensor are not
+// written. One thread issues it, after every writer of the box has run fence_proxy_async() and a barrier; the copy
+// joins this thread's bulk group (bulk_commit), and `src` may be written again once bulk_wait_read says so.
+__device__ __forceinline__ void tma_store_4d(const TensorMap& map, unsigned src, int x, int y, int z, int w)
+{
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n"
+                 ::"l"(&map), "r"(src), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+
+// Wait until at most N of this thread's committed bulk groups still read shared memory (their sources are free).
+template <int N> __device__ __forceinline__ void bulk_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+
+// Wait until at most N of this thread's bulk groups are incomplete (their global writes done).
+template <int N> __device__ __forceinline__ void bulk_wait()
+{
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 // The same box delivered to the same shared offset `dst` in every cluster CTA whose bit is set in `cta_mask`, each
 // copy completing its bytes on the barrier at offset `bar` in that CTA. Every receiving CTA's producer must have
 // announced those bytes (mbar_arrive_expect_tx) for its own barrier, and the issuing CTA must know that every
