@@ -50,6 +50,8 @@ def test_sampled_sizes_keep_awkward_sequence_and_head_sizes() -> None:
     assert len(sampled) >= 8
     assert any(s["S"] % 2 and s["S"] > 16 and s["D"] % 2 and s["D"] > 16 for s in sampled)
     assert any(s["D"] > 128 for s in sampled) or any(s["S"] > 64 for s in sampled)
+    # the session's head dimension (a fast path's own, 16-byte rows) with an odd sequence, and another multiple of 8
+    assert any(s["D"] == 128 and s["S"] % 2 for s in sampled) and any(s["D"] == 72 for s in sampled)
 
 
 REFERENCE_CHECK = """

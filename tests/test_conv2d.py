@@ -183,13 +183,26 @@ def reference(x, *, OFF):
 '''
 
 
+def test_generality_reaches_the_16_byte_fast_path_with_ragged_pixels(conv: DeclaredProblem) -> None:
+    """Every awkward size has odd channel counts, which send a TMA or vector fast path (C % 8 == 0) to its fallback:
+    two more sizes keep the rows in whole 16-byte chunks (the session's C and K, then 72 and 40) at the session's
+    filter, stride and padding, with few, odd pixels (P, Q not multiples of 8)."""
+    sampled = conv.generality_sizes(conv.default_sizes)
+    pitched = [s for s in sampled if s["C"] % 8 == 0 and s["K"] % 8 == 0]
+    session = {k: conv.default_sizes[k] for k in ("R", "S", "STRIDE", "PAD", "DIL")}
+    assert [(s["C"], s["K"]) for s in pitched] == [(64, 64), (72, 40)]
+    for s in pitched:
+        assert {k: s[k] for k in session} == session and s["H"] % 8 and s["W"] % 8 and s["N"] > 1
+
+
 def test_samples_is_general_and_checked(tmp_path: Path) -> None:
     path = tmp_path / "shift.py"
     path.write_text(textwrap.dedent(SAMPLED_FILE).lstrip())
     problem = declared(path)
     assert problem.sampled == {"OFF": (0, 1, 3)} and problem.check_sizes({"OFF": 0})["OFF"] == 0
     sampled = problem.generality_sizes(problem.default_sizes)
-    assert {s["OFF"] for s in sampled} == {0, 1, 3}
+    # the listed values in turn; the candidates with 16-byte rows keep the session's (2)
+    assert {s["OFF"] for s in sampled} == {0, 1, 2, 3}
     assert {s["N"] for s in sampled} >= {1, 7, 100, 1031}  # N still gets the awkward extents
     assert all(len(group) == 0 for group in problem.sizes_above(problem.default_sizes)[1:])  # none for OFF
     base = json.loads(ProblemDeclaration.model_validate(

@@ -146,6 +146,7 @@ def test_sampled_sizes_are_awkward_and_above_the_session() -> None:
     assert sampled[0] == {"ROWS": 1, "COLS": 1} and {"ROWS": 7, "COLS": 5} in sampled
     assert {"ROWS": 97, "COLS": 89} in sampled and {"ROWS": 65, "COLS": 129} in sampled
     assert {"ROWS": 67, "COLS": 99} in sampled  # near the session's
+    assert {"ROWS": 3, "COLS": 72} in sampled  # rows of whole 16-byte chunks, few of them
     above = problem.sizes_above(session)
     assert above[0][0] == {"ROWS": 4101, "COLS": 33} and above[1][0] == {"ROWS": 33, "COLS": 4101}
     big = problem.sizes_above({"ROWS": 8192, "COLS": 8192})

@@ -62,6 +62,10 @@ _ODD = (100, 77, 53, 91)
 _PRIMES = (97, 89, 101, 103)
 _PAST_POW2 = (65, 129, 33, 257)
 _SMALL = (7, 67, 5, 35)
+# Rows of whole 16-byte chunks (TMA, vector loads) with nothing else a tile multiple: the extents that end some
+# buffer's shape take multiples of 8 that no tile of 16 divides, the others small odd values.
+_PITCHED = (72, 40, 24, 136)
+_RAGGED = (3, 13, 11, 7)
 SAMPLED_WORK = 2.0**27  # the most one awkward size may cost
 # The most a host spot check's rows may cost (FLOPS per BATCH row times rows): past it the checked elements are drawn
 # from fewer rows, so that a problem whose rows are heavy (an attention head: 4 S^2 D) is checked in seconds.
@@ -515,17 +519,41 @@ class DeclaredProblem(Problem):
             full = self._within_work(self._with_parameters(candidate, k, sizes))
             if full is not None and full not in kept:
                 kept.append(full)
+        for pitched in self._pitched(sizes):  # the sizes above have odd rows: a 16-byte fast path never ran there
+            full = self._within_work(self._with_parameters(pitched, 0, sizes, session_first=True))
+            if full is not None and full not in kept:
+                kept.append(full)
         return kept
 
-    def _with_parameters(self, extents: dict[str, int], k: int, sizes: Sizes) -> dict[str, int]:
+    def _pitch_symbols(self) -> tuple[str, ...]:
+        """The size symbols that are some buffer's innermost extent (its row pitch), in declaration order."""
+        inner = {b.shape[-1] for b in (*self.declaration.inputs, *self.declaration.outputs) if b.shape}
+        return tuple(s for s in self.symbols if s in inner and s not in self.sampled)
+
+    def _pitched(self, sizes: Sizes) -> list[dict[str, int]]:
+        """Two candidates whose other extents are small and odd, so that partial tiles meet a fast path: the pitch
+        symbols at the session's values where those are multiples of 8 up to 256 (a head dimension, a channel
+        count: the session's own fast path), then at multiples of 8 that no 16 divides (tails of a 64-wide slice).
+        The sampled symbols keep the session's values."""
+        pitch = self._pitch_symbols()
+        others = [s for s in self.symbols if s not in pitch and s not in self.sampled]
+        ragged = {s: _RAGGED[i % len(_RAGGED)] for i, s in enumerate(others)}
+        other = {s: _PITCHED[i % len(_PITCHED)] for i, s in enumerate(pitch)}
+        own = {s: sizes[s] if sizes[s] % 8 == 0 and sizes[s] <= 256 else other[s] for s in pitch}
+        return [{**own, **ragged}, {**other, **ragged}] if pitch else []
+
+    def _with_parameters(self, extents: dict[str, int], k: int, sizes: Sizes,
+                         session_first: bool = False) -> dict[str, int]:
         """The k-th candidate's extents with the sampled symbols' values in turn; where those break the problem's
-        constraints, each symbol's first value, then the session's."""
+        constraints, each symbol's first value, then the session's (with session_first: the session's first)."""
         def full(pick: Callable[[int, str, tuple[int, ...]], int]) -> dict[str, int]:
             order = list(self.sampled)
             return {s: extents[s] if s in extents else pick(order.index(s), s, self.sampled[s]) for s in self.symbols}
 
         tries = [full(lambda j, s, values: values[(k + j) % len(values)]),
                  full(lambda j, s, values: values[0]), full(lambda j, s, values: sizes[s])]
+        if session_first:
+            tries.insert(0, tries.pop())
         for candidate in tries if self.sampled else tries[:1]:
             try:
                 if self.check_sizes(candidate) == candidate:
@@ -537,11 +565,15 @@ class DeclaredProblem(Problem):
     def _within_work(self, candidate: dict[str, int]) -> dict[str, int] | None:
         candidate = dict(candidate)
         extents = [s for s in self.symbols if s not in self.sampled]
+        pitch = set(self._pitch_symbols())
         while self.work(candidate) > SAMPLED_WORK:
             largest = max(extents, key=lambda s: candidate[s], default=None)
             if largest is None or candidate[largest] <= 1:
                 return None
-            candidate[largest] = max(1, (candidate[largest] // 2) | 1)
+            value = candidate[largest]
+            # a row pitch of whole 16-byte chunks stays one (down to 8); other extents stay odd
+            candidate[largest] = max(8, value // 16 * 8) if largest in pitch and value % 8 == 0 and value > 8 \
+                else max(1, (value // 2) | 1)
         return candidate
 
     # --- worker side: the problem file's code ------------------------------------------------------------------
