@@ -17,8 +17,9 @@
 //    pixels past P, Q clipped by the hardware. Where y's map is zero (K % 8 != 0), packed pairs from the registers.
 // Other sizes (stride or dilation != 1, R > 3, C % 8 != 0 where the server passes zero maps) take step 5's code,
 // BM = 256 on the first 8 warps, in the same kernel.
-// H100 through MCP, f16 / bf16: the ResNet-50 3x3 layer 24.1 / 23.2 us (127 / 129% of torch eager), the 1x1 layer
-// (C = 256) 27.5 / 26.9 us (86 / 89%); register stores took 29.8 and 32.5 us (f16). NVRTC: 168 registers, no spills.
+// H100 through MCP, f16 / bf16: the ResNet-50 3x3 layer 22.8-24.1 / 23.2 us (127-132 / 129% of torch eager), the
+// 1x1 layer (C = 256) 27.5-27.7 / 26.9 us (86-99 / 89%); register stores took 29.8 and 32.5 us (f16). NVRTC: 168
+// registers, no spills.
 // peak: entry=conv2d_hopper grid=(SM_COUNT, 1, 1) block=(384, 1, 1) shared=232448
 // peak: params PPW=[1, 2] WRES=[98304, 0]
 // peak: tensor_map x box=(1, R + 7, 8, 64) swizzle=128
@@ -271,7 +272,14 @@ __device__ __forceinline__ void patch_of(int i, int PT, int QT, int& n, int& p0,
     q0 = (rem % QT) * 8;
 }
 
-__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
+// The 128 threads of consumer warpgroup cw (barrier 1 is the fallback's); immediate ids, so ptxas reserves 4 barriers.
+__device__ __forceinline__ void consumer_sync(int cw)
+{
+    if (cw == 0)
+        asm volatile("bar.sync 2, 128;\n" ::: "memory");
+    else
+        asm volatile("bar.sync 3, 128;\n" ::: "memory");
+}
 
 __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem, const peak::TensorMap& map_x,
                                          const peak::TensorMap& map_w, const peak::TensorMap& map_y, int N, int C,
@@ -300,6 +308,7 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
     if (tid == 0) {
         peak::tma_prefetch(map_x);
         peak::tma_prefetch(map_w);
+        if (staged) peak::tma_prefetch(map_y);
         for (int s = 0; s < nst; ++s) {
             peak::mbar_init(full + 8 * s, 1);
             peak::mbar_init(empty + 8 * s, 8);  // lane 0 of each consumer warp
@@ -380,7 +389,7 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
         if (staged) {  // row m of patch i at out + i * 8 KiB + 128 m, its 16-byte chunk j at chunk j ^ (m % 8)
             const unsigned out = base + PPW * cw * 8192;
             if (t128 == 0) peak::bulk_wait_read<0>();  // the last tile's copies have read the staging buffer
-            named_sync(2 + cw);
+            consumer_sync(cw);
 #pragma unroll
             for (int i = 0; i < PPW; ++i)
 #pragma unroll
@@ -393,7 +402,7 @@ __device__ __forceinline__ void conv_tma(T* __restrict__ y, unsigned char* smem,
                         asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(v) : "memory");
                     }
             peak::fence_proxy_async();  // each thread's writes, visible to the TMA unit
-            named_sync(2 + cw);
+            consumer_sync(cw);
             if (t128 == 0) {
                 for (int i = 0; i < PPW; ++i) {
                     const int patch = TILE_PATCHES * mt + PPW * cw + i;

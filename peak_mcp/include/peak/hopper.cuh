@@ -32,7 +32,7 @@ __device__ __forceinline__ unsigned smem_addr(const void* p)
 }
 
 // Order this thread's earlier generic-proxy shared-memory accesses before later async-proxy ones (wgmma operand
-// reads, TMA): needed when threads, not TMA, wrote a tile that wgmma then reads.
+// reads, TMA): needed when threads, not TMA, wrote a tile that wgmma then reads or a TMA store then copies out.
 __device__ __forceinline__ void fence_proxy_async()
 {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -118,9 +118,9 @@ __device__ __forceinline__ void tma_load_4d(unsigned dst, const TensorMap& map, 
                  "%5, %6}], [%2];\n" ::"r"(dst), "l"(&map), "r"(bar), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
 }
 
-// Copy one box from shared memory at `src` (laid out as tma_load_4d would write it, swizzle included) to a 4-D
-// tensor map at element coordinates (x, y, z, w), innermost first; parts of the box outside the tensor are not
-// written. One thread issues it, after every writer of the box has run fence_proxy_async() and a barrier; the copy
+// Copy one box from shared memory at `src` (laid out as tma_load_4d would write it, swizzle included; 128-byte
+// aligned, 1024 with the 128-byte swizzle) to a 4-D tensor map at element coordinates (x, y, z, w), innermost
+// first; parts of the box outside the tensor are not written. One thread issues it, after every writer of the box has run fence_proxy_async() and a barrier; the copy
 // joins this thread's bulk group (bulk_commit), and `src` may be written again once bulk_wait_read says so.
 __device__ __forceinline__ void tma_store_4d(const TensorMap& map, unsigned src, int x, int y, int z, int w)
 {
@@ -135,7 +135,8 @@ template <int N> __device__ __forceinline__ void bulk_wait_read()
     asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 }
 
-// Wait until at most N of this thread's bulk groups are incomplete (their global writes done).
+// Wait until at most N of this thread's bulk groups are incomplete (their global writes done, as this thread sees
+// them; other threads need a fence and a barrier after it). Before a block exits, so no copy outlives its source.
 template <int N> __device__ __forceinline__ void bulk_wait()
 {
     asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
