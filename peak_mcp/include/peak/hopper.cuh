@@ -120,8 +120,9 @@ __device__ __forceinline__ void tma_load_4d(unsigned dst, const TensorMap& map, 
 
 // Copy one box from shared memory at `src` (laid out as tma_load_4d would write it, swizzle included; 128-byte
 // aligned, 1024 with the 128-byte swizzle) to a 4-D tensor map at element coordinates (x, y, z, w), innermost
-// first; parts of the box outside the tensor are not written. One thread issues it, after every writer of the box has run fence_proxy_async() and a barrier; the copy
-// joins this thread's bulk group (bulk_commit), and `src` may be written again once bulk_wait_read says so.
+// first; parts of the box outside the tensor are not written. One thread issues it, after every writer of the box
+// has run fence_proxy_async() and a barrier; the copy joins this thread's bulk group (bulk_commit), and `src` may be
+// written again once bulk_wait_read says so.
 __device__ __forceinline__ void tma_store_4d(const TensorMap& map, unsigned src, int x, int y, int z, int w)
 {
     asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];\n"
@@ -186,7 +187,11 @@ template <int N> __device__ __forceinline__ void wgmma_wait()
 // Fragment layout: warp w = (thread % 128) / 32, g = lane / 4, q = lane % 4: d[4j + 2h + e] is row 16w + g + 8h,
 // column 8j + 2q + e (j < N / 8; h, e < 2).
 // The instances differ in name, N, the input type and B's major-ness (TRANS_B) only, so one macro writes them: the
-// accumulators as "+f" operands %0 .. %(N/2 - 1), then desc_a, desc_b and scale_d.
+// accumulators as "+f" operands %0 .. %(N/2 - 1), then desc_a, desc_b and scale_d. Each instance also gets a
+// type-dispatch overload without the suffix, its last argument a T (__half or __nv_bfloat16), for kernels written
+// once over T: wgmma_m64n128k16(d, a, b, 1, T()).
+#define PEAK_CTYPE_f16 __half
+#define PEAK_CTYPE_bf16 __nv_bfloat16
 #define PEAK_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
                    "+f"(d[i + 6]), "+f"(d[i + 7])
 #define PEAK_D32 PEAK_D8(0), PEAK_D8(8), PEAK_D8(16), PEAK_D8(24)
@@ -205,6 +210,11 @@ template <int N> __device__ __forceinline__ void wgmma_wait()
                      ", p, 1, 1, 0, " #TRANS_B ";\n}\n"                                                               \
                      : ACC                                                                                          \
                      : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                     \
+    }                                                                                                               \
+    __device__ __forceinline__ void NAME##_m64n##N##k16(float (&d)[N / 2], unsigned long long desc_a,                \
+                                                        unsigned long long desc_b, int scale_d, PEAK_CTYPE_##TYPE)  \
+    {                                                                                                               \
+        NAME##_m64n##N##k16_##TYPE(d, desc_a, desc_b, scale_d);                                                    \
     }
 PEAK_WGMMA(wgmma, 128, f16, PEAK_R64, PEAK_D64, "%64", "%65", "%66", 1)
 PEAK_WGMMA(wgmma, 128, bf16, PEAK_R64, PEAK_D64, "%64", "%65", "%66", 1)
@@ -228,6 +238,11 @@ PEAK_WGMMA(wgmma_kmajor, 64, bf16, PEAK_R32, PEAK_D32, "%32", "%33", "%34", 0)
                      ", p, 1, 1, 1;\n}\n"                                                                            \
                      : ACC                                                                                          \
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));                     \
+    }                                                                                                               \
+    __device__ __forceinline__ void wgmma_rs_m64n##N##k16(float (&d)[N / 2], const unsigned (&a)[4],                \
+                                                          unsigned long long desc_b, int scale_d, PEAK_CTYPE_##TYPE) \
+    {                                                                                                               \
+        wgmma_rs_m64n##N##k16_##TYPE(d, a, desc_b, scale_d);                                                       \
     }
 PEAK_WGMMA_RS(128, f16, PEAK_R64, PEAK_D64, "{%64, %65, %66, %67}", "%68", "%69")
 PEAK_WGMMA_RS(128, bf16, PEAK_R64, PEAK_D64, "{%64, %65, %66, %67}", "%68", "%69")
@@ -240,59 +255,8 @@ PEAK_WGMMA_RS(128, bf16, PEAK_R64, PEAK_D64, "{%64, %65, %66, %67}", "%68", "%69
 #undef PEAK_D64
 #undef PEAK_D32
 #undef PEAK_D8
-
-// Type dispatch for kernels written once over T (__half or __nv_bfloat16).
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long long a, unsigned long long b, int s,
-                                                 __half)
-{
-    wgmma_m64n128k16_f16(d, a, b, s);
-}
-__device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], unsigned long long a, unsigned long long b, int s,
-                                                 __nv_bfloat16)
-{
-    wgmma_m64n128k16_bf16(d, a, b, s);
-}
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long a, unsigned long long b, int s,
-                                                 __half)
-{
-    wgmma_m64n256k16_f16(d, a, b, s);
-}
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], unsigned long long a, unsigned long long b, int s,
-                                                 __nv_bfloat16)
-{
-    wgmma_m64n256k16_bf16(d, a, b, s);
-}
-
-__device__ __forceinline__ void wgmma_kmajor_m64n128k16(float (&d)[64], unsigned long long a, unsigned long long b,
-                                                        int s, __half)
-{
-    wgmma_kmajor_m64n128k16_f16(d, a, b, s);
-}
-__device__ __forceinline__ void wgmma_kmajor_m64n128k16(float (&d)[64], unsigned long long a, unsigned long long b,
-                                                        int s, __nv_bfloat16)
-{
-    wgmma_kmajor_m64n128k16_bf16(d, a, b, s);
-}
-__device__ __forceinline__ void wgmma_kmajor_m64n64k16(float (&d)[32], unsigned long long a, unsigned long long b,
-                                                       int s, __half)
-{
-    wgmma_kmajor_m64n64k16_f16(d, a, b, s);
-}
-__device__ __forceinline__ void wgmma_kmajor_m64n64k16(float (&d)[32], unsigned long long a, unsigned long long b,
-                                                       int s, __nv_bfloat16)
-{
-    wgmma_kmajor_m64n64k16_bf16(d, a, b, s);
-}
-__device__ __forceinline__ void wgmma_rs_m64n128k16(float (&d)[64], const unsigned (&a)[4], unsigned long long b,
-                                                    int s, __half)
-{
-    wgmma_rs_m64n128k16_f16(d, a, b, s);
-}
-__device__ __forceinline__ void wgmma_rs_m64n128k16(float (&d)[64], const unsigned (&a)[4], unsigned long long b,
-                                                    int s, __nv_bfloat16)
-{
-    wgmma_rs_m64n128k16_bf16(d, a, b, s);
-}
+#undef PEAK_CTYPE_bf16
+#undef PEAK_CTYPE_f16
 
 // Store a warpgroup's 64 x (R / 2) f32 fragment (layout above) to row-major C (M x N) at (row0, col0), skipping
 // elements outside C. `t` is the thread's index within its warpgroup (0..127).
