@@ -514,13 +514,12 @@ class DeclaredProblem(Problem):
                 candidates.append({s: value if i == big else next(small) for i, s in enumerate(extents)})
         candidates.append({s: min(sizes[s], 512) + 3 if i % 2 == 0 else max(min(sizes[s], 512) - 1, 2)
                            for i, s in enumerate(extents)})
+        # the sizes above have odd rows, where a 16-byte fast path never runs: then the pitched ones, at the session's
+        # parameters
+        plan = [(c, k, False) for k, c in enumerate(candidates)] + [(c, 0, True) for c in self._pitched(sizes)]
         kept: list[dict[str, int]] = []
-        for k, candidate in enumerate(candidates):
-            full = self._within_work(self._with_parameters(candidate, k, sizes))
-            if full is not None and full not in kept:
-                kept.append(full)
-        for pitched in self._pitched(sizes):  # the sizes above have odd rows: a 16-byte fast path never ran there
-            full = self._within_work(self._with_parameters(pitched, 0, sizes, session_first=True))
+        for candidate, k, session_first in plan:
+            full = self._within_work(self._with_parameters(candidate, k, sizes, session_first))
             if full is not None and full not in kept:
                 kept.append(full)
         return kept
