@@ -113,7 +113,10 @@ async def test_best_stands_beside_head_in_every_report_and_brief(make_client) ->
         # Register blocking is the faster at 64^3, but lavapipe on a loaded machine can time it no faster than v0.
         b = 1 if fast["performance"]["median_ms"] < started["version_0"]["performance"]["median_ms"] else 0
         assert (fast["head"], fast["best"]) == (1, b), fast
-        assert fast["note"].startswith("head → v1 (") and ("the new best" if b else "best: v0 (") in fast["note"]
+        # v0 is both v1's parent and the runner-up: a margin its timing cannot tell from noise is said as such
+        within = fast["note"].startswith("head → v1 (") and ": within noise)" in fast["note"]
+        best_said = ("by a margin within noise of v0 (" if within else "it is the new best") if b else "best: v0 ("
+        assert fast["note"].startswith("head → v1 (") and best_said in fast["note"], fast["note"]
         slow = (await client.call_tool("submit_kernel", {"session_id": sid, "source": SLOW})).structured_content
         assert slow["status"] == "benchmarked" and slow["performance"]["speedup_vs_parent"] < 1, slow
         assert (slow["head"], slow["best"]) == (2, b)
