@@ -55,7 +55,10 @@ def is_loopback(host: str) -> bool:
 
 
 def load_token(token_file: Path | None) -> str | None:
-    """The token from --token-file, else $PEAK_MCP_TOKEN, else None. Errors never include the token."""
+    """The token from --token-file, else $PEAK_MCP_TOKEN, else None. Errors never include the token. The variable
+    leaves the environment once read: nothing this process starts, and nothing that reads os.environ later (an
+    error, a debug dump), can see it."""
+    from_environment = os.environ.pop(TOKEN_ENV, "")
     if token_file is not None:
         try:
             token = token_file.read_text().strip()
@@ -63,7 +66,7 @@ def load_token(token_file: Path | None) -> str | None:
             raise ExposureError(f"cannot read the token file {token_file}: {exc.strerror}") from None
         source = f"the token file {token_file}"
     else:
-        token = os.environ.get(TOKEN_ENV, "").strip()
+        token = from_environment.strip()
         source = f"${TOKEN_ENV}"
         if not token:
             return None

@@ -34,6 +34,8 @@ _MAKE_AND_REMOVE = sum(1 << bit for bit in range(4, 13))  # remove dir/file, mak
 _REFER, _TRUNCATE = 1 << 13, 1 << 14  # ABI 2, ABI 3
 _FILE_ONLY = _EXECUTE | _WRITE_FILE | _READ_FILE | _TRUNCATE  # the rights a rule on a non-directory may carry
 READ = _EXECUTE | _READ_FILE | _READ_DIR
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1  # ABI 4: handled with no rule, every TCP bind and connect fails
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1 << 0, 1 << 1  # ABI 6: nothing outside the domain is reached
 
 # What any confined process may read of the host: the system's programs and libraries, the loader's cache, GPU
 # driver and Vulkan ICD descriptions, /proc and /sys (device discovery), and harmless device files. Not /etc as a
@@ -48,7 +50,8 @@ DEVICE_WRITE = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -64,6 +67,12 @@ class Policy:
     write: tuple[str, ...] = ()  # read, write, create and remove beneath
     memory_bytes: int | None = None  # RLIMIT_AS
     cpu_seconds: int | None = None  # RLIMIT_CPU (SIGXCPU, then SIGKILL one second later)
+    # The launcher's namespaces, read-only kernel knobs, cgroups and capability drop (peak_mcp.isolation): for a
+    # process that runs agent or problem text and is started from the server (a worker, a problem host,
+    # describe). A child of such a process is inside them already.
+    isolate: bool = False
+    max_processes: int | None = None  # a pids cgroup under root, where the launcher isolates
+    cgroup_memory_bytes: int | None = None  # a memory cgroup: the limit for processes RLIMIT_AS would break (CUDA)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -71,7 +80,7 @@ class Policy:
     @classmethod
     def from_json(cls, text: str) -> Policy:
         data = json.loads(text)
-        return cls(tuple(data["read"]), tuple(data["write"]), data["memory_bytes"], data["cpu_seconds"])
+        return cls(**{**data, "read": tuple(data["read"]), "write": tuple(data["write"])})
 
 
 @dataclass(frozen=True)
@@ -236,8 +245,12 @@ def confine(policy: Policy, landlock: bool = True) -> Protection:
         handled |= _REFER
     if found.landlock_abi >= 3:
         handled |= _TRUNCATE
-    attr = _RulesetAttr(handled)
-    ruleset = call(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)), ctypes.c_uint32(0))
+    # No TCP (ABI 4), and no signal or abstract unix socket beyond this domain (ABI 6): a confined process cannot
+    # kill the server, or talk to its HTTP port or to another client's process.
+    attr = _RulesetAttr(handled, _NET_BIND_TCP | _NET_CONNECT_TCP if found.landlock_abi >= 4 else 0,
+                        _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if found.landlock_abi >= 6 else 0)
+    size = 24 if found.landlock_abi >= 6 else 16 if found.landlock_abi >= 4 else 8
+    ruleset = call(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
     if ruleset < 0:
         return Protection(0, f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
     skipped: list[str] = []
@@ -254,12 +267,53 @@ def confine(policy: Policy, landlock: bool = True) -> Protection:
     return Protection(found.landlock_abi, skipped=skipped)
 
 
+def reaches(protection: Protection) -> list[str]:
+    """What a Landlock domain of this ABI denies beyond files, in words."""
+    denied = []
+    if protection.landlock_abi >= 4:
+        denied.append("TCP connect and bind")
+    if protection.landlock_abi >= 6:
+        denied.append("signals and abstract unix sockets outside the domain")
+    return denied
+
+
 def confined_command(policy: Policy, command: list[str], enabled: bool = True) -> list[str]:
-    """`command` run under `policy`: a short stdlib-only Python (`-I -S`) confines itself and execs it. With
-    `enabled=False` only the rlimits apply (the same launcher, Landlock off), so limits never depend on it."""
+    """`command` run under `policy`: a short stdlib-only Python (`-I -S`) isolates itself where the policy asks
+    (peak_mcp.isolation), confines itself and execs it. With `enabled=False` only the rlimits apply (the same
+    launcher, no namespaces, Landlock off), so limits never depend on it. Killing the launcher's process group kills
+    the command's whole tree: the launcher's supervisor takes the namespace down with it."""
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     bootstrap = f"import sys; sys.path.insert(0, {package_parent!r}); from peak_mcp.sandbox import main; main()"
     return [sys.executable, "-I", "-S", "-c", bootstrap, policy.to_json(), "1" if enabled else "0", "--", *command]
+
+
+ISOLATION_VARIABLE = "PEAK_MCP_ISOLATION"  # what the launcher achieved, for the command to report (doctor)
+
+
+def isolate(policy: Policy) -> dict[str, list[str]]:
+    """The launcher's isolation (peak_mcp.isolation). Where the PID namespace holds, this process forks: the
+    parent supervises and never returns; the child, the namespace's init, goes on to confine and exec."""
+    from peak_mcp import isolation
+
+    found = isolation.Isolation()
+    if isolation.enter_namespaces(found):
+        ready_read, ready_write = os.pipe()
+        child = os.fork()
+        if child:
+            os.close(ready_read)
+            limits = isolation.Isolation()
+            try:
+                isolation.join_cgroups(limits, child, policy.cgroup_memory_bytes, policy.max_processes)
+                isolation.tell_init(ready_write, limits)  # the child is in its cgroups now
+            finally:
+                os.close(ready_write)
+                isolation.supervise(child, limits.cgroups)
+        os.close(ready_write)
+        isolation.init_watch(ready_read, found)
+        isolation.prepare_init(found)
+    else:
+        isolation.drop_capabilities(found)
+    return {"held": found.held, "missing": found.missing}
 
 
 def main() -> None:
@@ -267,7 +321,11 @@ def main() -> None:
     policy_json, enabled, separator, *command = sys.argv[1:]
     if separator != "--" or not command:
         sys.exit("usage: peak_mcp.sandbox POLICY 0|1 -- COMMAND...")
-    confine(Policy.from_json(policy_json), landlock=enabled == "1")
+    policy = Policy.from_json(policy_json)
+    report = isolate(policy) if policy.isolate and enabled == "1" else {"held": [], "missing": ["not asked for"]}
+    protection = confine(policy, landlock=enabled == "1")
+    report["landlock"] = [protection.describe(), *reaches(protection)] if protection.active else [protection.reason]
+    os.environ[ISOLATION_VARIABLE] = json.dumps(report)
     try:
         os.execv(command[0], command)
     except OSError as exc:
