@@ -31,8 +31,8 @@ class Settings(BaseSettings):
         description="extra transformation catalog directories, ':'-separated")
     problem_dirs: Annotated[list[Path], NoDecode] = Field(
         default_factory=list, validation_alias=AliasChoices("problems", "PEAK_MCP_PROBLEMS"),
-        description="folders of problem files (docs/problems.md), ':'-separated; their problems take precedence "
-                    "over the shipped ones")
+        description="folders of problem files (docs/problems.md), ':'-separated; the names of the shipped "
+                    "problems and matmul are reserved (a file declaring one is left out with an error)")
     inactivity_timeout_s: float = Field(
         30.0, gt=0, validation_alias=AliasChoices("inactivity_timeout_s", "PEAK_MCP_JOB_TIMEOUT"),
         description="seconds without progress before a job counts as hung (the worker is killed and restarted)")

@@ -335,6 +335,7 @@ class PeakService:
                                "the operator turns it on with PEAK_MCP_ALLOW_DEFINE_PROBLEM=true; or put the problem "
                                "file in a folder the server reads (PEAK_MCP_PROBLEMS).")
         stem = defined_problem_stem(source, name)
+        self._check_name_free(stem)
         with tempfile.TemporaryDirectory(prefix="peak-define-") as staging:
             staged = Path(staging) / f"{stem}.py"
             staged.write_text(source)
@@ -347,6 +348,7 @@ class PeakService:
                                    "ask the operator to install it, or define the problem with a NumPy reference "
                                    "(docs/problems.md)." if MISSING_MODULE in exc.message else
                                    "fix the source and call define_problem again.") from None
+        self._check_name_free(declaration.name)
         folder = self.settings.defined_problems
         folder.mkdir(parents=True, exist_ok=True)
         target = folder / f"{declaration.name}.py"
@@ -355,6 +357,15 @@ class PeakService:
         temporary.replace(target)  # a file of the same name is replaced whole, never half written
         self.problems.refresh()
         return _problem_info(self.problems.get(declaration.name))
+
+    def _check_name_free(self, name: str) -> None:
+        """InvalidInput where `name` is a shipped problem's or a built-in one's: a defined file never replaces it."""
+        holder = self.problems.reserved().get(name)
+        if holder is not None:
+            raise InvalidInput(f"the problem was not saved: the name {name!r} is taken by {holder}, which a defined "
+                               "problem cannot replace",
+                               f"choose a different NAME (e.g. NAME = \"my_{name}\"; for a KernelBench module, a "
+                               "different name argument) and call define_problem again.")
 
     def _wire(self, session: SessionRow) -> dict[str, Any]:
         """What every job for this session carries to name its problem (see Problem.wire), and for a problem without

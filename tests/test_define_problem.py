@@ -206,3 +206,52 @@ async def test_define_problem_answers_a_summary_not_raw_json(make_client) -> Non
         assert text.startswith("defined negate: Negate: y = -x.") and not text.lstrip().startswith("{")
         assert "first submission is its v0" in text and "structured content" in text
         assert "[[vk::binding" not in text  # the ABIs stay in the structured content
+
+
+KB_RELU = (Path(__file__).resolve().parent / "data" / "kernelbench" / "np_relu.py").read_text()
+
+
+async def test_a_shipped_or_built_in_name_cannot_be_defined(make_client, settings) -> None:
+    """A defined file that declared `softmax` replaced the shipped softmax for every client of the data dir."""
+    async with make_client() as (client, _):
+        for taken in ("softmax", "attention_causal", "matmul"):
+            text = await refused(client, {"source": NEGATE.replace('"negate"', f'"{taken}"')})
+            assert f"the name {taken!r} is taken by" in text and "choose a different NAME" in text, text
+        text = await refused(client, {"source": KB_RELU, "name": "row_sum"})  # KernelBench, named by the argument
+        assert "'row_sum' is taken by the shipped problem row_sum" in text
+        assert not settings.defined_problems.exists() or not list(settings.defined_problems.iterdir())
+        listed = await call(client, "list_problems", {})
+        softmax = next(p for p in listed["problems"] if p["name"] == "softmax")
+        assert "/problems/builtin/softmax.py" in softmax["source"]
+
+
+async def test_a_folder_file_with_a_shipped_name_is_left_out(make_client, settings, tmp_path: Path) -> None:
+    """Operator folders and files already in the data dir alike: a shipped or built-in name is an error on the
+    file, and the shipped problem is served; between defined and operator files precedence is as before."""
+    folder = tmp_path / "operator"
+    folder.mkdir()
+    (folder / "softmax.py").write_text(NEGATE.replace('"negate"', '"softmax"'))
+    (folder / "kb.py").write_text(KB_RELU)  # a KernelBench file is named after its file: kb
+    (folder / "negate.py").write_text(NEGATE.replace("Negate: y = -x.", "Negate (operator)."))
+    settings.defined_problems.mkdir(parents=True)
+    (settings.defined_problems / "matmul.py").write_text(NEGATE.replace('"negate"', '"matmul"'))
+    (settings.defined_problems / "negate.py").write_text(NEGATE)
+    (folder / "conv2d.py").write_text(KB_RELU)
+    settings.problem_dirs = [folder]
+    async with make_client() as (client, _):
+        listed = await call(client, "list_problems", {})
+        errors = {e["file"]: e for e in listed["errors"]}
+        softmax = errors[str(folder / "softmax.py")]
+        assert softmax["level"] == "error" and softmax["line"] == 2, softmax
+        assert "NAME 'softmax' is taken by the shipped problem softmax" in softmax["message"]
+        assert "'conv2d' is taken by the shipped problem conv2d" in errors[str(folder / "conv2d.py")]["message"]
+        defined = errors[str(settings.defined_problems / "matmul.py")]
+        assert "'matmul' is taken by the built-in problem matmul" in defined["message"]
+        problems = {p["name"]: p for p in listed["problems"]}
+        assert problems["softmax"]["source"].endswith("/problems/builtin/softmax.py")
+        assert problems["conv2d"]["source"].endswith("/problems/builtin/conv2d.py")
+        assert problems["matmul"].get("source") in (None, "built-in")
+        assert problems["kb"]["source"] == str(folder / "kb.py")
+        assert problems["negate"]["source"] == str(settings.defined_problems / "negate.py")  # defined wins
+        assert errors[str(folder / "negate.py")]["level"] == "warning"
+        assert not any("builtin" in e["file"] for e in listed["errors"])  # no "replaced" note on a shipped file

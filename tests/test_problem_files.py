@@ -208,12 +208,16 @@ def test_bad_problem_files_are_named_with_their_line(tmp_path: Path) -> None:
         registry.get("raises")
 
 
-def test_an_operator_problem_shadows_a_shipped_one_with_a_warning(tmp_path: Path) -> None:
+def test_an_operator_problem_cannot_take_a_shipped_name(tmp_path: Path) -> None:
     write(tmp_path, "softmax", GOOD.format(name="softmax"))
+    write(tmp_path, "mine", GOOD.format(name="matmul"))
     registry = ProblemRegistry([tmp_path], classes=BUILTIN_CLASSES.values())
-    assert registry.get("softmax").source == str(tmp_path / "softmax.py")
-    warning = next(e for e in registry.errors if e.file == str(BUILTIN_DIR / "softmax.py"))
-    assert warning.level == "warning" and "wins" in warning.message
+    assert registry.get("softmax").source == str(BUILTIN_DIR / "softmax.py")
+    assert registry.get("matmul") is BUILTIN_CLASSES["matmul"]
+    errors = {Path(e.file).stem: e for e in registry.errors}
+    assert errors["softmax"].level == "error" and "taken by the shipped problem softmax" in errors["softmax"].message
+    assert errors["mine"].level == "error" and "taken by the built-in problem matmul" in errors["mine"].message
+    assert not any(e.file.startswith(str(BUILTIN_DIR)) for e in registry.errors)
 
 
 def test_a_changed_file_is_read_again(tmp_path: Path) -> None:

@@ -1,11 +1,13 @@
 """Where problems come from, by name: built-in classes (matmul: trusted code shipped with the server), then problem
 files, each read by a confined subprocess (`describe`) and cached by content.
 
-Precedence for a name, highest first (docs/problems.md): problems defined in the data directory, operator
-directories (`--problems DIR`, `PEAK_MCP_PROBLEMS`, in the order given), the shipped problem files, the built-in
-classes. A file that cannot be read (syntax error, an exception or a hang at import, a declaration that does not
-hold, a reference that returns the wrong shape) is left out with an error naming it and its line, and so is a file
-that declares a name another file of the same source already took; the server goes on with the rest.
+The names of the shipped problem files and the built-in classes are reserved: a file elsewhere (defined in the data
+directory, or in an operator directory) that declares one is left out with an error, never served in its place.
+Otherwise, precedence for a name, highest first (docs/problems.md): problems defined in the data directory, then
+operator directories (`--problems DIR`, `PEAK_MCP_PROBLEMS`, in the order given). A file that cannot be read (syntax
+error, an exception or a hang at import, a declaration that does not hold, a reference that returns the wrong shape)
+is left out with an error naming it and its line, and so is a file that declares a name another file of the same
+source already took; the server goes on with the rest.
 """
 
 from __future__ import annotations
@@ -209,9 +211,25 @@ class ProblemRegistry:
                 _described[key] = cached
         return _Entry(print_, problem=DeclaredProblem(cached))
 
+    def reserved(self, files: list[tuple[Source, Path]] | None = None) -> dict[str, str]:
+        """The names no defined or operator file may take, each with what holds it: the built-in classes', and each
+        shipped problem file's (its file name, and the NAME it declares where it was read)."""
+        taken = {name: f"the built-in problem {name}" for name in self.classes}
+        with self._lock:
+            for source, path in self.files() if files is None else files:
+                if source.kind != "shipped":
+                    continue
+                entry = self._entries.get(path)
+                names = [path.stem] + ([entry.problem.name] if entry and entry.problem else [])
+                for name in names:
+                    taken.setdefault(name, f"the shipped problem {name} ({path})")
+        return taken
+
     def _settle(self, files: list[tuple[Source, Path]], errors: list[ProblemFileError]) -> None:
         by_name: dict[str, Problem] = {}
         kind_of: dict[str, str] = {}
+        reserved = self.reserved(files)
+        refused: set[Path] = set()
         for source, path in files:
             entry = self._entries.get(path)
             if entry is None:
@@ -222,6 +240,14 @@ class ProblemRegistry:
             problem = entry.problem
             assert problem is not None
             d = problem.declaration
+            holder = reserved.get(problem.name)
+            if holder is not None and (source.kind != "shipped" or problem.name in self.classes):
+                errors.append(ProblemFileError(
+                    file=str(path), line=d.line_of("NAME"),
+                    message=f"NAME {problem.name!r} is taken by {holder}, which a problem file cannot replace; "
+                            "choose a different NAME (a KernelBench file: rename the file)"))
+                refused.add(path)
+                continue
             if problem.name in by_name:
                 first = by_name[problem.name]
                 if kind_of[problem.name] == source.kind:  # two files of one source: the later one is left out
@@ -231,16 +257,11 @@ class ProblemRegistry:
                 continue  # a source of lower precedence: shadowed (noted below)
             by_name[problem.name] = problem
             kind_of[problem.name] = source.kind
-        for name, problem in self.classes.items():
-            if name in by_name:
-                errors.append(ProblemFileError(file=by_name[name].source, level="warning",
-                                               message=f"it replaces the built-in {name}"))
-            else:
-                by_name[name] = problem
+        by_name.update(self.classes)
         for source, path in files:  # a file shadowed by one of higher precedence: a warning on it
             entry = self._entries.get(path)
-            if entry and entry.problem and by_name.get(entry.problem.name) is not entry.problem and \
-                    kind_of.get(entry.problem.name) != source.kind:
+            if entry and entry.problem and path not in refused and by_name.get(entry.problem.name) is not \
+                    entry.problem and kind_of.get(entry.problem.name) != source.kind:
                 errors.append(ProblemFileError(file=str(path), level="warning",
                                                message=f"{entry.problem.name!r} is taken by "
                                                        f"{by_name[entry.problem.name].source}, which wins"))
