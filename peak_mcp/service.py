@@ -224,9 +224,12 @@ class PeakService:
         # Made now, before any worker starts: a worker can read only folders that existed when it was confined, and
         # define_problem may write its first file after the workers started.
         settings.defined_problems.mkdir(parents=True, exist_ok=True)
-        self.problems = ProblemRegistry(settings.problem_dirs, defined=settings.defined_problems,
-                                        classes=BUILTIN_CLASSES.values(), sandbox=settings.sandbox)
         self.http = False  # serving streamable HTTP (cli): define_problem then needs the operator's consent
+        # The defined folder is a source only while this server lets clients define problems: one that refuses
+        # never reads (imports, even confined) nor serves what another server wrote into the same data dir.
+        self.problems = ProblemRegistry(settings.problem_dirs, defined=settings.defined_problems,
+                                        classes=BUILTIN_CLASSES.values(), sandbox=settings.sandbox,
+                                        defined_on=self.defining_allowed)
 
     def close(self) -> None:
         self._stopping.set()
@@ -326,11 +329,15 @@ class PeakService:
         return ProblemList(problems=[_problem_info(p) for p in self.problems.problems()],
                            errors=[e.model_dump() for e in self.problems.errors])
 
+    def defining_allowed(self) -> bool:
+        """define_problem is on: always over stdio, over HTTP only with PEAK_MCP_ALLOW_DEFINE_PROBLEM."""
+        return not self.http or self.settings.allow_define_problem
+
     def define_problem(self, source: str, name: str | None = None) -> ProblemInfo:
         """Save a problem file's text (docs/problems.md, or a KernelBench module, named by `name`) under
         `<data dir>/problems/<NAME>.py` once the confined describe has read it; nothing is saved otherwise. Over
         HTTP only where the operator allows it (PEAK_MCP_ALLOW_DEFINE_PROBLEM)."""
-        if self.http and not self.settings.allow_define_problem:
+        if not self.defining_allowed():
             raise InvalidInput("define_problem is off on this HTTP server",
                                "the operator turns it on with PEAK_MCP_ALLOW_DEFINE_PROBLEM=true; or put the problem "
                                "file in a folder the server reads (PEAK_MCP_PROBLEMS).")

@@ -255,3 +255,25 @@ async def test_a_folder_file_with_a_shipped_name_is_left_out(make_client, settin
         assert problems["negate"]["source"] == str(settings.defined_problems / "negate.py")  # defined wins
         assert errors[str(folder / "negate.py")]["level"] == "warning"
         assert not any("builtin" in e["file"] for e in listed["errors"])  # no "replaced" note on a shipped file
+
+
+async def test_a_server_that_refuses_define_problem_never_reads_defined_files(make_client, settings,
+                                                                              tmp_path: Path) -> None:
+    """Two servers on one data dir: one over stdio defined a problem; an HTTP server without
+    PEAK_MCP_ALLOW_DEFINE_PROBLEM neither imports that file (not even confined) nor serves it."""
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    settings.sandbox = False  # the marker is written outside the describe process's own folders
+    settings.defined_problems.mkdir(parents=True)
+    (settings.defined_problems / "negate.py").write_text(NEGATE + f"\nopen({str(markers / 'read')!r}, 'w').close()\n")
+    async with make_client() as (client, service):
+        service.http = True  # as `serve --http` sets it
+        listed = await call(client, "list_problems", {})
+        assert "negate" not in {p["name"] for p in listed["problems"]}
+        assert not any("negate" in e["file"] for e in listed.get("errors", []))
+        failed = await client.call_tool("start_session", {"problem": "negate", "backend": "hlsl"})
+        assert failed.is_error and "unknown problem 'negate'" in failed.content[0].text
+        assert not list(markers.iterdir()), "the defined file was imported"
+        settings.allow_define_problem = True  # the operator's consent: the folder is a source again
+        listed = await call(client, "list_problems", {})
+        assert "negate" in {p["name"] for p in listed["problems"]} and list(markers.iterdir())

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -143,7 +143,11 @@ class ProblemRegistry:
 
     def __init__(self, folders: Iterable[Path] = (), *, defined: Path | None = None,
                  builtin_dir: Path | None = BUILTIN_DIR, classes: Iterable[Problem] = (), sandbox: bool = True,
-                 timeout_s: float = DESCRIBE_TIMEOUT_S) -> None:
+                 timeout_s: float = DESCRIBE_TIMEOUT_S, defined_on: Callable[[], bool] | None = None) -> None:
+        """`defined_on`: asked at every look at the folders; while it says False the `defined` folder is not
+        looked at (its files are neither read nor served): a server that refuses define_problem never imports
+        what another server defined in the same data dir."""
+        self.defined_on = defined_on or (lambda: True)
         self.sources: list[Source] = []
         if defined is not None:
             self.sources.append(Source(defined, "defined"))
@@ -161,6 +165,8 @@ class ProblemRegistry:
     def files(self) -> list[tuple[Source, Path]]:
         found = []
         for source in self.sources:
+            if source.kind == "defined" and not self.defined_on():
+                continue
             try:
                 paths = sorted(p for p in source.folder.glob("*.py") if not p.name.startswith("_"))
             except OSError:
