@@ -118,8 +118,9 @@ class SessionList(BaseModel):
 class ProblemList(BaseModel):
     problems: list[ProblemInfo]
     errors: list[dict[str, Any]] = Field(
-        default_factory=list, description="problem files left out (level error) or shadowed (warning): file, line, "
-                                          "message")
+        default_factory=list, description="the operator's problem files left out (level error) or shadowed "
+                                          "(warning): file, line, message (a defined file's error goes only to the "
+                                          "client that defines it)")
 
 
 class CheckReport(BaseModel):

@@ -327,7 +327,7 @@ class PeakService:
     def list_problems(self) -> ProblemList:
         self.problems.refresh()
         return ProblemList(problems=[_problem_info(p) for p in self.problems.problems()],
-                           errors=[e.model_dump() for e in self.problems.errors])
+                           errors=[e.model_dump() for e in self.problems.client_errors()])
 
     def defining_allowed(self) -> bool:
         """define_problem is on: always over stdio, over HTTP only with PEAK_MCP_ALLOW_DEFINE_PROBLEM."""

@@ -245,8 +245,7 @@ async def test_a_folder_file_with_a_shipped_name_is_left_out(make_client, settin
         assert softmax["level"] == "error" and softmax["line"] == 2, softmax
         assert "NAME 'softmax' is taken by the shipped problem softmax" in softmax["message"]
         assert "'conv2d' is taken by the shipped problem conv2d" in errors[str(folder / "conv2d.py")]["message"]
-        defined = errors[str(settings.defined_problems / "matmul.py")]
-        assert "'matmul' is taken by the built-in problem matmul" in defined["message"]
+        assert str(settings.defined_problems / "matmul.py") not in errors  # a defined file's error: its client's
         problems = {p["name"]: p for p in listed["problems"]}
         assert problems["softmax"]["source"].endswith("/problems/builtin/softmax.py")
         assert problems["conv2d"]["source"].endswith("/problems/builtin/conv2d.py")
@@ -277,3 +276,30 @@ async def test_a_server_that_refuses_define_problem_never_reads_defined_files(ma
         settings.allow_define_problem = True  # the operator's consent: the folder is a source again
         listed = await call(client, "list_problems", {})
         assert "negate" in {p["name"] for p in listed["problems"]} and list(markers.iterdir())
+
+
+async def test_a_defined_files_error_is_not_shown_to_other_clients(make_client, settings, tmp_path: Path) -> None:
+    """list_problems showed every client the errors of files other clients defined (their text, quoted): only the
+    operator's folders' errors are listed; start_session on such a name says it failed without quoting it."""
+    folder = tmp_path / "operator"
+    folder.mkdir()
+    (folder / "broken.py").write_text('NAME = "broken"\nraise ImportError("operator-visible")\n')
+    settings.problem_dirs = [folder]
+    settings.defined_problems.mkdir(parents=True)  # as another client's define_problem left it, then broken
+    (settings.defined_problems / "private.py").write_text(
+        NEGATE.replace('"negate"', '"private"').replace("INPUTS =", 'raise ValueError("client-secret-42")\nINPUTS ='))
+    async with make_client() as (client, _):
+        listed = await call(client, "list_problems", {})
+        assert "client-secret-42" not in str(listed)
+        assert not any(e["file"].startswith(str(settings.defined_problems)) for e in listed["errors"])
+        assert any("operator-visible" in e["message"] for e in listed["errors"])  # the operator's: still listed
+        failed = await client.call_tool("start_session", {"problem": "private", "backend": "hlsl"})
+        text = failed.content[0].text
+        assert failed.is_error and "saved by define_problem, failed to load" in text, text
+        assert "client-secret-42" not in text and "ValueError" not in text
+        operator = await client.call_tool("start_session", {"problem": "broken", "backend": "hlsl"})
+        assert operator.is_error and "operator-visible" in operator.content[0].text
+        # The client that defines it is told, as before.
+        text = await refused(client, {"source": NEGATE.replace('"negate"', '"private"').replace(
+            "INPUTS =", 'raise ValueError("client-secret-42")\nINPUTS =')})
+        assert "client-secret-42" in text

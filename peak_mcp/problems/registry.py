@@ -284,10 +284,24 @@ class ProblemRegistry:
             if found is not None:
                 return found
             failed = [e for e in self._errors if e.level == "error" and Path(e.file).stem == name]
-        if failed:
-            raise NotFound(f"problem {name!r} is not available: its file failed to load: {failed[0]}",
+        shown = [e for e in failed if self.kind_of_file(e.file) != "defined"]
+        if shown:
+            raise NotFound(f"problem {name!r} is not available: its file failed to load: {shown[0]}",
                            "fix the problem file, then call list_problems (it reads changed files again).")
+        if failed:  # a defined file's error is its definer's: define_problem told that client; nobody else sees it
+            raise NotFound(f"problem {name!r} is not available: its file, saved by define_problem, failed to load",
+                           "define it again with define_problem, whose answer says what is wrong.")
         raise NotFound(f"unknown problem {name!r}", f"call list_problems; known: {sorted(self._by_name)}.")
+
+    def kind_of_file(self, file: str) -> str | None:
+        """The kind of source (defined, operator, shipped) whose folder holds `file`, None for none of them."""
+        folder = Path(file).parent
+        return next((s.kind for s in self.sources if s.folder.resolve() == folder), None)
+
+    def client_errors(self) -> list[ProblemFileError]:
+        """The errors any client may see (list_problems): those of operator and shipped files. A file in the defined
+        folder is one client's text: its error went to the client that defined it, and is not shown to others."""
+        return [e for e in self.errors if self.kind_of_file(e.file) != "defined"]
 
     def problems(self) -> list[Problem]:
         with self._lock:
