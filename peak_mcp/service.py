@@ -73,6 +73,7 @@ from peak_mcp.runner.replies import EvaluateResult, GeneralityResult, JobResult,
 from peak_mcp.sandbox import Protection, landlock_abi
 from peak_mcp.store import Store
 from peak_mcp.text import checked_label, clipped
+from peak_mcp.text_safety import clean
 from peak_mcp.tuning import (
     BestConfig,
     Config,
@@ -120,6 +121,34 @@ RETIME_TOP, NOISY_CV = 3, 0.1
 
 
 MAX_DEFINE_BYTES = 256 * 1024  # define_problem's source
+# A worker's error (Failed.error: a problem file's exception among them) and the messages of a generality or tune
+# result, as the server keeps and returns them: no terminal control, bounded.
+WORKER_TEXT_CHARS = 4000
+
+
+def _cleaned_failure(exc: JobFailed) -> JobFailed:
+    """`exc` with its message and hint cleaned (text_safety.clean): a problem_error quotes the problem file's own
+    exception message, and a worker's reply is not trusted to be printable or short."""
+    exc.message = clean(exc.message, WORKER_TEXT_CHARS)
+    exc.hint = clean(exc.hint, 1000) if exc.hint else exc.hint
+    exc.args = (exc.message,)
+    return exc
+
+
+def _cleaned_result(result: JobResult) -> JobResult:
+    """The texts of a worker's result that may quote problem code (a problem_error at a sampled size, a tune
+    configuration that failed with one), cleaned as _cleaned_failure does."""
+    if isinstance(result, GeneralityResult) and result.generality is not None:
+        for failure in result.generality.failures:
+            if failure.message:
+                failure.message = clean(failure.message, WORKER_TEXT_CHARS)
+        if result.generality.note:
+            result.generality.note = clean(result.generality.note, WORKER_TEXT_CHARS)
+    elif isinstance(result, TuneResult):
+        for config in result.results:
+            if config.reason and config.kind in ("error", "validation"):
+                config.reason = clean(config.reason, WORKER_TEXT_CHARS)
+    return result
 
 
 def _file_sha256(problem: Problem) -> str | None:
@@ -761,10 +790,16 @@ class PeakService:
 
     def _run_job(self, session: SessionRow, job: Job, progress: Progress, *, inactivity_s: float | None = None,
                  total_s: float | None = None) -> JobResult:
-        """Run one job on the session's device; the pool answers with the result type of the job's type."""
-        return self.pool.run(session.backend, session.device_index, job,
-                             inactivity_s=inactivity_s or self.settings.inactivity_timeout_s,
-                             total_s=total_s or self.settings.job_total_timeout_s, progress=progress)
+        """Run one job on the session's device; the pool answers with the result type of the job's type. Its
+        error, or its result's messages, cleaned of terminal control and bounded (_cleaned_failure)."""
+        try:
+            return _cleaned_result(self.pool.run(session.backend, session.device_index, job,
+                                                 inactivity_s=inactivity_s or self.settings.inactivity_timeout_s,
+                                                 total_s=total_s or self.settings.job_total_timeout_s,
+                                                 progress=progress))
+        except JobFailed as exc:
+            _cleaned_failure(exc)
+            raise
 
     # --- reports ---------------------------------------------------------------------------------------------
     def version_report(self, session_id: str, number: int) -> VersionReport:
@@ -1077,9 +1112,14 @@ class PeakService:
         """One worker tune job on `device` (the session's or a same-model helper)."""
         job = TuneJob(**self._wire(session), dtype=session.dtype, sizes=session.sizes, source=source, spec=spec,
                       configs=[c.params for c in batch], compile_workers=compile_workers)
-        result = self.pool.run(session.backend, device, job, inactivity_s=self.settings.inactivity_timeout_s,
-                               total_s=self.settings.job_total_timeout_s, progress=progress)
+        try:
+            result = self.pool.run(session.backend, device, job, inactivity_s=self.settings.inactivity_timeout_s,
+                                   total_s=self.settings.job_total_timeout_s, progress=progress)
+        except JobFailed as exc:
+            _cleaned_failure(exc)
+            raise
         assert isinstance(result, TuneResult)
+        _cleaned_result(result)
         return result.results
 
     # --- profile ---------------------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ Markers in a job's source:
 - MALFORMED: a reply with a field of the wrong type, as a worker from another release (or a bug) would send;
 - SANITIZER_FINDING: compute-sanitizer memcheck finds the write 1.2 MB before the output buffer that
   tests/hostile/cuda/oob_write_before_far.cu does (the finding reported on an H100).
+- PROBLEM_ERROR: the job fails as a problem file's exception would make it, with terminal escapes in a 10 MB
+  message (the server must clean and cut it);
 - `// TIMES median=6.0 p25=5.9 p75=6.1`: the timing's median and middle half (ms); otherwise a median of 10 ms with
   no quartiles and a cv of 0.01 (a timing stored before quartiles were recorded).
 """
@@ -86,7 +88,7 @@ def generality(job: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    for name in ("--backend", "--parent-pid", "--options"):
+    for name in ("--backend", "--parent-pid", "--options", "--control-fd"):
         parser.add_argument(name)
     parser.add_argument("--device", type=int, default=-1)
     parser.add_argument("--result-fd", type=int, required=True)
@@ -96,6 +98,11 @@ def main() -> int:
     out.write(json.dumps({"event": "ready", "device": facts}) + "\n")
     for line in sys.stdin:
         job = json.loads(line)
+        if "PROBLEM_ERROR" in (job.get("source") or ""):
+            error = "the problem's own code failed, not the kernel: \x1b[2J\x1b]0;pwn\x07" + "A" * (10 << 20)
+            out.write(json.dumps({"id": job["id"], "event": "result", "ok": False, "kind": "problem_error",
+                                  "error": error}) + "\n")
+            continue
         result = generality(job) if job["type"] == "generality" else evaluate(job, facts)
         out.write(json.dumps({"id": job["id"], "event": "result", "ok": True, "result": result}) + "\n")
     return 0

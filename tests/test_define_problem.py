@@ -303,3 +303,75 @@ async def test_a_defined_files_error_is_not_shown_to_other_clients(make_client, 
         text = await refused(client, {"source": NEGATE.replace('"negate"', '"private"').replace(
             "INPUTS =", 'raise ValueError("client-secret-42")\nINPUTS =')})
         assert "client-secret-42" in text
+
+
+NASTY = "\\x1b[2J\\x1b]0;pwn\\x07"  # as written in a problem file's source: clear the screen, retitle the terminal
+HUGE = f'"{NASTY}" + "A" * (10 << 20)'  # an exception message of 10 MB
+
+
+def assert_clean(text: str, limit: int = 5000) -> None:
+    assert not any(c in text for c in "\x1b\x07\x00\x9b"), repr(text[:200])
+    assert "pwn" not in text and len(text) < limit, len(text)
+
+
+async def test_problem_text_reaches_clients_without_terminal_control(make_client, settings, tmp_path: Path) -> None:
+    """TITLE, the docstring and exception messages of a problem file, through define_problem, list_problems and
+    start_session: escape sequences and control characters stripped, 10 MB cut to a few thousand characters."""
+    titled = NEGATE.replace('NAME = "negate"', f'NAME = "negate"\nTITLE = "Negate{NASTY} me\\x9b31m"')
+    titled = titled.replace('"""Negate: y = -x."""', f'"""Negate: y = -x.{NASTY}\n\nMore\\x00 text."""')
+    folder = tmp_path / "operator"
+    folder.mkdir()
+    (folder / "loud.py").write_text(f'NAME = "loud"\nraise ValueError({HUGE})\n')
+    settings.problem_dirs = [folder]
+    async with make_client() as (client, _):
+        info = await call(client, "define_problem", {"source": titled})
+        assert info["title"] == "Negate me", info["title"]
+        listed = await call(client, "list_problems", {})
+        negate = next(p for p in listed["problems"] if p["name"] == "negate")
+        assert negate["title"] == "Negate me"
+        loud = next(e for e in listed["errors"] if e["file"] == str(folder / "loud.py"))
+        assert "ValueError" in loud["message"] and "more characters cut" not in loud["message"]
+        assert_clean(loud["message"])
+        failed = await client.call_tool("start_session", {"problem": "loud", "backend": "hlsl"})
+        assert failed.is_error and "ValueError" in failed.content[0].text
+        assert_clean(failed.content[0].text)
+        text = await refused(client, {"source": NEGATE.replace("INPUTS =", f"raise ValueError({HUGE})\nINPUTS =")})
+        assert "ValueError" in text
+        assert_clean(text)
+        text = await refused(client, {"source": NEGATE.replace("return -x", f"raise ValueError({HUGE})")})
+        assert_clean(text)
+
+
+@VULKAN
+async def test_a_problem_error_from_a_worker_reaches_the_client_clean(make_client) -> None:
+    """A reference that raises at the session's sizes (not at the small ones define_problem tried) with escape
+    sequences in a 10 MB message: the problem_error names the file, without terminal control, a few thousand
+    characters long, and so it is kept."""
+    source = NEGATE.replace("return -x", f"if x.size > 64:\n        raise ValueError({HUGE})\n    return -x")
+    async with make_client() as (client, _):
+        await call(client, "define_problem", {"source": source})
+        session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000},
+                                                       "reference_kernel": KERNEL.replace("BODY", "-x[id.x]")})
+        v0 = session["version_0"]
+        assert v0["failure"] == "problem_error" and "ValueError" in v0["message"], v0
+        assert_clean(v0["message"])
+        again = await client.call_tool("get_version", {"session_id": session["session_id"], "version": 0})
+        assert "ValueError" in str(again.content[0].text)
+        assert_clean(str(again.structured_content), 20000)
+
+
+async def test_a_workers_problem_error_is_cleaned_by_the_server(tmp_path: Path) -> None:
+    """The server does not trust the worker's reply to be printable or short: a problem_error with terminal escapes
+    and 10 MB of text (a stand-in worker sends it) is kept and returned clean and cut."""
+    from tests.test_truth import CUDA_GPU, _call, _served
+
+    async with _served(tmp_path, "stand_in_worker.py", CUDA_GPU) as (client, service):
+        sid = (await _call(client, "start_session", {"backend": "cuda", "sizes": {"M": 64, "N": 64, "K": 64}})
+               ).structured_content["session_id"]
+        naive = service.store.version(sid, 0).source
+        report = (await _call(client, "submit_kernel", {"session_id": sid, "source": naive + "// PROBLEM_ERROR\n"})
+                  ).structured_content
+        assert report["failure"] == "problem_error" and "the problem's own code failed" in report["message"], report
+        assert_clean(report["message"])
+        assert "more characters cut" in report["message"]
+        assert_clean(service.store.version(sid, report["version"]).message or "")

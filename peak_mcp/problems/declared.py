@@ -194,6 +194,15 @@ class ProblemDeclaration(BaseModel):
             raise ValueError("TITLE must be one line of text")
         return value.strip()
 
+    @field_validator("title", "doc", mode="before")
+    @classmethod
+    def _plain_text(cls, value: Any) -> Any:
+        """TITLE and the docstring are the file's own text, shown to clients: escape sequences and control
+        characters go (newline and tab stay; a TITLE must still be one line), and a text over its limit fails it."""
+        from peak_mcp.text_safety import clean
+
+        return clean(value, 2000) if isinstance(value, str) else value
+
     @model_validator(mode="after")
     def _consistent(self) -> ProblemDeclaration:
         def fail(key: str, why: str) -> ValueError:

@@ -26,19 +26,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ValidationError, field_validator
 
 from peak_mcp.errors import NotFound
 from peak_mcp.problems.base import Problem
 from peak_mcp.problems.declared import DeclaredProblem, ProblemDeclaration
 from peak_mcp.runner.isolated import python_command
 from peak_mcp.sandbox import SYSTEM_READ, Policy, confined_command, python_runtime_paths, tool_paths
+from peak_mcp.text_safety import clean
 
 log = structlog.get_logger("peak_mcp.problems")
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 DESCRIBE_TIMEOUT_S = 60.0  # importing numpy and running the reference at small sizes takes about a second
 DESCRIBE_MEMORY_BYTES = 4 << 30
 MAX_FILE_BYTES = 1 << 20
+MAX_ERROR_CHARS = 2000  # a problem file's error as a client sees it (describe's own text, the file's message in it)
 
 
 class ProblemFileError(BaseModel):
@@ -49,12 +51,18 @@ class ProblemFileError(BaseModel):
     message: str
     level: str = "error"
 
+    @field_validator("message", "file")
+    @classmethod
+    def _safe(cls, value: str) -> str:  # text a problem file wrote (its exception's message, its file name)
+        return clean(value, MAX_ERROR_CHARS)
+
     def __str__(self) -> str:
         return f"{self.file}{f':{self.line}' if self.line else ''}: {self.message}"
 
 
 class DescribeFailed(Exception):
     def __init__(self, message: str, line: int | None = None) -> None:
+        message = clean(message, MAX_ERROR_CHARS)  # it quotes the file's own text: no terminal control, bounded
         super().__init__(message)
         self.message, self.line = message, line
 
