@@ -76,8 +76,11 @@ def check_inputs(ws: Workspace, inputs: dict[str, Any]) -> Finding | None:
     return None
 
 
-def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance) -> tuple[Finding | None, dict[str, Any]]:
-    """Unwritten elements, NaN/Inf, then the error against the reference. Returns (finding, error statistics)."""
+def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance,
+                  withhold: str | None = None) -> tuple[Finding | None, dict[str, Any]]:
+    """Unwritten elements, NaN/Inf, then the error against the reference. Returns (finding, error statistics).
+    `withhold`: why the output's values must not be quoted (values_withheld): a wrong result then gives where and
+    how many, the expected values and bounds, and this reason instead of what the kernel wrote."""
     xp = ws.xp
     stats: dict[str, Any] = {}
     for buf in ws.outputs:
@@ -119,14 +122,18 @@ def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance) -> 
             samples = [{"at": at, "got": float(_num(float(got[j]))), "expected": float(_num(float(ref.values[j]))),
                         "bound": float(_num(tol.elementwise * float(ref.scale[j])))}
                        for at, j in zip(where(flat, shape), picks, strict=True)]
+            if withhold:
+                samples = [{k: v for k, v in sample.items() if k != "got"} for sample in samples]
             return Finding("wrong_result",
                            f"{buf.arg.name} differs from the "
                            f"{'reference kernel' if tol.against_kernel else 'float64 reference'}: relative L2 error "
                            f"{rel_l2:.2e} "
                            f"(tolerance {rel_bound:.2g}); {n_over} elements over their bound "
-                           f"({tol.describe()}); first: {samples[:3]}" + (f"; {pattern}" if pattern else ""),
+                           f"({tol.describe()}); first: {samples[:3]}" + (f"; {pattern}" if pattern else "")
+                           + (f". The values the kernel wrote are withheld: {withhold}" if withhold else ""),
                            buf.arg.name, {"count": n_over, "samples": samples[:3], **stats,
-                                          **({"pattern": pattern} if pattern else {})}), stats
+                                          **({"pattern": pattern} if pattern else {}),
+                                          **({"values_withheld": withhold} if withhold else {})}), stats
     return None, stats
 
 
@@ -184,8 +191,9 @@ def _accumulation_hint(name: str, nan: int, size: int) -> str:
             f"written); store the finished sum ({name}[i] = acc) instead")
 
 
-def check_same(ws: Workspace, first: dict[str, Any]) -> Finding | None:
-    """The outputs equal `first` (bodies from an earlier launch on the same inputs) bit for bit."""
+def check_same(ws: Workspace, first: dict[str, Any], withhold: str | None = None) -> Finding | None:
+    """The outputs equal `first` (bodies from an earlier launch on the same inputs) bit for bit. `withhold`: as for
+    check_outputs (the difference between the two launches is not quoted)."""
     xp = ws.xp
     for buf in ws.outputs:
         again = ws.body(buf.arg.name)
@@ -200,7 +208,9 @@ def check_same(ws: Workspace, first: dict[str, Any]) -> Finding | None:
             shape = buf.arg.shape(ws.sizes)
             return Finding("nondeterministic",
                            f"two launches on the same inputs gave different {buf.arg.name} ({count} elements differ, "
-                           f"max difference {drift:.3g}, first at {where(_first(xp, moved), shape)}): a race, a "
-                           "missing barrier, or a read of memory nothing wrote",
+                           + ("" if withhold else f"max difference {drift:.3g}, ")
+                           + f"first at {where(_first(xp, moved), shape)}): a race, a missing barrier, or a read of "
+                           "memory nothing wrote"
+                           + (f". The values the kernel wrote are withheld: {withhold}" if withhold else ""),
                            buf.arg.name, {"count": count})
     return None

@@ -375,3 +375,47 @@ async def test_a_workers_problem_error_is_cleaned_by_the_server(tmp_path: Path) 
         assert_clean(report["message"])
         assert "more characters cut" in report["message"]
         assert_clean(service.store.version(sid, report["version"]).message or "")
+
+
+GROUPSHARED = """// peak: entry=main groups=(cdiv(N, 64), 1, 1)
+struct Params { uint N; };
+[[vk::push_constant]] ConstantBuffer<Params> p;
+[[vk::binding(0)]] StructuredBuffer<float> x;
+[[vk::binding(1)]] RWStructuredBuffer<float> y;
+groupshared float tile[64];
+[numthreads(64, 1, 1)]
+void main(uint3 id : SV_DispatchThreadID, uint3 lid : SV_GroupThreadID) {
+    tile[lid.x] = 0.0;
+    if (id.x < p.N) tile[lid.x] = x[id.x];
+    GroupMemoryBarrierWithGroupSync();
+    if (id.x < p.N) y[id.x] = -float(asuint(tile[READ]) & 0xFFFFu);  // finite whatever the bits
+}
+"""
+
+
+@VULKAN
+async def test_values_read_past_groupshared_on_a_cpu_device_are_not_quoted(make_client) -> None:
+    """On lavapipe a shader's groupshared array lives in the worker's heap: a kernel reading far past it wrote the
+    worker's own memory into y, and the wrong_result message quoted it back as `got` values. Such a kernel's values
+    are withheld (where and how many are still said); a kernel without groupshared still gets its values quoted."""
+    async with make_client() as (client, _):
+        await call(client, "define_problem", {"source": NEGATE})
+        session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000}})
+        if session["device"].get("device_type") != "cpu" and "llvmpipe" not in str(session["device"]).lower():
+            pytest.skip("not a CPU Vulkan device")
+        sid = session["session_id"]
+        right = await call(client, "submit_kernel", {"session_id": sid,
+                                                     "source": GROUPSHARED.replace("READ", "lid.x").replace(
+                                                         "-float(asuint(tile[lid.x]) & 0xFFFFu)", "-tile[lid.x]")})
+        assert right["status"] == "benchmarked", right["message"]
+        far = await call(client, "submit_kernel", {"session_id": sid,
+                                                   "source": GROUPSHARED.replace("READ", "lid.x + 300")})
+        assert far["failure"] == "wrong_result", far["message"]
+        message = far["message"]
+        assert "withheld" in message and "CPU Vulkan device" in message and "elements over their bound" in message
+        assert "'got'" not in message and "'at'" in message and "'expected'" in message, message
+        report = await call(client, "get_version", {"session_id": sid, "version": far["version"]})
+        assert "'got'" not in str(report) and '"got"' not in str(report)
+        plain = await call(client, "submit_kernel", {"session_id": sid, "source": KERNEL.replace("BODY", "x[id.x]")})
+        assert plain["failure"] == "wrong_result" and "'got'" in plain["message"] and "withheld" not in \
+            plain["message"]
