@@ -27,7 +27,7 @@ PREFIXES = ("LC_", "CUDA_", "NVIDIA_", "__GL", "__EGL", "VK_", "MESA_", "LP_", "
             "ROCM_", "AMD_", "CUPY_")
 EXTRA_VARIABLE = "PEAK_MCP_CHILD_ENV"
 # Never passed on, whatever the allowlist says: what a credential is called.
-SECRET = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|API_?KEY|AUTH|SESSION|COOKIE", re.IGNORECASE)
+SECRET = re.compile(r"TOKEN|SECRET|PASSW|CREDENTIAL|PRIVATE|KEY|AUTH|SESSION|COOKIE", re.IGNORECASE)
 
 
 def extra_names(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:

@@ -227,11 +227,12 @@ def drop_capabilities(result: Isolation) -> None:
         result.note("capabilities dropped")
 
 
-def supervise(child: int, cgroups: list[str] | None = None) -> None:
+def supervise(child: int, cgroups: list[str] | None = None, max_tasks: int | None = None) -> None:
     """The launcher's part once the namespace's init runs: wait for it and exit with its status; kill it (and so
-    the whole namespace) when this launcher is told to stop or its own parent is gone. Never returns."""
+    the whole namespace) when this launcher is told to stop, its own parent is gone, or, where no pids cgroup holds
+    the namespace (`max_tasks` set), it has more tasks than that. Never returns."""
     parent = os.getppid()
-    for fd in (0, 1, 2):  # the child holds the pipes; the server must see them close when the child is gone
+    for fd in (0, 1):  # the child holds the pipes; the server must see them close when the child is gone
         with contextlib.suppress(OSError):
             os.close(fd)
 
@@ -241,6 +242,7 @@ def supervise(child: int, cgroups: list[str] | None = None) -> None:
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, stop)
+    namespace = _pid_namespace(child) if max_tasks else None
     status = 0
     while True:
         try:
@@ -251,7 +253,11 @@ def supervise(child: int, cgroups: list[str] | None = None) -> None:
             break
         if os.getppid() != parent:  # the server is gone (kill -9 included)
             stop(0, None)
-        time.sleep(0.2)
+        elif namespace and max_tasks and _tasks_in(namespace) > max_tasks:
+            print(f"peak-mcp sandbox: more than {max_tasks} tasks: the process tree was stopped", file=sys.stderr,
+                  flush=True)
+            stop(0, None)
+        time.sleep(0.1 if namespace else 0.2)
     for folder in cgroups or ():
         for _ in range(20):  # the namespace's processes leave the cgroup as the kernel reaps them
             try:
@@ -260,10 +266,32 @@ def supervise(child: int, cgroups: list[str] | None = None) -> None:
             except OSError:
                 time.sleep(0.05)
     code = os.waitstatus_to_exitcode(status)
-    if code < 0:  # died of a signal: say so the way a shell does, and the way Popen reads a direct child
-        signal.signal(-code, signal.SIG_DFL)
+    if code < 0:  # died of a signal: die of it too, so that Popen reads it as it would from a direct child
+        if -code not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     sys.exit(code)
+
+
+def _pid_namespace(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid_for_children" if pid == os.getpid() else f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def _tasks_in(namespace: str) -> int:
+    """Tasks (threads count, as a pids cgroup counts them) of the processes in PID namespace `namespace`."""
+    tasks = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry.name}/ns/pid") == namespace:
+                tasks += len(os.listdir(f"/proc/{entry.name}/task"))
+        except OSError:
+            continue
+    return tasks
 
 
 def init_watch(ready: int, result: Isolation) -> None:

@@ -16,6 +16,7 @@ Only the standard library is imported here: `python -m peak_mcp.sandbox` confine
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import json
 import os
 import platform
@@ -44,9 +45,10 @@ SYSTEM_READ = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "
                "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/vulkan",
                "/etc/glvnd", "/etc/nvidia", "/etc/OpenCL", "/etc/localtime", "/dev/null", "/dev/zero", "/dev/full",
                "/dev/random", "/dev/urandom")
-# Device nodes a GPU worker opens read-write (NVIDIA, AMD, DRM render nodes), and shared memory.
+# Device nodes a GPU worker opens read-write (NVIDIA, AMD, DRM render nodes). Not /dev/shm: shared with every other
+# process of the machine unless the launcher mounted a private one, and nothing a worker runs needs it.
 DEVICE_WRITE = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/kfd",
-                "/dev/dri", "/dev/shm", "/dev/null")
+                "/dev/dri", "/dev/null")
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -173,17 +175,36 @@ def _grantable(entries: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(kept))
 
 
-def worker_policy(workdir: str, cache_dirs: Iterable[str] = (), read: Iterable[str] = ()) -> Policy:
-    """A device worker's reach: the system and Python trees and `read` (the operator's problem folders) read-only;
-    its private working directory, the caches it keeps (cupy's kernel cache) and the GPU device nodes writable. No
-    memory limit: a GPU context reserves far more address space than it uses, and a compile, the one thing agent
-    text can blow up, has its own limits."""
-    devices = [os.path.join("/dev", name) for name in _listdir("/dev") if name.startswith("nvidia")]
-    # /proc writable: cuInit writes under /proc/self (measured on the H100: CUDA_ERROR_OPERATING_SYSTEM without
-    # it), and so do the CUDA processes a worker starts (compute-sanitizer's target), each under its own pid. Other
-    # processes' entries stay out of reach: Landlock denies a confined process ptrace access to unconfined ones.
+def worker_policy(workdir: str, cache_dirs: Iterable[str] = (), read: Iterable[str] = (),
+                  proc_write: bool = True) -> Policy:
+    """A device worker's reach: the system and Python trees and `read` read-only; its private working directory,
+    the caches it keeps (cupy's kernel cache) and the GPU device nodes writable. No memory limit: a GPU context
+    reserves far more address space than it uses, and a compile, the one thing agent text can blow up, has its own
+    limits.
+
+    /proc writable where `proc_write`: cuInit writes under /proc/self (measured on the H100:
+    CUDA_ERROR_OPERATING_SYSTEM without it), and so do the CUDA processes a worker starts (compute-sanitizer's
+    target), each under its own pid. That is safe only where /proc/sys cannot be written through it: the launcher's
+    mount namespace made it read-only, or the worker is not root (kernel_knobs_safe)."""
     return Policy(read=(*SYSTEM_READ, *python_runtime_paths(), *tool_paths(), *_grantable(read)),
-                  write=(workdir, "/proc", *cache_dirs, *DEVICE_WRITE, *devices))
+                  write=(workdir, *(("/proc",) if proc_write else ()), *cache_dirs, *gpu_device_nodes()))
+
+
+def gpu_device_nodes() -> tuple[str, ...]:
+    """The device nodes a GPU process opens read-write: DEVICE_WRITE and every /dev/nvidiaN."""
+    return (*DEVICE_WRITE, *(os.path.join("/dev", name) for name in _listdir("/dev") if name.startswith("nvidia")))
+
+
+def kernel_knobs_safe() -> bool:
+    """Whether this process cannot write /proc/sys even where Landlock lets it: it is not root, or the launcher
+    made /proc/sys read-only in its mount namespace."""
+    if os.geteuid() != 0:
+        return True
+    try:
+        held = json.loads(os.environ.get(ISOLATION_VARIABLE, "{}")).get("held", [])
+    except (json.JSONDecodeError, AttributeError):
+        return False
+    return any(item.startswith("/proc/sys") for item in held)
 
 
 def _listdir(path: str) -> list[str]:
@@ -277,14 +298,16 @@ def reaches(protection: Protection) -> list[str]:
     return denied
 
 
-def confined_command(policy: Policy, command: list[str], enabled: bool = True) -> list[str]:
+def confined_command(policy: Policy, command: list[str], enabled: bool = True, landlock: bool = True) -> list[str]:
     """`command` run under `policy`: a short stdlib-only Python (`-I -S`) isolates itself where the policy asks
     (peak_mcp.isolation), confines itself and execs it. With `enabled=False` only the rlimits apply (the same
-    launcher, no namespaces, Landlock off), so limits never depend on it. Killing the launcher's process group kills
+    launcher, no namespaces, Landlock off), so limits never depend on it; `landlock=False` leaves Landlock to the
+    command itself (a worker confines itself once it knows its paths). Killing the launcher's process group kills
     the command's whole tree: the launcher's supervisor takes the namespace down with it."""
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     bootstrap = f"import sys; sys.path.insert(0, {package_parent!r}); from peak_mcp.sandbox import main; main()"
-    return [sys.executable, "-I", "-S", "-c", bootstrap, policy.to_json(), "1" if enabled else "0", "--", *command]
+    return [sys.executable, "-I", "-S", "-c", bootstrap, policy.to_json(), "1" if enabled else "0",
+            "1" if enabled and landlock else "0", "--", *command]
 
 
 ISOLATION_VARIABLE = "PEAK_MCP_ISOLATION"  # what the launcher achieved, for the command to report (doctor)
@@ -307,24 +330,56 @@ def isolate(policy: Policy) -> dict[str, list[str]]:
                 isolation.tell_init(ready_write, limits)  # the child is in its cgroups now
             finally:
                 os.close(ready_write)
-                isolation.supervise(child, limits.cgroups)
+                counted = not any(c.startswith("pids") for c in limits.held)  # no pids cgroup: count
+                isolation.supervise(child, limits.cgroups, policy.max_processes if counted else None)
         os.close(ready_write)
         isolation.init_watch(ready_read, found)
         isolation.prepare_init(found)
+        if os.geteuid() != 0 and policy.max_processes:  # counted per user namespace: this one's processes only
+            resource.setrlimit(resource.RLIMIT_NPROC, (policy.max_processes, policy.max_processes))
+            found.note(f"process limit {policy.max_processes} (RLIMIT_NPROC in its user namespace)")
+        elif policy.max_processes and not any(h.startswith("pids cgroup") for h in found.held):
+            found.note(f"process limit {policy.max_processes} (counted by the launcher, which stops the tree)")
     else:
         isolation.drop_capabilities(found)
     return {"held": found.held, "missing": found.missing}
 
 
+def probe_protections(enabled: bool = True, timeout_s: float = 30.0) -> dict[str, list[str]]:
+    """What the launcher achieves on this machine, as a problem host or describe gets it: a confined child reports
+    its own isolation (namespaces, read-only kernel knobs, cgroups, capabilities) and Landlock; for `doctor`."""
+    import subprocess
+
+    policy = Policy(read=(*SYSTEM_READ, *python_runtime_paths()), isolate=True, max_processes=16,
+                    cgroup_memory_bytes=256 << 20 if os.geteuid() == 0 else None)
+    command = [sys.executable, "-I", "-S", "-c", f"import os; print(os.environ.get({ISOLATION_VARIABLE!r}, ''))"]
+    try:
+        done = subprocess.run(confined_command(policy, command, enabled), capture_output=True, text=True,
+                              timeout=timeout_s, env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                              stdin=subprocess.DEVNULL, check=False)
+        report = json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, json.JSONDecodeError, IndexError) as exc:
+        return {"held": [], "missing": [f"the sandbox launcher did not run: {type(exc).__name__}: {exc}"],
+                "landlock": []}
+    return {"held": list(report.get("held", [])), "missing": list(report.get("missing", [])),
+            "landlock": list(report.get("landlock", []))}
+
+
 def main() -> None:
-    """`confined_command`'s launcher: argv = policy JSON, landlock on/off, `--`, the command."""
-    policy_json, enabled, separator, *command = sys.argv[1:]
+    """`confined_command`'s launcher: argv = policy JSON, sandbox on/off, Landlock here on/off, `--`, the command."""
+    policy_json, enabled, landlock, separator, *command = sys.argv[1:]
     if separator != "--" or not command:
-        sys.exit("usage: peak_mcp.sandbox POLICY 0|1 -- COMMAND...")
+        sys.exit("usage: peak_mcp.sandbox POLICY 0|1 0|1 -- COMMAND...")
     policy = Policy.from_json(policy_json)
     report = isolate(policy) if policy.isolate and enabled == "1" else {"held": [], "missing": ["not asked for"]}
-    protection = confine(policy, landlock=enabled == "1")
-    report["landlock"] = [protection.describe(), *reaches(protection)] if protection.active else [protection.reason]
+    os.environ[ISOLATION_VARIABLE] = json.dumps(report)
+    if "/proc" in policy.write and not kernel_knobs_safe():  # root, and /proc/sys could be written through it
+        policy = dataclasses.replace(policy, write=tuple(p for p in policy.write if p != "/proc"))
+        report["missing"].append("/proc not writable: /proc/sys could not be made read-only (GPU use may fail)")
+    if landlock == "1" or enabled != "1":  # the rlimits apply either way
+        protection = confine(policy, landlock=landlock == "1")
+        report["landlock"] = [protection.describe(), *reaches(protection)] if protection.active \
+            else [protection.reason]
     os.environ[ISOLATION_VARIABLE] = json.dumps(report)
     try:
         os.execv(command[0], command)

@@ -70,7 +70,7 @@ from peak_mcp.runner.ownership import ServerPresence
 from peak_mcp.runner.pool import DevicePool, JobFailed
 from peak_mcp.runner.probe import probe_all_in_subprocess
 from peak_mcp.runner.replies import EvaluateResult, GeneralityResult, JobResult, ProfileResult, TuneResult
-from peak_mcp.sandbox import Protection, landlock_abi
+from peak_mcp.sandbox import Protection, landlock_abi, probe_protections
 from peak_mcp.store import Store
 from peak_mcp.text import checked_label, clipped
 from peak_mcp.text_safety import clean
@@ -302,10 +302,17 @@ class PeakService:
                             sandbox=self.sandbox_summary())
 
     def sandbox_summary(self) -> str:
-        """What confines compiles here: Landlock (or why not), then the limits every compile runs under."""
-        found = landlock_abi() if self.settings.sandbox else Protection(0, "switched off by PEAK_MCP_SANDBOX=0")
+        """What confines the processes that run agent and problem text here (measured by starting one: namespaces,
+        read-only kernel knobs, cgroups, capabilities, Landlock and what it denies, or why each is missing), then
+        the limits every compile runs under."""
         limits = CompileLimits(**self.settings.confinement())
-        return f"{found.describe()}; each compile: {limits.describe()}"
+        if not self.settings.sandbox:
+            off = Protection(0, "switched off by PEAK_MCP_SANDBOX=0")
+            return f"{off.describe()}; each compile: {limits.describe()}"
+        found = probe_protections()
+        missing = f"; missing: {'; '.join(found['missing'])}" if found["missing"] else ""
+        return (f"{'; '.join(found['landlock'] or [landlock_abi().describe()])}; isolation: "
+                f"{', '.join(found['held']) or 'none'}{missing}; each compile: {limits.describe()}")
 
     def _device_for(self, backend: str, device: str | int | None = None) -> tuple[Device, int]:
         """A device of `backend` (see `place`), or a compile-only target where a backend can compile without one."""

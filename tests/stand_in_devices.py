@@ -28,7 +28,7 @@ import time
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    for name in ("--backend", "--device", "--parent-pid", "--options"):
+    for name in ("--backend", "--device", "--parent-pid", "--options", "--control-fd"):
         parser.add_argument(name)
     parser.add_argument("--result-fd", type=int, required=True)
     args = parser.parse_args()

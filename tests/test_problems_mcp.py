@@ -194,15 +194,17 @@ async def test_bad_problem_files_leave_the_server_up(make_client, settings, tmp_
 
 
 @VULKAN
-async def test_only_worker_and_describe_processes_import_a_problem_file(make_client, settings, tmp_path: Path,
-                                                                         monkeypatch) -> None:
+async def test_only_describe_and_problem_host_processes_import_a_problem_file(make_client, settings, tmp_path: Path,
+                                                                              monkeypatch) -> None:
     """A problem file that leaves a marker named by its importer's pid: after reading it and a session, markers
-    exist, from the describe subprocess and from the device worker, and none from this process (the server)."""
+    exist, from the describe subprocess and from the file's problem host, and none from this process (the server)
+    or from the device worker, which serves every session."""
     folder, markers = tmp_path / "problems", tmp_path / "markers"
     folder.mkdir()
     markers.mkdir()
     write(folder, "marked", "marked", extra=MARKER)
     monkeypatch.setenv("PEAK_TEST_MARKERS", str(markers))
+    monkeypatch.setenv("PEAK_MCP_CHILD_ENV", "PEAK_TEST_MARKERS")  # children get allowlisted variables only
     settings.problem_dirs = [folder]
     settings.sandbox = False  # the markers are written outside the processes' own folders
     async with make_client() as (client, service):
@@ -212,6 +214,8 @@ async def test_only_worker_and_describe_processes_import_a_problem_file(make_cli
         assert read and os.getpid() not in read  # the describe process
         session = await call(client, "start_session", {"problem": "marked", "backend": "hlsl", "sizes": {"N": 100}})
         assert session["version_0"]["status"] == "benchmarked", session["version_0"]["message"]
-        worker = service.pool._workers[("hlsl", session["device"]["index"])].process.pid
+        worker = service.pool._workers[("hlsl", session["device"]["index"])]
+        hosts = {host.process.pid for host in worker.hosts.values()}
         pids = {int(p.name.rsplit("-", 1)[1]) for p in markers.iterdir()}
-        assert worker in pids and os.getpid() not in pids
+        assert hosts and hosts <= pids
+        assert worker.process.pid not in pids and os.getpid() not in pids

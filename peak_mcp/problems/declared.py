@@ -13,13 +13,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import inspect
 import keyword
 import math
 import re
 import sys
 import threading
-import traceback
 import types
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -32,6 +30,7 @@ from peak_mcp.dtypes import from_float, itemsize, to_float64, uniform
 from peak_mcp.errors import AnnotationError, InvalidInput, PeakError
 from peak_mcp.launch import _FUNCS, SM_COUNT, evaluate, evaluate_condition
 from peak_mcp.problems.base import BufferArg, Problem, Reference, ScalarArg, Sizes, Tolerance
+from peak_mcp.problems.code import LocalCode, ProblemCode
 
 BACKEND_NAMES = ("cuda", "hip", "hlsl")
 DTYPE_NAMES = ("f32", "f16", "bf16")
@@ -386,6 +385,9 @@ class DeclaredProblem(Problem):
         self.needs_reference_kernel = not d.has_reference
         self.sampled = types.MappingProxyType(dict(d.samples))
         self.derived = types.MappingProxyType({s.name: s.expr for s in d.scalars if s.name not in d.sizes})
+        # The file's functions: imported here (describe, a problem host, a shipped file in a worker), or reached
+        # through a problem host's link (a worker serving an operator's or a client's file sets it).
+        self.code: ProblemCode = LocalCode(declaration)
 
     def wire(self) -> dict[str, Any]:
         return {"problem": self.name, "declaration": self.declaration}
@@ -585,37 +587,17 @@ class DeclaredProblem(Problem):
         return candidate
 
     # --- worker side: the problem file's code ------------------------------------------------------------------
-    def module(self) -> types.ModuleType:
-        return load_module(self.declaration)
-
     def _call(self, function: str, *args: Any, **kwargs: Any) -> Any:
-        """A function of the problem file, with any exception turned into a ProblemCodeError naming the file and
-        the line where it was raised."""
-        fn = getattr(self.module(), function)
-        try:
-            return fn(*args, **kwargs)
-        except PeakError:
-            raise
-        except Exception as exc:
-            line = self._raised_at(exc)
-            where = f"{self.declaration.path}:{line}" if line else self.declaration.path
-            raise ProblemCodeError(
-                f"the problem's own code failed, not the kernel: {function}() in {where} raised "
-                f"{type(exc).__name__}: {str(exc)[:300]}",
-                f"fix the problem file {self.declaration.path}.", line) from None
-
-    def _raised_at(self, exc: BaseException) -> int | None:
-        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == self.declaration.path]
-        return frames[-1].lineno if frames else None
+        """A function of the problem file; any exception is a ProblemCodeError naming the file and line."""
+        return self.code.call(function, *args, **kwargs)
 
     def _keywords(self, function: str, sizes: Sizes, xp: Any | None = None,
                   dtype: str | None = None) -> dict[str, Any]:
         """The size keywords (and `xp`, and the session's `dtype`) a problem function takes."""
-        try:
-            params = inspect.signature(getattr(self.module(), function)).parameters
-        except (TypeError, ValueError):
+        found = self.code.parameters(function)
+        if found is None:
             return dict(sizes)
-        takes_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        params, takes_all = found
         chosen = {k: v for k, v in sizes.items() if takes_all or k in params}
         if xp is not None and ("xp" in params or takes_all):
             chosen["xp"] = xp
@@ -644,14 +626,15 @@ class DeclaredProblem(Problem):
 
     def _draw(self, sizes: Sizes, dtype: str, seed: int, xp: Any, ranges: Mapping[str, tuple[float, float]],
               generate: bool = True) -> dict[str, Any]:
-        self.module()  # worker-side, whether or not the file generates its inputs: refused elsewhere
+        if isinstance(self.code, LocalCode):
+            self.code.module()  # worker-side, whether or not the file generates its inputs: refused elsewhere
         inputs: dict[str, Any] = {}
         for i, buf in enumerate(self.declaration.inputs):
             shape = self._shape(buf, sizes)
             count = math.prod(shape)
             stored_dtype = buf.dtype or dtype
             if self.declaration.has_generate and (generate or buf.name not in ranges):
-                values = self._call("generate", buf.name, shape, np.random.default_rng([seed, i]))
+                values = self.code.generate(buf.name, shape, [seed, i])
                 values = self._checked_array("generate", values, shape, f"input {buf.name}", np)
                 stored = xp.asarray(from_float(values.astype(np.float32).reshape(-1), stored_dtype))
             else:
@@ -728,7 +711,8 @@ class DeclaredProblem(Problem):
         """The file's error_scale: on the host (numpy), or where it takes `xp` with xp beside the reference (an
         error scale as costly as the reference itself, attention's); `dtype` (the session's) where it takes it."""
         keywords = self._keywords("error_scale", sizes, None, dtype)
-        if "xp" in inspect.signature(self.module().error_scale).parameters:
+        found = self.code.parameters("error_scale")
+        if found is not None and "xp" in found[0]:
             keywords["xp"] = xp
         mod = xp if "xp" in keywords else np
         args = [v if mod is xp else xp.asnumpy(v) if xp is not np else v for v in
@@ -846,8 +830,11 @@ class DeclaredProblem(Problem):
         return ref.values[at], ref.scale[at]
 
     def torch_reference(self) -> Callable[..., Any] | None:
-        """The problem file's torch_reference (worker side), for the torch yardsticks; None when it has none."""
-        return getattr(self.module(), "torch_reference", None) if self.declaration.has_torch_reference else None
+        """The problem file's torch_reference (worker side), for the torch yardsticks; None when it has none or
+        runs elsewhere (a problem host times it: `self.code.torch_timings`)."""
+        if not self.declaration.has_torch_reference or not isinstance(self.code, LocalCode):
+            return None
+        return self.code.torch_reference()
 
     def torch_keywords(self, sizes: Sizes) -> dict[str, Any]:
         """The size keywords torch_reference takes (worker side)."""

@@ -13,21 +13,26 @@ source already took; the server goes on with the rest.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 from pydantic import BaseModel, ValidationError, field_validator
 
+from peak_mcp.child_env import child_environment
 from peak_mcp.errors import NotFound
 from peak_mcp.problems.base import Problem
 from peak_mcp.problems.declared import DeclaredProblem, ProblemDeclaration
@@ -39,6 +44,8 @@ log = structlog.get_logger("peak_mcp.problems")
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 DESCRIBE_TIMEOUT_S = 60.0  # importing numpy and running the reference at small sizes takes about a second
 DESCRIBE_MEMORY_BYTES = 4 << 30
+DESCRIBE_MAX_PROCESSES = 256  # tasks (threads count): numpy's and torch's pools, never a fork bomb
+MAX_ANSWER_BYTES = 4 << 20  # a declaration with its naive kernel texts is far smaller
 MAX_FILE_BYTES = 1 << 20
 MAX_ERROR_CHARS = 2000  # a problem file's error as a client sees it (describe's own text, the file's message in it)
 
@@ -100,32 +107,30 @@ def fingerprint(path: Path) -> str:
 
 def describe_in_subprocess(path: Path, *, sandbox: bool = True,
                            timeout_s: float = DESCRIBE_TIMEOUT_S) -> ProblemDeclaration:
-    """Run `peak_mcp.problems.describe` on `path` confined (the file's folder readable, a scratch folder writable,
-    4 GiB of memory, CPU time and wall time bounded) and validate its answer here."""
+    """Run `peak_mcp.problems.describe` on `path` isolated and confined (its own PID, mount and network namespaces,
+    no capabilities, the file's folder readable, a scratch folder writable, memory, process count, CPU time and wall
+    time bounded), read its one-line answer as soon as it is written, kill its whole process tree, and validate the
+    answer here."""
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
     with tempfile.TemporaryDirectory(prefix="peak-describe-") as workdir:
+        root = os.geteuid() == 0  # a memory cgroup where the launcher can make one; else address space as before
         policy = Policy(read=(*SYSTEM_READ, *python_runtime_paths(), *tool_paths(), str(path.parent)),
-                        write=(workdir,), memory_bytes=DESCRIBE_MEMORY_BYTES, cpu_seconds=int(timeout_s) + 1)
+                        write=(workdir,), memory_bytes=None if root else DESCRIBE_MEMORY_BYTES,
+                        cgroup_memory_bytes=DESCRIBE_MEMORY_BYTES if root else None,
+                        cpu_seconds=int(timeout_s) + 1, isolate=True, max_processes=DESCRIBE_MAX_PROCESSES)
         command = confined_command(policy, python_command(sys.executable, "peak_mcp.problems.describe", str(path)),
                                    enabled=sandbox)
-        env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "TMPDIR": workdir, "HOME": workdir}
+        env = child_environment({"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                                 "TMPDIR": workdir, "HOME": workdir})
         process = subprocess.Popen(command, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True)
+                                   stderr=subprocess.PIPE, start_new_session=True)
         try:
-            out, err = process.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-            raise DescribeFailed(f"reading it took more than {timeout_s:g} s and was stopped (a loop or a wait at "
-                                 "import, or a reference far too slow at small sizes)") from None
-    answer = None
-    for line in reversed(out.strip().splitlines()):
-        try:
-            answer = json.loads(line)
-            break
-        except json.JSONDecodeError:
-            continue
+            answer, err, finished = _read_answer(process, timeout_s)
+        finally:
+            kill_tree(process)
+    if answer is None and not finished:
+        raise DescribeFailed(f"reading it took more than {timeout_s:g} s and was stopped (a loop or a wait at "
+                             "import, or a reference far too slow at small sizes)")
     if not isinstance(answer, dict):
         if process.returncode in (-signal.SIGXCPU, -signal.SIGKILL):
             raise DescribeFailed("reading it went past its CPU time or memory limit and was stopped")
@@ -143,6 +148,57 @@ def describe_in_subprocess(path: Path, *, sandbox: bool = True,
     if declaration.path != str(path) or declaration.sha256 != sha:
         raise DescribeFailed("it changed while it was read; read again with list_problems")
     return declaration
+
+
+def _read_answer(process: subprocess.Popen[bytes], timeout_s: float) -> tuple[Any, str, bool]:
+    """(the answer, the tail of stderr, whether the process ended) once describe's JSON line arrives, the process
+    ends, or `timeout_s` passes, whichever is first: a child that keeps its pipes open (a daemon it forked) costs
+    nothing, and stdout and stderr are bounded."""
+    assert process.stdout is not None and process.stderr is not None
+    out, err = bytearray(), bytearray()
+    streams = {process.stdout.fileno(): out, process.stderr.fileno(): err}
+    deadline = time.monotonic() + timeout_s
+    while streams:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return None, err.decode(errors="replace"), False
+        for fd in select.select(list(streams), [], [], left)[0]:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                del streams[fd]
+                continue
+            buffer = streams[fd]
+            buffer += chunk
+            if len(buffer) > MAX_ANSWER_BYTES:  # keep the end: the answer is the last line, an error's tail
+                del buffer[:len(buffer) - MAX_ANSWER_BYTES]
+        if out.endswith(b"\n"):
+            answer = _last_json(out.decode(errors="replace"))
+            if answer is not None:
+                return answer, err.decode(errors="replace"), True
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=max(0.1, deadline - time.monotonic()))
+    return _last_json(out.decode(errors="replace")), err.decode(errors="replace"), True
+
+
+def _last_json(text: str) -> Any:
+    for line in reversed(text.strip().splitlines()):
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            continue
+    return None
+
+
+def kill_tree(process: subprocess.Popen[bytes]) -> None:
+    """The launcher's process group, and with the launcher the namespace it supervises: everything the file
+    started, whatever it did to stay alive."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=5)
+    for stream in (process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
 
 
 class ProblemRegistry:
@@ -185,6 +241,8 @@ class ProblemRegistry:
     def refresh(self) -> None:
         """Read the files that are new or changed since the last look (in parallel, each confined), then settle
         which file each name comes from."""
+        # Files are read outside the lock: a slow or hanging file delays only the call that reads it, never a
+        # get() for a problem already known. Two refreshes at once may read one file twice; the cache keeps one.
         with self._lock:
             files = self.files()
             todo: dict[Path, str] = {}
@@ -201,11 +259,12 @@ class ProblemRegistry:
                 entry = self._entries.get(path)
                 if entry is None or entry.fingerprint != print_:
                     todo[path] = print_
-            if todo:
-                with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, len(todo))) as pool:
-                    for path, entry in zip(todo, pool.map(lambda item: self._read(*item), todo.items()),
-                                           strict=True):
-                        self._entries[path] = entry
+        read: dict[Path, _Entry] = {}
+        if todo:
+            with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, len(todo))) as pool:
+                read = dict(zip(todo, pool.map(lambda item: self._read(*item), todo.items()), strict=True))
+        with self._lock:
+            self._entries.update(read)
             self._settle(files, errors)
             self._loaded = True
 
@@ -286,8 +345,8 @@ class ProblemRegistry:
             self.refresh()
 
     def get(self, name: str) -> Problem:
+        self._ensure()
         with self._lock:
-            self._ensure()
             found = self._by_name.get(name)
             if found is not None:
                 return found
@@ -312,13 +371,13 @@ class ProblemRegistry:
         return [e for e in self.errors if self.kind_of_file(e.file) != "defined"]
 
     def problems(self) -> list[Problem]:
+        self._ensure()
         with self._lock:
-            self._ensure()
             return sorted(self._by_name.values(), key=lambda p: (p.name != "matmul", p.name))
 
     @property
     def errors(self) -> list[ProblemFileError]:
+        self._ensure()
         with self._lock:
-            self._ensure()
             return list(self._errors)
 

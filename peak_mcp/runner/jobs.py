@@ -13,8 +13,9 @@ from peak_mcp.evaluation import benchmark, validate
 from peak_mcp.launch import LaunchSpec, with_params
 from peak_mcp.phases import Baseline, CompileInfo, Generality, SizeFailure
 from peak_mcp.problems import worker_problem
-from peak_mcp.problems.base import BufferArg, Problem
+from peak_mcp.problems.base import PROBLEM_CODE, BufferArg, Problem
 from peak_mcp.problems.kernel_reference import KernelReferenced, ReferenceKernelFailed
+from peak_mcp.runner import problem_link
 from peak_mcp.runner.heartbeat import heartbeat
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, LaunchTarget, TuneJob
 from peak_mcp.runner.replies import EvaluateResult, GeneralityResult
@@ -38,6 +39,7 @@ def _compile(executor: Executor, source: str, spec: LaunchSpec,
 def job_problem(executor: Executor, job: EvaluateJob | GeneralityJob | TuneJob, progress: Progress) -> Problem:
     """The problem a job names; checked against the session's reference kernel where the job carries one."""
     problem = worker_problem(job.problem, job.declaration)
+    problem_link.attach(problem)  # an untrusted file's code: through its problem host
     if job.reference_kernel is None:
         return problem
     if job.declaration is None:
@@ -50,7 +52,9 @@ def job_problem(executor: Executor, job: EvaluateJob | GeneralityJob | TuneJob, 
                                         f"here: {(info.reason or info.log or '')[:400]}")
         return kernel
 
-    return KernelReferenced(job.declaration, executor, job.reference_kernel, compile_reference)
+    referenced = KernelReferenced(job.declaration, executor, job.reference_kernel, compile_reference)
+    problem_link.attach(referenced)
+    return referenced
 
 
 def _seed(job: EvaluateJob | GeneralityJob) -> int:
@@ -139,8 +143,9 @@ def common_yardsticks(executor: Executor, problem: Problem, dtype: str, sizes: d
         out["copy_gbps"] = round(yardsticks.copy_bandwidth(executor.facts.index), 1)
     except Exception as exc:  # the roofline falls back to the device profile's bandwidth
         out["torch_note"] = f"copy bandwidth not measured: {type(exc).__name__}: {str(exc)[:200]}"
+    remote = getattr(getattr(problem, "code", None), "torch_timings", None)  # a problem host's file
     fn = problem.torch_reference() if hasattr(problem, "torch_reference") else None
-    if fn is None:
+    if fn is None and (remote is None or not getattr(problem.declaration, "has_torch_reference", False)):
         out["torch_note"] = f"{problem.name} has no torch_reference: no torch yardsticks"
         return out
     if inputs is None:
@@ -148,10 +153,24 @@ def common_yardsticks(executor: Executor, problem: Problem, dtype: str, sizes: d
     shaped = [inputs[arg.name].reshape(arg.shape(sizes)) for arg in problem.arguments(dtype)
               if isinstance(arg, BufferArg) and not arg.is_output]
     keywords = problem.torch_keywords(sizes) if hasattr(problem, "torch_keywords") else {}
+    if fn is None:
+        progress(f"yardsticks: torch eager and torch.compile {PROBLEM_CODE} {problem.source}")
+        timings = remote(shaped, keywords, dtype, budget_s)
+    else:
+        timings = torch_timings(lambda *tensors: fn(*tensors, **keywords), shaped, dtype, budget_s, progress)
+    for key, value in timings.items():
+        out.setdefault(key, value)  # a note already written (copy bandwidth) stays first
+    return out
 
-    def call(*tensors: Any) -> Any:
-        return fn(*tensors, **keywords)
 
+def torch_timings(call: Callable[..., Any], shaped: list[Any], dtype: str, budget_s: float,
+                  progress: Progress) -> dict[str, Any]:
+    """torch eager and torch.compile of `call` on `shaped`, each within TORCH_BUDGET_S: their medians, the
+    compilation's seconds, or a note on why one is missing. In a worker for shipped problems, in a problem host for
+    the others."""
+    from peak_mcp import yardsticks
+
+    out: dict[str, Any] = {}
     budget = min(budget_s, TORCH_BUDGET_S)
     for compiled, key in ((False, "torch_eager_ms"), (True, "torch_compile_ms")):
         progress(f"yardsticks: {'torch.compile' if compiled else 'torch eager'}")

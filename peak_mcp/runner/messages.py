@@ -78,6 +78,7 @@ class LaunchTarget(_KernelJob):
 
     sizes: Sizes
     device: int
+    inputs_file: str | None = None  # the inputs, saved by the worker (runner.target_inputs)
     backend: Literal["cuda", "hip", "hlsl"] = "cuda"  # hip: HIP source on NVIDIA, through the CUDA driver; hlsl: under
     # the Vulkan validation layer (vulkan_sanitizer.target)
 

@@ -15,6 +15,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -26,11 +27,14 @@ from typing import Any
 
 import structlog
 
+from peak_mcp.child_env import child_environment
 from peak_mcp.errors import PeakError, busy_note
 from peak_mcp.problems.base import PROBLEM_CODE
+from peak_mcp.problems.code import is_shipped
 from peak_mcp.runner.isolated import python_command, safe_cwd
 from peak_mcp.runner.messages import Job
 from peak_mcp.runner.ownership import DeviceLocks, DeviceOwned
+from peak_mcp.runner.problem_hosts import HostProcess, hand_over, start_host
 from peak_mcp.runner.replies import (
     Done,
     Failed,
@@ -42,10 +46,12 @@ from peak_mcp.runner.replies import (
     Reply,
     parse_reply,
 )
+from peak_mcp.sandbox import Policy, confined_command
 
 log = structlog.get_logger("peak_mcp.pool")
 Progress = Callable[[str], None]
 POLL_S = 0.2  # how often a waiting job looks at its cancel token
+WORKER_MAX_PROCESSES = 4096  # tasks: compile threads, NVRTC children, sanitizer runs; under root, a pids cgroup
 # The cancel token of the request this thread serves; set by the MCP layer, so the domain layer in between needs no
 # parameter for it. anyio.to_thread.run_sync runs the call in a copy of the caller's context.
 CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("peak_mcp_cancel", default=None)
@@ -83,6 +89,9 @@ class _Worker:
     stderr_tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=40))
     next_id: int = 0
     stage: str = ""  # last progress message of the job in flight
+    control: socket.socket | None = None  # hands the worker its problem hosts' sockets
+    sandbox: bool = False  # started isolated: its problem hosts are too
+    hosts: dict[tuple[str, str], HostProcess] = field(default_factory=dict)  # by (problem file, sha256)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -151,6 +160,7 @@ class DevicePool:
                 worker = self._start(backend, index)
                 self._workers[key] = worker
             try:
+                self._host_for(worker, job)
                 return self._exchange(worker, job, inactivity_s, total_s, progress, cancel)
             except JobFailed as exc:
                 exc.stage = worker.stage
@@ -172,16 +182,25 @@ class DevicePool:
                 raise JobFailed("device_busy", str(exc), "stop the other server, or give this one another "
                                 "--data-dir (each data dir's server owns its devices).") from None
         read_fd, write_fd = os.pipe()
-        env = dict(os.environ if self.env is None else self.env)
+        control, worker_control = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        env = child_environment(environ=self.env)
+        options = self.options(backend, index)
+        confinement = options.get("confinement")
+        command = python_command(self.python, "peak_mcp.runner.worker", "--backend", backend, "--device", str(index),
+                                 "--result-fd", str(write_fd), "--control-fd", str(worker_control.fileno()),
+                                 "--parent-pid", str(os.getpid()), "--options", json.dumps(options))
+        sandbox = bool(confinement and confinement.get("sandbox", True))
+        if confinement is not None:  # a server's worker: isolated by the launcher; it applies Landlock itself
+            command = confined_command(Policy(isolate=True, max_processes=WORKER_MAX_PROCESSES), command,
+                                       enabled=sandbox, landlock=False)
         process = subprocess.Popen(
-            python_command(self.python, "peak_mcp.runner.worker", "--backend", backend, "--device", str(index),
-                           "--result-fd", str(write_fd), "--parent-pid", str(os.getpid()),
-                           "--options", json.dumps(self.options(backend, index))),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,  # kernel printf lands here
-            pass_fds=(write_fd,), env=env, start_new_session=True, cwd=safe_cwd(),
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,  # kernel printf
+            pass_fds=(write_fd, worker_control.fileno()), env=env, start_new_session=True, cwd=safe_cwd(),
         )
         os.close(write_fd)
-        worker = _Worker(backend, index, process, os.fdopen(read_fd, "rb", buffering=0))
+        worker_control.close()
+        worker = _Worker(backend, index, process, os.fdopen(read_fd, "rb", buffering=0), control=control,
+                         sandbox=sandbox)
         threading.Thread(target=self._drain_output, args=(worker,), daemon=True).start()
         log.info("worker started", backend=backend, device=index, pid=process.pid)
         try:
@@ -194,6 +213,27 @@ class DevicePool:
             raise JobFailed("worker_start", f"the {backend} worker for device {index} did not start: {reason}",
                             "run the doctor tool to see what is missing on this machine.")
         return worker
+
+    def _host_for(self, worker: _Worker, job: Job) -> None:
+        """An untrusted problem file's code runs in a problem host of its own, never in the worker: start one for
+        this worker where it has none alive, and hand the worker its socket before the job goes out."""
+        declaration = job.declaration
+        if declaration is None or is_shipped(declaration) or worker.control is None:
+            return
+        key = (declaration.path, declaration.sha256)
+        host = worker.hosts.get(key)
+        if host is not None and host.alive():
+            return
+        if host is not None:
+            host.kill()
+        try:
+            host, worker_end = start_host(declaration, worker.backend, worker.index, worker.sandbox, self.python)
+            hand_over(worker.control, declaration, worker_end)
+        except OSError as exc:
+            raise JobFailed("problem_error", f"cannot start the process that runs {declaration.path}: {exc}",
+                            "run the doctor tool to see what is missing on this machine.") from None
+        worker.hosts[key] = host
+        log.info("problem host started", file=declaration.path, pid=host.process.pid, device=worker.index)
 
     def _drain_output(self, worker: _Worker) -> None:
         """Read the worker's stdout and stderr (kernel printf, tracebacks) as fast as the pipe fills, keeping only
@@ -328,6 +368,12 @@ class DevicePool:
         return note + (": " + " | ".join(tail) if tail else "")
 
     def _kill(self, worker: _Worker) -> None:
+        for host in worker.hosts.values():
+            host.kill()
+        worker.hosts.clear()
+        if worker.control is not None:
+            worker.control.close()
+            worker.control = None
         if worker.process is None:
             return
         if worker.process.poll() is None:

@@ -41,6 +41,7 @@ from peak_mcp.runner.isolated import python_command, safe_cwd
 from peak_mcp.runner.jobs import Progress, _compile
 from peak_mcp.runner.messages import LaunchTarget, ProfileJob
 from peak_mcp.runner.replies import ProfileResult
+from peak_mcp.runner.target_inputs import with_inputs
 from peak_mcp.runner.toolkit import find_tool, kill_tree
 
 DISASSEMBLE_TIMEOUT_S = 60.0
@@ -191,10 +192,10 @@ def _counters(executor: Executor, job: ProfileJob, sizes: dict[str, int], entry:
     workdir = tempfile.mkdtemp(prefix="peak-ncu-", dir=safe_cwd())
     try:
         job_file = Path(workdir, "job.json")
-        job_file.write_text(LaunchTarget(source=job.source, spec=job.spec, problem=job.problem,
-                                         declaration=job.declaration, dtype=job.dtype, sizes=sizes,
-                                         device=executor.facts.index,
-                                         backend="hip" if executor.backend == "hip" else "cuda").model_dump_json())
+        target = LaunchTarget(source=job.source, spec=job.spec, problem=job.problem, declaration=job.declaration,
+                              dtype=job.dtype, sizes=sizes, device=executor.facts.index,
+                              backend="hip" if executor.backend == "hip" else "cuda")
+        job_file.write_text(with_inputs(target, workdir).model_dump_json())
         failure = None
         for metrics in (tuple(NCU_METRICS), _NCU_CORE):
             failure = _ncu_run(ncu, metrics, entry, job_file, workdir, progress)

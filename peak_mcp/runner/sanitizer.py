@@ -25,6 +25,7 @@ import numpy as np
 from peak_mcp.phases import SanitizerFinding, SanitizerReport, UncheckedTool
 from peak_mcp.runner.isolated import python_command, safe_cwd
 from peak_mcp.runner.messages import LaunchTarget
+from peak_mcp.runner.target_inputs import load_inputs, with_inputs
 from peak_mcp.runner.toolkit import find_tool, kill_tree
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
@@ -60,7 +61,7 @@ def run(job: LaunchTarget, progress: Callable[[str], None] | None = None,
     started = time.perf_counter()
     workdir = tempfile.mkdtemp(prefix="peak-sanitize-", dir=safe_cwd())
     job_file = Path(workdir, "job.json")
-    job_file.write_text(job.model_dump_json())
+    job_file.write_text(with_inputs(job, workdir).model_dump_json())
     where = " ".join(f"{k}={v}" for k, v in job.sizes.items())
     running = {tool: _start(path, tool, job_file, workdir) for tool in tools}
     results: dict[str, _ToolRun] = {}
@@ -140,16 +141,14 @@ def target(job_file: str) -> int:
     from peak_mcp.launch import with_params
     from peak_mcp.problems import worker_problem
     from peak_mcp.problems.base import BufferArg, ScalarArg
-    from peak_mcp.problems.declared import allow_problem_code
     from peak_mcp.tensor_maps import launch_geometry
 
-    allow_problem_code()  # a worker's child: the problem's inputs come from its own code
     job = LaunchTarget.model_validate_json(Path(job_file).read_text())
     problem, dtype, sizes = worker_problem(job.problem, job.declaration), job.dtype, job.sizes
     executor = (HipOnCudaExecutor if job.backend == "hip" else CudaExecutor)(job.device, flush=False)
     spec = job.spec
     kernel = executor.compile(with_params(job.source, spec.config()), spec)
-    inputs = problem.make_inputs(sizes, dtype, 0, np)  # on the host: no cupy kernels under the sanitizer
+    inputs = load_inputs(job)  # made by the worker: no problem code here, no cupy kernels under the sanitizer
     args = problem.arguments(dtype)
     buffers = []
     for arg in (a for a in args if isinstance(a, BufferArg)):

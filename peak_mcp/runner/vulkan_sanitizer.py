@@ -28,6 +28,7 @@ from pathlib import Path
 from peak_mcp.phases import SanitizerFinding, SanitizerReport, UncheckedTool
 from peak_mcp.runner.isolated import python_command, safe_cwd
 from peak_mcp.runner.messages import LaunchTarget
+from peak_mcp.runner.target_inputs import load_inputs, with_inputs
 from peak_mcp.runner.toolkit import kill_tree
 
 LAYER = "VK_LAYER_KHRONOS_validation"
@@ -106,7 +107,7 @@ def run(job: LaunchTarget, progress: Callable[[str], None] | None = None) -> San
     started = time.perf_counter()
     workdir = tempfile.mkdtemp(prefix="peak-vk-sanitize-", dir=safe_cwd())
     job_file = Path(workdir, "job.json")
-    job_file.write_text(job.model_dump_json())
+    job_file.write_text(with_inputs(job, workdir).model_dump_json())
     log_file = Path(workdir, "layer.log")
     settings_file = Path(workdir, "vk_layer_settings.txt")
     settings_file.write_text(SETTINGS)
@@ -209,9 +210,7 @@ def target(job_file: str) -> int:
     from peak_mcp.launch import with_params
     from peak_mcp.problems import worker_problem
     from peak_mcp.problems.base import BufferArg, ScalarArg
-    from peak_mcp.problems.declared import allow_problem_code
 
-    allow_problem_code()  # a worker's child: the problem's inputs come from its own code
     job = LaunchTarget.model_validate_json(Path(job_file).read_text())
     problem, dtype, sizes = worker_problem(job.problem, job.declaration), job.dtype, job.sizes
     executor = HlslExecutor(job.device)
@@ -221,7 +220,7 @@ def target(job_file: str) -> int:
         if executor.compiler is not None:
             executor.compiler = dataclasses.replace(executor.compiler, target_env="vulkan1.1")
         kernel = executor.compile(source, spec)
-        inputs = problem.make_inputs(sizes, dtype, 0, np)
+        inputs = load_inputs(job)  # made by the worker: no problem code runs here
         args = problem.arguments(dtype)
         buffers = []
         for arg in (a for a in args if isinstance(a, BufferArg)):

@@ -13,6 +13,7 @@ import json
 import os
 import queue
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -25,7 +26,7 @@ from peak_mcp.backends.base import KernelFault
 from peak_mcp.backends.confined import configure
 from peak_mcp.errors import PeakError
 from peak_mcp.problems.declared import allow_problem_code
-from peak_mcp.sandbox import Protection, confine, worker_policy
+from peak_mcp.sandbox import Protection, confine, kernel_knobs_safe, worker_policy
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", required=True)
     parser.add_argument("--device", type=int, default=-1, help="device index; -1 = compile only")
     parser.add_argument("--result-fd", type=int, required=True)
+    parser.add_argument("--control-fd", type=int, default=None,
+                        help="a socket on which the server hands over problem hosts' sockets")
     parser.add_argument("--parent-pid", type=int, default=None, help="exit when this process is no longer the parent")
     parser.add_argument("--options", default="{}", help="the executor's keyword arguments (JSON), from the settings")
     args = parser.parse_args(argv)
@@ -49,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             out.flush()
 
     from peak_mcp.backends.registry import open_executor
+    from peak_mcp.runner import problem_link
     from peak_mcp.runner.jobs import evaluate, generality
     from peak_mcp.runner.messages import JOB
     from peak_mcp.runner.priming import Primer
@@ -57,8 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     from peak_mcp.runner.tune_job import tune
 
     options = json.loads(args.options)
-    allow_problem_code()  # a worker imports problem files (their inputs and references); the server never does
-    protection = _confine(options.pop("confinement", None), options.pop("problem_dirs", []))
+    # A worker imports the problem files that ship with the server; every other file's code runs in a problem host
+    # of its own (peak_mcp.runner.problem_host), which the worker reaches through `links`.
+    allow_problem_code()
+    links = problem_link.install(None if args.control_fd is None else socket.socket(fileno=args.control_fd))
+    protection = _confine(options.pop("confinement", None), options.pop("cupy_cache", None))
+    options.pop("problem_dirs", None)
     try:
         executor = open_executor(args.backend, None if args.device < 0 else args.device, **options)
     except Exception as exc:
@@ -82,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             except ValidationError as exc:
                 raise PeakError(f"malformed job: {exc.errors(include_url=False)[:3]}") from None
             run = {"evaluate": evaluate, "generality": generality, "profile": profile, "tune": tune}[job.type]
+            links.accept()  # the server handed over any problem host this job needs before sending it
             primer.prime(job, progress)
             send(Done(id=job_id, result=run(executor, job, progress)))
         except KernelFault as fault:
@@ -95,11 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _confine(confinement: dict[str, object] | None, problem_dirs: list[str]) -> Protection:
+def _confine(confinement: dict[str, object] | None, cupy_cache: str | None) -> Protection:
     """Before any device or compiler is opened: the compile limits for this process's compilers, and the worker's
-    own confinement, with the operator's problem folders readable. Caches that tools would write under $HOME are
-    kept inside the private working directory, except cupy's kernel cache, which is granted where it is (a warm
-    cache spares the first validation ~15 s)."""
+    own confinement. Caches that tools would write under $HOME are kept inside the private working directory, except
+    cupy's kernel cache, which is the server's data dir's (a warm cache spares the first validation ~15 s; no other
+    server's workers write it, and no problem file's code runs here). Problem folders are not readable: the files'
+    code runs in problem hosts."""
     if confinement is None:  # a worker started by hand or by a test: unconfined, default compile limits
         return Protection(0, "not asked for")
     limits = configure(**confinement)
@@ -108,10 +118,12 @@ def _confine(confinement: dict[str, object] | None, problem_dirs: list[str]) -> 
                            ("TRITON_CACHE_DIR", "triton"), ("TORCHINDUCTOR_CACHE_DIR", "inductor")):
         os.environ.setdefault(variable, os.path.join(workdir, name))
     tempfile.tempdir = None  # re-read TMPDIR
-    cupy_cache = os.environ.setdefault("CUPY_CACHE_DIR", os.path.expanduser("~/.cupy/kernel_cache"))
+    if cupy_cache:
+        os.environ["CUPY_CACHE_DIR"] = cupy_cache
+    cupy_cache = os.environ.setdefault("CUPY_CACHE_DIR", os.path.join(workdir, "cupy"))
     with contextlib.suppress(OSError):
         os.makedirs(cupy_cache, exist_ok=True)
-    return confine(worker_policy(workdir, [cupy_cache], problem_dirs), landlock=limits.sandbox)
+    return confine(worker_policy(workdir, [cupy_cache], proc_write=kernel_knobs_safe()), landlock=limits.sandbox)
 
 
 def _end() -> None:
@@ -136,10 +148,14 @@ def _watch_parent(parent_pid: int | None) -> queue.Queue[str]:
             jobs.put(line)
         _end()
 
+    # In the launcher's PID namespace the parent is outside it (getppid() is 0 throughout) and the launcher's
+    # supervisor ends the namespace when the server is gone; outside one, the server is the parent.
+    expected = 0 if os.getppid() == 0 else parent_pid
+
     def watch() -> None:
         while True:
             time.sleep(1.0)
-            if os.getppid() != parent_pid:
+            if os.getppid() != expected:
                 _end()
 
     threading.Thread(target=read, name="stdin", daemon=True).start()

@@ -1,0 +1,139 @@
+"""A problem host: the one process that runs an untrusted problem file's Python for one device.
+
+A device worker serves every session on its device and holds their kernels, so an operator's or a client's problem
+file never runs there. The pool starts one host per (file, worker) through the sandbox launcher (its own PID, mount
+and network namespaces, no capabilities, Landlock: the runtime and the file's folder readable, a scratch folder
+writable, and the GPU where the worker has one, for references that compute with `xp` and for torch's yardsticks),
+with a memory and a process limit, and an environment with no secret in it. The worker reaches it through a socket
+the pool handed it (peak_mcp.runner.problem_link) and sends it arrays; the host answers with arrays
+(peak_mcp.runner.problem_wire). Nothing else of the worker's is in reach: no kernel source, no other session.
+
+`python -m peak_mcp.runner.problem_host --socket-fd N --declaration FILE --backend B --device I`
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from peak_mcp.errors import PeakError
+from peak_mcp.problems.code import FUNCTIONS, LocalCode
+from peak_mcp.problems.declared import ProblemCodeError, ProblemDeclaration, allow_problem_code
+from peak_mcp.runner import problem_wire as wire
+
+MAX_REQUEST_BYTES = 64 << 30  # what the worker sends: the inputs of one call (it is the trusted side)
+
+
+def _array_module(backend: str, device: int) -> Any:
+    """cupy on the host's own context on the worker's GPU where there is one, else numpy."""
+    if backend not in ("cuda", "hip") or device < 0:
+        return np
+    try:
+        import cupy
+
+        cupy.cuda.Device(device).use()
+        return cupy
+    except Exception:
+        return np
+
+
+class Host:
+    def __init__(self, code: LocalCode, xp: Any) -> None:
+        self.code, self.xp = code, xp
+
+    def hello(self) -> dict[str, Any]:
+        module = self.code.module()
+        found = {}
+        for function in FUNCTIONS:
+            if callable(getattr(module, function, None)):
+                params = self.code.parameters(function)
+                found[function] = None if params is None else [sorted(params[0]), params[1]]
+        return {"parameters": found, "xp": self.xp.__name__}
+
+    def handle(self, header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any], list[np.ndarray]]:
+        op = header.get("op")
+        out: list[np.ndarray] = []
+        if op == "call":
+            args = wire.decode(header["args"], arrays)
+            kwargs = dict(wire.decode(header["kwargs"], arrays))
+            if header.get("xp"):
+                kwargs["xp"] = self.xp
+                args = tuple(self.xp.asarray(a) if isinstance(a, np.ndarray) else a for a in args)
+            result = self.code.call(str(header["function"]), *args, **kwargs)
+            return {"result": wire.encode(result, out)}, out
+        if op == "generate":
+            shape = tuple(int(n) for n in header["shape"])
+            result = self.code.generate(str(header["name"]), shape, [int(n) for n in header["seed"]])
+            return {"result": wire.encode(result, out)}, out
+        if op == "torch":
+            from peak_mcp.runner.jobs import torch_timings
+
+            fn = self.code.torch_reference()
+            if fn is None:
+                return {"timings": {"torch_note": "the problem file has no torch_reference"}}, out
+            kwargs = dict(wire.decode(header["kwargs"], arrays))
+            shaped = [self.xp.asarray(a) for a in wire.decode(header["args"], arrays)]
+            timings = torch_timings(lambda *tensors: fn(*tensors, **kwargs), shaped, str(header["dtype"]),
+                                    float(header["budget_s"]), lambda _message: None)
+            return {"timings": timings}, out
+        raise PeakError(f"unknown request {op!r}")
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, ProblemCodeError):
+        return {"error": exc.message, "hint": exc.hint, "line": exc.line}
+    if isinstance(exc, PeakError):
+        return {"error": exc.message, "hint": exc.hint}
+    return {"error": f"the problem host failed: {type(exc).__name__}: {str(exc)[:300]}"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="peak-mcp-problem-host")
+    parser.add_argument("--socket-fd", type=int, required=True)
+    parser.add_argument("--declaration", required=True)
+    parser.add_argument("--backend", required=True)
+    parser.add_argument("--device", type=int, default=-1)
+    args = parser.parse_args(argv)
+    os.dup2(2, 1)  # what the problem file prints goes to the log, never into the socket
+    sys.stdout = sys.stderr
+    sock = socket.socket(fileno=args.socket_fd)
+    allow_problem_code()
+    declaration = ProblemDeclaration.model_validate_json(Path(args.declaration).read_text())
+    host = Host(LocalCode(declaration), _array_module(args.backend, args.device))
+    try:
+        wire.send(sock, host.hello())
+    except BaseException as exc:  # the file's import: SystemExit too
+        if isinstance(exc, wire.WireError):
+            return 0
+        if not isinstance(exc, PeakError):
+            exc = ProblemCodeError(f"importing the problem file raised {type(exc).__name__}: {str(exc)[:300]}")
+        wire.send(sock, _error(exc))
+        return 0
+    while True:
+        try:
+            header, arrays = wire.receive(sock, MAX_REQUEST_BYTES)
+        except wire.WireError:
+            return 0  # the worker is gone
+        try:
+            reply, out = host.handle(header, arrays)
+        except BaseException as exc:
+            if not isinstance(exc, PeakError | Exception):
+                raise  # KeyboardInterrupt and the like end the host
+            if not isinstance(exc, PeakError):
+                traceback.print_exc(file=sys.stderr)
+            reply, out = _error(exc), []
+        try:
+            wire.send(sock, reply, out)
+        except wire.WireError:
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The server's side of problem hosts: start one for an untrusted problem file and a worker, hand the worker its
+end of the socket, and take the host down with the worker (peak_mcp.runner.problem_host says what a host is)."""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+
+from peak_mcp.child_env import child_environment
+from peak_mcp.problems.declared import ProblemDeclaration
+from peak_mcp.runner.isolated import python_command, safe_cwd
+from peak_mcp.sandbox import SYSTEM_READ, Policy, confined_command, gpu_device_nodes, python_runtime_paths, tool_paths
+
+HOST_MEMORY_BYTES = 16 << 30  # a reference in float64 at large sizes, torch and its compiler; a cgroup, under root
+HOST_MAX_PROCESSES = 1024  # tasks: torch.compile's compile workers and their threads; never a fork bomb
+
+
+@dataclass
+class HostProcess:
+    process: subprocess.Popen[bytes]
+    scratch: str
+    tail: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=20))
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """The launcher's group, and with the launcher the namespace: everything the file started."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=10)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+
+def host_policy(declaration: ProblemDeclaration, scratch: str, gpu: bool) -> Policy:
+    """What a host may reach: the runtime and the file's folder read-only, its scratch folder writable, and where
+    its worker has a GPU, the device nodes and /proc (cuInit writes under /proc/self; /proc/sys is read-only in the
+    host's mount namespace and the host has no capability, so that grant reaches nothing of the machine's)."""
+    root = os.geteuid() == 0
+    write: tuple[str, ...] = (scratch, "/dev/null")
+    if gpu:
+        write += ("/proc", *gpu_device_nodes())
+    return Policy(read=(*SYSTEM_READ, *python_runtime_paths(), *tool_paths(), os.path.dirname(declaration.path)),
+                  write=write, isolate=True, max_processes=HOST_MAX_PROCESSES,
+                  cgroup_memory_bytes=HOST_MEMORY_BYTES if root else None)
+
+
+def start_host(declaration: ProblemDeclaration, backend: str, index: int, sandbox: bool,
+               python: str = sys.executable) -> tuple[HostProcess, socket.socket]:
+    """A host for `declaration` on the worker's device, and the worker's end of its socket (the caller hands it to
+    the worker and closes its own copy)."""
+    scratch = tempfile.mkdtemp(prefix="peak-problem-host-", dir=safe_cwd())
+    declaration_file = os.path.join(scratch, "declaration.json")
+    with open(declaration_file, "w") as handle:
+        handle.write(declaration.model_dump_json())
+    worker_end, host_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    gpu = backend in ("cuda", "hip") and index >= 0
+    command = python_command(python, "peak_mcp.runner.problem_host", "--socket-fd", str(host_end.fileno()),
+                             "--declaration", declaration_file, "--backend", backend, "--device", str(index))
+    env = child_environment({"HOME": scratch, "TMPDIR": scratch, "XDG_CACHE_HOME": os.path.join(scratch, "cache"),
+                             "CUPY_CACHE_DIR": os.path.join(scratch, "cupy"),
+                             "TRITON_CACHE_DIR": os.path.join(scratch, "triton"),
+                             "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
+                             "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+    try:
+        process = subprocess.Popen(confined_command(host_policy(declaration, scratch, gpu), command, sandbox),
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   pass_fds=(host_end.fileno(),), env=env, cwd=scratch, start_new_session=True)
+    except OSError:
+        worker_end.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    finally:
+        host_end.close()
+    host = HostProcess(process, scratch)
+    threading.Thread(target=_drain, args=(host,), daemon=True).start()
+    return host, worker_end
+
+
+def _drain(host: HostProcess) -> None:
+    """What the file prints, kept as a short tail for the log; never a full pipe that blocks the host."""
+    assert host.process.stdout is not None
+    for raw in iter(lambda: host.process.stdout.read1(1 << 16), b""):  # type: ignore[union-attr]
+        host.tail.extend(raw.decode(errors="replace").splitlines()[-20:])
+
+
+def hand_over(control: socket.socket, declaration: ProblemDeclaration, worker_end: socket.socket) -> None:
+    """Give the worker its end of a host's socket, keyed by the file it runs."""
+    key = json.dumps({"path": declaration.path, "sha256": declaration.sha256}).encode()
+    try:
+        socket.send_fds(control, [key + b"\n"], [worker_end.fileno()])
+    finally:
+        worker_end.close()

@@ -1,0 +1,206 @@
+"""A device worker's link to a problem host: `RemoteCode`, the same calls as `LocalCode`, over a socket.
+
+Arguments go out as numpy arrays; results come back as numpy arrays, bounded by what the problem's declaration says
+they can hold, and are moved to the caller's `xp` where the call passed one. Whatever the host says is data:
+messages are cleaned and cut before they reach an error, and a host that breaks the protocol, dies or exits is a
+problem error naming the file, never a crash of the worker.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import threading
+from typing import Any
+
+import numpy as np
+
+from peak_mcp.errors import PeakError
+from peak_mcp.problems.declared import ProblemCodeError, ProblemDeclaration
+from peak_mcp.runner import problem_wire as wire
+from peak_mcp.text_safety import clean
+
+MAX_MESSAGE = 1000
+CALL_FLOOR_BYTES = 1 << 30
+
+
+def _to_host(value: Any) -> Any:
+    if hasattr(value, "get") and hasattr(value, "shape"):  # cupy
+        return value.get()
+    return value
+
+
+class RemoteCode:
+    """The problem file's functions, run by its problem host."""
+
+    def __init__(self, sock: socket.socket, declaration: ProblemDeclaration) -> None:
+        self.sock, self.declaration = sock, declaration
+        self._lock = threading.Lock()  # one call at a time on the socket (tune validates on threads)
+        self.broken: str | None = None
+        self.failed: ProblemCodeError | None = None  # the file's import failed: every call says so
+        self._parameters: dict[str, tuple[frozenset[str], bool] | None] = {}
+        try:
+            header, _ = wire.receive(self.sock, 1 << 20)
+        except wire.WireError as exc:
+            self.broken = str(exc)
+            return
+        if "error" in header:
+            self.failed = ProblemCodeError(clean(str(header["error"]), MAX_MESSAGE),
+                                           f"fix the problem file {declaration.path}.")
+        parameters = header.get("parameters")
+        for name, found in (parameters.items() if isinstance(parameters, dict) else ()):
+            if isinstance(found, list) and len(found) == 2 and isinstance(found[0], list):
+                self._parameters[str(name)] = (frozenset(map(str, found[0])), bool(found[1]))
+            else:
+                self._parameters[str(name)] = None
+
+    # --- the ProblemCode interface -------------------------------------------------------------------------
+    def call(self, function: str, *args: Any, **kwargs: Any) -> Any:
+        xp = kwargs.pop("xp", None)
+        arrays: list[np.ndarray] = []
+        header = {"op": "call", "function": function, "xp": xp is not None,
+                  "args": wire.encode([_to_host(a) for a in args], arrays), "kwargs": wire.encode(kwargs, arrays)}
+        # A reference is rarely far larger than its inputs (float64 both); past the floor, 16x of them is a host
+        # that lies, refused before the worker allocates it.
+        limit = max(CALL_FLOOR_BYTES, 16 * sum(a.nbytes for a in arrays))
+        reply, received = self._request(header, arrays, limit)
+        return self._to(xp, reply.get("result"), received)
+
+    def generate(self, name: str, shape: tuple[int, ...], seed: list[int]) -> Any:
+        limit = 16 * math.prod(shape) + (1 << 20)
+        reply, received = self._request({"op": "generate", "name": name, "shape": list(shape), "seed": list(seed)},
+                                        [], limit)
+        return self._to(None, reply.get("result"), received)
+
+    def parameters(self, function: str) -> tuple[frozenset[str], bool] | None:
+        return self._parameters.get(function)
+
+    def torch_timings(self, shaped: list[Any], keywords: dict[str, Any], dtype: str,
+                      budget_s: float) -> dict[str, Any]:
+        arrays: list[np.ndarray] = []
+        header = {"op": "torch", "dtype": dtype, "budget_s": budget_s,
+                  "args": wire.encode([_to_host(a) for a in shaped], arrays), "kwargs": wire.encode(keywords, arrays)}
+        timings = self._request(header, arrays, 1 << 20)[0].get("timings")
+        out: dict[str, Any] = {}
+        for key in ("torch_eager_ms", "torch_compile_ms", "torch_compile_s"):
+            value = timings.get(key) if isinstance(timings, dict) else None
+            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+                out[key] = float(value)
+        note = timings.get("torch_note") if isinstance(timings, dict) else None
+        if isinstance(note, str):
+            out["torch_note"] = clean(note, 400)
+        return out
+
+    # --- transport ------------------------------------------------------------------------------------------
+    def _request(self, header: dict[str, Any], arrays: list[np.ndarray],
+                 limit: int) -> tuple[dict[str, Any], list[np.ndarray]]:
+        with self._lock:
+            if self.failed is not None:
+                raise self.failed
+            if self.broken:
+                raise self._gone(self.broken)
+            try:
+                wire.send(self.sock, header, arrays)
+                reply, received = wire.receive(self.sock, limit)
+            except wire.WireError as exc:
+                self.broken = str(exc)
+                raise self._gone(self.broken) from None
+        if "error" in reply:
+            line = reply.get("line")
+            raise ProblemCodeError(clean(str(reply["error"]), MAX_MESSAGE),
+                                   clean(str(reply.get("hint") or ""), 300) or None,
+                                   line if isinstance(line, int) and not isinstance(line, bool) else None)
+        return reply, received
+
+    def _to(self, xp: Any, encoded: Any, arrays: list[np.ndarray]) -> Any:
+        try:
+            value = wire.decode(encoded, arrays)
+        except wire.WireError as exc:
+            raise ProblemCodeError(f"the problem host for {self.declaration.path} sent a malformed answer: {exc}") \
+                from None
+        if xp is None or xp is np:
+            return value
+        return _map_arrays(value, xp.asarray)
+
+    def _gone(self, why: str) -> PeakError:
+        return ProblemCodeError(f"the problem's own code stopped answering, not the kernel: the process running "
+                                f"{self.declaration.path} is gone ({clean(why, 200)})",
+                                "it exited, crashed or went past its memory or process limit; fix the problem file. "
+                                "The next job starts a fresh one.")
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _map_arrays(value: Any, convert: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return convert(value)
+    if isinstance(value, dict):
+        return {k: _map_arrays(v, convert) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_map_arrays(v, convert) for v in value)
+    return value
+
+
+
+class Links:
+    """A worker's links to its problem hosts, by (problem file, sha256): the server hands each socket over on the
+    control socket before the first job that needs it, and again after a host is restarted."""
+
+    def __init__(self, control: socket.socket | None) -> None:
+        self.control = control
+        self.sockets: dict[tuple[str, str], socket.socket] = {}
+        self.links: dict[tuple[str, str], RemoteCode] = {}
+        if control is not None:
+            control.setblocking(False)
+
+    def accept(self) -> None:
+        """Take every socket the server has handed over since the last job."""
+        while self.control is not None:
+            try:
+                message, fds, _, _ = socket.recv_fds(self.control, 4096, 4)
+            except (BlockingIOError, InterruptedError):
+                return
+            if not message:
+                return  # the server closed it: the worker ends with its stdin
+            for line, fd in zip(message.splitlines(), fds, strict=False):
+                key = json.loads(line)
+                path_sha = (str(key["path"]), str(key["sha256"]))
+                old = self.links.pop(path_sha, None)
+                if old is not None:
+                    old.close()
+                self.sockets[path_sha] = socket.socket(fileno=fd)
+
+    def attach(self, problem: Any) -> None:
+        """Point a declared problem that does not ship with the server at its host's link."""
+        from peak_mcp.problems.code import is_shipped
+
+        declaration = getattr(problem, "declaration", None)
+        if declaration is None or is_shipped(declaration):
+            return
+        key = (declaration.path, declaration.sha256)
+        if key not in self.links:
+            sock = self.sockets.pop(key, None)
+            if sock is None:
+                raise PeakError(f"no problem host was handed over for {declaration.path}",
+                                "this is a bug in peak-mcp; please report it.")
+            self.links[key] = RemoteCode(sock, declaration)
+        problem.code = self.links[key]
+
+
+_installed: Links | None = None
+
+
+def install(control: socket.socket | None) -> Links:
+    """This process is a device worker: problem files that do not ship with the server reach it through links."""
+    global _installed
+    _installed = Links(control)
+    return _installed
+
+
+def attach(problem: Any) -> None:
+    """In a worker, point an untrusted declared problem at its host (see Links.attach); elsewhere (a test or a
+    maintainer tool playing the worker in its own process) leave it to run the file in this process."""
+    if _installed is not None:
+        _installed.attach(problem)
