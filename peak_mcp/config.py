@@ -95,10 +95,6 @@ class Settings(BaseSettings):
         """Where define_problem keeps the problem files it writes."""
         return self.data_dir / "problems"
 
-    def problem_folders(self) -> list[Path]:
-        """Every folder problem files are read from besides the shipped one, highest precedence first."""
-        return [self.defined_problems, *(Path(d).expanduser().resolve() for d in self.problem_dirs)]
-
     def confinement(self) -> dict[str, Any]:
         """The compile limits and sandbox switch, as `backends.confined.configure` takes them."""
         return {"memory_bytes": self.compile_memory_mb << 20, "cpu_seconds": self.compile_cpu_s,
@@ -108,7 +104,9 @@ class Settings(BaseSettings):
         """What a worker of `backend` needs from the settings: its executor's keyword arguments, and under
         `confinement` the compile limits and sandbox switch (the worker applies them before opening the device)."""
         return {**self._executor_options(backend, index), "confinement": self.confinement(),
-                "problem_dirs": [str(d) for d in self.problem_folders()]}
+                # cupy's kernel cache: this data dir's, never one under a home that other servers share (no
+                # problem file's code runs in a worker, so only cupy writes it)
+                "cupy_cache": str(self.data_dir / "cache" / "cupy")}
 
     def _executor_options(self, backend: str, index: int) -> dict[str, Any]:
         if backend == "cuda":
