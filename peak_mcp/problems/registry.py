@@ -105,8 +105,8 @@ def fingerprint(path: Path) -> str:
     return digest.hexdigest()
 
 
-def describe_in_subprocess(path: Path, *, sandbox: bool = True,
-                           timeout_s: float = DESCRIBE_TIMEOUT_S) -> ProblemDeclaration:
+def describe_in_subprocess(path: Path, *, sandbox: bool = True, timeout_s: float = DESCRIBE_TIMEOUT_S,
+                           folder_readable: bool = True) -> ProblemDeclaration:
     """Run `peak_mcp.problems.describe` on `path` isolated and confined (its own PID, mount and network namespaces,
     no capabilities, the file's folder readable, a scratch folder writable, memory, process count, CPU time and wall
     time bounded), read its one-line answer as soon as it is written, kill its whole process tree, and validate the
@@ -114,7 +114,10 @@ def describe_in_subprocess(path: Path, *, sandbox: bool = True,
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
     with tempfile.TemporaryDirectory(prefix="peak-describe-") as workdir:
         root = os.geteuid() == 0  # a memory cgroup where the launcher can make one; else address space as before
-        policy = Policy(read=(*SYSTEM_READ, *python_runtime_paths(), *tool_paths(), str(path.parent)),
+        # The folder where its NAIVE files are (an operator's); a defined file only itself, never the other
+        # clients' files beside it in the data dir
+        readable = str(path.parent) if folder_readable else str(path)
+        policy = Policy(read=(*SYSTEM_READ, *python_runtime_paths(), *tool_paths(), readable),
                         write=(workdir,), memory_bytes=None if root else DESCRIBE_MEMORY_BYTES,
                         cgroup_memory_bytes=DESCRIBE_MEMORY_BYTES if root else None,
                         cpu_seconds=int(timeout_s) + 1, isolate=True, max_processes=DESCRIBE_MAX_PROCESSES)
@@ -245,9 +248,9 @@ class ProblemRegistry:
         # get() for a problem already known. Two refreshes at once may read one file twice; the cache keeps one.
         with self._lock:
             files = self.files()
-            todo: dict[Path, str] = {}
+            todo: dict[Path, tuple[str, bool]] = {}
             errors: list[ProblemFileError] = []
-            for _, path in files:
+            for source, path in files:
                 try:
                     if path.stat().st_size > MAX_FILE_BYTES:
                         errors.append(ProblemFileError(file=str(path), message=f"over {MAX_FILE_BYTES} bytes"))
@@ -258,23 +261,24 @@ class ProblemRegistry:
                     continue
                 entry = self._entries.get(path)
                 if entry is None or entry.fingerprint != print_:
-                    todo[path] = print_
+                    todo[path] = (print_, source.kind != "defined")
         read: dict[Path, _Entry] = {}
         if todo:
             with concurrent.futures.ThreadPoolExecutor(max_workers=min(4, len(todo))) as pool:
-                read = dict(zip(todo, pool.map(lambda item: self._read(*item), todo.items()), strict=True))
+                read = dict(zip(todo, pool.map(lambda item: self._read(item[0], *item[1]), todo.items()), strict=True))
         with self._lock:
             self._entries.update(read)
             self._settle(files, errors)
             self._loaded = True
 
-    def _read(self, path: Path, print_: str) -> _Entry:
+    def _read(self, path: Path, print_: str, folder_readable: bool) -> _Entry:
         key = (str(path), print_)
         with _described_lock:
             cached = _described.get(key)
         if cached is None:
             try:
-                cached = describe_in_subprocess(path, sandbox=self.sandbox, timeout_s=self.timeout_s)
+                cached = describe_in_subprocess(path, sandbox=self.sandbox, timeout_s=self.timeout_s,
+                                                folder_readable=folder_readable)
             except DescribeFailed as exc:
                 log.warning("problem file left out", file=str(path), line=exc.line, error=exc.message)
                 return _Entry(print_, error=ProblemFileError(file=str(path), line=exc.line, message=exc.message))

@@ -44,14 +44,16 @@ class HostProcess:
 
 
 def host_policy(declaration: ProblemDeclaration, scratch: str, gpu: bool) -> Policy:
-    """What a host may reach: the runtime and the file's folder read-only, its scratch folder writable, and where
+    """What a host may reach: the runtime and the file read-only, its scratch folder writable, and where
     its worker has a GPU, the device nodes and /proc (cuInit writes under /proc/self; /proc/sys is read-only in the
     host's mount namespace and the host has no capability, so that grant reaches nothing of the machine's)."""
     root = os.geteuid() == 0
     write: tuple[str, ...] = (scratch, "/dev/null")
     if gpu:
         write += ("/proc", *gpu_device_nodes())
-    return Policy(read=(*SYSTEM_READ, *python_runtime_paths(), *tool_paths(), os.path.dirname(declaration.path)),
+    # The file alone: its declaration carries its NAIVE texts, and the files beside it may be other clients' (the
+    # data dir's defined problems).
+    return Policy(read=(*SYSTEM_READ, *python_runtime_paths(), *tool_paths(), declaration.path),
                   write=write, isolate=True, max_processes=HOST_MAX_PROCESSES,
                   cgroup_memory_bytes=HOST_MEMORY_BYTES if root else None)
 
