@@ -75,6 +75,10 @@ class Settings(BaseSettings):
                                                "resources")
     compile_cpu_s: int = Field(60, ge=1, le=3600, description="CPU seconds one compile may use")
     compile_wall_s: float = Field(120.0, gt=0, le=3600, description="seconds one compile may take in all")
+    problem_memory_mb: int = Field(8192, ge=256, le=1 << 22,
+                                   description="memory a problem file's code may take: the describe process and each "
+                                               "problem host (a memory cgroup under root; else address space, except "
+                                               "for a host that uses the GPU)")
 
     ray: str | None = Field(None, description="a Ray cluster's address, or `auto`: device workers run as Ray actors "
                             "(needs the `ray` extra); unset: the embedded single-host pool")
@@ -106,7 +110,9 @@ class Settings(BaseSettings):
         return {**self._executor_options(backend, index), "confinement": self.confinement(),
                 # cupy's kernel cache: this data dir's, never one under a home that other servers share (no
                 # problem file's code runs in a worker, so only cupy writes it)
-                "cupy_cache": str(self.data_dir / "cache" / "cupy")}
+                "cupy_cache": str(self.data_dir / "cache" / "cupy"),
+                # read by the pool, for the problem hosts it starts beside this worker
+                "problem_memory_bytes": self.problem_memory_mb << 20}
 
     def _executor_options(self, backend: str, index: int) -> dict[str, Any]:
         if backend == "cuda":

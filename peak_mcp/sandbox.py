@@ -75,6 +75,9 @@ class Policy:
     isolate: bool = False
     max_processes: int | None = None  # a pids cgroup under root, where the launcher isolates
     cgroup_memory_bytes: int | None = None  # a memory cgroup: the limit for processes RLIMIT_AS would break (CUDA)
+    # Where no memory cgroup can be made (not root, or no writable hierarchy): cgroup_memory_bytes as RLIMIT_AS
+    # instead, for a process that uses no GPU (a GPU context reserves far more address space than it uses).
+    address_space_fallback: bool = False
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -292,9 +295,9 @@ def reaches(protection: Protection) -> list[str]:
     """What a Landlock domain of this ABI denies beyond files, in words."""
     denied = []
     if protection.landlock_abi >= 4:
-        denied.append("TCP connect and bind")
+        denied.append("no TCP connect or bind")
     if protection.landlock_abi >= 6:
-        denied.append("signals and abstract unix sockets outside the domain")
+        denied.append("no signal or abstract unix socket beyond its own processes")
     return denied
 
 
@@ -373,6 +376,10 @@ def main() -> None:
     policy = Policy.from_json(policy_json)
     report = isolate(policy) if policy.isolate and enabled == "1" else {"held": [], "missing": ["not asked for"]}
     os.environ[ISOLATION_VARIABLE] = json.dumps(report)
+    if policy.cgroup_memory_bytes and policy.address_space_fallback and policy.memory_bytes is None and \
+            not any(item.startswith("memory cgroup") for item in report["held"]):
+        policy = dataclasses.replace(policy, memory_bytes=policy.cgroup_memory_bytes)
+        report["held"].append(f"address space limit {policy.memory_bytes >> 20} MiB (no memory cgroup)")
     if "/proc" in policy.write and not kernel_knobs_safe():  # root, and /proc/sys could be written through it
         policy = dataclasses.replace(policy, write=tuple(p for p in policy.write if p != "/proc"))
         report["missing"].append("/proc not writable: /proc/sys could not be made read-only (GPU use may fail)")

@@ -258,7 +258,8 @@ class PeakService:
         # never reads (imports, even confined) nor serves what another server wrote into the same data dir.
         self.problems = ProblemRegistry(settings.problem_dirs, defined=settings.defined_problems,
                                         classes=BUILTIN_CLASSES.values(), sandbox=settings.sandbox,
-                                        defined_on=self.defining_allowed)
+                                        defined_on=self.defining_allowed,
+                                        memory_bytes=settings.problem_memory_mb << 20)
 
     def close(self) -> None:
         self._stopping.set()
@@ -384,7 +385,8 @@ class PeakService:
             staged.write_text(source)
             try:
                 declaration = describe_in_subprocess(staged, sandbox=self.problems.sandbox,
-                                                     timeout_s=self.problems.timeout_s)
+                                                     timeout_s=self.problems.timeout_s,
+                                                     memory_bytes=self.problems.memory_bytes)
             except DescribeFailed as exc:
                 where = f"line {exc.line}: " if exc.line else ""
                 raise InvalidInput(f"the problem was not saved: {where}{exc.message}",

@@ -43,7 +43,7 @@ from peak_mcp.text_safety import clean
 log = structlog.get_logger("peak_mcp.problems")
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 DESCRIBE_TIMEOUT_S = 60.0  # importing numpy and running the reference at small sizes takes about a second
-DESCRIBE_MEMORY_BYTES = 4 << 30
+DESCRIBE_MEMORY_BYTES = 8 << 30  # Settings.problem_memory_mb's default
 DESCRIBE_MAX_PROCESSES = 256  # tasks (threads count): numpy's and torch's pools, never a fork bomb
 MAX_ANSWER_BYTES = 4 << 20  # a declaration with its naive kernel texts is far smaller
 MAX_FILE_BYTES = 1 << 20
@@ -106,20 +106,19 @@ def fingerprint(path: Path) -> str:
 
 
 def describe_in_subprocess(path: Path, *, sandbox: bool = True, timeout_s: float = DESCRIBE_TIMEOUT_S,
-                           folder_readable: bool = True) -> ProblemDeclaration:
+                           folder_readable: bool = True,
+                           memory_bytes: int = DESCRIBE_MEMORY_BYTES) -> ProblemDeclaration:
     """Run `peak_mcp.problems.describe` on `path` isolated and confined (its own PID, mount and network namespaces,
     no capabilities, the file's folder readable, a scratch folder writable, memory, process count, CPU time and wall
     time bounded), read its one-line answer as soon as it is written, kill its whole process tree, and validate the
     answer here."""
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
     with tempfile.TemporaryDirectory(prefix="peak-describe-") as workdir:
-        root = os.geteuid() == 0  # a memory cgroup where the launcher can make one; else address space as before
         # The folder where its NAIVE files are (an operator's); a defined file only itself, never the other
         # clients' files beside it in the data dir
         readable = str(path.parent) if folder_readable else str(path)
         policy = Policy(read=(*SYSTEM_READ, *python_runtime_paths(), *tool_paths(), readable),
-                        write=(workdir,), memory_bytes=None if root else DESCRIBE_MEMORY_BYTES,
-                        cgroup_memory_bytes=DESCRIBE_MEMORY_BYTES if root else None,
+                        write=(workdir,), cgroup_memory_bytes=memory_bytes, address_space_fallback=True,
                         cpu_seconds=int(timeout_s) + 1, isolate=True, max_processes=DESCRIBE_MAX_PROCESSES)
         command = confined_command(policy, python_command(sys.executable, "peak_mcp.problems.describe", str(path)),
                                    enabled=sandbox)
@@ -210,7 +209,8 @@ class ProblemRegistry:
 
     def __init__(self, folders: Iterable[Path] = (), *, defined: Path | None = None,
                  builtin_dir: Path | None = BUILTIN_DIR, classes: Iterable[Problem] = (), sandbox: bool = True,
-                 timeout_s: float = DESCRIBE_TIMEOUT_S, defined_on: Callable[[], bool] | None = None) -> None:
+                 timeout_s: float = DESCRIBE_TIMEOUT_S, defined_on: Callable[[], bool] | None = None,
+                 memory_bytes: int = DESCRIBE_MEMORY_BYTES) -> None:
         """`defined_on`: asked at every look at the folders; while it says False the `defined` folder is not
         looked at (its files are neither read nor served): a server that refuses define_problem never imports
         what another server defined in the same data dir."""
@@ -222,7 +222,7 @@ class ProblemRegistry:
         if builtin_dir is not None:
             self.sources.append(Source(builtin_dir, "shipped"))
         self.classes = {p.name: p for p in classes}
-        self.sandbox, self.timeout_s = sandbox, timeout_s
+        self.sandbox, self.timeout_s, self.memory_bytes = sandbox, timeout_s, memory_bytes
         self._entries: dict[Path, _Entry] = {}
         self._by_name: dict[str, Problem] = {}
         self._errors: list[ProblemFileError] = []
@@ -278,7 +278,7 @@ class ProblemRegistry:
         if cached is None:
             try:
                 cached = describe_in_subprocess(path, sandbox=self.sandbox, timeout_s=self.timeout_s,
-                                                folder_readable=folder_readable)
+                                                folder_readable=folder_readable, memory_bytes=self.memory_bytes)
             except DescribeFailed as exc:
                 log.warning("problem file left out", file=str(path), line=exc.line, error=exc.message)
                 return _Entry(print_, error=ProblemFileError(file=str(path), line=exc.line, message=exc.message))

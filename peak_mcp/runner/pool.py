@@ -34,7 +34,7 @@ from peak_mcp.problems.code import is_shipped
 from peak_mcp.runner.isolated import python_command, safe_cwd
 from peak_mcp.runner.messages import Job
 from peak_mcp.runner.ownership import DeviceLocks, DeviceOwned
-from peak_mcp.runner.problem_hosts import HostProcess, hand_over, start_host
+from peak_mcp.runner.problem_hosts import DEFAULT_MEMORY_BYTES, HostProcess, hand_over, start_host
 from peak_mcp.runner.replies import (
     Done,
     Failed,
@@ -227,7 +227,9 @@ class DevicePool:
         if host is not None:
             host.kill()
         try:
-            host, worker_end = start_host(declaration, worker.backend, worker.index, worker.sandbox, self.python)
+            memory = self.options(worker.backend, worker.index).get("problem_memory_bytes", DEFAULT_MEMORY_BYTES)
+            host, worker_end = start_host(declaration, worker.backend, worker.index, worker.sandbox, self.python,
+                                          memory)
             hand_over(worker.control, declaration, worker_end)
         except OSError as exc:
             raise JobFailed("problem_error", f"cannot start the process that runs {declaration.path}: {exc}",

@@ -21,8 +21,8 @@ from peak_mcp.problems.declared import ProblemDeclaration
 from peak_mcp.runner.isolated import python_command, safe_cwd
 from peak_mcp.sandbox import SYSTEM_READ, Policy, confined_command, gpu_device_nodes, python_runtime_paths, tool_paths
 
-HOST_MEMORY_BYTES = 16 << 30  # a reference in float64 at large sizes, torch and its compiler; a cgroup, under root
-HOST_MAX_PROCESSES = 1024  # tasks: torch.compile's compile workers and their threads; never a fork bomb
+DEFAULT_MEMORY_BYTES = 8 << 30  # Settings.problem_memory_mb's default
+HOST_MAX_PROCESSES = 256  # tasks (threads count): torch's and numpy's pools, inductor compiling in-process
 
 
 @dataclass
@@ -43,23 +43,22 @@ class HostProcess:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def host_policy(declaration: ProblemDeclaration, scratch: str, gpu: bool) -> Policy:
+def host_policy(declaration: ProblemDeclaration, scratch: str, gpu: bool, memory_bytes: int) -> Policy:
     """What a host may reach: the runtime and the file read-only, its scratch folder writable, and where
     its worker has a GPU, the device nodes and /proc (cuInit writes under /proc/self; /proc/sys is read-only in the
     host's mount namespace and the host has no capability, so that grant reaches nothing of the machine's)."""
-    root = os.geteuid() == 0
     write: tuple[str, ...] = (scratch, "/dev/null")
     if gpu:
         write += ("/proc", *gpu_device_nodes())
     # The file alone: its declaration carries its NAIVE texts, and the files beside it may be other clients' (the
     # data dir's defined problems).
     return Policy(read=(*SYSTEM_READ, *python_runtime_paths(), *tool_paths(), declaration.path),
-                  write=write, isolate=True, max_processes=HOST_MAX_PROCESSES,
-                  cgroup_memory_bytes=HOST_MEMORY_BYTES if root else None)
+                  write=write, isolate=True, max_processes=HOST_MAX_PROCESSES, cgroup_memory_bytes=memory_bytes,
+                  address_space_fallback=not gpu)
 
 
-def start_host(declaration: ProblemDeclaration, backend: str, index: int, sandbox: bool,
-               python: str = sys.executable) -> tuple[HostProcess, socket.socket]:
+def start_host(declaration: ProblemDeclaration, backend: str, index: int, sandbox: bool, python: str = sys.executable,
+               memory_bytes: int = DEFAULT_MEMORY_BYTES) -> tuple[HostProcess, socket.socket]:
     """A host for `declaration` on the worker's device, and the worker's end of its socket (the caller hands it to
     the worker and closes its own copy)."""
     scratch = tempfile.mkdtemp(prefix="peak-problem-host-", dir=safe_cwd())
@@ -74,9 +73,12 @@ def start_host(declaration: ProblemDeclaration, backend: str, index: int, sandbo
                              "CUPY_CACHE_DIR": os.path.join(scratch, "cupy"),
                              "TRITON_CACHE_DIR": os.path.join(scratch, "triton"),
                              "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
-                             "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
+                             "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                             # torch.compile's yardstick compiles in the host, not in a pool of processes
+                             "TORCHINDUCTOR_COMPILE_THREADS": "1"})
     try:
-        process = subprocess.Popen(confined_command(host_policy(declaration, scratch, gpu), command, sandbox),
+        policy = host_policy(declaration, scratch, gpu, memory_bytes)
+        process = subprocess.Popen(confined_command(policy, command, sandbox),
                                    stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    pass_fds=(host_end.fileno(),), env=env, cwd=scratch, start_new_session=True)
     except OSError:

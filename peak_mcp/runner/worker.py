@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     allow_problem_code()
     links = problem_link.install(None if args.control_fd is None else socket.socket(fileno=args.control_fd))
     protection = _confine(options.pop("confinement", None), options.pop("cupy_cache", None))
+    options.pop("problem_memory_bytes", None)  # the pool's, for problem hosts
     try:
         executor = open_executor(args.backend, None if args.device < 0 else args.device, **options)
     except Exception as exc:
