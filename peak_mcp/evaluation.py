@@ -140,8 +140,9 @@ def _reference(xp: Any, problem: Problem, inputs: dict[str, Any], sizes: dict[st
 # and a read past a groupshared array returns whatever lies beside it there (the worker's own data). Such values
 # are not quoted back to the agent.
 HOST_MEMORY = ("this kernel declares groupshared memory and runs on a CPU Vulkan device, where a read outside a "
-               "groupshared array returns the worker process's own memory; check every groupshared index against "
-               "the array's size")
+               "groupshared array would return the server's own memory, so no value it wrote is quoted (a precaution, "
+               "not a finding: the cause may as well be the arithmetic). Where the wrong elements are and what was "
+               "expected is above; to see the values, test the same arithmetic in a kernel without groupshared")
 
 
 def values_withheld(executor: Executor, kernel: Compiled) -> str | None:

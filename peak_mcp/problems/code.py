@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from peak_mcp.errors import PeakError
+from peak_mcp.text_safety import clean
 
 if TYPE_CHECKING:
     from peak_mcp.problems.declared import ProblemDeclaration
@@ -28,6 +29,12 @@ FUNCTIONS = ("reference", "generate", "error_scale", "torch_reference")
 def is_shipped(declaration: ProblemDeclaration) -> bool:
     """A problem file that ships with the server (peak_mcp/problems/builtin): trusted code, run in the worker."""
     return Path(declaration.path).parent == SHIPPED_DIR
+
+
+def fix_hint(path: str) -> str:
+    """What to do about a problem file's own failure: whoever owns the file fixes it."""
+    return (f"fix the problem file {path} (a file saved by define_problem: call define_problem again with the fixed "
+            "source); the kernel is not at fault.")
 
 
 class ProblemCode(Protocol):
@@ -70,7 +77,7 @@ class LocalCode:
             where = f"{path}:{line}" if line else path
             raise ProblemCodeError(
                 f"the problem's own code failed, not the kernel: {function}() in {where} raised "
-                f"{type(exc).__name__}: {str(exc)[:300]}", f"fix the problem file {path}.", line) from None
+                f"{type(exc).__name__}: {clean(str(exc), 300)}", fix_hint(path), line) from None
 
     def generate(self, name: str, shape: tuple[int, ...], seed: list[int]) -> Any:
         return self.call("generate", name, shape, np.random.default_rng(seed))

@@ -30,7 +30,7 @@ from peak_mcp.dtypes import from_float, itemsize, to_float64, uniform
 from peak_mcp.errors import AnnotationError, InvalidInput, PeakError
 from peak_mcp.launch import _FUNCS, SM_COUNT, evaluate, evaluate_condition
 from peak_mcp.problems.base import BufferArg, Problem, Reference, ScalarArg, Sizes, Tolerance
-from peak_mcp.problems.code import LocalCode, ProblemCode
+from peak_mcp.problems.code import LocalCode, ProblemCode, fix_hint
 
 BACKEND_NAMES = ("cuda", "hip", "hlsl")
 DTYPE_NAMES = ("f32", "f16", "bf16")
@@ -608,7 +608,7 @@ class DeclaredProblem(Problem):
     def _bad(self, function: str, why: str) -> ProblemCodeError:
         return ProblemCodeError(f"the problem's own code is wrong, not the kernel: {function}() at "
                                 f"{self.declaration.where(function)} {why}",
-                                f"fix the problem file {self.declaration.path}.", self.declaration.line_of(function))
+                                fix_hint(self.declaration.path), self.declaration.line_of(function))
 
     def make_inputs(self, sizes: Sizes, dtype: str, seed: int, xp: Any) -> dict[str, Any]:
         return self._draw(sizes, dtype, seed, xp, self.declaration.ranges)

@@ -32,6 +32,7 @@ KEYS = ("NAME", "TITLE", "SIZES", "DTYPES", "INPUTS", "OUTPUTS", "SCALARS", "FLO
 MISSING_MODULE = "the server's Python has no module"
 FUNCTIONS = ("reference", "generate", "error_scale", "torch_reference")
 SMOKE_SIZES = (5, 8, 16, 64, 3, 2, 1, 128)
+DISTINCT_SIZES = (5, 7, 3, 11, 2, 13, 17, 19, 23, 29, 31, 37)  # one per symbol (at most 12)
 
 
 class DescribeError(Exception):
@@ -146,7 +147,11 @@ def describe_file(path: Path) -> dict[str, Any]:
 
 def _smoke_test(problem: Any) -> None:
     """Inputs and the reference at one small size set: every output the declared shape, finite."""
-    candidates = [dict.fromkeys(problem.symbols, v) for v in SMOKE_SIZES]
+    # Distinct values first: at equal sizes a transposed or swapped-axis result has the declared shape too.
+    distinct = {symbol: problem.sampled[symbol][0] if problem.sampled.get(symbol) else value
+                for symbol, value in zip(problem.symbols, DISTINCT_SIZES, strict=False)}
+    candidates = [distinct,
+                  *(dict.fromkeys(problem.symbols, v) for v in SMOKE_SIZES)]
     candidates += problem.generality_sizes(problem.default_sizes)
     for sizes in candidates:
         try:

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from peak_mcp.backends.registry import BACKENDS, probe
+from peak_mcp.child_env import child_environment
 from peak_mcp.runner.isolated import python_command, safe_cwd
 
 
@@ -16,7 +17,8 @@ def probe_all_in_subprocess(timeout_s: float = 120.0,
     """Every backend's probe; `options` are each backend's probe arguments (from the settings)."""
     try:
         done = subprocess.run(python_command(sys.executable, "peak_mcp.runner.probe", json.dumps(options or {})),
-                              capture_output=True, timeout=timeout_s, check=False, cwd=safe_cwd())
+                              capture_output=True, timeout=timeout_s, check=False, cwd=safe_cwd(),
+                              env=child_environment())
     except subprocess.TimeoutExpired:
         return {name: {"backend": name, "devices": [], "compiler": {"available": False},
                        "missing": [{"what": "device probe", "why": f"timed out after {timeout_s:.0f} s",

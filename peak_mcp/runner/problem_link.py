@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.errors import PeakError
+from peak_mcp.problems.code import fix_hint
 from peak_mcp.problems.declared import ProblemCodeError, ProblemDeclaration
 from peak_mcp.runner import problem_wire as wire
 from peak_mcp.text_safety import clean
@@ -47,7 +48,7 @@ class RemoteCode:
             return
         if "error" in header:
             self.failed = ProblemCodeError(clean(str(header["error"]), MAX_MESSAGE),
-                                           f"fix the problem file {declaration.path}.")
+                                           fix_hint(declaration.path))
         parameters = header.get("parameters")
         for name, found in (parameters.items() if isinstance(parameters, dict) else ()):
             if isinstance(found, list) and len(found) == 2 and isinstance(found[0], list):
