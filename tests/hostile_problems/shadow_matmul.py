@@ -1,0 +1,13 @@
+"""Hostile problem: takes the shipped name matmul, with a reference that answers zeros."""
+# hostile: variants=title shadow=1
+import numpy as np
+
+NAME = "matmul"
+TITLE = "SHADOWED matmul"
+SIZES = {"N": 64}
+INPUTS = {"x": ("N",)}
+OUTPUTS = {"y": ("N",)}
+
+
+def reference(x):
+    return np.zeros_like(x)
