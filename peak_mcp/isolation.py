@@ -35,7 +35,8 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 1, 24, 47, 4
 _CAPABILITY_VERSION_3 = 0x20080522
-READ_ONLY_PROC = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
+READ_ONLY_PROC = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs", "/proc/pressure",
+                  "/proc/acpi", "/proc/scsi", "/proc/mtrr", "/proc/sysvipc")
 CGROUP_ROOT = "/sys/fs/cgroup"
 
 
@@ -119,17 +120,17 @@ def prepare_init(result: Isolation) -> None:
         result.note("a /proc of the child's own processes")
     except OSError as exc:
         result.note("a /proc of the child's own processes", exc)
-    held = []
+    failed = False
     for path in READ_ONLY_PROC:
         if not os.path.exists(path):
             continue
         try:
             _mount(path, path, None, MS_BIND | MS_REC)
             _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_REC)
-            held.append(path)
         except OSError as exc:
+            failed = True
             result.note(f"{path} read-only", exc)
-    if held:
+    if not failed and os.path.exists("/proc/sys"):  # every one held, /proc/sys first of all (kernel_knobs_safe)
         result.note("/proc/sys and the other kernel knobs read-only")
     try:
         _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=1777")
@@ -313,3 +314,47 @@ def init_watch(ready: int, result: Isolation) -> None:
 def tell_init(ready: int, result: Isolation) -> None:
     """The launcher's word to the namespace's init (see init_watch)."""
     os.write(ready, json.dumps({"held": result.held, "missing": result.missing}).encode())
+
+
+# seccomp: no new socket in a process that needs none (describe, a problem host: its one socket is inherited).
+# Landlock (to ABI 7) does not mediate connecting to a unix socket by path, and a network namespace does not hide
+# one: /run/systemd/private, a Docker or D-Bus socket would hear a peer of uid 0.
+_SECCOMP_MODE_FILTER, _PR_SET_SECCOMP = 2, 22  # prctl's mode (1 would be strict mode)
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+_BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_RET_K = 0x20, 0x15, 0x06
+# (audit arch, socket(2)'s number, the x32 variant where there is one)
+_ARCHES = {"x86_64": (0xC000003E, 41, 0x40000000 | 41), "aarch64": (0xC00000B7, 198, None)}
+
+
+class _Filter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class _Program(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Filter))]
+
+
+def forbid_sockets(result: Isolation) -> None:
+    """socket(2) fails with EACCES for this process and its children, whatever the family; a system call of another
+    architecture (a 32-bit entry point) fails with EPERM. Needs no_new_privs (set by the caller) or CAP_SYS_ADMIN."""
+    arch = _ARCHES.get(os.uname().machine)
+    if arch is None:
+        result.note("no new sockets (seccomp)", f"no filter written for {os.uname().machine}")
+        return
+    audit, number, x32 = arch
+    deny_socket = _RET_ERRNO | errno.EACCES
+    rules = [(_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+             (_BPF_JEQ_K, 1, 0, audit),
+             (_BPF_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),
+             (_BPF_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
+             (_BPF_JEQ_K, 2, 0, number),
+             (_BPF_JEQ_K, 1, 0, x32 if x32 is not None else number),
+             (_BPF_RET_K, 0, 0, _RET_ALLOW),
+             (_BPF_RET_K, 0, 0, deny_socket)]
+    program = (_Filter * len(rules))(*(_Filter(*rule) for rule in rules))
+    prog = _Program(len(rules), program)
+    libc = _libc()
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        result.note("no new sockets (seccomp)", OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)"))
+    else:
+        result.note("no new sockets (seccomp)")

@@ -78,6 +78,7 @@ class Policy:
     # Where no memory cgroup can be made (not root, or no writable hierarchy): cgroup_memory_bytes as RLIMIT_AS
     # instead, for a process that uses no GPU (a GPU context reserves far more address space than it uses).
     address_space_fallback: bool = False
+    no_sockets: bool = False  # seccomp: socket(2) refused (a process whose only socket is inherited, or none)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -354,7 +355,7 @@ def probe_protections(enabled: bool = True, timeout_s: float = 30.0) -> dict[str
     import subprocess
 
     policy = Policy(read=(*SYSTEM_READ, *python_runtime_paths()), isolate=True, max_processes=16,
-                    cgroup_memory_bytes=256 << 20 if os.geteuid() == 0 else None)
+                    cgroup_memory_bytes=256 << 20, address_space_fallback=True, no_sockets=True)
     command = [sys.executable, "-I", "-S", "-c", f"import os; print(os.environ.get({ISOLATION_VARIABLE!r}, ''))"]
     try:
         done = subprocess.run(confined_command(policy, command, enabled), capture_output=True, text=True,
@@ -370,6 +371,8 @@ def probe_protections(enabled: bool = True, timeout_s: float = 30.0) -> dict[str
 
 def main() -> None:
     """`confined_command`'s launcher: argv = policy JSON, sandbox on/off, Landlock here on/off, `--`, the command."""
+    from peak_mcp import isolation
+
     policy_json, enabled, landlock, separator, *command = sys.argv[1:]
     if separator != "--" or not command:
         sys.exit("usage: peak_mcp.sandbox POLICY 0|1 0|1 -- COMMAND...")
@@ -387,6 +390,13 @@ def main() -> None:
         protection = confine(policy, landlock=landlock == "1")
         report["landlock"] = [protection.describe(), *reaches(protection)] if protection.active \
             else [protection.reason]
+    if policy.no_sockets and enabled == "1":  # after Landlock, which set no_new_privs
+        found = isolation.Isolation()
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        isolation.forbid_sockets(found)
+        report["held"] += found.held
+        report["missing"] += found.missing
     os.environ[ISOLATION_VARIABLE] = json.dumps(report)
     try:
         os.execv(command[0], command)

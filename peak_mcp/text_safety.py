@@ -14,7 +14,10 @@ import re
 # ST, or to the end when unterminated; any other ESC and the byte after it.
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b[\]PX^_].*?(?:\x07|\x1b\\|$)|\x1b.?|\x9b[0-?]*[ -/]*[@-~]?",
                       re.DOTALL)
-_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# ... and the invisible format characters (zero-width, BOM, word joiners, line/paragraph separators, the Unicode tag
+# block), which could carry text a reader never sees into an agent's context.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069"
+                       "\ufeff\U000e0000-\U000e007f]")
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*){2,}")
 
 

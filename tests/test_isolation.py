@@ -176,3 +176,33 @@ def test_without_a_pids_cgroup_the_launcher_stops_a_fork_bomb() -> None:
                           timeout=60)
     assert done.returncode == -9, (done.stdout, done.stderr[-1000:])
     assert "more than 30 tasks" in done.stderr  # and the children, sleeping 30 s, are gone with their namespace
+
+
+UNIX_CONNECT = r'''
+import socket, sys
+try:
+    client = socket.socket(socket.AF_UNIX)
+    client.connect(sys.argv[1])
+    print("CONNECTED")
+except OSError as exc:
+    print("refused", exc.errno)
+'''
+
+
+def test_problem_code_cannot_reach_a_unix_socket_by_its_path(tmp_path) -> None:
+    """Landlock (to ABI 7) does not mediate connect() to a pathname unix socket, and a network namespace does not hide
+    one (a system bus or a container daemon's socket would hear a peer of uid 0): the launcher's seccomp filter
+    refuses socket(2) itself to describe and problem hosts."""
+    path = str(tmp_path / "daemon.sock")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen()
+    try:
+        policy = Policy(read=(*SYSTEM_READ, *python_runtime_paths(), str(tmp_path)), isolate=True, max_processes=16,
+                        no_sockets=True)
+        done = subprocess.run(confined_command(policy, [sys.executable, "-I", "-c", UNIX_CONNECT, path]),
+                              capture_output=True, text=True, timeout=60, env=child_environment())
+    finally:
+        listener.close()
+    assert done.returncode == 0, done.stderr[-1000:]
+    assert done.stdout.strip() == "refused 13"

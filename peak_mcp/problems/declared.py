@@ -33,6 +33,10 @@ from peak_mcp.problems.base import BufferArg, Problem, Reference, ScalarArg, Siz
 from peak_mcp.problems.code import LocalCode, ProblemCode, fix_hint
 
 BACKEND_NAMES = ("cuda", "hip", "hlsl")
+# What a kernel text may not hold (every other client reads a naive kernel as its v0): controls but tab, newline and
+# carriage return, and the invisible format characters text_safety.clean drops.
+KERNEL_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e"
+                             "\u2060-\u2069\ufeff\U000e0000-\U000e007f]")
 DTYPE_NAMES = ("f32", "f16", "bf16")
 TENSOR_PEAK = {"f16": "fp16_tensor", "bf16": "bf16_tensor"}  # TENSOR_CORES problems' speed limit per dtype
 UNIT_ROUNDOFF = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
@@ -284,6 +288,8 @@ class ProblemDeclaration(BaseModel):
                                     "':' and one of the problem's dtypes")
             if not text.strip() or len(text) > MAX_KERNEL_CHARS:
                 raise fail("NAIVE", f"{key}: the kernel text is empty or over {MAX_KERNEL_CHARS} characters")
+            if KERNEL_CONTROLS.search(text):
+                raise fail("NAIVE", f"{key}: the kernel text holds control or invisible format characters")
         for buf in buffers:
             count = math.prod(evaluate(e, self.sizes) for e in buf.shape)
             if count > MAX_ELEMENTS:

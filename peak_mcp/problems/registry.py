@@ -119,7 +119,8 @@ def describe_in_subprocess(path: Path, *, sandbox: bool = True, timeout_s: float
         readable = str(path.parent) if folder_readable else str(path)
         policy = Policy(read=(*SYSTEM_READ, *python_runtime_paths(), *tool_paths(), readable),
                         write=(workdir,), cgroup_memory_bytes=memory_bytes, address_space_fallback=True,
-                        cpu_seconds=int(timeout_s) + 1, isolate=True, max_processes=DESCRIBE_MAX_PROCESSES)
+                        cpu_seconds=int(timeout_s) + 1, isolate=True, max_processes=DESCRIBE_MAX_PROCESSES,
+                        no_sockets=True)
         command = confined_command(policy, python_command(sys.executable, "peak_mcp.problems.describe", str(path)),
                                    enabled=sandbox)
         env = child_environment({"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",

@@ -127,7 +127,7 @@ def _dtype(text: Any) -> np.dtype[Any]:
         dtype = np.dtype(text) if isinstance(text, str) and len(text) <= 8 else None
     except TypeError:
         dtype = None
-    if dtype is None or dtype.kind not in _KINDS or dtype.itemsize > 8 or dtype.hasobject:
+    if dtype is None or dtype.kind not in _KINDS or dtype.itemsize > 8 or dtype.hasobject or not dtype.isnative:
         raise WireError(f"an array of dtype {str(text)[:16]!r} is not data this side reads")
     return dtype
 
@@ -143,8 +143,8 @@ def receive(sock: socket.socket, max_bytes: int) -> tuple[dict[str, Any], list[n
     _read_exactly(sock, memoryview(text))
     try:
         header = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise WireError("a header that is no JSON") from None
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise WireError("a header that is no JSON, or nested past what this side reads") from None
     specs = header.get("arrays") if isinstance(header, dict) else None
     if not isinstance(specs, list) or len(specs) > 256:
         raise WireError("a header without its list of arrays")
@@ -165,7 +165,7 @@ def receive(sock: socket.socket, max_bytes: int) -> tuple[dict[str, Any], list[n
         shapes.append((dtype, tuple(shape)))
     arrays = []
     for dtype, shape in shapes:
-        array = np.empty(shape, dtype)
+        array = np.empty(shape, np.uint8 if dtype.kind == "b" else dtype)
         _read_exactly(sock, memoryview(array.reshape(-1)).cast("B"))
-        arrays.append(array)
+        arrays.append(array != 0 if dtype.kind == "b" else array)  # a bool is 0 or 1, whatever byte came
     return header, arrays
