@@ -346,6 +346,8 @@ def isolate(policy: Policy) -> dict[str, list[str]]:
             found.note(f"process limit {policy.max_processes} (counted by the launcher, which stops the tree)")
     else:
         isolation.drop_capabilities(found)
+        if policy.max_processes:
+            found.note("process limit", "none without a PID namespace (a process group is all that is killed)")
     return {"held": found.held, "missing": found.missing}
 
 
@@ -379,10 +381,14 @@ def main() -> None:
     policy = Policy.from_json(policy_json)
     report = isolate(policy) if policy.isolate and enabled == "1" else {"held": [], "missing": ["not asked for"]}
     os.environ[ISOLATION_VARIABLE] = json.dumps(report)
-    if policy.cgroup_memory_bytes and policy.address_space_fallback and policy.memory_bytes is None and \
+    if policy.cgroup_memory_bytes and policy.memory_bytes is None and \
             not any(item.startswith("memory cgroup") for item in report["held"]):
-        policy = dataclasses.replace(policy, memory_bytes=policy.cgroup_memory_bytes)
-        report["held"].append(f"address space limit {policy.memory_bytes >> 20} MiB (no memory cgroup)")
+        if policy.address_space_fallback:
+            policy = dataclasses.replace(policy, memory_bytes=policy.cgroup_memory_bytes)
+            report["held"].append(f"address space limit {policy.memory_bytes >> 20} MiB (no memory cgroup)")
+        else:  # a GPU process: an address-space limit would break its context
+            report["missing"].append("memory limit: none (no memory cgroup, and a GPU process takes no address-space "
+                                     "limit)")
     if "/proc" in policy.write and not kernel_knobs_safe():  # root, and /proc/sys could be written through it
         policy = dataclasses.replace(policy, write=tuple(p for p in policy.write if p != "/proc"))
         report["missing"].append("/proc not writable: /proc/sys could not be made read-only (GPU use may fail)")
