@@ -106,9 +106,9 @@ def enter_namespaces(result: Isolation) -> bool:
     return True
 
 
-def prepare_init(result: Isolation) -> None:
+def prepare_init(result: Isolation, hide: tuple[str, ...] = ()) -> None:
     """In the namespace's first process, before the command runs: a fresh /proc, the read-only kernel knobs, a
-    private /dev/shm, then no capabilities."""
+    private /dev/shm, an empty tmpfs over each folder of `hide`, then no capabilities."""
     try:
         _mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing mounted here propagates back to the host
     except OSError as exc:
@@ -137,6 +137,13 @@ def prepare_init(result: Isolation) -> None:
         result.note("a private /dev/shm")
     except OSError as exc:
         result.note("a private /dev/shm", exc)
+    for folder in hide:  # where the machine's daemons keep their unix sockets
+        if os.path.isdir(folder) and not os.path.islink(folder):
+            try:
+                _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=1m,mode=755")
+                result.note(f"{folder} hidden")
+            except OSError as exc:
+                result.note(f"{folder} hidden", exc)
     drop_capabilities(result)
 
 
@@ -334,15 +341,18 @@ class _Program(ctypes.Structure):
     _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Filter))]
 
 
-def forbid_sockets(result: Isolation) -> None:
-    """socket(2) fails with EACCES for this process and its children, whatever the family; a system call of another
+def forbid_sockets(result: Isolation, allow_unix: bool = False) -> None:
+    """socket(2) fails with EACCES for this process and its children, whatever the family (but AF_UNIX where
+    `allow_unix`: the CUDA driver's initialization needs one, measured on the H200); a system call of another
     architecture (a 32-bit entry point) fails with EPERM. Needs no_new_privs (set by the caller) or CAP_SYS_ADMIN."""
+    what = "no new sockets but unix ones (seccomp)" if allow_unix else "no new sockets (seccomp)"
     arch = _ARCHES.get(os.uname().machine)
     if arch is None:
-        result.note("no new sockets (seccomp)", f"no filter written for {os.uname().machine}")
+        result.note(what, f"no filter written for {os.uname().machine}")
         return
     audit, number, x32 = arch
     deny_socket = _RET_ERRNO | errno.EACCES
+    family = 1 if allow_unix else 0xFFFFFFFF  # AF_UNIX, or a family no call names
     rules = [(_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
              (_BPF_JEQ_K, 1, 0, audit),
              (_BPF_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),
@@ -350,11 +360,14 @@ def forbid_sockets(result: Isolation) -> None:
              (_BPF_JEQ_K, 2, 0, number),
              (_BPF_JEQ_K, 1, 0, x32 if x32 is not None else number),
              (_BPF_RET_K, 0, 0, _RET_ALLOW),
-             (_BPF_RET_K, 0, 0, deny_socket)]
+             (_BPF_LD_W_ABS, 0, 0, 16),  # seccomp_data.args[0], its low word: the family
+             (_BPF_JEQ_K, 1, 0, family),
+             (_BPF_RET_K, 0, 0, deny_socket),
+             (_BPF_RET_K, 0, 0, _RET_ALLOW)]
     program = (_Filter * len(rules))(*(_Filter(*rule) for rule in rules))
     prog = _Program(len(rules), program)
     libc = _libc()
     if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
-        result.note("no new sockets (seccomp)", OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)"))
+        result.note(what, OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)"))
     else:
-        result.note("no new sockets (seccomp)")
+        result.note(what)

@@ -79,6 +79,8 @@ class Policy:
     # instead, for a process that uses no GPU (a GPU context reserves far more address space than it uses).
     address_space_fallback: bool = False
     no_sockets: bool = False  # seccomp: socket(2) refused (a process whose only socket is inherited, or none)
+    # ... but AF_UNIX ones (cuInit makes one), with the folders where daemons keep their sockets (/run) hidden
+    unix_sockets: bool = False
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -315,6 +317,7 @@ def confined_command(policy: Policy, command: list[str], enabled: bool = True, l
 
 
 ISOLATION_VARIABLE = "PEAK_MCP_ISOLATION"  # what the launcher achieved, for the command to report (doctor)
+SOCKET_FOLDERS = ("/run", "/var/run")  # the system's daemons' unix sockets (systemd, D-Bus, Docker, ...)
 
 
 def isolate(policy: Policy) -> dict[str, list[str]]:
@@ -338,7 +341,7 @@ def isolate(policy: Policy) -> dict[str, list[str]]:
                 isolation.supervise(child, limits.cgroups, policy.max_processes if counted else None)
         os.close(ready_write)
         isolation.init_watch(ready_read, found)
-        isolation.prepare_init(found)
+        isolation.prepare_init(found, SOCKET_FOLDERS if policy.no_sockets and policy.unix_sockets else ())
         if os.geteuid() != 0 and policy.max_processes:  # counted per user namespace: this one's processes only
             resource.setrlimit(resource.RLIMIT_NPROC, (policy.max_processes, policy.max_processes))
             found.note(f"process limit {policy.max_processes} (RLIMIT_NPROC in its user namespace)")
@@ -400,7 +403,7 @@ def main() -> None:
         found = isolation.Isolation()
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-        isolation.forbid_sockets(found)
+        isolation.forbid_sockets(found, allow_unix=policy.unix_sockets)
         report["held"] += found.held
         report["missing"] += found.missing
     os.environ[ISOLATION_VARIABLE] = json.dumps(report)

@@ -9,6 +9,7 @@ import socket
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -207,3 +208,26 @@ def test_problem_code_cannot_reach_a_unix_socket_by_its_path(tmp_path) -> None:
         listener.close()
     assert done.returncode == 0, done.stderr[-1000:]
     assert done.stdout.strip() == "refused 13"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.isdir("/run"), reason="hides /run in a mount namespace as root")
+def test_a_gpu_host_may_make_unix_sockets_but_finds_no_daemon_in_run(tmp_path) -> None:
+    """A problem host on a GPU keeps socket(AF_UNIX) (cuInit fails without one: CUDA error 304, measured on the H200);
+    /run, where the machine's daemons listen, is an empty tmpfs in its mount namespace instead."""
+    folder = Path("/run") / f"peak-test-{os.getpid()}"
+    folder.mkdir()
+    path = str(folder / "daemon.sock")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen()
+    try:
+        policy = Policy(read=(*SYSTEM_READ, *python_runtime_paths(), "/run"), isolate=True, max_processes=16,
+                        no_sockets=True, unix_sockets=True)
+        done = subprocess.run(confined_command(policy, [sys.executable, "-I", "-c", UNIX_CONNECT, path]),
+                              capture_output=True, text=True, timeout=60, env=child_environment())
+    finally:
+        listener.close()
+        os.unlink(path)
+        folder.rmdir()
+    assert done.returncode == 0, done.stderr[-1000:]
+    assert done.stdout.strip() == "refused 2"  # ENOENT: the socket is not there to connect to

@@ -54,7 +54,7 @@ def host_policy(declaration: ProblemDeclaration, scratch: str, gpu: bool, memory
     # data dir's defined problems).
     return Policy(read=(*SYSTEM_READ, *python_runtime_paths(), *tool_paths(), declaration.path),
                   write=write, isolate=True, max_processes=HOST_MAX_PROCESSES, cgroup_memory_bytes=memory_bytes,
-                  address_space_fallback=not gpu, no_sockets=True)
+                  address_space_fallback=not gpu, no_sockets=True, unix_sockets=gpu)
 
 
 def start_host(declaration: ProblemDeclaration, backend: str, index: int, sandbox: bool, python: str = sys.executable,
