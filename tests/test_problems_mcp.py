@@ -219,3 +219,29 @@ async def test_only_describe_and_problem_host_processes_import_a_problem_file(ma
         pids = {int(p.name.rsplit("-", 1)[1]) for p in markers.iterdir()}
         assert hosts and hosts <= pids
         assert worker.process.pid not in pids and os.getpid() not in pids
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as handle:
+        return handle.read().rsplit(")", 1)[1].split()[0]
+
+
+@VULKAN
+async def test_a_problem_host_is_stopped_between_the_jobs_that_need_it(make_client, settings, tmp_path: Path) -> None:
+    """A file's code that keeps running in the background would disturb the timing of other sessions' kernels: once
+    a job is done, its problem host's processes are stopped; the next job that needs the host resumes it."""
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    write(folder, "scaled", "scaled")
+    settings.problem_dirs = [folder]
+    async with make_client() as (client, service):
+        session = await call(client, "start_session", {"problem": "scaled", "backend": "hlsl", "sizes": {"N": 100}})
+        assert session["version_0"]["status"] == "benchmarked", session["version_0"]["message"]
+        worker = service.pool._workers[("hlsl", session["device"]["index"])]
+        (host,) = worker.hosts.values()
+        members = host.members()
+        assert members and all(_state(pid) == "T" for pid in members)
+        again = await call(client, "submit_kernel", {"session_id": session["session_id"],
+                                                     "source": service.store.version(session["session_id"], 0).source})
+        assert again["status"] == "benchmarked", again["message"]
+        assert all(_state(pid) == "T" for pid in host.members())

@@ -165,6 +165,9 @@ class DevicePool:
             except JobFailed as exc:
                 exc.stage = worker.stage
                 raise
+            finally:
+                for host in worker.hosts.values():  # no problem file's code runs while another job is timed
+                    host.pause()
 
     def close(self) -> None:
         for worker in list(self._workers.values()):
@@ -223,6 +226,7 @@ class DevicePool:
         key = (declaration.path, declaration.sha256)
         host = worker.hosts.get(key)
         if host is not None and host.alive():
+            host.resume()
             return
         if host is not None:
             host.kill()

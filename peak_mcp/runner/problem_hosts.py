@@ -34,6 +34,39 @@ class HostProcess:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def members(self) -> list[int]:
+        """The host's processes, its launcher left out: those of the PID namespace the launcher made, or the host
+        itself where the launcher made none (it then became the host)."""
+        launcher = self.process.pid
+        try:
+            namespace = os.readlink(f"/proc/{launcher}/ns/pid_for_children")
+            if namespace == os.readlink(f"/proc/{launcher}/ns/pid"):
+                return [launcher]
+        except OSError:
+            return []
+        found = []
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{entry.name}/ns/pid") == namespace:
+                        found.append(int(entry.name))
+        return found
+
+    def pause(self) -> None:
+        """Stopped between the jobs that need it: a file's code that keeps running in the background (a thread
+        spinning the GPU or the CPUs) would disturb the timing of other sessions' kernels. Its launcher runs on, so
+        the tree still dies with the server."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, signum: int) -> None:
+        if self.alive():
+            for pid in self.members():
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signum)
+
     def kill(self) -> None:
         """The launcher's group, and with the launcher the namespace: everything the file started."""
         with contextlib.suppress(ProcessLookupError, PermissionError):
