@@ -232,8 +232,9 @@ class DevicePool:
             host.kill()
         try:
             memory = self.options(worker.backend, worker.index).get("problem_memory_bytes", DEFAULT_MEMORY_BYTES)
-            host, worker_end = start_host(declaration, worker.backend, worker.index, worker.sandbox, self.python,
-                                          memory)
+            # this interpreter: `self.python` runs workers (a stand-in's in tests), not problem code
+            host, worker_end = start_host(declaration, worker.backend, worker.index, worker.sandbox,
+                                          memory_bytes=memory)
             hand_over(worker.control, declaration, worker_end)
         except OSError as exc:
             raise JobFailed("problem_error", f"cannot start the process that runs {declaration.path}: {exc}",
