@@ -283,22 +283,28 @@ def supervise(child: int, cgroups: list[str] | None = None, max_tasks: int | Non
 
 def _pid_namespace(pid: int) -> str | None:
     try:
-        return os.readlink(f"/proc/{pid}/ns/pid_for_children" if pid == os.getpid() else f"/proc/{pid}/ns/pid")
+        return os.readlink(f"/proc/{pid}/ns/pid")
     except OSError:
         return None
+
+
+def pids_in(namespace: str) -> list[int]:
+    """The processes in PID namespace `namespace` (as /proc/<pid>/ns/pid names it), seen from outside it."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{entry.name}/ns/pid") == namespace:
+                    found.append(int(entry.name))
+    return found
 
 
 def _tasks_in(namespace: str) -> int:
     """Tasks (threads count, as a pids cgroup counts them) of the processes in PID namespace `namespace`."""
     tasks = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.readlink(f"/proc/{entry.name}/ns/pid") == namespace:
-                tasks += len(os.listdir(f"/proc/{entry.name}/task"))
-        except OSError:
-            continue
+    for pid in pids_in(namespace):
+        with contextlib.suppress(OSError):
+            tasks += len(os.listdir(f"/proc/{pid}/task"))
     return tasks
 
 

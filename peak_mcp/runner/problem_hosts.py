@@ -17,6 +17,7 @@ import threading
 from dataclasses import dataclass, field
 
 from peak_mcp.child_env import child_environment
+from peak_mcp.isolation import pids_in
 from peak_mcp.problems.declared import ProblemDeclaration
 from peak_mcp.runner.isolated import python_command, safe_cwd
 from peak_mcp.sandbox import SYSTEM_READ, Policy, confined_command, gpu_device_nodes, python_runtime_paths, tool_paths
@@ -44,13 +45,7 @@ class HostProcess:
                 return [launcher]
         except OSError:
             return []
-        found = []
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                with contextlib.suppress(OSError):
-                    if os.readlink(f"/proc/{entry.name}/ns/pid") == namespace:
-                        found.append(int(entry.name))
-        return found
+        return pids_in(namespace)
 
     def pause(self) -> None:
         """Stopped between the jobs that need it: a file's code that keeps running in the background (a thread
