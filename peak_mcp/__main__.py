@@ -1,3 +1,3 @@
-from peak_mcp.cli import main
+from peak_mcp.api.cli import main
 
 main()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from peak_mcp.config import Settings
+from peak_mcp.core.config import Settings
 from peak_mcp.runner.probe import probe_all_in_subprocess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,7 +61,7 @@ def make_client(settings: Settings) -> Callable[..., Any]:
 
     @contextlib.asynccontextmanager
     async def factory(**kwargs: Any) -> AsyncIterator[tuple[Client, Any]]:
-        from peak_mcp.app import build
+        from peak_mcp.api.app import build
 
         server, service = build(settings)
         try:

@@ -80,7 +80,7 @@ async def softmax_session(client: Any) -> str:
 @VULKAN
 async def test_tune_of_a_problem_file_problem_retimes_and_headlines_the_recorded_time(make_client,
                                                                                       monkeypatch) -> None:
-    monkeypatch.setattr("peak_mcp.service.NOISY_CV", -1.0)  # always re-time the fastest few
+    monkeypatch.setattr("peak_mcp.loop.service.NOISY_CV", -1.0)  # always re-time the fastest few
     async with make_client() as (client, service):
         sid = await softmax_session(client)
         v = (await call(client, "submit_kernel", {"session_id": sid, "source": WAVE}))["version"]
@@ -138,7 +138,7 @@ def _row(version: int, parent: int | None, ms: float | None, status: str = "benc
 def test_the_chart_draws_timed_failures_as_grey_crosses_and_not_general_as_red_rings() -> None:
     from matplotlib import pyplot as plt
 
-    from peak_mcp.charts import chart_marks, lineage_figure
+    from peak_mcp.store.charts import chart_marks, lineage_figure
 
     # v3 was timed, then failed the sanitizer (the agent's chart drew it as an ordinary point, above head)
     rows = [_row(0, None, 1.0), _row(1, 0, 0.8), _row(2, 1, 0.5, head=True), _row(3, 1, 0.2, status="failed"),
@@ -191,7 +191,7 @@ async def test_a_compile_error_quotes_the_kernels_own_line_under_tuning_paramete
 
 
 def test_own_source_undoes_only_the_parameter_prefix() -> None:
-    from peak_mcp.launch import own_source, with_params
+    from peak_mcp.core.launch import own_source, with_params
 
     assert own_source(with_params(CERR, {"NT": 64, "NEG": -1})) == CERR
     assert own_source(CERR) == CERR
@@ -201,11 +201,11 @@ async def test_apply_says_the_speed_verdict_beside_succeeded(tmp_path) -> None:
     """A slowdown beyond noise that passed is 'succeeded' (applied and passed) and says it is a slowdown."""
     from mcp import Client
 
-    from peak_mcp.catalog import Catalog, builtin_transformations_dir
-    from peak_mcp.config import Settings
+    from peak_mcp.api.server import create_server
+    from peak_mcp.catalog.transformations import Catalog, builtin_transformations_dir
+    from peak_mcp.core.config import Settings
+    from peak_mcp.loop.service import PeakService
     from peak_mcp.runner.pool import DevicePool
-    from peak_mcp.server import create_server
-    from peak_mcp.service import PeakService
     from tests.conftest import stand_in_python
     from tests.test_apply import ScriptedLLM, fenced
     from tests.test_truth import CUDA_GPU
@@ -241,11 +241,11 @@ async def test_apply_says_the_speed_verdict_beside_succeeded(tmp_path) -> None:
 async def test_transformation_stats_say_their_scope_and_filter_by_session(tmp_path) -> None:
     from mcp import Client
 
-    from peak_mcp.catalog import Catalog, builtin_transformations_dir
-    from peak_mcp.config import Settings
+    from peak_mcp.api.server import create_server
+    from peak_mcp.catalog.transformations import Catalog, builtin_transformations_dir
+    from peak_mcp.core.config import Settings
+    from peak_mcp.loop.service import PeakService
     from peak_mcp.runner.pool import DevicePool
-    from peak_mcp.server import create_server
-    from peak_mcp.service import PeakService
     from tests.conftest import stand_in_python
     from tests.test_truth import CUDA_GPU
 
@@ -300,9 +300,9 @@ def test_a_sanitizer_failure_also_names_the_generality_failures() -> None:
     only the sanitizer's finding, so an agent might guard the loads and keep the unguarded store."""
     from types import SimpleNamespace
 
-    from peak_mcp.phases import Generality, SanitizerFinding, SanitizerReport, SizeFailure
-    from peak_mcp.records import Outcome, Status
-    from peak_mcp.service import PeakService
+    from peak_mcp.evaluation.phases import Generality, SanitizerFinding, SanitizerReport, SizeFailure
+    from peak_mcp.loop.service import PeakService
+    from peak_mcp.store.records import Outcome, Status
 
     sizes = [{"M": 1, "N": 1, "K": 1}, *({"M": m, "N": 77, "K": 53} for m in range(100, 110))]
     generality = Generality(passed=False, sizes_checked=[*sizes, {"M": 7, "N": 5, "K": 3}],
@@ -323,9 +323,9 @@ def test_without_a_peak_the_yardstick_is_said_to_be_none_and_gpu_gains_carry_a_c
     the yardstick" and the prompt "reach the vendor library's speed"; row texts promised GPU gains unqualified."""
     from types import SimpleNamespace
 
-    from peak_mcp.catalog import render_body
-    from peak_mcp.tools.catalog_tools import OPTIMIZE_PROMPT
-    from peak_mcp.verdicts import no_vendor_reason
+    from peak_mcp.api.tools.catalog_tools import OPTIMIZE_PROMPT
+    from peak_mcp.catalog.transformations import render_body
+    from peak_mcp.loop.verdicts import no_vendor_reason
     from tests.test_texts_compile import CATALOG
 
     lavapipe = no_vendor_reason("softmax", SimpleNamespace(peak_tflops={}, memory_bandwidth_gbps=None))
@@ -401,8 +401,8 @@ async def test_a_wrong_output_on_llvmpipe_names_its_loop_guard(make_client) -> N
 async def test_a_tuned_configuration_wrong_at_other_sizes_is_not_taken(make_client, monkeypatch) -> None:
     """An agent's kernel was right only at NT=64; tune took NT=8 (right at the session's sizes) and the version kept
     'generality passed' from NT=64. The configuration a tune adopts is checked at other sizes first."""
-    from peak_mcp.service import PeakService
-    from peak_mcp.tuning import BestConfig
+    from peak_mcp.loop.service import PeakService
+    from peak_mcp.loop.tuning import BestConfig
 
     def pick_nt32(self, session, source, spec, report, progress) -> None:  # as if NT=32 had timed fastest
         hit = next(r for r in report.results if r.params == {"NT": 32} and r.status == "ok")

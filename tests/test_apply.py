@@ -225,8 +225,8 @@ async def test_a_specialization_is_announced_and_the_plain_text_stays_reachable(
 
 
 def test_a_brief_for_a_tuned_kernel_asks_to_keep_its_parameters() -> None:
-    from peak_mcp.devices import Device
-    from peak_mcp.sampling import TUNING_RULE, KernelTask, Standing, build_brief
+    from peak_mcp.catalog.brief import TUNING_RULE, KernelTask, Standing, build_brief
+    from peak_mcp.core.devices import Device
     from tests.test_tuning import TUNED
 
     task = KernelTask(problem="matmul", problem_title="t", abi="abi", backend="hlsl", dtype="f32",

@@ -221,7 +221,7 @@ def test_the_hopper_step_keeps_its_wgmmas_pipelined_and_its_maps_general() -> No
     # ptxas serializes every wgmma (warning C7515) when other instructions write an accumulator while a group is in
     # flight; the maps are 4-D over the problem buffers, so a box past S reads zeros within the head.
     from peak_mcp.backends import cuda as cuda_backend
-    from peak_mcp.tensor_maps import requests
+    from peak_mcp.backends.tensor_maps import requests
 
     path = next(p for p in LADDER if p.name.startswith("5_"))
     executor = cuda_backend.CudaExecutor(None, arch="sm_90a")
@@ -267,7 +267,7 @@ def test_batch_over_several_axes_and_tensor_cores_are_declared_and_checked(tmp_p
 def test_the_bf16_bound_takes_flash_attentions_rounded_p_and_not_a_bf16_sum() -> None:
     # FlashAttention rounds p to the input type for the p v product (the H100 run of the ladder failed the causal
     # problem's first rows, a few keys each, before the error scale counted it); summing p v in bf16 is still caught.
-    from peak_mcp.dtypes import from_float, to_float64
+    from peak_mcp.core.dtypes import from_float, to_float64
     from peak_mcp.problems.declared import problem_code_allowed
 
     problem = get_problem("attention_causal")

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-import peak_mcp.timing
+import peak_mcp.core.timing
 from peak_mcp.backends.base import Compiled, DeviceFacts, Executor
 from peak_mcp.backends.registry import launch_spec
-from peak_mcp.evaluation import benchmark, validate
-from peak_mcp.launch import LaunchSpec
+from peak_mcp.core.launch import LaunchSpec
+from peak_mcp.evaluation.steps import benchmark, validate
 from peak_mcp.problems import get_problem
 
 SIZES = {"M": 24, "N": 20, "K": 12}
@@ -87,7 +87,7 @@ def _honest(a: np.ndarray, b: np.ndarray, sizes: dict[str, int], launch: int) ->
 
 
 def _run(kernel: Kernel, monkeypatch: pytest.MonkeyPatch, *, sets: int, min_reps: int = 7) -> Any:
-    monkeypatch.setattr(peak_mcp.timing, "CHUNK_S", 1e-9)  # every timed chunk one launch: never a whole rotation
+    monkeypatch.setattr(peak_mcp.core.timing, "CHUNK_S", 1e-9)  # every timed chunk one launch: never a whole rotation
     source = PROBLEM.naive_kernel("cuda", "f32")
     spec = launch_spec(source, "cuda", PROBLEM.symbols)
     executor, compiled = HostAsDevice(), Compiled(handle=kernel, spec=spec)

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from peak_mcp.catalog import (
+from peak_mcp.catalog.transformations import (
     SECTIONS,
     Catalog,
     DeviceDescriptor,
     builtin_transformations_dir,
 )
-from peak_mcp.errors import InvalidInput, NotFound
+from peak_mcp.core.errors import InvalidInput, NotFound
 
 H100 = {"name": "NVIDIA H100 80GB HBM3", "arch": "sm_90a", "family": "hopper"}
 A100 = {"name": "NVIDIA A100-SXM4-80GB", "arch": "sm_80", "family": "ampere"}
@@ -299,7 +299,7 @@ def test_missing_directory_is_reported(tmp_path: Path) -> None:
 
 
 def test_directories_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from peak_mcp.config import Settings
+    from peak_mcp.core.config import Settings
 
     monkeypatch.setenv("PEAK_MCP_TRANSFORMATIONS", os.pathsep.join([str(tmp_path / "one"), "", str(tmp_path / "two")]))
     assert Settings.from_env().extra_catalog_dirs == [tmp_path / "one", tmp_path / "two"]
@@ -314,7 +314,7 @@ def test_builtin_directory_is_found() -> None:
 
 def test_tuning_parameter_lines_in_texts_parse() -> None:
     """Texts that name tuning parameters write them as annotation lines the server accepts."""
-    from peak_mcp.launch import parse_annotation
+    from peak_mcp.core.launch import parse_annotation
 
     catalog = Catalog.load(builtin_transformations_dir(), [])
     checked = 0
@@ -337,7 +337,7 @@ def test_tuning_parameter_lines_in_texts_parse() -> None:
 def test_measured_speeds_are_read_and_matched_by_device(tmp_path: Path) -> None:
     """`measured`: a text's own measurement per device pattern; suggest_next ranks a text measured slower on the
     session's device after the rest."""
-    from peak_mcp.catalog import DeviceDescriptor
+    from peak_mcp.catalog.transformations import DeviceDescriptor
 
     shipped = Catalog.load(builtin_transformations_dir())
     lavapipe = DeviceDescriptor(name="llvmpipe (LLVM 15.0.6, 256 bits)")

@@ -16,13 +16,13 @@ import pytest
 import structlog
 from mcp import Client, StdioServerParameters
 
-from peak_mcp.charts import depths, lineage_figure, short_label
-from peak_mcp.cli import build_parser, main
-from peak_mcp.config import Settings
-from peak_mcp.devices import Device, cuda_family
+from peak_mcp.api.cli import build_parser, main
+from peak_mcp.core.config import Settings
+from peak_mcp.core.devices import Device, cuda_family
+from peak_mcp.loop.service import PeakService
 from peak_mcp.runner.pool import DevicePool
-from peak_mcp.service import PeakService
-from peak_mcp.store import Store
+from peak_mcp.store.charts import depths, lineage_figure, short_label
+from peak_mcp.store.database import Store
 from tests.conftest import EXAMPLES, has_device, skip_reason
 
 SIZES = {"M": 48, "N": 40, "K": 24}

@@ -19,9 +19,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from peak_mcp.errors import InvalidInput
-from peak_mcp.generality import sample_sizes, satisfies
-from peak_mcp.launch import evaluate_condition
+from peak_mcp.core.errors import InvalidInput
+from peak_mcp.core.launch import evaluate_condition
+from peak_mcp.evaluation.generality import sample_sizes, satisfies
 from peak_mcp.problems.declared import DeclaredProblem, ProblemDeclaration, problem_code_allowed
 from tests.conftest import has_device
 from tests.hostile.harness import load_manifest, run_entry
@@ -297,7 +297,7 @@ def test_the_mma_step_tunes_its_tile_and_has_a_text(conv: DeclaredProblem) -> No
     import re
 
     from peak_mcp.backends.registry import launch_spec
-    from peak_mcp.catalog import Catalog, builtin_transformations_dir
+    from peak_mcp.catalog.transformations import Catalog, builtin_transformations_dir
 
     source = (ROOT / "examples" / "conv2d" / "cuda" / "5_mma_swizzled.cu").read_text()
     spec = launch_spec(source, "cuda", conv.symbols, conv.derived)
@@ -318,7 +318,7 @@ def test_the_annotation_may_use_p_and_q(conv: DeclaredProblem) -> None:
     """P and Q are scalars the problem derives from the sizes: a launch line may name them, and they mean their
     expressions (the agent's session wrote them out twice per kernel); a tuning parameter may not take the name."""
     from peak_mcp.backends.registry import launch_spec
-    from peak_mcp.errors import AnnotationError
+    from peak_mcp.core.errors import AnnotationError
 
     assert set(conv.derived) == {"P", "Q"}
     short = "// peak: entry=k grid=(cdiv(N * P * Q, 128), cdiv(K, 64), 1) block=(256, 1, 1) shared=0\n"
@@ -343,8 +343,8 @@ def test_the_hopper_step_keeps_its_wgmmas_pipelined_its_maps_general_and_has_a_t
     its catalog text parses and follows step 5's."""
     from peak_mcp.backends import cuda as cuda_backend
     from peak_mcp.backends.registry import launch_spec
-    from peak_mcp.catalog import Catalog, builtin_transformations_dir
-    from peak_mcp.tensor_maps import requests
+    from peak_mcp.backends.tensor_maps import requests
+    from peak_mcp.catalog.transformations import Catalog, builtin_transformations_dir
 
     source = (ROOT / "examples" / "conv2d" / "cuda" / "6_hopper_tma_wgmma.cu").read_text()
     source = source.replace("typedef float T;", "typedef __half T;", 1)

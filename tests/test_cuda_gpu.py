@@ -110,7 +110,7 @@ async def test_other_sizes_and_benchmark(make_client) -> None:
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 @pytest.mark.parametrize("sizes", [{"M": 1000, "N": 1032, "K": 520}, SIZES], ids=["aligned", "unaligned"])
 async def test_tensor_core_examples(make_client, dtype: str, sizes: dict[str, int]) -> None:
-    from peak_mcp.demo import example_kernels
+    from peak_mcp.api.demo import example_kernels
 
     async with make_client() as (client, _):
         session = (await client.call_tool("start_session", {"backend": "cuda", "dtype": dtype, "sizes": sizes})

@@ -91,7 +91,7 @@ async def test_refused_over_http_unless_the_operator_allows_it(make_client, sett
 
 
 def test_the_setting_reads_from_the_environment(monkeypatch) -> None:
-    from peak_mcp.config import Settings
+    from peak_mcp.core.config import Settings
 
     monkeypatch.setenv("PEAK_MCP_ALLOW_DEFINE_PROBLEM", "true")
     assert Settings().allow_define_problem is True

@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 
-from peak_mcp.timing import Chunk, measure, summarize, timed_reps
+from peak_mcp.core.timing import Chunk, measure, summarize, timed_reps
 
 
 @pytest.mark.parametrize(("per_launch_s", "expected"), [

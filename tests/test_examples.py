@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from peak_mcp.api.demo import DEMO_CPU_SIZES, demo_sizes, example_kernels
 from peak_mcp.backends import cuda as cuda_backend
 from peak_mcp.backends.registry import launch_spec
-from peak_mcp.demo import DEMO_CPU_SIZES, demo_sizes, example_kernels
-from peak_mcp.launch import with_params
+from peak_mcp.core.launch import with_params
 from peak_mcp.problems.matmul import Matmul
 
 CUDA_EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples" / "matmul" / "cuda").rglob("*.cu"))
@@ -74,7 +74,7 @@ def test_demo_sizes_shrink_only_for_a_cpu_device_left_at_the_default() -> None:
 def test_cli_sizes_are_parsed_or_refused_clearly() -> None:
     import argparse
 
-    from peak_mcp.cli import parse_sizes
+    from peak_mcp.api.cli import parse_sizes
 
     assert parse_sizes("M=64, N=32,K=16") == {"M": 64, "N": 32, "K": 16}
     for bad in ("foo", "M=", "M=1,N=x", "=4", "M=-3"):

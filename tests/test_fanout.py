@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from peak_mcp.config import Settings
-from peak_mcp.devices import Device
-from peak_mcp.fanout import FanOut, tuning_devices
-from peak_mcp.launch import LaunchSpec
+from peak_mcp.core.config import Settings
+from peak_mcp.core.devices import Device
+from peak_mcp.core.launch import LaunchSpec
+from peak_mcp.loop.fanout import FanOut, tuning_devices
+from peak_mcp.loop.service import PeakService
+from peak_mcp.loop.tuning import Config
 from peak_mcp.runner.messages import TuneJob
 from peak_mcp.runner.pool import DevicePool
-from peak_mcp.service import PeakService
-from peak_mcp.tuning import Config
 from tests.conftest import stand_in_python
 
 H200, H100 = "NVIDIA H200", "NVIDIA H100 80GB HBM3"
@@ -174,7 +174,7 @@ def test_tuning_devices_picks_the_model_and_the_idle() -> None:
 
 
 def test_a_plan_sizes_the_batch_by_devices_and_cores(monkeypatch) -> None:
-    from peak_mcp import tuning
+    from peak_mcp.loop import tuning
 
     monkeypatch.setattr(tuning.os, "sched_getaffinity", lambda _pid: set(range(16)))
     assert [tuning.batch_size(n, 2) for n in (64, 256, 4096)] == [8, 8, 8]  # 8 each: two compiles share 16 cores

@@ -11,8 +11,8 @@ from peak_mcp.backends import amd_offline, hip, hip_amd
 from peak_mcp.backends.base import CompileFailed
 from peak_mcp.backends.hip_portability import amd_only_constructs
 from peak_mcp.backends.registry import launch_spec
-from peak_mcp.devices import describe, load_profiles
-from peak_mcp.launch import LaunchSpec
+from peak_mcp.core.devices import describe, load_profiles
+from peak_mcp.core.launch import LaunchSpec
 from peak_mcp.problems.matmul import Matmul
 from tests.conftest import EXAMPLES
 

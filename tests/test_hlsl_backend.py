@@ -24,11 +24,11 @@ import pytest
 
 from peak_mcp.backends import hlsl, hlsl_compiler
 from peak_mcp.backends.base import CompileFailed
-from peak_mcp.errors import InvalidInput
-from peak_mcp.launch import parse_annotation
+from peak_mcp.core.errors import InvalidInput
+from peak_mcp.core.launch import parse_annotation
+from peak_mcp.evaluation.workspace import Workspace
 from peak_mcp.problems.matmul import Matmul
 from peak_mcp.runner.jobs import evaluate
-from peak_mcp.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "matmul" / "hlsl"
@@ -549,9 +549,9 @@ import sys, time
 import numpy as np
 from peak_mcp.backends.base import KernelFault
 from peak_mcp.backends.hlsl import open_executor
-from peak_mcp.launch import parse_annotation
+from peak_mcp.core.launch import parse_annotation
 from peak_mcp.problems.matmul import Matmul
-from peak_mcp.workspace import Workspace
+from peak_mcp.evaluation.workspace import Workspace
 source = sys.stdin.read()
 ex = open_executor(0, fence_timeout_s=2)
 spec = parse_annotation(source, needs=("entry", "groups"), symbols=("M", "N", "K"))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from peak_mcp.evaluation import CUDA, cuda_beside
+from peak_mcp.evaluation.steps import CUDA, cuda_beside
 from peak_mcp.problems import get_problem
 from peak_mcp.runner.messages import EvaluateJob
 from peak_mcp.runner.pool import DevicePool

@@ -12,15 +12,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from peak_mcp import evaluation
 from peak_mcp.backends import hlsl
-from peak_mcp.evaluation import CUDA, HOST, ArrayModule, ReferenceMismatch, array_module, benchmark, validate
+from peak_mcp.evaluation import steps as evaluation
+from peak_mcp.evaluation.steps import CUDA, HOST, ArrayModule, ReferenceMismatch, array_module, benchmark, validate
+from peak_mcp.evaluation.workspace import FRONT_GUARD_BYTES
 from peak_mcp.problems.matmul import Matmul
 from peak_mcp.runner.jobs import evaluate
 from peak_mcp.runner.messages import EvaluateJob
 from peak_mcp.runner.pool import DevicePool
 from peak_mcp.runner.replies import EvaluateResult
-from peak_mcp.workspace import FRONT_GUARD_BYTES
 from tests.test_hlsl_backend import CORRECT_BODY, HAS_DEVICE, REASON, job, kernel, spec_of
 
 pytestmark = pytest.mark.vulkan

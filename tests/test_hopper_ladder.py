@@ -13,7 +13,7 @@ import pytest
 
 from peak_mcp.backends import cuda as cuda_backend
 from peak_mcp.backends.registry import launch_spec
-from peak_mcp.launch import with_params
+from peak_mcp.core.launch import with_params
 from peak_mcp.problems.matmul import Matmul
 from tests.conftest import EXAMPLES
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from peak_mcp.apply import Applier
-from peak_mcp.catalog import Catalog, builtin_transformations_dir
-from peak_mcp.errors import InvalidInput
+from peak_mcp.catalog.transformations import Catalog, builtin_transformations_dir
+from peak_mcp.core.errors import InvalidInput
+from peak_mcp.loop.apply import Applier
 from peak_mcp.problems.matmul import Matmul
 from tests.conftest import has_device
 

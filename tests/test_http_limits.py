@@ -300,7 +300,7 @@ def test_a_client_that_keeps_failing_gets_429_and_others_do_not(flood: Server) -
 
 def test_the_throttle_counts_what_it_drops_and_shortens_repeated_tracebacks(monkeypatch: pytest.MonkeyPatch) -> None:
     """In process, on a clock the test moves: LogThrottle on a handler, records from one call site."""
-    from peak_mcp import http_limits
+    from peak_mcp.api import http_limits
 
     clock = [0.0]
     monkeypatch.setattr(http_limits, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=time.sleep))

@@ -14,9 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from peak_mcp.child_env import child_environment
-from peak_mcp.runner import problem_wire as wire
-from peak_mcp.sandbox import (
+from peak_mcp.confine.child_env import child_environment
+from peak_mcp.confine.sandbox import (
     SYSTEM_READ,
     Policy,
     confined_command,
@@ -24,7 +23,8 @@ from peak_mcp.sandbox import (
     probe_protections,
     python_runtime_paths,
 )
-from peak_mcp.text_safety import clean
+from peak_mcp.core.text_safety import clean
+from peak_mcp.runner import problem_wire as wire
 
 PROBE = r'''
 import json, os, socket, signal
@@ -154,7 +154,7 @@ def test_clean_strips_terminal_control_and_bounds_length() -> None:
 COUNTED = r'''
 import sys
 sys.path.insert(0, {root!r})
-from peak_mcp import isolation, sandbox
+from peak_mcp.confine import isolation, sandbox
 isolation.join_cgroups = lambda *args, **kwargs: None  # a machine whose cgroups cannot be written (the lent GPU's)
 policy = sandbox.Policy(read=(*sandbox.SYSTEM_READ, *sandbox.python_runtime_paths()), isolate=True, max_processes=30)
 sys.argv = ["launcher", policy.to_json(), "1", "1", "--", sys.executable, "-I", "-c", {bomb!r}]

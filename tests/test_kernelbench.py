@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from peak_mcp.errors import InvalidInput
+from peak_mcp.core.errors import InvalidInput
 from peak_mcp.problems.kernelbench import (
     Expr,
     KernelBenchError,

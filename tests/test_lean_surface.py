@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from peak_mcp.phases import CompileInfo
-from peak_mcp.reports import compile_failure
-from peak_mcp.tools.arguments import closest
+from peak_mcp.api.tools.arguments import closest
+from peak_mcp.evaluation.phases import CompileInfo
+from peak_mcp.store.reports import compile_failure
 from tests.conftest import EXAMPLES, has_device, skip_reason
 
 pytestmark = pytest.mark.anyio
@@ -113,7 +113,7 @@ async def test_suggest_next_notices_a_coalesced_v0_and_a_transposed_a_tile(make_
 
 
 def test_an_uncoalesced_kernel_and_an_m_major_tile_are_not_taken_for_done() -> None:
-    from peak_mcp.suggest import source_features
+    from peak_mcp.catalog.suggest import source_features
 
     rows_on_x = ("int row = blockIdx.x * blockDim.x + threadIdx.x; int col = blockIdx.y * 16 + threadIdx.y;\n"
                  "C[row * N + col] = acc;")
@@ -176,8 +176,8 @@ async def test_hints_in_a_rows_session_name_rows_and_cols_not_matmul(make_client
 
 
 def test_launch_examples_follow_the_problem_symbols() -> None:
-    from peak_mcp.errors import AnnotationError
-    from peak_mcp.launch import parse_annotation
+    from peak_mcp.core.errors import AnnotationError
+    from peak_mcp.core.launch import parse_annotation
 
     for symbols, needs, expected, absent in (
             (("M", "N", "K"), ("entry", "grid", "block"), "grid=(cdiv(N, 16), cdiv(M, 16), 1)", "ROWS"),

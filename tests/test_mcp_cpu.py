@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from peak_mcp.app import build
+from peak_mcp.api.app import build
 from tests.conftest import EXAMPLES, ROOT
 
 pytestmark = pytest.mark.anyio

@@ -50,7 +50,7 @@ async def test_constants_printf_and_every_example_compile(make_client) -> None:
 def test_hostile_kernels_with_state_are_refused_by_the_module_check(entry) -> None:
     from peak_mcp.backends.base import CompileFailed
     from peak_mcp.backends.cuda import CudaExecutor
-    from peak_mcp.launch import parse_annotation
+    from peak_mcp.core.launch import parse_annotation
 
     source = (ROOT / "tests" / "hostile" / entry.file).read_text()
     with pytest.raises(CompileFailed, match="keeps state between launches"):

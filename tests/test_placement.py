@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from peak_mcp.config import Settings
-from peak_mcp.errors import InvalidInput
-from peak_mcp.launch import parse_annotation
+from peak_mcp.core.config import Settings
+from peak_mcp.core.errors import InvalidInput
+from peak_mcp.core.launch import parse_annotation
+from peak_mcp.loop.service import PeakService
 from peak_mcp.runner.messages import EvaluateJob
 from peak_mcp.runner.pool import DevicePool
-from peak_mcp.service import PeakService
 from tests.conftest import has_device
 
 TWO = [{"backend": "cuda", "index": 0, "name": "NVIDIA H100 80GB HBM3", "properties": {}},

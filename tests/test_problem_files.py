@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from peak_mcp.backends.registry import launch_spec
-from peak_mcp.devices import Device
-from peak_mcp.errors import NotFound, PeakError
+from peak_mcp.core.devices import Device
+from peak_mcp.core.errors import NotFound, PeakError
+from peak_mcp.loop.verdicts import impossible_speed
 from peak_mcp.problems import BUILTIN_CLASSES, DeclaredProblem, ProblemRegistry, get_problem
 from peak_mcp.problems.declared import problem_code_allowed
 from peak_mcp.problems.registry import BUILTIN_DIR, describe_in_subprocess
-from peak_mcp.verdicts import impossible_speed
 
 NEW = ("softmax", "rmsnorm", "row_sum")
 SIGNATURES = {
@@ -154,7 +154,7 @@ def test_sampled_sizes_are_awkward_and_above_the_session() -> None:
 
 
 def test_cpu_device_sizes_are_scaled_from_any_problem() -> None:
-    from peak_mcp.service import CPU_DEVICE_BYTES, CPU_DEVICE_FLOPS
+    from peak_mcp.loop.service import CPU_DEVICE_BYTES, CPU_DEVICE_FLOPS
 
     assert get_problem("matmul").scaled_sizes(CPU_DEVICE_FLOPS, CPU_DEVICE_BYTES) == {"M": 1024, "N": 1024, "K": 1024}
     assert get_problem("softmax").scaled_sizes(CPU_DEVICE_FLOPS, CPU_DEVICE_BYTES) == {"ROWS": 1024, "COLS": 2048}
@@ -232,7 +232,7 @@ def test_a_changed_file_is_read_again(tmp_path: Path) -> None:
 
 def test_the_describe_process_cannot_read_outside_its_folder(tmp_path: Path) -> None:
     """Confined like a compiler: the problem file's folder and the Python runtime, nothing of the home."""
-    from peak_mcp.sandbox import landlock_abi
+    from peak_mcp.confine.sandbox import landlock_abi
 
     if not landlock_abi().active:
         pytest.skip("no Landlock on this kernel")

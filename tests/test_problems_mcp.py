@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from peak_mcp.config import Settings
+from peak_mcp.core.config import Settings
 from tests.conftest import has_device
 from tests.hostile.harness import describe, judge, load_manifest, tagged
 
@@ -134,7 +134,7 @@ async def test_an_operator_problem_file_from_the_environment(tmp_path: Path, mon
     settings.inactivity_timeout_s = 10
     from mcp import Client
 
-    from peak_mcp.app import build
+    from peak_mcp.api.app import build
 
     server, service = build(settings)
     try:

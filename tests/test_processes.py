@@ -18,12 +18,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from peak_mcp.config import Settings
+from peak_mcp.core.config import Settings
+from peak_mcp.loop.service import PeakService
 from peak_mcp.runner.messages import EvaluateJob
 from peak_mcp.runner.pool import DevicePool, JobFailed
 from peak_mcp.runner.replies import Done, EvaluateResult, Failed, Ready, parse_reply
-from peak_mcp.service import PeakService
-from peak_mcp.store import Store
+from peak_mcp.store.database import Store
 from tests.conftest import ROOT, has_device
 
 PYTHONPATH = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
@@ -160,8 +160,8 @@ needs_vulkan = pytest.mark.skipif(not has_device("hlsl"), reason="no Vulkan devi
 ABANDONING_SERVER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from peak_mcp.config import Settings
-    from peak_mcp.service import PeakService
+    from peak_mcp.core.config import Settings
+    from peak_mcp.loop.service import PeakService
     service = PeakService(Settings(data_dir=Path(sys.argv[1])), probe=dict)
     number = service.store.add_version(sys.argv[2], parent=0, origin="submit", transformation=None,
                                        source="// mine", status="pending")
@@ -215,8 +215,8 @@ async def test_a_survivor_takes_over_the_pending_versions_of_a_killed_server(mak
 async def test_a_lease_that_lapsed_gives_its_pending_versions_up(make_client, settings, monkeypatch) -> None:
     """A server on another host cannot be checked by pid: its versions wait out its lease, then the heartbeat of a
     live server takes them over, read or not."""
-    from peak_mcp import service as service_module
-    from peak_mcp.lease import LEASE_S
+    from peak_mcp.loop import service as service_module
+    from peak_mcp.store.lease import LEASE_S
 
     monkeypatch.setattr(service_module, "HEARTBEAT_S", 0.1)
     async with make_client() as (client, service):

@@ -10,8 +10,9 @@ import pytest
 
 from peak_mcp.backends import hlsl
 from peak_mcp.backends.cuda import CudaExecutor
-from peak_mcp.launch import parse_annotation
-from peak_mcp.profiling import (
+from peak_mcp.backends.toolkit import find_tool
+from peak_mcp.core.launch import parse_annotation
+from peak_mcp.evaluation.profiling import (
     CudaLimits,
     cubin_resources,
     cuda_limits,
@@ -25,7 +26,6 @@ from peak_mcp.runner.messages import ProfileJob
 from peak_mcp.runner.pool import DevicePool
 from peak_mcp.runner.profile_job import profile
 from peak_mcp.runner.replies import ProfileResult
-from peak_mcp.runner.toolkit import find_tool
 from tests.conftest import EXAMPLES, has_device, skip_reason
 
 DATA = Path(__file__).parent / "data"
@@ -362,7 +362,7 @@ def test_profile_on_a_gpu_agrees_with_the_driver_and_reads_counters() -> None:
 def test_tool_messages_lose_the_scratch_paths() -> None:
     import tempfile
 
-    from peak_mcp.runner.isolated import safe_cwd
+    from peak_mcp.confine.isolated import safe_cwd
     from peak_mcp.runner.profile_job import _scrub
 
     workdir = tempfile.mkdtemp(prefix="peak-profile-", dir=safe_cwd())

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from peak_mcp.config import Settings
-from peak_mcp.launch import LaunchSpec
+from peak_mcp.core.config import Settings
+from peak_mcp.core.launch import LaunchSpec
+from peak_mcp.loop.service import PeakService
 from peak_mcp.runner.messages import EvaluateJob
 from peak_mcp.runner.replies import EvaluateResult
-from peak_mcp.service import PeakService
 from tests.test_fanout import H100, H200, SIZES, TUNED, _shim
 
 ray = pytest.importorskip("ray")
@@ -115,7 +115,7 @@ def test_the_cluster_probe_lists_one_device_per_gpu(local_ray) -> None:
 def test_serve_on_ray_wires_the_pool_and_the_probe_and_compiles_in_a_ray_task(local_ray, tmp_path: Path) -> None:
     """`build(ray=...)` as `peak-mcp serve --ray auto` does: the probe runs in a Ray task holding a GPU, and a
     compile-only CUDA session (no GPU here) compiles its naive kernel with the real worker inside a Ray task."""
-    from peak_mcp.app import build
+    from peak_mcp.api.app import build
     from tests.conftest import has_device, probe
 
     if not probe().get("cuda", {}).get("compiler", {}).get("available"):

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from peak_mcp.evaluation.kernel_reference import _one_ulp
 from peak_mcp.problems.declared import prelude
-from peak_mcp.problems.kernel_reference import _one_ulp
 from tests.conftest import has_device
 
 pytestmark = pytest.mark.anyio

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from peak_mcp.api.cli import export_version
 from peak_mcp.backends import amd_offline
 from peak_mcp.backends.base import CompileFailed
 from peak_mcp.backends.cuda import CudaExecutor
 from peak_mcp.backends.hip_portability import include_refusal_log
 from peak_mcp.backends.includes import check_source
-from peak_mcp.cli import export_version
-from peak_mcp.config import Settings
-from peak_mcp.errors import AnnotationError, InvalidInput
-from peak_mcp.launch import parse_annotation
+from peak_mcp.core.config import Settings
+from peak_mcp.core.errors import AnnotationError, InvalidInput
+from peak_mcp.core.launch import parse_annotation
 
 CUDA_TAIL = ("// peak: entry=k grid=(1, 1, 1) block=(1, 1, 1) shared=0\n"
              'extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {}\n')

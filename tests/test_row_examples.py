@@ -26,7 +26,7 @@ from peak_mcp.backends import cuda as cuda_backend
 from peak_mcp.backends import hip as hip_backend
 from peak_mcp.backends import hlsl as hlsl_backend
 from peak_mcp.backends.registry import launch_spec
-from peak_mcp.launch import with_params
+from peak_mcp.core.launch import with_params
 from peak_mcp.problems.declared import C_TYPE
 
 ROOT = Path(__file__).resolve().parent.parent

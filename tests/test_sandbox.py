@@ -15,8 +15,7 @@ import pytest
 from peak_mcp.backends import confined, cuda, hlsl
 from peak_mcp.backends.base import CompileFailed
 from peak_mcp.backends.registry import launch_spec
-from peak_mcp.problems.matmul import Matmul
-from peak_mcp.sandbox import (
+from peak_mcp.confine.sandbox import (
     SYSTEM_READ,
     Policy,
     confined_command,
@@ -25,6 +24,7 @@ from peak_mcp.sandbox import (
     tool_paths,
     worker_policy,
 )
+from peak_mcp.problems.matmul import Matmul
 
 LANDLOCK = landlock_abi().active
 needs_landlock = pytest.mark.skipif(not LANDLOCK, reason=f"no Landlock here: {landlock_abi().reason}")
@@ -164,7 +164,7 @@ def test_worker_policy_keeps_tools_on_path_runnable_and_home_closed(tmp_path: Pa
     workdir = tmp_path / "work"
     workdir.mkdir()
     env = {"PATH": f"{tool.parent}:/usr/bin:/bin"}
-    code = ("import os, subprocess, sys; from peak_mcp.sandbox import confine, worker_policy; "
+    code = ("import os, subprocess, sys; from peak_mcp.confine.sandbox import confine, worker_policy; "
             f"os.environ.update({env!r}); confine(worker_policy(os.getcwd())); "
             "print(subprocess.run(['hello'], capture_output=True, text=True).stdout.strip()); "
             f"print(open({str(secret)!r}).read())")

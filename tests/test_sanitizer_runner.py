@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from peak_mcp.launch import LaunchSpec
+from peak_mcp.core.launch import LaunchSpec
 from peak_mcp.runner import sanitizer
 from peak_mcp.runner.messages import LaunchTarget
 

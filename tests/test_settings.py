@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from peak_mcp.config import Settings
-from peak_mcp.errors import InvalidInput
+from peak_mcp.core.config import Settings
+from peak_mcp.core.errors import InvalidInput
 from peak_mcp.runner.messages import EvaluateJob
 from peak_mcp.runner.pool import DevicePool
 from peak_mcp.runner.replies import EvaluateResult
@@ -46,7 +46,7 @@ def test_the_compile_only_cuda_worker_gets_the_configured_arch(tmp_path: Path) -
     pool = DevicePool(env={}, options=settings.worker_options)
     source = ('// peak: entry=k grid=(1, 1, 1) block=(32, 1, 1)\n'
               'extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {}\n')
-    from peak_mcp.launch import parse_annotation
+    from peak_mcp.core.launch import parse_annotation
 
     spec = parse_annotation(source, needs=("entry", "grid", "block"), symbols=("M", "N", "K"))
     try:
@@ -62,7 +62,7 @@ def test_the_compile_only_cuda_worker_gets_the_configured_arch(tmp_path: Path) -
 def test_server_json_declares_every_setting() -> None:
     import json
 
-    from peak_mcp.config import _variable
+    from peak_mcp.core.config import _variable
 
     declared = {v["name"] for v in json.loads((Path(__file__).parent.parent / "server.json").read_text())
                 ["packages"][0]["environmentVariables"]}

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from peak_mcp.catalog import Catalog, builtin_transformations_dir
-from peak_mcp.suggest import lineage, source_features
+from peak_mcp.catalog.suggest import lineage, source_features
+from peak_mcp.catalog.transformations import Catalog, builtin_transformations_dir
 from tests.conftest import EXAMPLES, has_device, skip_reason
 
 pytestmark = pytest.mark.anyio
@@ -125,7 +125,7 @@ def test_source_features_of_the_shipped_examples() -> None:
 
 
 def test_lineage_follows_parents_not_version_order() -> None:
-    from peak_mcp.records import VersionRow
+    from peak_mcp.store.records import VersionRow
 
     versions = [VersionRow(session_id="s", number=n, parent=p, origin="submit", source="", status="compiled",
                            created_at=0.0) for n, p in ((0, None), (1, 0), (2, 0), (3, 2))]
@@ -196,8 +196,8 @@ def test_the_after_hint_names_only_texts_that_exist_for_the_session() -> None:
     """Without a device: the order hint of a text whose predecessors are CUDA-only says nothing for HLSL."""
     from types import SimpleNamespace
 
+    from peak_mcp.catalog.suggest import _score
     from peak_mcp.problems import get_problem
-    from peak_mcp.suggest import _score
 
     catalog = Catalog.load(builtin_transformations_dir())
     online = catalog.get("online-softmax")

@@ -1,15 +1,15 @@
-"""The tensor_map / cluster ABI (peak_mcp/tensor_maps.py): parsing, what the server encodes and refuses, and on a
-Hopper GPU a TMA kernel through an in-process MCP client (the GPU tests skip elsewhere)."""
+"""The tensor_map / cluster ABI (peak_mcp/backends/tensor_maps.py): parsing, what the server encodes and refuses,
+and on a Hopper GPU a TMA kernel through an in-process MCP client (the GPU tests skip elsewhere)."""
 
 from __future__ import annotations
 
 import pytest
 
 from peak_mcp.backends.cuda import CudaExecutor
-from peak_mcp.errors import AnnotationError
-from peak_mcp.launch import parse_annotation, with_params
+from peak_mcp.backends.tensor_maps import launch_geometry, requests, unencodable_note
+from peak_mcp.core.errors import AnnotationError
+from peak_mcp.core.launch import parse_annotation, with_params
 from peak_mcp.problems import get_problem
-from peak_mcp.tensor_maps import launch_geometry, requests, unencodable_note
 from tests.conftest import ROOT, has_device, probe, skip_reason
 
 TMA_TILED = (ROOT / "tests" / "data" / "tma" / "tma_tiled.cu").read_text()
@@ -145,7 +145,7 @@ async def test_a_kernel_that_uses_a_zero_map_is_told_why(make_client) -> None:
 def test_a_launch_fault_names_a_zero_map_and_refused_input_passes_unchanged() -> None:
     from peak_mcp.backends.base import KernelFault
     from peak_mcp.backends.cuda import _launch_error
-    from peak_mcp.errors import InvalidInput
+    from peak_mcp.core.errors import InvalidInput
 
     geometry = launch_geometry(_spec("// peak: tensor_map A box=(128, 64)\n"), get_problem("matmul"), "bf16",
                                {"M": 256, "N": 256, "K": 77})

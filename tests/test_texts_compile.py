@@ -1,7 +1,8 @@
 """Every code example in the catalog compiles for every backend its text claims (CUDA with NVRTC, HLSL with the
 HLSL compiler on PATH), so an LLM is never taught code that does not build.
 
-Convention (peak_mcp.catalog.code_examples): a fence is tagged with its language, ```cuda, ```hlsl or ```text.
+Convention (peak_mcp.catalog.transformations.code_examples): a fence is tagged with its language, ```cuda, ```hlsl
+or ```text.
 ```cuda kernel / ```hlsl kernel is a whole kernel file with its `peak:` line, compiled as is. An untagged-role
 cuda/hlsl block is a fragment: it compiles inside the harness below, which declares the names it uses (placed at
 file scope for helpers, in the kernel body for statements). ```text is pseudo-code, skipped with the reason
@@ -27,7 +28,7 @@ import pytest
 from peak_mcp.backends import hlsl as hlsl_backend
 from peak_mcp.backends.base import CompileFailed
 from peak_mcp.backends.registry import BACKENDS, launch_spec
-from peak_mcp.catalog import (
+from peak_mcp.catalog.transformations import (
     FENCE_BACKENDS,
     TUNING_HEADING,
     TUNING_PLATFORMS,
@@ -540,7 +541,7 @@ def test_row_and_matmul_briefs_give_each_backend_its_own_steps() -> None:
 
 
 def test_labelled_items_render_for_their_backends_only() -> None:
-    from peak_mcp.catalog import drop_other_backends
+    from peak_mcp.catalog.transformations import drop_other_backends
 
     body = """## What to do
 

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from mcp import Client
 
+from peak_mcp.api.server import create_server
 from peak_mcp.backends import cpu_baseline
-from peak_mcp.catalog import Catalog, builtin_transformations_dir
-from peak_mcp.config import Settings
+from peak_mcp.catalog.transformations import Catalog, builtin_transformations_dir
+from peak_mcp.core.config import Settings
+from peak_mcp.loop.service import PeakService
 from peak_mcp.runner.pool import DevicePool
-from peak_mcp.server import create_server
-from peak_mcp.service import PeakService
 from tests.conftest import has_device, probe, stand_in_python, step_of
 from tests.test_fanout import TUNED
 

@@ -11,7 +11,7 @@ import pytest
 from peak_mcp.backends.base import CompileFailed
 from peak_mcp.backends.hip_portability import hip_spelling
 from peak_mcp.backends.registry import launch_spec, open_executor
-from peak_mcp.launch import with_params
+from peak_mcp.core.launch import with_params
 from peak_mcp.problems.matmul import Matmul
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,9 +52,9 @@ def test_every_ladder_kernel_exists_and_its_hip_twin_compiles_for_nvidia_unless_
 def test_the_landscape_is_every_configuration_the_store_kept(tmp_path) -> None:
     from tune_ladder import landscape
 
-    from peak_mcp.config import Settings
-    from peak_mcp.store import Store
-    from peak_mcp.tuning import ConfigResult, TuneReport
+    from peak_mcp.core.config import Settings
+    from peak_mcp.loop.tuning import ConfigResult, TuneReport
+    from peak_mcp.store.database import Store
 
     kernel = "examples/matmul/cuda/tuned/regblock.cu"
     ok = ConfigResult(params={"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}, status="ok", median_ms=5.1)
@@ -91,7 +91,7 @@ def test_the_f32_ladder_can_start_at_a_step() -> None:
 def test_the_hopper_steps_follow_a_16_bit_ladder_and_their_kernels_and_texts_exist() -> None:
     from tune_ladder import HOPPER, steps
 
-    from peak_mcp.catalog import Catalog, builtin_transformations_dir
+    from peak_mcp.catalog.transformations import Catalog, builtin_transformations_dir
 
     names = ["hopper-tma-pipeline", "hopper-warp-specialization", "hopper-persistent-gemm", "hopper-tma-multicast"]
     assert [s[0] for s in steps("bf16", "hopper-tma-pipeline", hopper=True)] == names
@@ -120,7 +120,7 @@ def test_the_table_shows_the_tuned_share_beside_the_default_one() -> None:
 def test_the_hlsl_ladder_applies_hlsl_texts_with_hlsl_kernels() -> None:
     from tune_ladder import steps
 
-    from peak_mcp.catalog import Catalog, builtin_transformations_dir
+    from peak_mcp.catalog.transformations import Catalog, builtin_transformations_dir
 
     catalog = Catalog.load(builtin_transformations_dir())
     ladder = steps("hlsl-f32", "register-blocking-2d")

@@ -17,12 +17,9 @@ from hypothesis import strategies as st
 from peak_mcp.backends import hlsl
 from peak_mcp.backends.base import CompileFailed
 from peak_mcp.backends.includes import check_source
-from peak_mcp.errors import AnnotationError, InvalidInput
-from peak_mcp.launch import MAX_SPACE, LaunchSpec, parse_annotation, with_params
-from peak_mcp.problems.matmul import Matmul
-from peak_mcp.runner.replies import TuneResult
-from peak_mcp.runner.tune_job import tune
-from peak_mcp.tuning import (
+from peak_mcp.core.errors import AnnotationError, InvalidInput
+from peak_mcp.core.launch import MAX_SPACE, LaunchSpec, parse_annotation, with_params
+from peak_mcp.loop.tuning import (
     Config,
     ConfigResult,
     Exhaustive,
@@ -34,6 +31,9 @@ from peak_mcp.tuning import (
     make_strategy,
     run_tuning,
 )
+from peak_mcp.problems.matmul import Matmul
+from peak_mcp.runner.replies import TuneResult
+from peak_mcp.runner.tune_job import tune
 
 ROOT = Path(__file__).resolve().parent.parent
 SYMBOLS = Matmul.symbols
@@ -535,7 +535,7 @@ def test_space_enumeration_stays_fast_at_the_size_limit() -> None:
 
 
 def test_batches_follow_the_cores_this_process_may_use_and_leave_a_model_room_to_learn(monkeypatch) -> None:
-    from peak_mcp import tuning
+    from peak_mcp.loop import tuning
 
     monkeypatch.setattr(tuning.os, "sched_getaffinity", lambda _pid: set(range(16)))
     assert [tuning.batch_size(n) for n in (1, 64, 96, 128, 4096)] == [8, 8, 12, 16, 16]
@@ -558,7 +558,7 @@ def test_a_where_line_may_be_written_without_its_equals_sign() -> None:
 def test_a_tuned_configuration_takes_the_version_unless_its_full_timing_is_clearly_slower() -> None:
     from types import SimpleNamespace
 
-    from peak_mcp.tuning import beats
+    from peak_mcp.loop.tuning import beats
 
     def timed(median: float, half: float = 0.01) -> SimpleNamespace:
         return SimpleNamespace(median_ms=median, p25_ms=median - half, p75_ms=median + half)

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from peak_mcp.errors import AnnotationError, InvalidInput
-from peak_mcp.generality import check_constraints, sample_sizes, satisfies
-from peak_mcp.launch import evaluate_condition
+from peak_mcp.core.errors import AnnotationError, InvalidInput
+from peak_mcp.core.launch import evaluate_condition
+from peak_mcp.evaluation.generality import check_constraints, sample_sizes, satisfies
+from peak_mcp.evaluation.workspace import GUARD_PATTERN
 from peak_mcp.problems.matmul import Matmul
-from peak_mcp.store import MIGRATIONS, Store
-from peak_mcp.workspace import GUARD_PATTERN
+from peak_mcp.store.database import MIGRATIONS, Store
 
 MATMUL = Matmul()
 
@@ -184,7 +184,7 @@ def test_tensor_core_bounds_widen_with_k_and_f32_does_not() -> None:
 def test_matmul_generality_reaches_a_16_byte_aligned_size_that_is_no_tile_multiple() -> None:
     """A fast path guarded by row alignment (TMA, vector loads) must be checked at partial tiles too, not only
     through its fallback at odd sizes."""
-    from peak_mcp.generality import sample_sizes
+    from peak_mcp.evaluation.generality import sample_sizes
     from peak_mcp.problems import get_problem
 
     sampled = sample_sizes(get_problem("matmul"), {"M": 4096, "N": 4096, "K": 4096}, [])
@@ -195,7 +195,7 @@ def test_matmul_generality_reaches_a_16_byte_aligned_size_that_is_no_tile_multip
 def test_a_wrong_result_says_where_the_wrong_elements_lie() -> None:
     """Issue 23: a conv2d kernel that clamped its padding and an attention kernel that ignored the causal mask got
     only a count and the first three elements; the verdict now names the border, or the indices that hold them."""
-    from peak_mcp.checks import wrong_pattern
+    from peak_mcp.evaluation.checks import wrong_pattern
 
     conv = np.zeros((2, 9, 9, 8), bool)  # N, P, Q, K: the outputs whose taps reach the padding
     conv[:, [0, 8]] = conv[:, :, [0, 8]] = True

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from peak_mcp.evaluation.workspace import FRONT_GUARD_BYTES, Workspace
 from peak_mcp.runner import vulkan_sanitizer
-from peak_mcp.workspace import FRONT_GUARD_BYTES, Workspace
 from tests.conftest import EXAMPLES, has_device, skip_reason
 from tests.hostile.harness import HOSTILE
 
@@ -220,7 +220,7 @@ def test_the_host_spot_check_reads_only_what_the_kernel_saw() -> None:
     import numpy as np
 
     from peak_mcp.backends.hlsl import open_executor
-    from peak_mcp.evaluation import InputSet, _host_spot_check
+    from peak_mcp.evaluation.steps import InputSet, _host_spot_check
     from peak_mcp.problems.matmul import Matmul
 
     problem, sizes = Matmul(), {"M": 40, "N": 24, "K": 16}

@@ -11,11 +11,12 @@ import pytest
 from mcp import Client
 from stand_in_worker import FINDING  # tests/ is on sys.path (no __init__.py: pytest's rootdir import)
 
-from peak_mcp.catalog import Catalog, builtin_transformations_dir
-from peak_mcp.config import Settings
-from peak_mcp.launch import LaunchSpec
-from peak_mcp.phases import Baseline, CompileInfo, Generality, Timing, Verdict
-from peak_mcp.records import Outcome, Status, VersionRow
+from peak_mcp.api.server import create_server
+from peak_mcp.catalog.transformations import Catalog, builtin_transformations_dir
+from peak_mcp.core.config import Settings
+from peak_mcp.core.launch import LaunchSpec
+from peak_mcp.evaluation.phases import Baseline, CompileInfo, Generality, Timing, Verdict
+from peak_mcp.loop.service import PeakService
 from peak_mcp.runner.messages import EvaluateJob
 from peak_mcp.runner.pool import DevicePool, JobFailed
 from peak_mcp.runner.replies import (
@@ -28,8 +29,7 @@ from peak_mcp.runner.replies import (
     Ready,
     parse_reply,
 )
-from peak_mcp.server import create_server
-from peak_mcp.service import PeakService
+from peak_mcp.store.records import Outcome, Status, VersionRow
 from tests.conftest import stand_in_python
 
 DEVICE = '{"backend": "cuda", "index": -1, "name": "x", "properties": {}}'

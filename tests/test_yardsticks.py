@@ -1,5 +1,5 @@
-"""Yardsticks (peak_mcp/yardsticks.py): the roofline everywhere, torch timing on the CPU where torch is installed,
-the never-raise contract everywhere, and copy bandwidth and torch on cupy arrays on a CUDA GPU."""
+"""Yardsticks (peak_mcp/evaluation/yardsticks.py): the roofline everywhere, torch timing on the CPU where torch is
+installed, the never-raise contract everywhere, and copy bandwidth and torch on cupy arrays on a CUDA GPU."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from peak_mcp.yardsticks import Roofline, YardstickTiming, copy_bandwidth, roofline_ms, time_torch
+from peak_mcp.evaluation.yardsticks import Roofline, YardstickTiming, copy_bandwidth, roofline_ms, time_torch
 
 
 def test_roofline_memory_bound() -> None:

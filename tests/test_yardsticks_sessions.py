@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from peak_mcp.devices import Device
-from peak_mcp.phases import Baseline, Timing
-from peak_mcp.records import VersionRow
-from peak_mcp.reports import markdown_table, performance, roofline_ms
+from peak_mcp.core.devices import Device
+from peak_mcp.evaluation.phases import Baseline, Timing
+from peak_mcp.store.records import VersionRow
+from peak_mcp.store.reports import markdown_table, performance, roofline_ms
 from tests.conftest import has_device
 
 pytestmark = pytest.mark.anyio

@@ -22,7 +22,7 @@ import anyio
 import mcp.types as types
 from mcp import Client, StdioServerParameters
 
-from peak_mcp.demo import example_kernels
+from peak_mcp.api.demo import example_kernels
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -53,7 +53,7 @@ CLEAN_BYTES = 128 << 20
 COPY_BYTES = 1 << 30
 EPS = 1e-6  # rmsnorm
 
-# --- the `// peak:` annotation (a small reader of its own: peak_mcp.launch needs pydantic) ------------------------
+# --- the `// peak:` annotation (a small reader of its own: peak_mcp.core.launch needs pydantic) -----------------------
 
 _LINE = re.compile(r"^\s*//\s*peak\s*:(.*)$", re.MULTILINE)
 _FUNCS = {"cdiv": lambda a, b: -(-a // b), "min": min, "max": max}

@@ -13,7 +13,7 @@ not_general (at a sampled size, where the same element weighs more).
 With --against-kernel the same runs use each problem's data alone (a copy of its file without reference, error
 scale or naive kernels, named <problem>_k, REDUCTION = "COLS"): sessions start from start_session(reference_kernel=
 the naive kernel), and every kernel is checked against that kernel's output instead of float64 arithmetic
-(peak_mcp/problems/kernel_reference.py).
+(peak_mcp/evaluation/kernel_reference.py).
 
 Runs `python -m peak_mcp serve` over stdio (the server a client sees); on a machine without a GPU, --backend hlsl
 on lavapipe. Example:

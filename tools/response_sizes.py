@@ -21,8 +21,8 @@ from typing import Any
 
 from mcp.client import Client
 
-from peak_mcp.app import build
-from peak_mcp.config import Settings
+from peak_mcp.api.app import build
+from peak_mcp.core.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = {"M": 128, "N": 128, "K": 128}

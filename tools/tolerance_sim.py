@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from peak_mcp.dtypes import from_float, to_float64
+from peak_mcp.core.dtypes import from_float, to_float64
 from peak_mcp.problems import get_problem
 from peak_mcp.problems.declared import problem_code_allowed
 

@@ -35,9 +35,9 @@ from mcp import Client, StdioServerParameters
 
 from peak_mcp.backends.hip_portability import hip_spelling
 from peak_mcp.backends.registry import launch_spec
-from peak_mcp.config import Settings
+from peak_mcp.core.config import Settings
 from peak_mcp.problems.matmul import Matmul
-from peak_mcp.store import Store
+from peak_mcp.store.database import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 CUDA = ROOT / "examples" / "matmul" / "cuda"

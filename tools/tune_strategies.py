@@ -26,8 +26,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from peak_mcp.launch import LaunchSpec, parse_annotation  # noqa: E402
-from peak_mcp.tuning import Config, ConfigResult, OptunaSearch, Space, make_strategy, run_tuning  # noqa: E402
+from peak_mcp.core.launch import LaunchSpec, parse_annotation  # noqa: E402
+from peak_mcp.loop.tuning import Config, ConfigResult, OptunaSearch, Space, make_strategy, run_tuning  # noqa: E402
 
 RECORDED = ROOT / "tools" / "data" / "lavapipe_matmul_landscape.json"
 WITHIN = 1.02

@@ -25,7 +25,7 @@ from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executo
 from peak_mcp.backends.confined import run_compiler
 from peak_mcp.backends.hip_portability import SOURCE_NAME, include_refusal_log
 from peak_mcp.backends.includes import sanitize_log, short_paths
-from peak_mcp.launch import LaunchSpec
+from peak_mcp.core.launch import LaunchSpec
 
 COMPILE_TIMEOUT_S = 120.0
 MAX_LDS_BYTES = 65536  # per workgroup on CDNA

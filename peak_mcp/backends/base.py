@@ -1,4 +1,4 @@
-"""What a backend gives the generic validation and timing code in `peak_mcp.evaluation`."""
+"""What a backend gives the generic validation and timing code in `peak_mcp.evaluation.steps`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from peak_mcp.launch import LaunchSpec
+from peak_mcp.core.launch import LaunchSpec
 
 Regions = list[tuple[Any, int]]  # (pointer() result, byte count)
 
@@ -42,7 +42,7 @@ def vendor_matmul_result(library: str, c: Any, a: Any, b: Any, dtype: str, sizes
                          summary: dict[str, Any], xp: Any = np) -> dict[str, Any]:
     """A vendor matmul baseline's answer: its timing `summary`, once three rows of its product `c` (f32, M×N) agree
     with float64 from the inputs `a`, `b` (storage dtype; numpy, or cupy on the device); else unavailable."""
-    from peak_mcp.dtypes import to_float64
+    from peak_mcp.core.dtypes import to_float64
 
     m, n, k = sizes["M"], sizes["N"], sizes["K"]
     rows = xp.asarray([0, m // 2, m - 1])

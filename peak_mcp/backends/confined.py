@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from peak_mcp.backends.base import CompileFailed
-from peak_mcp.sandbox import SYSTEM_READ, Policy, confined_command, python_runtime_paths, tool_paths
+from peak_mcp.confine.sandbox import SYSTEM_READ, Policy, confined_command, python_runtime_paths, tool_paths
 
 GIB = 1 << 30
 

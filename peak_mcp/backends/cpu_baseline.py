@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from peak_mcp.dtypes import to_float64
-from peak_mcp.timing import Chunk, measure
+from peak_mcp.core.dtypes import to_float64
+from peak_mcp.core.timing import Chunk, measure
 
 FLUSH_BYTES = 16 << 20  # what the Vulkan executor overwrites before each launch on a CPU device (vulkan_runtime)
 FIRST_CALLS = 5  # untimed: BLAS threads started, pages touched

@@ -9,7 +9,7 @@ import cupy as cp
 import numpy as np
 
 from peak_mcp.backends.base import vendor_matmul_result
-from peak_mcp.timing import Chunk, measure
+from peak_mcp.core.timing import Chunk, measure
 
 
 def time_cublas_matmul(dtype: str, sizes: dict[str, int], inputs: dict[str, Any], budget_s: float,

@@ -21,9 +21,9 @@ from peak_mcp.backends.cubin import kernel_names, persistent_state
 from peak_mcp.backends.cuda_extended import ExtendedLaunch
 from peak_mcp.backends.includes import check_source, refusal_log, sanitize_log, short_paths
 from peak_mcp.backends.nvrtc_child import NvrtcChildren
-from peak_mcp.errors import InvalidInput
-from peak_mcp.launch import LaunchSpec
-from peak_mcp.tensor_maps import unencodable_note
+from peak_mcp.backends.tensor_maps import unencodable_note
+from peak_mcp.core.errors import InvalidInput
+from peak_mcp.core.launch import LaunchSpec
 
 # Headers the project ships for kernels to include (`#include <peak/hopper.cuh>`): tested device code for what an
 # agent gets wrong by hand (descriptor bit fields, barrier protocols). Searched first; it holds only peak/.
@@ -391,8 +391,8 @@ def probe(**_options: Any) -> dict[str, Any]:
     except Exception as exc:
         report["missing"].append({"what": "NVRTC", "why": f"{type(exc).__name__}: {exc}",
                                   "fix": "pip install 'nvidia-cuda-nvrtc>=13,<14' 'nvidia-cuda-crt>=13,<14'"})
+    from peak_mcp.backends.toolkit import find_tool
     from peak_mcp.runner import sanitizer
-    from peak_mcp.runner.toolkit import find_tool
 
     found = find_tool("compute-sanitizer")
     report["tools"] = {"compute-sanitizer": found}

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from peak_mcp.tensor_maps import MAP_BYTES, TensorMapRequest
+from peak_mcp.backends.tensor_maps import MAP_BYTES, TensorMapRequest
 
 _MAP_TYPES = {"f32": "CU_TENSOR_MAP_DATA_TYPE_FLOAT32", "f16": "CU_TENSOR_MAP_DATA_TYPE_FLOAT16",
               "bf16": "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16"}

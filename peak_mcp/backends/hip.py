@@ -29,8 +29,8 @@ from peak_mcp.backends.hip_portability import (
     amd_only_log,
     include_refusal_log,
 )
-from peak_mcp.devices import cuda_family
-from peak_mcp.launch import LaunchSpec
+from peak_mcp.core.devices import cuda_family
+from peak_mcp.core.launch import LaunchSpec
 
 DEVICE_HEADER = str(Path(HIP_INCLUDE_DIR) / "hip" / "hip_runtime.h")
 DEFAULT_AMD_ARCH = "gfx90a"

@@ -20,8 +20,8 @@ from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executo
 from peak_mcp.backends.cuda import CudaExecutor
 from peak_mcp.backends.hip_portability import SOURCE_NAME, include_refusal_log
 from peak_mcp.backends.includes import sanitize_log
-from peak_mcp.errors import InvalidInput
-from peak_mcp.launch import LaunchSpec
+from peak_mcp.core.errors import InvalidInput
+from peak_mcp.core.launch import LaunchSpec
 
 INSTALL = "pip install hip-python (the release matching your ROCm, e.g. 'hip-python~=6.2.0')"
 _STICKY = ("IllegalAddress", "LaunchFailure", "Assert", "LaunchTimeOut", "ECCNotCorrectable", "ContextIsDestroyed",

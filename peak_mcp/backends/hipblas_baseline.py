@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.backends.base import vendor_matmul_result
-from peak_mcp.timing import Chunk, measure
+from peak_mcp.core.timing import Chunk, measure
 
 
 def time_hipblas_matmul(executor: Any, dtype: str, sizes: dict[str, int], inputs: dict[str, np.ndarray],

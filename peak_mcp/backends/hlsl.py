@@ -25,8 +25,8 @@ from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executo
 from peak_mcp.backends.hlsl_compiler import SOURCE_NAME, Compiler, compile_to_spirv, find_compiler
 from peak_mcp.backends.includes import check_source, refusal_log
 from peak_mcp.backends.spirv import CAPABILITY_FEATURES, SpirvInfo, reflect
-from peak_mcp.errors import InvalidInput
-from peak_mcp.launch import LaunchSpec
+from peak_mcp.core.errors import InvalidInput
+from peak_mcp.core.launch import LaunchSpec
 
 _CACHE_SIZE = 64  # compiled modules and pipelines kept per executor
 
@@ -317,7 +317,7 @@ class HlslExecutor(Executor):
 def _profile_l2_bytes(device_name: str) -> int | None:
     """L2 size from the device profiles (Vulkan does not report it); None when no profile matches."""
     try:
-        from peak_mcp.devices import load_profiles, match_profile
+        from peak_mcp.core.devices import load_profiles, match_profile
 
         profile = match_profile(device_name, load_profiles())
         return int(profile.l2_mb * (1 << 20)) if profile and profile.l2_mb else None

@@ -95,7 +95,7 @@ def clean_log(text: str, workdir: str, source: str, compiler: Compiler) -> str:
     text = _HOST_PATH.sub(lambda m: m.group(0) if m.group(0) in source else REDACTED, text)
     if compiler.name != "glslangValidator":
         return text
-    from peak_mcp.launch import own_source  # its positions follow `#line 1`: quote the kernel's own lines
+    from peak_mcp.core.launch import own_source  # its positions follow `#line 1`: quote the kernel's own lines
 
     return quote_source_lines(text, own_source(source))
 

@@ -22,8 +22,8 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from peak_mcp.launch import own_source
-from peak_mcp.text import HIDDEN_CATEGORIES
+from peak_mcp.core.launch import own_source
+from peak_mcp.core.text import HIDDEN_CATEGORIES
 
 # A directive starts a line with `#`, its digraph `%:` or the trigraph `??=` (NVRTC has no trigraphs in C++17;
 # refusing them costs nothing).

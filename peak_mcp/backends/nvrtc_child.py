@@ -30,7 +30,7 @@ from typing import Any
 
 from peak_mcp.backends import confined
 from peak_mcp.backends.base import CompileFailed
-from peak_mcp.sandbox import confine, python_runtime_paths
+from peak_mcp.confine.sandbox import confine, python_runtime_paths
 
 
 class _Child:
@@ -39,7 +39,7 @@ class _Child:
         self.scratch = tempfile.mkdtemp(prefix="peak-nvrtc-")
         policy = bounds.policy([*include_dirs, *python_runtime_paths()], [self.scratch])
         policy = dataclasses.replace(policy, cpu_seconds=None)  # per compile, set by the child itself
-        from peak_mcp.runner.isolated import python_command
+        from peak_mcp.confine.isolated import python_command
 
         self.process = subprocess.Popen(
             python_command(sys.executable, "peak_mcp.backends.nvrtc_child", policy.to_json(),
@@ -121,7 +121,7 @@ class NvrtcChildren:
 
 def main() -> int:
     """The child: confine, then compile each request until stdin closes."""
-    from peak_mcp.sandbox import Policy
+    from peak_mcp.confine.sandbox import Policy
 
     policy_json, cpu_seconds, sandbox = sys.argv[1:4]
     confine(Policy.from_json(policy_json), landlock=sandbox == "1")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from peak_mcp.backends.base import Executor
-from peak_mcp.launch import LaunchSpec, parse_annotation
+from peak_mcp.core.launch import LaunchSpec, parse_annotation
 
 
 @dataclass(frozen=True)

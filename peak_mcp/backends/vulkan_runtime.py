@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.backends.base import KernelFault
-from peak_mcp.errors import busy_note
+from peak_mcp.core.errors import busy_note
 
 # VkPhysicalDeviceType -> our word, and the preference order used to number devices (discrete GPUs first).
 DEVICE_TYPES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}

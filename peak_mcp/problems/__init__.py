@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 
-from peak_mcp.errors import PeakError
+from peak_mcp.core.errors import PeakError
 from peak_mcp.problems.base import BufferArg, Problem, ScalarArg, Tolerance
 from peak_mcp.problems.declared import DeclaredProblem, ProblemDeclaration
 from peak_mcp.problems.matmul import Matmul

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from peak_mcp.errors import InvalidInput
+from peak_mcp.core.errors import InvalidInput
 
 Sizes = Mapping[str, int]
 ABOVE_WORK = 2.0**26  # the most one size above the session's may cost (flops or bytes): ~0.1 s on lavapipe
@@ -112,7 +112,7 @@ class Problem(ABC):
     backends: tuple[str, ...] = ("cuda", "hip", "hlsl")
     max_elements: int = 1 << 31  # per buffer; protects the device and the host reference
     # The vendor library a backend times as this problem's yardstick (see Executor.baseline): "gemm" for matmul;
-    # None where there is none (peak_mcp.yardsticks adds the roofline and torch ones for every problem).
+    # None where there is none (peak_mcp.evaluation.yardsticks adds the roofline and torch ones for every problem).
     yardstick: str | None = None
     source: str = "built-in"  # where the problem comes from: built-in, or a problem file's path
     # True: the reference is float64 arithmetic the host can redo for a few elements (reference_at), so the device's

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from peak_mcp.errors import PeakError
-from peak_mcp.text_safety import clean
+from peak_mcp.core.errors import PeakError
+from peak_mcp.core.text_safety import clean
 
 if TYPE_CHECKING:
     from peak_mcp.problems.declared import ProblemDeclaration

@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from peak_mcp.dtypes import from_float, itemsize, to_float64, uniform
-from peak_mcp.errors import AnnotationError, InvalidInput, PeakError
-from peak_mcp.launch import _FUNCS, SM_COUNT, evaluate, evaluate_condition
+from peak_mcp.core.dtypes import from_float, itemsize, to_float64, uniform
+from peak_mcp.core.errors import AnnotationError, InvalidInput, PeakError
+from peak_mcp.core.launch import _FUNCS, SM_COUNT, evaluate, evaluate_condition
 from peak_mcp.problems.base import BufferArg, Problem, Reference, ScalarArg, Sizes, Tolerance
 from peak_mcp.problems.code import LocalCode, ProblemCode, fix_hint
 
@@ -202,7 +202,7 @@ class ProblemDeclaration(BaseModel):
     def _plain_text(cls, value: Any) -> Any:
         """TITLE and the docstring are the file's own text, shown to clients: escape sequences and control
         characters go (newline and tab stay; a TITLE must still be one line), and a text over its limit fails it."""
-        from peak_mcp.text_safety import clean
+        from peak_mcp.core.text_safety import clean
 
         return clean(value, 2000) if isinstance(value, str) else value
 

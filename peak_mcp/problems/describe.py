@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from peak_mcp.errors import PeakError
+from peak_mcp.core.errors import PeakError
 
 NAIVE_SUFFIXES = (".cu", ".hip", ".hlsl", ".txt")
 KEYS = ("NAME", "TITLE", "SIZES", "DTYPES", "INPUTS", "OUTPUTS", "SCALARS", "FLOPS", "BYTES", "CONSTRAINTS",

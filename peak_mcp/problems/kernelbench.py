@@ -80,7 +80,7 @@ from typing import Any
 
 import numpy as np
 
-from peak_mcp.errors import InvalidInput
+from peak_mcp.core.errors import InvalidInput
 
 PROBE_ROUNDS = 5  # rounds of spread values (distinct primes), which trace every dimension to its variable
 CONSECUTIVE_ROUNDS = 8  # rounds of consecutive values, which pin down floor divisions (every residue mod k <= 8)

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from peak_mcp.dtypes import C_TYPES, from_float, itemsize, to_float64, uniform
-from peak_mcp.errors import InvalidInput
+from peak_mcp.core.dtypes import C_TYPES, from_float, itemsize, to_float64, uniform
+from peak_mcp.core.errors import InvalidInput
 from peak_mcp.problems.base import BufferArg, Problem, Reference, ScalarArg, Sizes, Tolerance
 
 _CUDA_HEADERS = {"f32": "", "f16": "#include <cuda_fp16.h>\n", "bf16": "#include <cuda_bf16.h>\n"}

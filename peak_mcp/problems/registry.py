@@ -32,13 +32,13 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ValidationError, field_validator
 
-from peak_mcp.child_env import child_environment
-from peak_mcp.errors import NotFound
+from peak_mcp.confine.child_env import child_environment
+from peak_mcp.confine.isolated import python_command
+from peak_mcp.confine.sandbox import SYSTEM_READ, Policy, confined_command, python_runtime_paths, tool_paths
+from peak_mcp.core.errors import NotFound
+from peak_mcp.core.text_safety import clean
 from peak_mcp.problems.base import Problem
 from peak_mcp.problems.declared import DeclaredProblem, ProblemDeclaration
-from peak_mcp.runner.isolated import python_command
-from peak_mcp.sandbox import SYSTEM_READ, Policy, confined_command, python_runtime_paths, tool_paths
-from peak_mcp.text_safety import clean
 
 log = structlog.get_logger("peak_mcp.problems")
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"

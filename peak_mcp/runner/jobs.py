@@ -8,13 +8,13 @@ from typing import Any
 
 from peak_mcp.backends import confined
 from peak_mcp.backends.base import Compiled, CompileFailed, Executor
-from peak_mcp.errors import PeakError
-from peak_mcp.evaluation import benchmark, validate
-from peak_mcp.launch import LaunchSpec, with_params
-from peak_mcp.phases import Baseline, CompileInfo, Generality, SizeFailure
+from peak_mcp.core.errors import PeakError
+from peak_mcp.core.launch import LaunchSpec, with_params
+from peak_mcp.evaluation.kernel_reference import KernelReferenced, ReferenceKernelFailed
+from peak_mcp.evaluation.phases import Baseline, CompileInfo, Generality, SizeFailure
+from peak_mcp.evaluation.steps import benchmark, validate
 from peak_mcp.problems import worker_problem
 from peak_mcp.problems.base import PROBLEM_CODE, BufferArg, Problem
-from peak_mcp.problems.kernel_reference import KernelReferenced, ReferenceKernelFailed
 from peak_mcp.runner import problem_link
 from peak_mcp.runner.heartbeat import heartbeat
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, LaunchTarget, TuneJob
@@ -135,7 +135,7 @@ def common_yardsticks(executor: Executor, problem: Problem, dtype: str, sizes: d
     or without torch, `torch_note` says once why those are absent."""
     if executor.backend != "cuda" or executor.facts.index < 0:
         return {"torch_note": f"torch yardsticks are timed on CUDA devices only (this session: {executor.backend})"}
-    from peak_mcp import yardsticks
+    from peak_mcp.evaluation import yardsticks
 
     out: dict[str, Any] = {}
     progress("yardsticks: copy bandwidth")
@@ -168,7 +168,7 @@ def torch_timings(call: Callable[..., Any], shaped: list[Any], dtype: str, budge
     """torch eager and torch.compile of `call` on `shaped`, each within TORCH_BUDGET_S: their medians, the
     compilation's seconds, or a note on why one is missing. In a worker for shipped problems, in a problem host for
     the others."""
-    from peak_mcp import yardsticks
+    from peak_mcp.evaluation import yardsticks
 
     out: dict[str, Any] = {}
     budget = min(budget_s, TORCH_BUDGET_S)

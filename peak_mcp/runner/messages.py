@@ -10,9 +10,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from peak_mcp.launch import LaunchSpec
+from peak_mcp.core.launch import LaunchSpec
+from peak_mcp.evaluation.kernel_reference import ReferenceKernel
 from peak_mcp.problems.declared import ProblemDeclaration
-from peak_mcp.problems.kernel_reference import ReferenceKernel
 
 Sizes = dict[str, int]
 

@@ -27,11 +27,12 @@ from typing import Any
 
 import structlog
 
-from peak_mcp.child_env import child_environment
-from peak_mcp.errors import PeakError, busy_note
+from peak_mcp.confine.child_env import child_environment
+from peak_mcp.confine.isolated import python_command, safe_cwd
+from peak_mcp.confine.sandbox import Policy, confined_command
+from peak_mcp.core.errors import PeakError, busy_note
 from peak_mcp.problems.base import PROBLEM_CODE
 from peak_mcp.problems.code import is_shipped
-from peak_mcp.runner.isolated import python_command, safe_cwd
 from peak_mcp.runner.messages import Job
 from peak_mcp.runner.ownership import DeviceLocks, DeviceOwned
 from peak_mcp.runner.problem_hosts import DEFAULT_MEMORY_BYTES, HostProcess, hand_over, start_host
@@ -46,7 +47,6 @@ from peak_mcp.runner.replies import (
     Reply,
     parse_reply,
 )
-from peak_mcp.sandbox import Policy, confined_command
 
 log = structlog.get_logger("peak_mcp.pool")
 Progress = Callable[[str], None]

@@ -8,8 +8,8 @@ import sys
 from typing import Any
 
 from peak_mcp.backends.registry import BACKENDS, probe
-from peak_mcp.child_env import child_environment
-from peak_mcp.runner.isolated import python_command, safe_cwd
+from peak_mcp.confine.child_env import child_environment
+from peak_mcp.confine.isolated import python_command, safe_cwd
 
 
 def probe_all_in_subprocess(timeout_s: float = 120.0,

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from peak_mcp.errors import PeakError
+from peak_mcp.core.errors import PeakError
 from peak_mcp.problems.code import FUNCTIONS, LocalCode
 from peak_mcp.problems.declared import ProblemCodeError, ProblemDeclaration, allow_problem_code
 from peak_mcp.runner import problem_wire as wire

@@ -16,11 +16,18 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 
-from peak_mcp.child_env import child_environment
-from peak_mcp.isolation import pids_in
+from peak_mcp.confine.child_env import child_environment
+from peak_mcp.confine.isolated import python_command, safe_cwd
+from peak_mcp.confine.isolation import pids_in
+from peak_mcp.confine.sandbox import (
+    SYSTEM_READ,
+    Policy,
+    confined_command,
+    gpu_device_nodes,
+    python_runtime_paths,
+    tool_paths,
+)
 from peak_mcp.problems.declared import ProblemDeclaration
-from peak_mcp.runner.isolated import python_command, safe_cwd
-from peak_mcp.sandbox import SYSTEM_READ, Policy, confined_command, gpu_device_nodes, python_runtime_paths, tool_paths
 
 DEFAULT_MEMORY_BYTES = 8 << 30  # Settings.problem_memory_mb's default
 HOST_MAX_PROCESSES = 256  # tasks (threads count): torch's and numpy's pools, inductor compiling in-process

@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from peak_mcp.errors import PeakError
+from peak_mcp.core.errors import PeakError
+from peak_mcp.core.text_safety import clean
 from peak_mcp.problems.code import fix_hint
 from peak_mcp.problems.declared import ProblemCodeError, ProblemDeclaration
 from peak_mcp.runner import problem_wire as wire
-from peak_mcp.text_safety import clean
 
 MAX_MESSAGE = 1000
 CALL_FLOOR_BYTES = 1 << 30

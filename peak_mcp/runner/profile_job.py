@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from peak_mcp.backends.base import Compiled, Executor
-from peak_mcp.profiling import (
+from peak_mcp.backends.toolkit import find_tool, kill_tree
+from peak_mcp.confine.isolated import python_command, safe_cwd
+from peak_mcp.evaluation.profiling import (
     NCU_METRICS,
     Counters,
     InstructionMix,
@@ -37,12 +39,10 @@ from peak_mcp.profiling import (
     spirv_mix,
     unavailable,
 )
-from peak_mcp.runner.isolated import python_command, safe_cwd
 from peak_mcp.runner.jobs import Progress, _compile
 from peak_mcp.runner.messages import LaunchTarget, ProfileJob
 from peak_mcp.runner.replies import ProfileResult
 from peak_mcp.runner.target_inputs import with_inputs
-from peak_mcp.runner.toolkit import find_tool, kill_tree
 
 DISASSEMBLE_TIMEOUT_S = 60.0
 NCU_TIMEOUT_S = 240.0

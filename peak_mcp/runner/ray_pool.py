@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, TypeAdapter
 
-from peak_mcp.errors import Unavailable
+from peak_mcp.core.errors import Unavailable
 from peak_mcp.runner.messages import JOB, Job
 from peak_mcp.runner.pool import CANCEL, POLL_S, DevicePool, DeviceQueues, JobFailed, Progress
 from peak_mcp.runner.replies import JobResult

@@ -22,11 +22,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from peak_mcp.phases import SanitizerFinding, SanitizerReport, UncheckedTool
-from peak_mcp.runner.isolated import python_command, safe_cwd
+from peak_mcp.backends.toolkit import find_tool, kill_tree
+from peak_mcp.confine.isolated import python_command, safe_cwd
+from peak_mcp.evaluation.phases import SanitizerFinding, SanitizerReport, UncheckedTool
 from peak_mcp.runner.messages import LaunchTarget
 from peak_mcp.runner.target_inputs import load_inputs, with_inputs
-from peak_mcp.runner.toolkit import find_tool, kill_tree
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 ERROR_EXIT = 86
@@ -137,11 +137,11 @@ def target(job_file: str) -> int:
     cupy.cuda.set_allocator(None)  # every buffer its own cudaMalloc: the sanitizer knows each one's bounds
     from peak_mcp.backends.cuda import CudaExecutor
     from peak_mcp.backends.hip import HipOnCudaExecutor
-    from peak_mcp.dtypes import itemsize
-    from peak_mcp.launch import with_params
+    from peak_mcp.backends.tensor_maps import launch_geometry
+    from peak_mcp.core.dtypes import itemsize
+    from peak_mcp.core.launch import with_params
     from peak_mcp.problems import worker_problem
     from peak_mcp.problems.base import BufferArg, ScalarArg
-    from peak_mcp.tensor_maps import launch_geometry
 
     job = LaunchTarget.model_validate_json(Path(job_file).read_text())
     problem, dtype, sizes = worker_problem(job.problem, job.declaration), job.dtype, job.sizes

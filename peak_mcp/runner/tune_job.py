@@ -23,16 +23,16 @@ from typing import Any
 
 from peak_mcp.backends import confined
 from peak_mcp.backends.base import Compiled, CompileFailed, Executor, KernelFault
-from peak_mcp.errors import AnnotationError, PeakError
-from peak_mcp.evaluation import benchmark, validate
-from peak_mcp.launch import LaunchSpec, with_params
+from peak_mcp.backends.tensor_maps import launch_geometry
+from peak_mcp.core.errors import AnnotationError, PeakError
+from peak_mcp.core.launch import LaunchSpec, with_params
+from peak_mcp.evaluation.steps import benchmark, validate
+from peak_mcp.loop.tuning import ConfigResult, Kind, Status
 from peak_mcp.problems.base import Problem
 from peak_mcp.runner.heartbeat import HEARTBEAT_S, heartbeat
 from peak_mcp.runner.jobs import job_problem
 from peak_mcp.runner.messages import TuneJob
 from peak_mcp.runner.replies import TuneResult
-from peak_mcp.tensor_maps import launch_geometry
-from peak_mcp.tuning import ConfigResult, Kind, Status
 
 Progress = Callable[[str], None]
 MAX_REASON_CHARS = 1500

@@ -25,11 +25,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from peak_mcp.phases import SanitizerFinding, SanitizerReport, UncheckedTool
-from peak_mcp.runner.isolated import python_command, safe_cwd
+from peak_mcp.backends.toolkit import kill_tree
+from peak_mcp.confine.isolated import python_command, safe_cwd
+from peak_mcp.evaluation.phases import SanitizerFinding, SanitizerReport, UncheckedTool
 from peak_mcp.runner.messages import LaunchTarget
 from peak_mcp.runner.target_inputs import load_inputs, with_inputs
-from peak_mcp.runner.toolkit import kill_tree
 
 LAYER = "VK_LAYER_KHRONOS_validation"
 TOOL = "vulkan_oob"  # the check is sanitizer_vulkan_oob
@@ -138,7 +138,7 @@ def run(job: LaunchTarget, progress: Callable[[str], None] | None = None) -> San
 
 def _buffer_bytes(job: LaunchTarget) -> dict[int, str]:
     """{bytes: buffer name(s)} of the launch's buffers, to name the one a message's descriptor size belongs to."""
-    from peak_mcp.dtypes import itemsize
+    from peak_mcp.core.dtypes import itemsize
     from peak_mcp.problems import worker_problem
     from peak_mcp.problems.base import BufferArg
 
@@ -206,8 +206,8 @@ def target(job_file: str) -> int:
     import numpy as np
 
     from peak_mcp.backends.hlsl import HlslExecutor
-    from peak_mcp.dtypes import itemsize
-    from peak_mcp.launch import with_params
+    from peak_mcp.core.dtypes import itemsize
+    from peak_mcp.core.launch import with_params
     from peak_mcp.problems import worker_problem
     from peak_mcp.problems.base import BufferArg, ScalarArg
 

@@ -24,9 +24,9 @@ from pydantic import BaseModel, ValidationError
 
 from peak_mcp.backends.base import KernelFault
 from peak_mcp.backends.confined import configure
-from peak_mcp.errors import PeakError
+from peak_mcp.confine.sandbox import Protection, confine, kernel_knobs_safe, worker_policy
+from peak_mcp.core.errors import PeakError
 from peak_mcp.problems.declared import allow_problem_code
-from peak_mcp.sandbox import Protection, confine, kernel_knobs_safe, worker_policy
 
 
 def main(argv: list[str] | None = None) -> int:

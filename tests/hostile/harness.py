@@ -330,8 +330,8 @@ def run_in_process(data_dir: Path, backend: str, which: str, entries: list[Entry
     import anyio
     from mcp import Client
 
-    from peak_mcp.app import build
-    from peak_mcp.config import Settings
+    from peak_mcp.api.app import build
+    from peak_mcp.core.config import Settings
 
     settings = Settings(data_dir=data_dir)
     settings.benchmark_budget_s = 0.2

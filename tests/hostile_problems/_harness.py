@@ -74,7 +74,7 @@ if t:
     except Exception as exc:
         print("hostile launcher: describe timeout not patched:", exc, file=sys.stderr)
 sys.argv[0] = "peak_mcp"
-from peak_mcp.cli import main
+from peak_mcp.api.cli import main
 main(sys.argv[1:])
 """
 

@@ -1,0 +1,379 @@
+"""The text block of each answer: a short summary an LLM (or a client that reads only text) acts on.
+
+structuredContent is the whole record; the text used to be the same JSON again, which doubled every answer. Here
+it is the facts a next step depends on, in lines: what happened (status, the failing check, the message), the
+times and what they mean (speedups with their noise verdict, % of vendor and peak, how each side was timed), and
+where head and best stand. Text that is the point of a call (a kernel's source, a compile log, a diff, a brief, a
+transformation's text, the ABI) is given whole. Every function reads the lean dict that is the structured content,
+so the two cannot disagree.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from peak_mcp.api.responses import rate, speed
+from peak_mcp.core.text import clipped
+
+Summarize = Callable[[dict[str, Any]], list[str]]
+
+
+def _sizes(sizes: dict[str, Any] | None) -> str:
+    return ",".join(f"{k}={v}" for k, v in (sizes or {}).items())
+
+
+def _g(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def standing(d: dict[str, Any], best: str = "best") -> str:
+    head, top = d.get("head"), d.get(best)
+    return (f"head v{head}" if head is not None else "no head") + (f", best v{top}" if top is not None else
+                                                                    ", no best (no general version timed)")
+
+
+def performance(perf: dict[str, Any] | None) -> list[str]:
+    """A version's times in two or three lines: median and rate with its speedups (and their noise verdicts), the
+    yardsticks, how each side was timed, and the vendor flag where a kernel reads faster than the vendor."""
+    if not perf:
+        return []
+    parts = [f"median {_g(perf.get('median_ms'))} ms ({speed(perf.get('tflops'), perf.get('gbps')) or 'n/a'})"]
+    if perf.get("p25_ms") is not None:
+        parts[0] += f", middle half {_g(perf['p25_ms'])}-{_g(perf['p75_ms'])} ms"
+    for key, who in (("parent", "its parent"), ("v0", "v0")):
+        ratio = perf.get(f"speedup_vs_{key}")
+        same = key == "v0" and ratio == perf.get("speedup_vs_parent")  # the parent is v0: said once
+        if ratio is not None and not same and (key == "parent" or perf.get("change_vs_v0")):
+            verdict = perf.get(f"change_vs_{key}")
+            parts.append(f"{ratio:.3g}× {who}" + (f" ({verdict})" if verdict else ""))
+    if perf.get("pct_of_vendor") is not None:
+        parts.append(f"{perf['pct_of_vendor']:.3g}% of vendor ({_g(perf.get('vendor_median_ms'))} ms)")
+    if perf.get("pct_of_peak") is not None:
+        parts.append(f"{perf['pct_of_peak']:.3g}% of peak")
+    if perf.get("pct_of_roofline") is not None:
+        parts.append(f"{perf['pct_of_roofline']:.3g}% of roofline")
+    for key, who in (("x_torch_eager", "torch eager"), ("x_torch_compile", "torch.compile")):
+        if perf.get(key) is not None:
+            parts.append(f"{perf[key]:.3g}× {who}")
+    lines = ["time: " + ", ".join(parts)]
+    if perf.get("params"):
+        configuration = perf.get("configuration") or (" ".join(f"{k}={v}" for k, v in perf["params"].items())
+                                                       + f" ({perf.get('params_from', 'tuned')})")
+        lines.append(f"configuration timed: {configuration}"
+                     + (f"; {perf['vs_parent']}" if perf.get("vs_parent") else ""))
+    if perf.get("timed"):
+        lines.append(f"timed: {perf['timed']}")
+    if perf.get("vendor_flag"):
+        lines.append(f"FLAG: {perf['vendor_flag']}")
+    return lines
+
+
+def version(d: dict[str, Any]) -> list[str]:
+    what = d.get("transformation") or d.get("origin") or ""
+    parent = f"parent v{d['parent']}, " if d.get("parent") is not None else ""
+    lines = [f"v{d['version']} {d['status']}" + (f" ({d['failure']})" if d.get("failure") else "")
+             + f" [{parent}{what}]".replace(" []", "")]
+    if d.get("message"):
+        lines.append(f"message: {d['message']}")
+    log = (d.get("compile") or {}).get("log")
+    if log and d["status"] == "compile_error" and log.strip() not in d.get("message", ""):
+        lines.append("compile log:\n" + log)
+    lines += performance(d.get("performance"))
+    generality = d.get("generality")
+    if generality and generality.get("passed") is not None and d["status"] != "not_general":
+        checked = len(generality.get("sizes_checked") or [])
+        lines.append(f"generality: {'passed' if generality['passed'] else 'failed'} at {checked} sampled other sizes")
+    elif generality and generality.get("note"):
+        lines.append(f"generality: {generality['note']}")
+    lines += sanitizer((d.get("validation") or {}).get("sanitizer"))
+    tuning = d.get("tuning")
+    if tuning and tuning.get("best"):
+        chosen = f"; {tuning['chosen_by']}" if tuning.get("chosen_by") else ""
+        best = tuning["best"]
+        label = " ".join(f"{k}={v}" for k, v in best["params"].items())
+        # the time above is the full one recorded for it; the search's short estimate is said as such
+        timed = "its full time above; " if tuning.get("recorded") else ""
+        lines.append(f"tuned: {tuning.get('tried')} configurations, best {label} ({timed}the search's estimate "
+                     f"{_g(best['median_ms'])} ms){chosen}")
+    lines.append(d["note"] if d.get("note") else standing(d))
+    return lines
+
+
+SANITIZER_WORDS = {"vulkan_oob": "Vulkan validation layer: out-of-bounds buffer accesses",
+                   "memcheck": "memcheck", "racecheck": "racecheck", "initcheck": "initcheck", "synccheck": "synccheck"}
+
+
+def sanitizer(s: dict[str, Any] | None) -> list[str]:
+    """One line on the sanitizer run of a version: clean (and what it did not check), failed, or why it did not
+    run, so that a skipped check is never read as a clean one."""
+    if not s:
+        return []
+    skipped = "; ".join(f"{u.get('tool')}: {clipped(u.get('message') or '', 160)}" for u in s.get("unchecked") or [])
+    if not s.get("available"):
+        return [f"sanitizer: unavailable ({s.get('why') or s.get('what') or 'not installed'})"]
+    if s.get("passed") is None:
+        return [f"sanitizer: not run ({skipped or 'no reason given'})"]
+    if s.get("passed"):
+        tools = [SANITIZER_WORDS.get(t, t) for t in s.get("clean") or []]
+        vulkan = any(t.startswith("vulkan") for t in s.get("clean") or [])
+        return [f"sanitizer: clean at {_sizes(s.get('sizes'))} ({', '.join(tools)})"
+                + (f"; not checked: {skipped}" if skipped else "")
+                + ("; races and uninitialized groupshared reads are not checked on Vulkan" if vulkan else "")]
+    return []  # a failure is the version's message
+
+
+def session(d: dict[str, Any]) -> list[str]:
+    device = d.get("device") or {}
+    label = f" ({d['label']})" if d.get("label") else ""
+    lines = [f"session {d['session_id']}{label}: {d['problem']} {d['dtype']} {_sizes(d.get('sizes'))} on "
+             f"{device.get('name', '?')} ({d['backend']})"
+             + (f"; constraints {', '.join(d['constraints'])}" if d.get("constraints") else "")]
+    lines += yardstick(d.get("baseline"))
+    if d.get("note"):
+        lines.append(f"note: {d['note']}")
+    if d.get("version_0"):
+        lines += version({**d["version_0"], "head": d.get("head"), "best": d.get("best")})[:-1]
+    if d.get("brief"):
+        lines.append(d["brief"])
+    lines.append(standing(d))
+    return lines
+
+
+def yardstick(baseline: dict[str, Any] | None) -> list[str]:
+    if not baseline:
+        return []
+    if not baseline.get("available"):
+        lines = [f"vendor yardstick: none ({baseline.get('reason', 'no reason given')})"]
+    else:
+        rounds = baseline.get("rounds_ms")
+        spread = f", rounds {', '.join(_g(r) for r in rounds)} ms" if rounds and len(rounds) > 1 else ""
+        lines = [f"vendor yardstick: {baseline.get('library')}: median {_g(baseline.get('median_ms'))} ms "
+                 f"({rate(baseline.get('tflops'))}), {'warm' if baseline.get('cold_cache') is False else 'cold'} "
+                 f"cache{spread}"]
+    torch = [f"{who} {_g(baseline[key])} ms" for key, who in (("torch_eager_ms", "eager"),
+                                                               ("torch_compile_ms", "torch.compile"))
+             if baseline.get(key) is not None]
+    if torch:
+        compiled = f" (compiled in {_g(baseline['torch_compile_s'])} s)" if baseline.get("torch_compile_s") else ""
+        lines.append(f"torch yardsticks: {', '.join(torch)}{compiled}")
+    if baseline.get("torch_note"):
+        lines.append(f"torch yardsticks: {baseline['torch_note']}")
+    if baseline.get("copy_gbps"):
+        lines.append(f"copy bandwidth (roofline): {_g(baseline['copy_gbps'])} GB/s measured")
+    return lines
+
+
+def check(d: dict[str, Any]) -> list[str]:
+    v = d.get("validation") or {}
+    verdict = "passed" if d.get("passed") else f"failed ({v.get('check')})"
+    lines = [f"v{d['version']} at {_sizes(d.get('sizes'))}: {verdict}"]
+    if v.get("message"):
+        lines.append(f"message: {v['message']}")
+    scope = [f"scope: {d['scope']}"] if d.get("scope") else []
+    return lines + performance(d.get("performance")) + yardstick(d.get("baseline")) + scope
+
+
+def history(d: dict[str, Any]) -> list[str]:
+    return [f"{d['problem']} {d['dtype']} {_sizes(d.get('sizes'))} on {d.get('device')} ({d['backend']}): "
+            f"{len(d.get('rows') or [])} versions; " + standing(d)]
+
+
+def detail(d: dict[str, Any]) -> list[str]:
+    lines = version(d["report"])
+    if d.get("configuration"):
+        lines.append(f"configuration: {d['configuration']}")
+    return [*lines, "source:", d.get("source", "")]
+
+
+def diff(d: dict[str, Any]) -> list[str]:
+    return [f"diff v{d['a']} -> v{d['b']}:", d.get("diff", "")]
+
+
+def session_list(d: dict[str, Any]) -> list[str]:
+    rows = d.get("sessions") or []
+    lines = [f"{d.get('total', len(rows))} sessions; {len(rows)} from offset {d.get('offset', 0)}:"]
+    for s in rows:
+        label = f" ({s['label']})" if s.get("label") else ""
+        lines.append(f"{s['session_id']}{label}: {s['problem']} {s['backend']} {s['dtype']} {_sizes(s.get('sizes'))} "
+                     f"on {s.get('device')}; {s.get('versions')} versions, head v{s.get('head')}, "
+                     f"best {s.get('best') or '-'}")
+    return lines
+
+
+def problem_defined(d: dict[str, Any]) -> list[str]:
+    """define_problem's answer: the problem in one line, as list_problems shows it, and where its ABIs are."""
+    line = problems({"problems": [d]})[0]
+    naive = "" if d.get("naive") is None or d["naive"] else \
+        "; no naive kernel: a session's first submission is its v0"
+    return [f"defined {line}{naive}", "each backend's ABI is in the structured content (abi); start_session's brief "
+                                      "gives the session's own"]
+
+
+def problems(d: dict[str, Any]) -> list[str]:
+    """One line per problem: the ABIs (a few hundred characters per backend, most of it the same rules each time)
+    stay in the structured content, and a session's briefs carry its own."""
+    lines = []
+    for p in d.get("problems") or []:
+        by_backend = p.get("dtypes_by_backend") or {}
+        offers = "; ".join(f"{b} ({', '.join(by_backend.get(b, p['dtypes']))})" for b in p["backends"])
+        lines.append(f"{p['name']}: {p['title']}; sizes {', '.join(p['sizes'])} (defaults "
+                     f"{_sizes(p.get('default_sizes'))}); dtypes by backend: {offers}"
+                     + (f"; a naive kernel only for {', '.join(p['naive']) or 'no backend'}" if p.get("naive")
+                        is not None else "")
+                     + (f"; reference: {p['reference']}" if p.get("reference") else ""))
+    lines += [f"problem file {e.get('level', 'error')}: {e.get('file')}" + (f" line {e['line']}" if e.get("line")
+                                                                             else "") + f": {e.get('message')}"
+              for e in d.get("errors") or []]
+    if d.get("problems"):
+        lines.append("Each backend's kernel ABI (signature or bindings, launch annotation, what outputs must hold) is "
+                     "in the structured content, problems[].abi; start_session and every brief of a session give its "
+                     "own.")
+    return lines
+
+
+def doctor(d: dict[str, Any]) -> list[str]:
+    lines = [f"peak-mcp {d.get('version')}; data dir {d.get('data_dir') or '(elsewhere)'}"]
+    for b in d.get("backends") or []:
+        devices = ", ".join(str(x.get("name")) for x in b.get("devices") or []) or "no device"
+        state = "runs kernels" if b.get("can_run") else "compiles only" if b.get("usable") else "unusable"
+        lines.append(f"{b['backend']}: {state}; {devices}")
+        lines += [f"  missing {m['what']}: {m['why']} (fix: {m['fix']})" for m in b.get("missing") or []]
+    if d.get("sandbox"):
+        lines.append(f"sandbox: {d['sandbox']}")
+    catalog = d.get("catalog") or {}
+    if catalog:
+        lines.append(f"catalog: {catalog.get('transformations')} transformations"
+                     + (f"; errors: {'; '.join(catalog['errors'])}" if catalog.get("errors") else ""))
+    return lines
+
+
+def transformations(d: dict[str, Any]) -> list[str]:
+    lines = [f"{t['id']}: {t['title']} [{', '.join(t.get('backends') or [])}]: {t.get('summary', '')}"
+             for t in d.get("transformations") or []]
+    return lines + [f"catalog error: {e}" for e in d.get("errors") or []] or [d.get("note") or
+                                                                              "no transformation matches"]
+
+
+def transformation(d: dict[str, Any]) -> list[str]:
+    facts = [f"backends {', '.join(d.get('backends') or [])}"]
+    for key in ("devices", "problems", "tags", "after"):
+        if d.get(key):
+            facts.append(f"{key} {', '.join(d[key])}")
+    if d.get("extends"):
+        facts.append(f"extends {d['extends']}")
+    if d.get("resolved_from"):
+        facts.append(f"resolved from {d['resolved_from']}")
+    return [f"{d['id']}: {d['title']} ({'; '.join(facts)})", "", d.get("body", "")]
+
+
+def tune(d: dict[str, Any]) -> list[str]:
+    lines = [f"tuned v{d['version']} ({d['strategy']}): {d['tried']} of {d['valid_size']} valid configurations "
+             f"(space {d['space_size']}, {d.get('where_pruned', 0)} ruled out by where); {d['stopped']}"]
+    best, recorded = d.get("best"), d.get("recorded")
+    if best:
+        label = " ".join(f"{k}={v}" for k, v in best["params"].items())
+        estimate = f"{_g(best['median_ms'])} ms ({speed(best.get('tflops'), best.get('gbps')) or 'n/a'})"
+        retimed = any(r.get("params") == best["params"] for r in d.get("retimed") or [])
+        how = "re-timed after the search" if retimed else "short timings"
+        if recorded:
+            lines.append(f"best: {label}; v{d['version']}'s recorded time {_g(recorded['median_ms'])} ms "
+                         f"({speed(recorded.get('tflops'), recorded.get('gbps')) or 'n/a'}): timed in full on device "
+                         f"{d.get('recorded_device')}, "
+                         "what history shows")
+            lines.append(f"the search's own estimate ({how}): {estimate}"
+                         + (f"; {d['estimate_gap']}" if d.get("estimate_gap") else ""))
+        else:
+            lines.append(f"best: {label} at {estimate}: the search's own estimate ({how}), not a full timing")
+    if d.get("chosen_by"):
+        lines.append(f"chosen by: {d['chosen_by']}")
+    timed = [r for r in d.get("results") or [] if r.get("status") == "ok"][:5]
+    if timed:
+        lines.append("fastest in the search (their first short timings): " + "; ".join(
+            " ".join(f"{k}={v}" for k, v in r["params"].items()) + f" {_g(r.get('median_ms'))} ms"
+            + (f" (cv {_g(r['cv'])})" if r.get("cv") is not None else "") for r in timed))
+    failed = [r for r in d.get("results") or [] if r.get("status") == "failed"]
+    if failed or d.get("pruned"):
+        lines.append(f"{len(failed)} failed their checks, {len(d.get('pruned') or [])} pruned (listed in the record)")
+    return [*lines, standing(d, "best_version")]
+
+
+def stats(d: dict[str, Any]) -> list[str]:
+    lines = [f"scope: {d['scope']}"] if d.get("scope") else []
+    for s in d.get("transformations") or []:
+        median = s.get("median_speedup_vs_parent")
+        lines.append(f"{s['transformation']}: {s['attempts']} attempts, {s.get('applied', 0)} general and passed: "
+                     f"{s.get('successes', 0)} faster beyond noise (successes), {s.get('within_noise', 0)} within "
+                     f"noise, {s.get('slowdowns', 0)} slower"
+                     + (f"; median speedup {median:.3g}×" if median is not None else "")
+                     + (f"; failures {s['failure_kinds']}" if s.get("failure_kinds") else ""))
+    return lines if d.get("transformations") else [*lines, "no transformation attempted yet"]
+
+
+def suggestions(d: dict[str, Any]) -> list[str]:
+    basis = (f"for v{d['ranked_from']} (the latest compiled; head v{d['head']} stays put without timing)"
+             if d.get("ranked_from") is not None else f"for head v{d['head']}")
+    lines = [basis + (f" (best v{d['best']})" if d.get("best") is not None else "")
+             + f" on {d.get('device')}; applied: {', '.join(d.get('applied') or []) or 'none'}; features: "
+             f"{', '.join(d.get('features') or []) or 'none'}"]
+    if not d.get("suggestions"):
+        return [*lines, d.get("note") or "no suggestion"]
+    return lines + [f"{i}. {s['id']}: {s['why']}" for i, s in enumerate(d.get("suggestions") or [], 1)]
+
+
+def apply_step(d: dict[str, Any]) -> list[str]:
+    speed = {"faster beyond noise": "faster than its parent beyond noise",
+             "within noise": "no faster than its parent beyond noise", "slower beyond noise": "a slowdown beyond "
+             "noise"}.get(d.get("speed") or "", "speed against its parent not known")
+    state = (f"applied and passed, {speed}" if d.get("succeeded") else "ended without success") \
+        if d.get("done") else "open"
+    lines = [f"apply {d['transformation']} (text: {d['resolved_transformation']}), run {d['run_id']}: {state}, "
+             f"attempt {d['attempt']} of {d['max_attempts']}"]
+    for key in ("message", "note"):
+        if d.get(key):
+            lines.append(f"{key}: {d[key]}")
+    attempts = d.get("attempts") or []
+    if attempts:
+        last = attempts[-1]
+        lines.append(f"last attempt: v{last['version']} {last['status']}"
+                     + (f" ({last['failure']})" if last.get("failure") else ""))
+        lines += performance(last.get("performance"))
+    if d.get("brief"):
+        lines += ["brief:", d["brief"]]
+    return lines
+
+
+def profile(d: dict[str, Any]) -> list[str]:
+    at = f" at {d['configuration']}" if d.get("configuration") else ""
+    lines = [f"profile of v{d.get('version')}{at} ({d.get('backend')}, entry {d.get('entry')}) on {d.get('device')}"]
+    for part in ("resources", "occupancy", "instruction_mix", "counters"):
+        section = d.get(part) or {}
+        if section.get("available") is False:
+            lines.append(f"{part}: unavailable: {section.get('why')}")
+            continue
+        shown = {k: v for k, v in section.items() if k not in ("available", "groups", "ops", "memory", "metrics",
+                                                               "units", "blocks_by_limit", "device_limits")}
+        for key in ("groups", "ops", "metrics"):
+            if section.get(key):
+                shown[key] = section[key]
+        lines.append(f"{part}: " + json.dumps(shown, separators=(",", ":"), ensure_ascii=False))
+    return lines
+
+
+SUMMARIES: dict[str, Summarize] = {
+    "VersionReport": version, "Submission": version, "SessionInfo": session, "CheckReport": check,
+    "HistoryReport": history, "VersionDetail": detail, "DiffReport": diff, "SessionList": session_list,
+    "ProblemList": problems, "ProblemInfo": problem_defined, "DoctorReport": doctor,
+    "TransformationList": transformations,
+    "TransformationText": transformation, "TuneAnswer": tune, "StatsReport": stats, "Suggestions": suggestions,
+    "ApplyStep": apply_step, "profile": profile,
+}
+
+
+def summary(kind: str, structured: dict[str, Any]) -> str:
+    """The text block for an answer of model `kind`: its summary, or (a model without one) the compact JSON."""
+    make = SUMMARIES.get(kind)
+    if make is None:
+        return json.dumps(structured, separators=(",", ":"), ensure_ascii=False)
+    return "\n".join(make(structured))

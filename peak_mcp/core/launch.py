@@ -1,0 +1,572 @@
+"""The `// peak:` annotation lines: entry point and launch geometry as safe integer expressions, and tuning
+parameters.
+
+    // peak: entry=sgemm grid=(cdiv(N, BN), cdiv(M, BM), 1) block=(256, 1, 1) shared=0
+    // peak: entry=main groups=(cdiv(N, 64), cdiv(M, 64), 1)
+    // peak: params BM=[64, 128, 256] BN=[64, 128] BK=[8, 16, 32] STAGES=range(2, 5)
+    // peak: where=BM * BK + BK * BN <= 12288 and BM % 32 == 0
+    // peak: tensor_map A box=(BM, 64) swizzle=128
+
+Exactly one launch line; any number of `params` and `where` lines (all conditions must hold). CUDA only: `cluster=`
+on the launch line launches thread-block clusters of that shape, and each `tensor_map` line asks the server for a
+TMA descriptor of one problem buffer, passed after the scalars in line order (peak_mcp/backends/tensor_maps.py).
+
+Each parameter is a preprocessor macro in the compiled source (`with_params`) and a symbol in the launch expressions
+and conditions; the first value of each list is the default configuration. Expressions are parsed with `ast` and
+evaluated by a small interpreter that admits only integer literals, size and parameter symbols, + - * // % and
+cdiv/min/max: never `eval`. `SM_COUNT` is the device's multiprocessor count (CUDA SMs, AMD compute units), for
+persistent grids: the server binds it where a session meets its device (LaunchSpec.on_device).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import keyword
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+from peak_mcp.core.errors import AnnotationError
+
+_LINE = re.compile(r"^\s*(?://|#|;)\s*peak\s*:(?P<body>.*)$", re.MULTILINE)
+_KEY = re.compile(r"(\w+)\s*=")
+_FUNCS = {"cdiv": lambda a, b: -(-a // b), "min": min, "max": max}
+_MAX_EXPR_CHARS = 200  # an expression as written
+_MAX_EXPANDED_CHARS = 2000  # as evaluated, derived names written out (depth is bounded apart)
+_MAX_LIST_CHARS = 2000  # a params value list
+SM_COUNT = "SM_COUNT"  # the device symbol of launch expressions
+_PROBE_SM_COUNT = 132  # parse-time stand-in, like the 1024 of every size symbol
+MAX_WHERE = 8  # where lines: a tune evaluates them all over the space before its budget starts counting
+MAX_SPACE = 100_000  # configurations in a parameter space: beyond it, no strategy can cover a useful share
+_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a C identifier (ASCII: `\w` admits any letter)
+_PARAMS_LINE = re.compile(r"params(?:\s+|$)(?!\s*=)")
+_WHERE_LINE = re.compile(r"where(?:\s*=|\s+(?!\s*=))")  # where=COND, or where COND as agents also write it
+_MAP_LINE = re.compile(r"tensor_map\s+(?P<buffer>[A-Za-z_]\w*)\b(?P<rest>.*)$")
+MAX_TENSOR_MAPS = 8
+SWIZZLES = (0, 32, 64, 128)  # bytes: none, or the span the 16-byte chunks of a box row are permuted within
+
+
+class TensorMapLine(BaseModel):
+    """One `tensor_map` line: a TMA descriptor of problem buffer `buffer`, box extents per dimension (outermost
+    first, expressions over sizes and parameters), swizzle span in bytes."""
+
+    buffer: str
+    box: tuple[str, ...]
+    swizzle: int = 128
+    line: int
+
+
+class LaunchSpec(BaseModel):
+    """The parsed annotation: expressions are kept as text and evaluated per size set."""
+
+    entry: str
+    grid: tuple[str, str, str] | None = None  # CUDA / HIP
+    block: tuple[str, str, str] | None = None  # CUDA / HIP
+    groups: tuple[str, str, str] | None = None  # HLSL dispatch size
+    shared: str = "0"  # dynamic shared memory bytes (CUDA / HIP)
+    cluster: tuple[str, str, str] | None = None  # thread-block cluster shape (CUDA)
+    tensor_maps: list[TensorMapLine] = []  # TMA descriptors passed after the scalars (CUDA)
+    line: int  # 1-based line of the annotation in the source
+    params: dict[str, list[int]] = {}  # tuning parameters in declared order; the first value is the default
+    where: list[str] = []  # conditions every configuration must meet (over parameters and sizes)
+    bound: dict[str, int] = {}  # the configuration this spec was compiled for; empty = the default
+    sm_count: int | None = None  # SM_COUNT in the expressions: the session's device's, bound by the server
+
+    def on_device(self, sm_count: int | None) -> LaunchSpec:
+        """A copy whose expressions see SM_COUNT. A device that does not report it (lavapipe, a compile-only
+        target) gets 1: a persistent kernel striding over its tiles stays correct, only not spread out."""
+        return self.model_copy(update={"sm_count": max(1, int(sm_count or 1))})
+
+    def _env(self, sizes: Mapping[str, int], params: Mapping[str, int] | None) -> dict[str, int]:
+        device = {SM_COUNT: self.sm_count} if self.sm_count is not None else {}
+        return {**sizes, **device, **self.config(params)}
+
+    def config(self, params: Mapping[str, int] | None = None) -> dict[str, int]:
+        """The full configuration: `params` where given, else the bound one, else the defaults."""
+        if not self.params:
+            return {}
+        chosen = params if params is not None else self.bound
+        return {name: int(chosen[name]) if name in chosen else values[0] for name, values in self.params.items()}
+
+    def space_size(self) -> int:
+        return math.prod(len(v) for v in self.params.values())
+
+    def bind(self, params: Mapping[str, int]) -> LaunchSpec:
+        """A copy compiled for one configuration: every name declared and every value one of its list's."""
+        unknown = sorted(set(params) - set(self.params))
+        if unknown:
+            raise AnnotationError(f"unknown tuning parameter(s) {unknown}; declared: {sorted(self.params)}", None)
+        config = self.config(params)
+        for name, value in config.items():
+            if value not in self.params[name]:
+                raise AnnotationError(f"{name}={value} is not one of the declared values {self.params[name]}", None)
+        return self.model_copy(update={"bound": config})
+
+    def violated(self, sizes: Mapping[str, int], params: Mapping[str, int] | None = None) -> str | None:
+        """The first `where` condition the configuration breaks at these sizes, or None."""
+        env = self._env(sizes, params)
+        for condition in self.where:
+            if not evaluate_condition(condition, env, where="where", derived_out=True):
+                return condition
+        return None
+
+    def evaluate(self, sizes: Mapping[str, int],
+                 params: Mapping[str, int] | None = None) -> dict[str, tuple[int, int, int] | int]:
+        """Launch geometry at these sizes for a configuration (default: the bound one, else the defaults)."""
+        env = self._env(sizes, params)
+        out: dict[str, tuple[int, int, int] | int] = {}
+        for name in ("grid", "block", "groups", "cluster"):
+            exprs = getattr(self, name)
+            if exprs is not None:
+                dims = tuple(evaluate(e, env, where=f"{name}") for e in exprs)
+                if any(d < 1 for d in dims):
+                    at = f"sizes {dict(sizes)}" + (f" with {self.config(params)}" if self.params else "")
+                    raise AnnotationError(
+                        f"{name}={dims} at {at}: every dimension must be >= 1",
+                        f"check the expression; cdiv({next(iter(sizes), 'N')}, BLOCK) is the usual form.",
+                    )
+                out[name] = dims  # type: ignore[assignment]
+        shared = evaluate(self.shared, env, where="shared")
+        if shared < 0:
+            raise AnnotationError(f"shared={shared} is negative", "shared is a byte count >= 0.")
+        out["shared"] = shared
+        if "cluster" in out and "grid" in out:
+            grid, cluster = out["grid"], out["cluster"]
+            if any(g % c for g, c in zip(grid, cluster, strict=True)):  # type: ignore[arg-type]
+                raise AnnotationError(f"grid={grid} is not a whole number of clusters of {cluster} at sizes "
+                                      f"{dict(sizes)}", "round each grid dimension up to a multiple of the "
+                                      "cluster's, e.g. grid=(cdiv(N, BN*2)*2, ...); extra blocks return early.")
+        return out
+
+    def boxes(self, sizes: Mapping[str, int], params: Mapping[str, int] | None = None) -> list[tuple[int, ...]]:
+        """Each tensor map's box at these sizes (outermost dimension first)."""
+        env = self._env(sizes, params)
+        return [tuple(evaluate(e, env, where=f"line {m.line} box") for e in m.box) for m in self.tensor_maps]
+
+
+def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str, ...],
+                     derived: Mapping[str, str] | None = None) -> LaunchSpec:
+    """Find and parse the `peak:` lines: one launch line, optional `params` and `where` lines.
+
+    `needs` names the launch keys the backend requires; `symbols` are the problem's size symbols; `derived` names
+    scalars that are expressions of them (conv2d's P, Q), written out wherever a line uses one."""
+    launch, params_lines, where_lines, map_lines = [], [], [], []
+    for match in _LINE.finditer(source):
+        body, line_no = match.group("body").strip(), source.count("\n", 0, match.start()) + 1
+        kind = (params_lines if _PARAMS_LINE.match(body) else where_lines if _WHERE_LINE.match(body)
+                else map_lines if body.startswith("tensor_map") else launch)
+        kind.append((line_no, body))
+    example = _example(needs, symbols)
+    if not launch:
+        raise AnnotationError("the kernel has no `// peak:` annotation line", f"add one, e.g.\n    {example}")
+    if len(launch) > 1:
+        lines = [n for n, _ in launch]
+        raise AnnotationError(f"found {len(launch)} `peak:` launch lines (lines {lines}); exactly one is allowed",
+                              "keep the one that matches the kernel's tiling and delete the others (`params` and "
+                              "`where` lines may be several).")
+    line_no, body = launch[0]
+    fields = _split_fields(body, line_no)
+    unknown = set(fields) - {"entry", "grid", "block", "groups", "shared", *(("cluster",) if "grid" in needs else ())}
+    if unknown:
+        raise AnnotationError(f"line {line_no}: unknown annotation key(s) {sorted(unknown)}", f"use e.g. {example}")
+    missing = [k for k in needs if k not in fields]
+    if missing:
+        raise AnnotationError(f"line {line_no}: the annotation lacks {missing}", f"use e.g. {example}")
+    entry = fields.get("entry", "")
+    if not re.fullmatch(r"[A-Za-z_]\w*", entry):
+        raise AnnotationError(f"line {line_no}: entry={entry!r} is not an identifier", "name the kernel function.")
+    derived = dict(derived or {})
+    params = _parse_params(params_lines, symbols, entry, derived)
+    if len(where_lines) > MAX_WHERE:  # each is evaluated for every configuration of a space of up to MAX_SPACE
+        raise AnnotationError(f"line {where_lines[MAX_WHERE][0]}: more than {MAX_WHERE} `where` lines",
+                              "join conditions with `and` on fewer lines.")
+    where = [_parse_where(n, text) for n, text in where_lines]
+    if where and not params:
+        raise AnnotationError(f"line {where_lines[0][0]}: a `where` line without a `params` line",
+                              "declare the tuning parameters, e.g. // peak: params BLOCK=[256, 128]")
+    spec = LaunchSpec(
+        entry=entry,
+        grid=_triple(fields, "grid", line_no),
+        block=_triple(fields, "block", line_no),
+        groups=_triple(fields, "groups", line_no),
+        shared=fields.get("shared", "0"),
+        cluster=_triple(fields, "cluster", line_no),
+        tensor_maps=[_parse_map(n, text) for n, text in map_lines] if map_lines else [],
+        line=line_no,
+        params=params,
+        where=where,
+    )
+    _check_written(spec)  # the limits speak of what the agent wrote, not of derived names written out
+    if derived:
+        spec = _expanded(spec, derived)
+    if spec.tensor_maps and "grid" not in needs:
+        raise AnnotationError(f"line {map_lines[0][0]}: tensor_map lines are for CUDA kernels (TMA)",
+                              "delete the line; this backend passes buffers only.")
+    if len(spec.tensor_maps) > MAX_TENSOR_MAPS:
+        raise AnnotationError(f"line {map_lines[MAX_TENSOR_MAPS][0]}: more than {MAX_TENSOR_MAPS} tensor_map lines",
+                              "one map per buffer and box is enough.")
+    # Validate every expression now, with dummy sizes and the default configuration, so syntax errors and unknown
+    # symbols surface at submit time.
+    probe = {**dict.fromkeys(symbols, 1024), SM_COUNT: _PROBE_SM_COUNT, **spec.config()}
+    for name in ("grid", "block", "groups", "cluster"):
+        for expr in getattr(spec, name) or ():
+            evaluate(expr, probe, where=f"line {line_no} {name}")
+    evaluate(spec.shared, probe, where=f"line {line_no} shared")
+    for m in spec.tensor_maps:
+        for expr in m.box:
+            evaluate(expr, probe, where=f"line {m.line} box")
+    for (where_no, _), condition in zip(where_lines, where, strict=True):
+        holds = evaluate_condition(condition, probe, where=f"line {where_no} where", derived_out=True)
+        if not holds and not _names(condition) & {*symbols, SM_COUNT}:  # sizes and device differ at run time
+            raise AnnotationError(f"line {where_no}: the default configuration {spec.config()} (each list's first "
+                                  f"value) breaks where={condition}",
+                                  "put a value that meets the condition first in each list.")
+    _check_own_defines(source, params)
+    return spec
+
+
+def with_params(source: str, params: Mapping[str, int]) -> str:
+    """The source as compiled for one configuration: a `#define` per parameter, then `#line 1`, so that the
+    compiler's diagnostics keep the kernel's own line numbers (NVRTC and glslang both honour it)."""
+    if not params:
+        return source
+    defines = "".join(f"#define {name} {value if value >= 0 else f'({value})'}\n" for name, value in params.items())
+    return f"{defines}#line 1\n{source}"
+
+
+_PARAM_PREFIX = re.compile(r"\A(?:#define \w+ [^\n]*\n)+#line 1\n")
+
+
+def own_source(compiled: str) -> str:
+    """The kernel's own text from what with_params made of it: diagnostics quote the lines the `#line 1` numbers."""
+    return _PARAM_PREFIX.sub("", compiled, count=1)
+
+
+def _check_written(spec: LaunchSpec) -> None:
+    fields = [*(spec.grid or ()), *(spec.block or ()), *(spec.groups or ()), *(spec.cluster or ()), spec.shared,
+              *(e for m in spec.tensor_maps for e in m.box)]
+    for text in fields:
+        if len(text) > _MAX_EXPR_CHARS:
+            raise AnnotationError(f"line {spec.line}: expression is longer than {_MAX_EXPR_CHARS} characters", None)
+    for text in spec.where:
+        if len(text) > 4 * _MAX_EXPR_CHARS:
+            raise AnnotationError(f"where: condition is longer than {4 * _MAX_EXPR_CHARS} characters", None)
+
+
+def _expanded(spec: LaunchSpec, derived: dict[str, str]) -> LaunchSpec:
+    """The spec with each derived name replaced by its parenthesized expression (a whole-word match: the grammar's
+    only words are symbols and cdiv/min/max), so it is evaluated over the sizes alone."""
+    word = re.compile(r"\b(" + "|".join(map(re.escape, sorted(derived, key=len, reverse=True))) + r")\b")
+
+    def expand(expr: str) -> str:
+        return word.sub(lambda m: f"({derived[m.group(1)]})", expr)
+
+    def triple(t: tuple[str, str, str] | None) -> tuple[str, str, str] | None:
+        return None if t is None else (expand(t[0]), expand(t[1]), expand(t[2]))
+
+    maps = [m.model_copy(update={"box": tuple(expand(e) for e in m.box)}) for m in spec.tensor_maps]
+    return spec.model_copy(update={"grid": triple(spec.grid), "block": triple(spec.block),
+                                   "groups": triple(spec.groups), "cluster": triple(spec.cluster),
+                                   "shared": expand(spec.shared), "where": [expand(w) for w in spec.where],
+                                   "tensor_maps": maps})
+
+
+def _parse_params(lines: list[tuple[int, str]], symbols: tuple[str, ...], entry: str,
+                  derived: Mapping[str, str]) -> dict[str, list[int]]:
+    hint = "write e.g. // peak: params BLOCK=[256, 128] UNROLL=range(1, 5)"
+    params: dict[str, list[int]] = {}
+    for line_no, body in lines:
+        fields = _split_fields(body.removeprefix("params"), line_no, repeats=True)
+        if not fields:
+            raise AnnotationError(f"line {line_no}: the params line declares no parameter", hint)
+        for name, text in fields:
+            if not _PARAM_NAME.fullmatch(name) or keyword.iskeyword(name) or name.startswith("__"):
+                raise AnnotationError(f"line {line_no}: parameter name {name!r} is not a usable identifier",
+                                      "use a C identifier such as BM or TILE_K (no leading __, no Python keyword).")
+            clash = ("a size symbol of the problem" if name in symbols else "a function of the expression grammar"
+                     if name in _FUNCS else "the device's multiprocessor count" if name == SM_COUNT else
+                     "a scalar the problem derives from the sizes" if name in derived else
+                     "the entry point" if name == entry else
+                     "declared twice" if name in params else None)
+            if clash:
+                raise AnnotationError(f"line {line_no}: parameter {name} is {clash}", "rename the parameter.")
+            params[name] = _values(name, text, line_no, hint)
+    total = math.prod(len(v) for v in params.values())
+    if total > MAX_SPACE:
+        sizes = " x ".join(f"{n}:{len(v)}" for n, v in params.items())
+        raise AnnotationError(f"the parameter space has {total:,} configurations ({sizes}), over the limit of "
+                              f"{MAX_SPACE:,}", "drop values that cannot win (keep powers of two, fewer stages).")
+    return params
+
+
+def _values(name: str, text: str, line_no: int, hint: str) -> list[int]:
+    where = f"line {line_no} {name}"
+    if len(text) > _MAX_LIST_CHARS:
+        raise AnnotationError(f"{where}: the value list is longer than {_MAX_LIST_CHARS} characters", hint)
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        raise AnnotationError(f"{where}: cannot read the values {text!r}", hint) from None
+
+    def integer(n: ast.AST) -> int:
+        sign = 1
+        while isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub):  # a loop: `[- - - ... 1]` of 2,000
+            sign, n = -sign, n.operand  # characters overflowed a recursion (an internal error, a pending version)
+        if isinstance(n, ast.Constant) and type(n.value) is int and abs(n.value) < 2**31:
+            return sign * n.value
+        raise AnnotationError(f"{where}: {ast.unparse(n)!r} is not a 32-bit integer literal", hint)
+
+    if isinstance(node, ast.List):
+        values = [integer(e) for e in node.elts]
+    elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
+          and 1 <= len(node.args) <= 3 and not node.keywords):
+        args = [integer(a) for a in node.args]
+        if len(args) == 3 and args[2] == 0:
+            raise AnnotationError(f"{where}: range() step must not be zero", hint)
+        span = range(*args)
+        if len(span) > MAX_SPACE:  # measured before it is materialized
+            raise AnnotationError(f"{where}: {text} has {len(span):,} values, over the limit of {MAX_SPACE:,}", hint)
+        values = list(span)
+    else:
+        raise AnnotationError(f"{where}: values must be a list of integers or range(a, b[, step]), not {text!r}",
+                              hint)
+    if not values:
+        raise AnnotationError(f"{where}: the value list is empty", hint)
+    if len(set(values)) != len(values):
+        raise AnnotationError(f"{where}: repeated values in {text}", "list each value once.")
+    return values
+
+
+def _parse_map(line_no: int, body: str) -> TensorMapLine:
+    hint = "write e.g. // peak: tensor_map A box=(BM, 64) swizzle=128"
+    match = _MAP_LINE.match(body)
+    if not match:
+        raise AnnotationError(f"line {line_no}: cannot read the tensor_map line", hint)
+    fields = _split_fields(match.group("rest"), line_no)
+    unknown = set(fields) - {"box", "swizzle"}
+    if unknown or "box" not in fields:
+        raise AnnotationError(f"line {line_no}: a tensor_map line takes box=(...) and optionally swizzle=" +
+                              (f", not {sorted(unknown)}" if unknown else ""), hint)
+    box = fields["box"]
+    if not (box.startswith("(") and box.endswith(")")):
+        raise AnnotationError(f"line {line_no}: box={box} must be parenthesized", hint)
+    extents = tuple(_split_top_level(box[1:-1]))
+    if not 1 <= len(extents) <= 5 or not all(extents):
+        raise AnnotationError(f"line {line_no}: box has {len(extents)} extents; TMA maps have 1 to 5", hint)
+    swizzle = fields.get("swizzle", "128")
+    if swizzle not in {str(s) for s in SWIZZLES}:
+        raise AnnotationError(f"line {line_no}: swizzle={swizzle} is not one of {list(SWIZZLES)} (bytes)", hint)
+    return TensorMapLine(buffer=match.group("buffer"), box=extents, swizzle=int(swizzle), line=line_no)
+
+
+def _parse_where(line_no: int, body: str) -> str:
+    condition = re.sub(r"\Awhere\s*=?", "", body, count=1).strip()
+    if not condition:
+        raise AnnotationError(f"line {line_no}: empty where=", "write e.g. where=BM * BK <= 4096 and BM % 32 == 0")
+    return condition
+
+
+def _names(expr: str) -> set[str]:
+    return {n.id for n in ast.walk(_parse(expr)) if isinstance(n, ast.Name)}
+
+
+_GUARD = r"#\s*(?:ifndef\s+{0}\b|if\s+!\s*defined\s*\(?\s*{0}\b)"
+
+
+def _check_own_defines(source: str, params: Mapping[str, list[int]]) -> None:
+    """A parameter the kernel #defines itself would silently win over the configuration (NVRTC only warns on a
+    redefinition): allowed only under `#ifndef NAME`, as a default for compiling the file alone."""
+    lines = source.splitlines()
+    for name in params:
+        for i, line in enumerate(lines):
+            if re.match(rf"\s*#\s*define\s+{name}\b", line):
+                before = next((x for x in reversed(lines[:i]) if x.lstrip().startswith("#")), "")
+                if not re.match(_GUARD.format(name), before.strip()):
+                    raise AnnotationError(f"line {i + 1} #defines the tuning parameter {name}, which each "
+                                          "configuration defines", f"delete it, or guard it with #ifndef {name}.")
+
+
+def _example(needs: tuple[str, ...], symbols: tuple[str, ...] = ()) -> str:
+    """A launch line in the problem's own size symbols: matmul's 2-D tiling of C, else one thread per element of
+    the first symbol (`cdiv(ROWS, 256)`)."""
+    if {"M", "N"} <= set(symbols) or not symbols:
+        grid, block = "cdiv(N, 16), cdiv(M, 16), 1", "16, 16, 1"
+    else:
+        grid, block = f"cdiv({symbols[0]}, 256), 1, 1", "256, 1, 1"
+    if "groups" in needs:
+        return f"// peak: entry=main groups=({grid})"
+    return f"// peak: entry=kernel grid=({grid}) block=({block}) shared=0"
+
+
+def _split_fields(body: str, line_no: int, *, repeats: bool = False) -> Any:
+    """Split `k=v k=(a, b) k=[1, 2]` respecting brackets; a dict, or (key, value) pairs in order if `repeats`."""
+    fields: list[tuple[str, str]] = []
+    pos, body = 0, body.strip()
+    while pos < len(body):
+        key_match = _KEY.match(body, pos)
+        if not key_match:
+            raise AnnotationError(f"line {line_no}: cannot read the annotation near {body[pos:pos + 30]!r}",
+                                  "write key=value pairs separated by spaces.")
+        key, pos, depth = key_match.group(1), key_match.end(), 0
+        while pos < len(body) and body[pos].isspace():
+            pos += 1
+        start = pos
+        # A value may contain spaces inside brackets; keep reading until depth returns to 0.
+        while pos < len(body) and (depth > 0 or not body[pos].isspace()):
+            depth += {"(": 1, ")": -1, "[": 1, "]": -1}.get(body[pos], 0)
+            pos += 1
+        if depth != 0:
+            raise AnnotationError(f"line {line_no}: unbalanced brackets in {key}=", "close every '(' and '['.")
+        fields.append((key, body[start:pos].strip()))
+        while pos < len(body) and body[pos].isspace():
+            pos += 1
+    return fields if repeats else dict(fields)
+
+
+def _triple(fields: dict[str, str], key: str, line_no: int) -> tuple[str, str, str] | None:
+    text = fields.get(key)
+    if text is None:
+        return None
+    if not (text.startswith("(") and text.endswith(")")):
+        raise AnnotationError(f"line {line_no}: {key}={text} must be a parenthesized triple",
+                              f"write {key}=(x, y, z).")
+    parts = _split_top_level(text[1:-1])
+    if not 1 <= len(parts) <= 3:
+        raise AnnotationError(f"line {line_no}: {key} has {len(parts)} components", f"write {key}=(x, y, z).")
+    parts += ["1"] * (3 - len(parts))
+    return (parts[0], parts[1], parts[2])
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+            continue
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        current += ch
+    if current.strip():
+        parts.append(current.strip())
+    return parts
+
+
+_COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
+            ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
+
+
+def evaluate_condition(expr: str, sizes: Mapping[str, int], *, where: str = "condition",
+                       derived_out: bool = False) -> bool:
+    """A condition over size expressions: comparisons joined by and / or / not, e.g. `M % 128 == 0 and K >= 64`."""
+    if len(expr) > 4 * _MAX_EXPR_CHARS and not derived_out:
+        raise AnnotationError(f"{where}: condition is longer than {4 * _MAX_EXPR_CHARS} characters", None)
+    if len(expr) > 4 * _MAX_EXPANDED_CHARS:
+        raise AnnotationError(f"{where}: condition is longer than {4 * _MAX_EXPANDED_CHARS} characters with its "
+                              "derived names written out", None)
+    try:
+        tree = _parse(expr)
+    except SyntaxError as exc:
+        raise AnnotationError(f"{where}: cannot parse {expr!r}: {exc.msg}",
+                              "write comparisons of size expressions joined by and/or/not, e.g. M % 128 == 0.") \
+            from None
+    try:
+        return _truth(tree.body, sizes, expr, where)
+    except RecursionError:
+        raise _too_deep(where) from None
+
+
+def _too_deep(where: str) -> AnnotationError:
+    """An expression nested deeper than the interpreter's recursion (a `where` of 1,600 characters of `- - - 1`)
+    was a RecursionError: an internal error that left the submitted version pending."""
+    return AnnotationError(f"{where}: the expression is nested too deeply", "write it without the repeated signs, "
+                           "`not` or brackets.")
+
+
+@functools.lru_cache(maxsize=512)
+def _parse(expr: str) -> ast.Expression:
+    """Parsed once: a tuning run evaluates the same conditions for every configuration of its space."""
+    return ast.parse(expr.strip(), mode="eval")
+
+
+def _truth(node: ast.AST, sizes: Mapping[str, int], expr: str, where: str) -> bool:
+    if isinstance(node, ast.BoolOp):
+        values = [_truth(v, sizes, expr, where) for v in node.values]
+        return all(values) if isinstance(node.op, ast.And) else any(values)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return not _truth(node.operand, sizes, expr, where)
+    if isinstance(node, ast.Compare):
+        left = _eval(node.left, sizes, expr, where)
+        for op, right_node in zip(node.ops, node.comparators, strict=True):
+            right = _eval(right_node, sizes, expr, where)
+            if type(op) not in _COMPARE:
+                raise AnnotationError(f"{where}: comparison {type(op).__name__} is not allowed in {expr!r}", None)
+            if not _COMPARE[type(op)](left, right):
+                return False
+            left = right
+        return True
+    raise AnnotationError(f"{where}: {expr!r} is not a condition",
+                          "write comparisons of size expressions joined by and/or/not, e.g. M % 128 == 0.")
+
+
+def evaluate(expr: str, sizes: Mapping[str, int], *, where: str = "expression") -> int:
+    """Evaluate an integer size expression safely."""
+    if len(expr) > _MAX_EXPANDED_CHARS:  # what the agent wrote was held to _MAX_EXPR_CHARS at parse time
+        raise AnnotationError(f"{where}: expression is longer than {_MAX_EXPANDED_CHARS} characters with its "
+                              "derived names written out", None)
+    try:
+        tree = _parse(expr)
+    except SyntaxError as exc:
+        raise AnnotationError(f"{where}: cannot parse {expr!r}: {exc.msg}",
+                              "use integers, size symbols, + - * // % and cdiv/min/max.") from None
+    try:
+        return _eval(tree.body, sizes, expr, where)
+    except RecursionError:
+        raise _too_deep(where) from None
+
+
+def _eval(node: ast.AST, sizes: Mapping[str, int], expr: str, where: str) -> int:
+    def bad(why: str) -> AnnotationError:
+        allowed = ", ".join(sorted(sizes))
+        return AnnotationError(f"{where}: {why} in {expr!r}",
+                               f"allowed: integer literals, symbols {allowed}, + - * // %, cdiv(a, b), min, max.")
+
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id == SM_COUNT and node.id not in sizes:
+            raise AnnotationError(f"{where}: SM_COUNT in {expr!r} is bound to a session's device", None)
+        if node.id not in sizes:
+            raise bad(f"unknown symbol {node.id!r}")
+        return int(sizes[node.id])
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_eval(node.operand, sizes, expr, where)
+    if isinstance(node, ast.BinOp):
+        left, right = _eval(node.left, sizes, expr, where), _eval(node.right, sizes, expr, where)
+        if isinstance(node.op, ast.Add):
+            return left + right
+        if isinstance(node.op, ast.Sub):
+            return left - right
+        if isinstance(node.op, ast.Mult):
+            if abs(left) > 2**40 or abs(right) > 2**40:
+                raise bad("value too large")
+            return left * right
+        if isinstance(node.op, ast.FloorDiv | ast.Mod):
+            if right == 0:
+                raise bad("division by zero")
+            return left // right if isinstance(node.op, ast.FloorDiv) else left % right
+        raise bad(f"operator {type(node.op).__name__} is not allowed (use // for division)")
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
+        func = _FUNCS.get(node.func.id)
+        if func is None:
+            raise bad(f"function {node.func.id!r} is not allowed")
+        args = [_eval(a, sizes, expr, where) for a in node.args]
+        if node.func.id == "cdiv" and (len(args) != 2 or args[1] == 0):
+            raise bad("cdiv takes two arguments and a non-zero divisor")
+        if node.func.id in ("min", "max") and len(args) < 2:
+            raise bad(f"{node.func.id} takes at least two arguments")
+        return int(func(*args))
+    raise bad(f"{type(node).__name__} is not allowed")

@@ -1,0 +1,81 @@
+"""Which other sizes a version is validated at after it passes at the session's: PEAK checks every step at many
+execution parameters, because a kernel that only works at tile multiples is a wrong kernel unless the session
+says those are the only sizes it will ever see (its constraints)."""
+
+from __future__ import annotations
+
+import ast
+
+from peak_mcp.core.errors import InvalidInput, PeakError
+from peak_mcp.core.launch import evaluate_condition
+from peak_mcp.problems.base import Problem, Sizes
+
+DEFAULT_COUNT = 9
+MAX_CONSTRAINTS = 16  # stored with the session, shown with it, evaluated at every sampled size
+_ROUNDINGS = (8, 16, 32, 64, 128, 256, 512)
+
+
+def check_constraints(problem: Problem, constraints: list[str] | None) -> list[str]:
+    """Parse each constraint now, so that a typo is an error at start_session; return them stripped."""
+    if constraints is not None and len(constraints) > MAX_CONSTRAINTS:
+        raise InvalidInput(f"{len(constraints)} constraints, over the limit of {MAX_CONSTRAINTS}",
+                           "join conditions with `and`, or keep the ones kernels rely on.")
+    cleaned = []
+    probe = dict.fromkeys(problem.symbols, 4096)
+    for text in constraints or []:
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput(f"constraint {text!r} is empty", "write e.g. 'M % 128 == 0'.")
+        evaluate_condition(text, probe, where=f"constraint {text!r}")
+        cleaned.append(text.strip())
+    return cleaned
+
+
+def satisfies(sizes: Sizes, constraints: list[str]) -> bool:
+    return all(evaluate_condition(c, sizes) for c in constraints)
+
+
+def sample_sizes(problem: Problem, sizes: Sizes, constraints: list[str],
+                 count: int = DEFAULT_COUNT) -> list[dict[str, int]]:
+    """The problem's awkward sizes that meet the constraints, then for each symbol one size above the session's in
+    it (Problem.sizes_above: the first choice that meets them). One that does not is rounded up, first only in the
+    symbols the constraints name (so the others stay odd), then in every symbol, to the smallest multiple that
+    works; a sampled symbol (a parameter) is never rounded, and takes the session's value where its own breaks the
+    constraints."""
+    named = _symbols_in(constraints) & set(problem.symbols)
+    chosen: list[dict[str, int]] = []
+
+    def keep(variant: dict[str, int] | None) -> None:
+        if variant is not None and variant not in chosen and variant != dict(sizes):
+            chosen.append(variant)
+
+    for candidate in problem.generality_sizes(sizes):
+        # A session that fixes a parameter (a stride, a filter size) gets the awkward extents at its own value.
+        keep(_fit(problem, candidate, constraints, named) or
+             _fit(problem, {k: sizes[k] if k in problem.sampled else v for k, v in candidate.items()}, constraints,
+                  named))
+        if len(chosen) >= count:
+            break
+    for choices in problem.sizes_above(sizes):
+        keep(next((v for v in (_fit(problem, c, constraints, named) for c in choices) if v is not None), None))
+    return chosen
+
+
+def _fit(problem: Problem, candidate: dict[str, int], constraints: list[str],
+         named: set[str]) -> dict[str, int] | None:
+    """The candidate, or its smallest rounding up that meets the constraints and the problem's limits; None."""
+    variants = [candidate]
+    extents = set(problem.symbols) - set(problem.sampled)  # a parameter (stride, filter size) is never rounded
+    for only in (named & extents, extents):
+        variants += [{k: -(-v // r) * r if k in only else v for k, v in candidate.items()} for r in _ROUNDINGS]
+    for variant in variants:
+        try:
+            if satisfies(variant, constraints) and problem.check_sizes(variant) == variant:
+                return variant
+        except PeakError:
+            continue
+    return None
+
+
+def _symbols_in(constraints: list[str]) -> set[str]:
+    return {node.id for text in constraints for node in ast.walk(ast.parse(text, mode="eval"))
+            if isinstance(node, ast.Name)}

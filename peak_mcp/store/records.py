@@ -1,0 +1,143 @@
+"""Typed records shared by the service, the store and the reports: a version's status, the stored rows, and what
+one evaluation came to (the version fields it sets). The JSON columns hold phases.py's records."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from peak_mcp.evaluation.phases import Baseline, CompileInfo, Generality, Timing, Verdict
+from peak_mcp.loop.tuning import TuneReport
+
+
+class Status(StrEnum):
+    """A version's state. A StrEnum, so rows written as plain strings by earlier releases read back unchanged."""
+
+    PENDING = "pending"
+    INVALID_ANNOTATION = "invalid_annotation"
+    INVALID_REPLY = "invalid_reply"
+    COMPILE_ERROR = "compile_error"
+    FAILED = "failed"
+    ERROR = "error"
+    COMPILED = "compiled"
+    VALIDATED = "validated"
+    BENCHMARKED = "benchmarked"
+    NOT_GENERAL = "not_general"  # right (and timed) at the session's sizes, wrong at sampled other sizes
+
+    @property
+    def passed(self) -> bool:
+        """A success: validated at the session's sizes (and timed, for benchmarked) and at the sampled other sizes
+        (or none could be sampled)."""
+        return self in (Status.VALIDATED, Status.BENCHMARKED)
+
+    @property
+    def passed_here(self) -> bool:
+        """Validated at the session's sizes, general or not: what a specialized kernel accepted by the agent is."""
+        return self.passed or self is Status.NOT_GENERAL
+
+    @property
+    def usable(self) -> bool:
+        """As far as a version can get: passed, or compiled where nothing can run (an apply run ends on it). Head
+        moves only to passed versions; one that only compiled is no evidence (an empty kernel compiles)."""
+        return self.passed or self is Status.COMPILED
+
+
+class SessionRow(BaseModel):
+    """A session as stored."""
+
+    id: str
+    problem: str
+    backend: str
+    dtype: str
+    sizes: dict[str, int]
+    device: str  # its name
+    device_index: int  # -1: compile-only
+    head: int | None = None
+    baseline: Baseline | None = None
+    created_at: float
+    label: str | None = None
+    constraints: list[str] = Field(default_factory=list)
+    device_info: dict[str, Any] | None = None  # the described device (devices.Device), for sessions since migration 3
+    problem_sha256: str | None = None  # a problem file's sha256 when the session started (None: built-in, or older)
+
+    @field_validator("constraints", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value  # rows from before migration 2
+
+    @property
+    def runs(self) -> bool:
+        """A device is there: versions are validated and timed, not only compiled."""
+        return self.device_index >= 0
+
+    @property
+    def vendor_ms(self) -> float | None:
+        return self.baseline.median_ms if self.baseline and self.baseline.available else None
+
+
+class VersionRow(BaseModel):
+    """A version as stored: its source, its state and what each phase found."""
+
+    session_id: str
+    number: int
+    parent: int | None = None
+    origin: str  # naive | reference (start_session's reference_kernel) | submit | apply
+    transformation: str | None = None
+    apply_id: str | None = None
+    attempt: int | None = None
+    source: str
+    status: Status
+    failure: str | None = None
+    message: str | None = None
+    compile: CompileInfo | None = None
+    validation: Verdict | None = None
+    timing: Timing | None = None
+    generality: Generality | None = None
+    tuning: TuneReport | None = None
+    created_at: float
+    owner: str | None = None  # the lease of the server that recorded it (store.py); None before leases
+
+    @model_validator(mode="after")
+    def _general_or_not(self) -> VersionRow:
+        """Rows from before `not_general` kept `benchmarked` when generality failed: they read as what they were."""
+        if self.status.passed and self.generality is not None and self.generality.passed is False:
+            self.status = Status.NOT_GENERAL
+        return self
+
+    @property
+    def median_ms(self) -> float | None:
+        return self.timing.median_ms if self.timing else None
+
+
+class Outcome(BaseModel):
+    """What evaluating a source came to: the version fields one evaluation sets (those left unset stay as stored)."""
+
+    status: Status
+    failure: str | None = None
+    message: str | None = None
+    compile: CompileInfo | None = None
+    validation: Verdict | None = None
+    timing: Timing | None = None
+    generality: Generality | None = None
+
+    def columns(self) -> dict[str, Any]:
+        """The fields that were set, as Store.update_version takes them (records dumped to JSON objects)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+class ApplyRunRow(BaseModel):
+    """One apply_transformation run: the attempts an LLM makes at one transformation of one version."""
+
+    id: str
+    session_id: str
+    transformation: str
+    base_version: int
+    instructions: str | None = None
+    max_attempts: int
+    attempts: int = 0
+    state: str  # open | succeeded | exhausted
+    result_version: int | None = None
+    created_at: float
+    resolved: str | None = None  # the catalog text given to the LLM (a specialization, or exactly the id asked for)

@@ -1,1 +1,0 @@
-"""The MCP tools, in groups; `peak_mcp.server.create_server` registers them."""
