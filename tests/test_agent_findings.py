@@ -401,8 +401,8 @@ async def test_a_wrong_output_on_llvmpipe_names_its_loop_guard(make_client) -> N
 async def test_a_tuned_configuration_wrong_at_other_sizes_is_not_taken(make_client, monkeypatch) -> None:
     """An agent's kernel was right only at NT=64; tune took NT=8 (right at the session's sizes) and the version kept
     'generality passed' from NT=64. The configuration a tune adopts is checked at other sizes first."""
+    from peak_mcp.evaluation.configs import BestConfig
     from peak_mcp.loop.service import PeakService
-    from peak_mcp.loop.tuning import BestConfig
 
     def pick_nt32(self, session, source, spec, report, progress) -> None:  # as if NT=32 had timed fastest
         hit = next(r for r in report.results if r.params == {"NT": 32} and r.status == "ok")

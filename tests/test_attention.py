@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from peak_mcp.backends.registry import launch_spec
-from peak_mcp.problems import get_problem
 from peak_mcp.problems.declared import HOST_CHECK_FLOPS
+from peak_mcp.problems.shipped import get_problem
 from tests.conftest import has_device
 from tests.hostile.harness import describe, judge, load_manifest, tagged
 
@@ -147,7 +147,7 @@ def test_naive_kernels_compile_for_hlsl() -> None:
 def test_the_f32_bound_holds_a_correct_f32_computation_and_not_a_half_one() -> None:
     # A float32 attention (another summation order than the reference's) is within its bound everywhere; the same with
     # p v summed in float16 is not: the error scale is neither too tight nor too loose.
-    from peak_mcp.problems.declared import problem_code_allowed
+    from peak_mcp.problems.loading import problem_code_allowed
 
     problem = get_problem("attention")
     sizes = {"B": 1, "H": 2, "S": 256, "D": 64}
@@ -250,7 +250,8 @@ def reference(x):
 
 
 def test_batch_over_several_axes_and_tensor_cores_are_declared_and_checked(tmp_path: Path) -> None:
-    from peak_mcp.problems import BUILTIN_CLASSES, ProblemRegistry
+    from peak_mcp.problems.registry import ProblemRegistry
+    from peak_mcp.problems.shipped import BUILTIN_CLASSES
 
     cases = {"good": ('("B", "H")', "True"), "swapped": ('("H", "B")', "False"), "unknown": ('("B", "Q")', "False")}
     for name, (batch, tensor) in cases.items():
@@ -268,7 +269,7 @@ def test_the_bf16_bound_takes_flash_attentions_rounded_p_and_not_a_bf16_sum() ->
     # FlashAttention rounds p to the input type for the p v product (the H100 run of the ladder failed the causal
     # problem's first rows, a few keys each, before the error scale counted it); summing p v in bf16 is still caught.
     from peak_mcp.core.dtypes import from_float, to_float64
-    from peak_mcp.problems.declared import problem_code_allowed
+    from peak_mcp.problems.loading import problem_code_allowed
 
     problem = get_problem("attention_causal")
     sizes = {"B": 1, "H": 2, "S": 1024, "D": 64}

@@ -16,7 +16,7 @@ from peak_mcp.backends.base import Compiled, DeviceFacts, Executor
 from peak_mcp.backends.registry import launch_spec
 from peak_mcp.core.launch import LaunchSpec
 from peak_mcp.evaluation.steps import benchmark, validate
-from peak_mcp.problems import get_problem
+from peak_mcp.problems.shipped import get_problem
 
 SIZES = {"M": 24, "N": 20, "K": 12}
 PROBLEM = get_problem("matmul")

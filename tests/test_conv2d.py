@@ -22,7 +22,9 @@ from hypothesis import strategies as st
 from peak_mcp.core.errors import InvalidInput
 from peak_mcp.core.launch import evaluate_condition
 from peak_mcp.evaluation.generality import sample_sizes, satisfies
-from peak_mcp.problems.declared import DeclaredProblem, ProblemDeclaration, problem_code_allowed
+from peak_mcp.problems.declaration import ProblemDeclaration
+from peak_mcp.problems.declared import DeclaredProblem
+from peak_mcp.problems.loading import problem_code_allowed
 from tests.conftest import has_device
 from tests.hostile.harness import load_manifest, run_entry
 

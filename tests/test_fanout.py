@@ -14,9 +14,9 @@ import pytest
 from peak_mcp.core.config import Settings
 from peak_mcp.core.devices import Device
 from peak_mcp.core.launch import LaunchSpec
+from peak_mcp.evaluation.configs import Config
 from peak_mcp.loop.fanout import FanOut, tuning_devices
 from peak_mcp.loop.service import PeakService
-from peak_mcp.loop.tuning import Config
 from peak_mcp.runner.messages import TuneJob
 from peak_mcp.runner.pool import DevicePool
 from tests.conftest import stand_in_python

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from peak_mcp.evaluation.steps import CUDA, cuda_beside
-from peak_mcp.problems import get_problem
+from peak_mcp.problems.shipped import get_problem
 from peak_mcp.runner.messages import EvaluateJob
 from peak_mcp.runner.pool import DevicePool
 from peak_mcp.runner.replies import EvaluateResult

@@ -236,7 +236,7 @@ async def test_a_specialized_kernel_accepted_on_submit_is_not_told_to_do_what_it
 
 
 def test_hlsl_sessions_are_judged_against_the_shader_cores_they_can_reach() -> None:
-    from peak_mcp.problems import get_problem
+    from peak_mcp.problems.shipped import get_problem
 
     matmul = get_problem("matmul")
     assert matmul.peak_path("f16", "cuda") == "fp16_tensor" and matmul.peak_path("bf16") == "bf16_tensor"

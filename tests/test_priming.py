@@ -11,7 +11,7 @@ import pytest
 
 from peak_mcp.backends.hip_portability import hip_spelling
 from peak_mcp.backends.registry import launch_spec
-from peak_mcp.problems import get_problem
+from peak_mcp.problems.shipped import get_problem
 from peak_mcp.runner.heartbeat import heartbeat
 from peak_mcp.runner.messages import EvaluateJob
 from peak_mcp.runner.pool import DevicePool, JobFailed

@@ -18,9 +18,10 @@ from peak_mcp.backends.registry import launch_spec
 from peak_mcp.core.devices import Device
 from peak_mcp.core.errors import NotFound, PeakError
 from peak_mcp.loop.verdicts import impossible_speed
-from peak_mcp.problems import BUILTIN_CLASSES, DeclaredProblem, ProblemRegistry, get_problem
-from peak_mcp.problems.declared import problem_code_allowed
-from peak_mcp.problems.registry import BUILTIN_DIR, describe_in_subprocess
+from peak_mcp.problems.declared import DeclaredProblem
+from peak_mcp.problems.loading import problem_code_allowed
+from peak_mcp.problems.registry import BUILTIN_DIR, ProblemRegistry, describe_in_subprocess
+from peak_mcp.problems.shipped import BUILTIN_CLASSES, get_problem
 
 NEW = ("softmax", "rmsnorm", "row_sum")
 SIGNATURES = {

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from peak_mcp.api.responses import rate, rounded
+from peak_mcp.api.responses import rounded
 from peak_mcp.core.errors import InvalidInput
+from peak_mcp.core.units import rate
 from peak_mcp.problems.matmul import Matmul
 
 pytestmark = pytest.mark.anyio
@@ -167,7 +168,7 @@ async def test_a_long_history_with_its_chart_stays_small(make_client) -> None:
 
 
 def test_speed_reads_memory_bound_work_by_its_bandwidth_and_compute_bound_by_its_flop_rate() -> None:
-    from peak_mcp.api.responses import speed
+    from peak_mcp.core.units import speed
 
     assert speed(1.9, 3011.4) == "3,011 GB/s"  # 0.63 flops a byte: softmax
     assert speed(50.0, 200.0) == "50 TFLOP/s"  # 250 flops a byte: matmul

@@ -72,7 +72,7 @@ def test_a_where_on_sm_count_is_left_to_the_device() -> None:
 def test_a_defined_problem_cannot_take_the_name() -> None:
     """A size symbol SM_COUNT lost silently to the device's count in every launch expression (grid too small, a
     false unwritten_output); a scalar SM_COUNT would hide the device's."""
-    from peak_mcp.problems.declared import ProblemDeclaration
+    from peak_mcp.problems.declaration import ProblemDeclaration
 
     base = {"name": "copy", "title": "copy", "sizes": {"N": 64}, "dtypes": ["f32"],
             "inputs": [{"name": "x", "shape": ["N"]}], "outputs": [{"name": "y", "shape": ["N"]}],

@@ -197,7 +197,7 @@ def test_the_after_hint_names_only_texts_that_exist_for_the_session() -> None:
     from types import SimpleNamespace
 
     from peak_mcp.catalog.suggest import _score
-    from peak_mcp.problems import get_problem
+    from peak_mcp.problems.shipped import get_problem
 
     catalog = Catalog.load(builtin_transformations_dir())
     online = catalog.get("online-softmax")

@@ -9,7 +9,7 @@ from peak_mcp.backends.cuda import CudaExecutor
 from peak_mcp.backends.tensor_maps import launch_geometry, requests, unencodable_note
 from peak_mcp.core.errors import AnnotationError
 from peak_mcp.core.launch import parse_annotation, with_params
-from peak_mcp.problems import get_problem
+from peak_mcp.problems.shipped import get_problem
 from tests.conftest import ROOT, has_device, probe, skip_reason
 
 TMA_TILED = (ROOT / "tests" / "data" / "tma" / "tma_tiled.cu").read_text()

@@ -53,7 +53,7 @@ def test_the_landscape_is_every_configuration_the_store_kept(tmp_path) -> None:
     from tune_ladder import landscape
 
     from peak_mcp.core.config import Settings
-    from peak_mcp.loop.tuning import ConfigResult, TuneReport
+    from peak_mcp.evaluation.configs import ConfigResult, TuneReport
     from peak_mcp.store.database import Store
 
     kernel = "examples/matmul/cuda/tuned/regblock.cu"

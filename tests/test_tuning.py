@@ -19,14 +19,12 @@ from peak_mcp.backends.base import CompileFailed
 from peak_mcp.backends.includes import check_source
 from peak_mcp.core.errors import AnnotationError, InvalidInput
 from peak_mcp.core.launch import MAX_SPACE, LaunchSpec, parse_annotation, with_params
+from peak_mcp.evaluation.configs import Config, ConfigResult, TuneReport
 from peak_mcp.loop.tuning import (
-    Config,
-    ConfigResult,
     Exhaustive,
     OptunaSearch,
     RandomSearch,
     Space,
-    TuneReport,
     crashed_config,
     make_strategy,
     run_tuning,
@@ -558,7 +556,7 @@ def test_a_where_line_may_be_written_without_its_equals_sign() -> None:
 def test_a_tuned_configuration_takes_the_version_unless_its_full_timing_is_clearly_slower() -> None:
     from types import SimpleNamespace
 
-    from peak_mcp.loop.tuning import beats
+    from peak_mcp.evaluation.configs import beats
 
     def timed(median: float, half: float = 0.01) -> SimpleNamespace:
         return SimpleNamespace(median_ms=median, p25_ms=median - half, p75_ms=median + half)

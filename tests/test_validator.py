@@ -185,7 +185,7 @@ def test_matmul_generality_reaches_a_16_byte_aligned_size_that_is_no_tile_multip
     """A fast path guarded by row alignment (TMA, vector loads) must be checked at partial tiles too, not only
     through its fallback at odd sizes."""
     from peak_mcp.evaluation.generality import sample_sizes
-    from peak_mcp.problems import get_problem
+    from peak_mcp.problems.shipped import get_problem
 
     sampled = sample_sizes(get_problem("matmul"), {"M": 4096, "N": 4096, "K": 4096}, [])
     aligned = [s for s in sampled if s["N"] % 8 == 0 and s["K"] % 8 == 0 and (s["N"] % 128 or s["K"] % 64)]

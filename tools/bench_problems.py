@@ -128,7 +128,7 @@ def torch_kernels(problem: str, dtype: str, sizes: dict[str, int], problem_dir: 
     the problem file's code here, as a maintainer tool may."""
     import torch
 
-    from peak_mcp.problems.declared import problem_code_allowed
+    from peak_mcp.problems.loading import problem_code_allowed
     from peak_mcp.problems.registry import ProblemRegistry
 
     folders = [problem_dir] if problem_dir else []

@@ -24,7 +24,7 @@ import numpy as np
 
 from peak_mcp.backends.registry import launch_spec, open_executor
 from peak_mcp.evaluation.steps import HOST, ArrayModule, array_module, benchmark, on_device, validate
-from peak_mcp.problems import get_problem
+from peak_mcp.problems.shipped import get_problem
 
 
 def main() -> None:

@@ -18,8 +18,8 @@ import sys
 import numpy as np
 
 from peak_mcp.core.dtypes import from_float, to_float64
-from peak_mcp.problems import get_problem
-from peak_mcp.problems.declared import problem_code_allowed
+from peak_mcp.problems.loading import problem_code_allowed
+from peak_mcp.problems.shipped import get_problem
 
 F32, F16 = np.float32, np.float16
 LOG2E = F32(1.4426950408889634)

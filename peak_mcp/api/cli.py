@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from peak_mcp import __version__
-from peak_mcp.api.responses import rate
 from peak_mcp.core.logging import configure
 from peak_mcp.core.text import clipped, printable
+from peak_mcp.core.units import rate
 from peak_mcp.store.records import SessionRow
 from peak_mcp.store.reports import best_version, markdown_table
 

@@ -14,8 +14,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from peak_mcp.api.responses import rate, speed
 from peak_mcp.core.text import clipped
+from peak_mcp.core.units import rate, speed
 
 Summarize = Callable[[dict[str, Any]], list[str]]
 

@@ -391,13 +391,12 @@ def probe(**_options: Any) -> dict[str, Any]:
     except Exception as exc:
         report["missing"].append({"what": "NVRTC", "why": f"{type(exc).__name__}: {exc}",
                                   "fix": "pip install 'nvidia-cuda-nvrtc>=13,<14' 'nvidia-cuda-crt>=13,<14'"})
-    from peak_mcp.backends.toolkit import find_tool
-    from peak_mcp.runner import sanitizer
+    from peak_mcp.backends.toolkit import find_tool, sanitizer_missing
 
     found = find_tool("compute-sanitizer")
     report["tools"] = {"compute-sanitizer": found}
     if found is None:
-        report["missing"].append(sanitizer.missing_note())
+        report["missing"].append(sanitizer_missing())
     try:
         from cuda.bindings import driver
 

@@ -16,35 +16,21 @@ from typing import Any
 
 import numpy as np
 
-from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor, KernelFault, Regions
+from peak_mcp.backends.base import Compiled, CompileFailed, DeviceFacts, Executor, Regions
 from peak_mcp.backends.cuda import CudaExecutor
+from peak_mcp.backends.hip_errors import check as _check
 from peak_mcp.backends.hip_portability import SOURCE_NAME, include_refusal_log
 from peak_mcp.backends.includes import sanitize_log
 from peak_mcp.core.errors import InvalidInput
 from peak_mcp.core.launch import LaunchSpec
 
 INSTALL = "pip install hip-python (the release matching your ROCm, e.g. 'hip-python~=6.2.0')"
-_STICKY = ("IllegalAddress", "LaunchFailure", "Assert", "LaunchTimeOut", "ECCNotCorrectable", "ContextIsDestroyed",
-           "IllegalState", "HardwareException")
 
 
 def _hip() -> Any:
     from hip import hip  # optional dependency
 
     return hip
-
-
-def _check(result: Any) -> Any:
-    """Unwrap a hip-python (err, *values) tuple, raising on error (a KernelFault when the context is lost)."""
-    err, *values = result if isinstance(result, tuple) else (result,)
-    if int(err) != 0:
-        name = getattr(err, "name", str(err))
-        if any(code in name for code in _STICKY):
-            raise KernelFault(f"the kernel faulted: {name}. The device context is lost; the worker restarts. Look "
-                              "for out-of-bounds indexing (check the guards on every load and store against the size "
-                              "arguments) or misaligned vector accesses.")
-        raise RuntimeError(name)
-    return values[0] if len(values) == 1 else (values or None)
 
 
 def device_count() -> int:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.backends.base import vendor_matmul_result
+from peak_mcp.backends.hip_errors import check as _check
 from peak_mcp.core.timing import Chunk, measure
 
 
@@ -21,8 +22,6 @@ def time_hipblas_matmul(executor: Any, dtype: str, sizes: dict[str, int], inputs
                         budget_s: float, *, min_reps: int = 10, max_reps: int = 1000) -> dict[str, Any]:
     """Row-major C = A·B as column-major Cᵀ = Bᵀ·Aᵀ (operands swapped, no transposes), f32 accumulation."""
     from hip import hipblas  # optional dependency: ImportError tells the caller what to install
-
-    from peak_mcp.backends.hip_amd import _check
 
     m, n, k = sizes["M"], sizes["N"], sizes["K"]
     kind = hipblas.hipblasDatatype_t

@@ -338,11 +338,11 @@ def probe(compiler: str | None = None) -> dict[str, Any]:
     """Devices and compiler, with the reason and the fix for whatever is missing. Never raises."""
     report: dict[str, Any] = {"backend": "hlsl", "devices": [], "compiler": {"available": False}, "missing": []}
     missing = report["missing"]
-    from peak_mcp.runner import vulkan_sanitizer
+    from peak_mcp.backends.toolkit import layer_manifest, validation_layer_missing
 
-    report["tools"] = {"vulkan-validation-layer": vulkan_sanitizer.layer_manifest()}
+    report["tools"] = {"vulkan-validation-layer": layer_manifest()}
     if report["tools"]["vulkan-validation-layer"] is None:
-        missing.append(vulkan_sanitizer.missing_note())
+        missing.append(validation_layer_missing())
     try:
         found = find_compiler(compiler)
         if found:

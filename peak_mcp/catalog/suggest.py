@@ -19,8 +19,8 @@ from peak_mcp.catalog.transformations import Catalog, DeviceDescriptor, Transfor
 from peak_mcp.core.devices import Device
 from peak_mcp.core.errors import InvalidInput
 from peak_mcp.loop.service import PeakService
-from peak_mcp.problems import get_problem
 from peak_mcp.problems.base import Problem
+from peak_mcp.problems.shipped import get_problem
 from peak_mcp.store.records import Status, VersionRow
 
 # Source features, and the transformations whose work a feature shows is already done.

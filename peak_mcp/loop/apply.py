@@ -23,10 +23,11 @@ from peak_mcp.catalog.brief import (
 )
 from peak_mcp.catalog.transformations import Catalog, render_body
 from peak_mcp.core.errors import InvalidInput, PeakError
+from peak_mcp.evaluation.noise import FASTER, NOISE, SLOWER, change
 from peak_mcp.loop.models import ApplyStep, VersionReport
 from peak_mcp.loop.service import PeakService, Progress, _quiet
 from peak_mcp.store.records import ApplyRunRow, Status, VersionRow
-from peak_mcp.store.reports import FASTER, NOISE, SLOWER, change, trim_log
+from peak_mcp.store.reports import trim_log
 
 LANGUAGE = {"cuda": "cuda", "hip": "cpp", "hlsl": "hlsl"}
 MAX_ATTEMPTS_LIMIT = 10

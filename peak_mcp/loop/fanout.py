@@ -16,7 +16,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from peak_mcp.core.devices import Device
-from peak_mcp.loop.tuning import Config, ConfigResult, crashed_config
+from peak_mcp.evaluation.configs import Config, ConfigResult
+from peak_mcp.loop.tuning import crashed_config
 from peak_mcp.runner.pool import JobFailed
 
 Progress = Callable[[str], None]

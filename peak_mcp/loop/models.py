@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from peak_mcp.evaluation.configs import TuneReport
 from peak_mcp.evaluation.phases import CompileInfo  # the stored compile record, shown as it is (log trimmed)
-from peak_mcp.loop.tuning import TuneReport
 from peak_mcp.store.records import Status
 
 

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any, overload
 import structlog
 
 from peak_mcp import __version__
-from peak_mcp.api.responses import speed
 from peak_mcp.backends.confined import CompileLimits
 from peak_mcp.backends.includes import REFUSED
 from peak_mcp.backends.registry import BACKENDS, backend_spec, launch_spec
@@ -31,8 +30,11 @@ from peak_mcp.core.errors import InvalidInput, NotFound, PeakError, Unavailable
 from peak_mcp.core.launch import LaunchSpec
 from peak_mcp.core.text import checked_label, clipped
 from peak_mcp.core.text_safety import clean
+from peak_mcp.core.units import speed
+from peak_mcp.evaluation.configs import BestConfig, Config, ConfigResult, TuneReport, beats
 from peak_mcp.evaluation.generality import check_constraints, sample_sizes, satisfies
 from peak_mcp.evaluation.kernel_reference import ReferenceKernel
+from peak_mcp.evaluation.noise import NOISE, SLOWER, change
 from peak_mcp.evaluation.phases import Baseline, Generality, SanitizerReport, SizeFailure, Verdict, dumped
 from peak_mcp.loop.fanout import FanOut, tuning_devices
 from peak_mcp.loop.models import (
@@ -51,18 +53,7 @@ from peak_mcp.loop.models import (
     VersionDetail,
     VersionReport,
 )
-from peak_mcp.loop.tuning import (
-    BestConfig,
-    Config,
-    ConfigResult,
-    Space,
-    TuneReport,
-    batch_size,
-    beats,
-    make_strategy,
-    run_tuning,
-    usable_cores,
-)
+from peak_mcp.loop.tuning import Space, batch_size, make_strategy, run_tuning, usable_cores
 from peak_mcp.loop.verdicts import (
     ACCEPT_SPECIALIZED,
     above_session,
@@ -73,10 +64,12 @@ from peak_mcp.loop.verdicts import (
     no_vendor_reason,
     not_general_message,
 )
-from peak_mcp.problems import BUILTIN_CLASSES, DeclaredProblem, Problem, ProblemRegistry
-from peak_mcp.problems.declared import NAME as NAME_PATTERN
+from peak_mcp.problems.base import Problem
+from peak_mcp.problems.declaration import NAME as NAME_PATTERN
+from peak_mcp.problems.declared import DeclaredProblem
 from peak_mcp.problems.describe import MISSING_MODULE
-from peak_mcp.problems.registry import DescribeFailed, describe_in_subprocess
+from peak_mcp.problems.registry import DescribeFailed, ProblemRegistry, describe_in_subprocess
+from peak_mcp.problems.shipped import BUILTIN_CLASSES
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, Job, ProfileJob, TuneJob
 from peak_mcp.runner.ownership import ServerPresence
 from peak_mcp.runner.pool import DevicePool, JobFailed
@@ -86,10 +79,7 @@ from peak_mcp.store.database import Store
 from peak_mcp.store.lease import HEARTBEAT_S
 from peak_mcp.store.records import Outcome, SessionRow, Status, VersionRow
 from peak_mcp.store.reports import (
-    NOISE,
-    SLOWER,
     best_version,
-    change,
     history_rows,
     markdown_table,
     performance,

@@ -8,8 +8,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from peak_mcp.api.responses import speed
 from peak_mcp.core.devices import Device
+from peak_mcp.core.units import speed
 from peak_mcp.evaluation.phases import Generality, Recheck, Verdict
 from peak_mcp.problems.base import Problem
 from peak_mcp.runner.replies import EvaluateResult

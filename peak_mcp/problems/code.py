@@ -20,7 +20,7 @@ from peak_mcp.core.errors import PeakError
 from peak_mcp.core.text_safety import clean
 
 if TYPE_CHECKING:
-    from peak_mcp.problems.declared import ProblemDeclaration
+    from peak_mcp.problems.declaration import ProblemDeclaration
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "builtin"
 FUNCTIONS = ("reference", "generate", "error_scale", "torch_reference")
@@ -58,12 +58,12 @@ class LocalCode:
         self.declaration = declaration
 
     def module(self) -> Any:
-        from peak_mcp.problems.declared import load_module
+        from peak_mcp.problems.loading import load_module
 
         return load_module(self.declaration)
 
     def call(self, function: str, *args: Any, **kwargs: Any) -> Any:
-        from peak_mcp.problems.declared import ProblemCodeError
+        from peak_mcp.problems.loading import ProblemCodeError
 
         fn = getattr(self.module(), function)
         try:

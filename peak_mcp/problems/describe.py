@@ -57,8 +57,10 @@ def top_level_lines(source: str) -> dict[str, int]:
 
 def describe_file(path: Path) -> dict[str, Any]:
     """The declaration of the problem file at `path`, as JSON data; DescribeError naming the line otherwise."""
-    from peak_mcp.problems import declared, kernelbench
-    from peak_mcp.problems.declared import DeclaredProblem, ProblemDeclaration, execute_file, problem_module
+    from peak_mcp.problems import kernelbench, loading
+    from peak_mcp.problems.declaration import ProblemDeclaration
+    from peak_mcp.problems.declared import DeclaredProblem
+    from peak_mcp.problems.loading import execute_file, problem_module
 
     data = path.read_bytes()
     sha256 = hashlib.sha256(data).hexdigest()
@@ -140,7 +142,7 @@ def describe_file(path: Path) -> dict[str, Any]:
             _key_of(first.get("loc", ()))
         where = f"{key}: " if key and not message.startswith(key) else ""
         raise DescribeError(f"{where}{message}", lines.get(key or "")) from None
-    declared._modules[(str(path), sha256)] = module  # the smoke test uses this import, not a second one
+    loading._modules[(str(path), sha256)] = module  # the smoke test uses this import, not a second one
     _smoke_test(DeclaredProblem(checked))
     return checked.model_dump(mode="json")
 
@@ -292,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     result = os.fdopen(os.dup(1), "w")  # the answer's channel; what the problem prints goes to stderr
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    from peak_mcp.problems.declared import allow_problem_code
+    from peak_mcp.problems.loading import allow_problem_code
 
     allow_problem_code()
     try:

@@ -38,7 +38,8 @@ from peak_mcp.confine.sandbox import SYSTEM_READ, Policy, confined_command, pyth
 from peak_mcp.core.errors import NotFound
 from peak_mcp.core.text_safety import clean
 from peak_mcp.problems.base import Problem
-from peak_mcp.problems.declared import DeclaredProblem, ProblemDeclaration
+from peak_mcp.problems.declaration import ProblemDeclaration
+from peak_mcp.problems.declared import DeclaredProblem
 
 log = structlog.get_logger("peak_mcp.problems")
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"

@@ -13,8 +13,8 @@ from peak_mcp.core.launch import LaunchSpec, with_params
 from peak_mcp.evaluation.kernel_reference import KernelReferenced, ReferenceKernelFailed
 from peak_mcp.evaluation.phases import Baseline, CompileInfo, Generality, SizeFailure
 from peak_mcp.evaluation.steps import benchmark, validate
-from peak_mcp.problems import worker_problem
 from peak_mcp.problems.base import PROBLEM_CODE, BufferArg, Problem
+from peak_mcp.problems.shipped import worker_problem
 from peak_mcp.runner import problem_link
 from peak_mcp.runner.heartbeat import heartbeat
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, LaunchTarget, TuneJob

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from peak_mcp.core.launch import LaunchSpec
 from peak_mcp.evaluation.kernel_reference import ReferenceKernel
-from peak_mcp.problems.declared import ProblemDeclaration
+from peak_mcp.problems.declaration import ProblemDeclaration
 
 Sizes = dict[str, int]
 

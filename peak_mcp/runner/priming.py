@@ -19,7 +19,7 @@ from peak_mcp.backends.base import Executor, KernelFault
 from peak_mcp.backends.registry import launch_spec
 from peak_mcp.core.errors import PeakError
 from peak_mcp.evaluation.steps import array_module
-from peak_mcp.problems import worker_problem
+from peak_mcp.problems.shipped import worker_problem
 from peak_mcp.runner.heartbeat import heartbeat
 from peak_mcp.runner.jobs import evaluate
 from peak_mcp.runner.messages import EvaluateJob, Job

@@ -25,7 +25,8 @@ import numpy as np
 
 from peak_mcp.core.errors import PeakError
 from peak_mcp.problems.code import FUNCTIONS, LocalCode
-from peak_mcp.problems.declared import ProblemCodeError, ProblemDeclaration, allow_problem_code
+from peak_mcp.problems.declaration import ProblemDeclaration
+from peak_mcp.problems.loading import ProblemCodeError, allow_problem_code
 from peak_mcp.runner import problem_wire as wire
 
 MAX_REQUEST_BYTES = 64 << 30  # what the worker sends: the inputs of one call (it is the trusted side)

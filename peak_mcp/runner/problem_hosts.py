@@ -27,7 +27,7 @@ from peak_mcp.confine.sandbox import (
     python_runtime_paths,
     tool_paths,
 )
-from peak_mcp.problems.declared import ProblemDeclaration
+from peak_mcp.problems.declaration import ProblemDeclaration
 
 DEFAULT_MEMORY_BYTES = 8 << 30  # Settings.problem_memory_mb's default
 HOST_MAX_PROCESSES = 256  # tasks (threads count): torch's and numpy's pools, inductor compiling in-process

@@ -19,7 +19,8 @@ import numpy as np
 from peak_mcp.core.errors import PeakError
 from peak_mcp.core.text_safety import clean
 from peak_mcp.problems.code import fix_hint
-from peak_mcp.problems.declared import ProblemCodeError, ProblemDeclaration
+from peak_mcp.problems.declaration import ProblemDeclaration
+from peak_mcp.problems.loading import ProblemCodeError
 from peak_mcp.runner import problem_wire as wire
 
 MAX_MESSAGE = 1000

@@ -13,9 +13,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Discriminator, Field, Tag, TypeAdapter, ValidationError
 
 from peak_mcp.backends.base import DeviceFacts
+from peak_mcp.evaluation.configs import ConfigResult
 from peak_mcp.evaluation.phases import Baseline, CompileInfo, Generality, SanitizerReport, Timing, Verdict
 from peak_mcp.evaluation.profiling import ProfileReport
-from peak_mcp.loop.tuning import ConfigResult
 
 
 class EvaluateResult(BaseModel):

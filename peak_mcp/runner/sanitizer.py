@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from peak_mcp.backends.toolkit import find_tool, kill_tree
+from peak_mcp.backends.toolkit import find_tool, kill_tree, sanitizer_missing
 from peak_mcp.confine.isolated import python_command, safe_cwd
 from peak_mcp.evaluation.phases import SanitizerFinding, SanitizerReport, UncheckedTool
 from peak_mcp.runner.messages import LaunchTarget
@@ -43,12 +43,6 @@ class _ToolRun(NamedTuple):
     message: str
 
 
-def missing_note() -> dict[str, str]:
-    return {"what": "compute-sanitizer", "why": "not on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin",
-            "fix": "install the CUDA toolkit's sanitizer (e.g. apt-get install cuda-sanitizer-13-0) or put it on "
-                   "PATH; without it, accesses far outside a buffer and shared-memory races go unchecked"}
-
-
 def run(job: LaunchTarget, progress: Callable[[str], None] | None = None,
         tools: tuple[str, ...] = TOOLS) -> SanitizerReport:
     """Run every tool on one launch of the job's kernel at once; never raises.
@@ -57,7 +51,7 @@ def run(job: LaunchTarget, progress: Callable[[str], None] | None = None,
     two seconds keeps the worker's hang detector from taking a slow sanitizer for a hung kernel."""
     path = find_tool("compute-sanitizer")
     if path is None:
-        return SanitizerReport(available=False, **missing_note())
+        return SanitizerReport(available=False, **sanitizer_missing())
     started = time.perf_counter()
     workdir = tempfile.mkdtemp(prefix="peak-sanitize-", dir=safe_cwd())
     job_file = Path(workdir, "job.json")
@@ -140,8 +134,8 @@ def target(job_file: str) -> int:
     from peak_mcp.backends.tensor_maps import launch_geometry
     from peak_mcp.core.dtypes import itemsize
     from peak_mcp.core.launch import with_params
-    from peak_mcp.problems import worker_problem
     from peak_mcp.problems.base import BufferArg, ScalarArg
+    from peak_mcp.problems.shipped import worker_problem
 
     job = LaunchTarget.model_validate_json(Path(job_file).read_text())
     problem, dtype, sizes = worker_problem(job.problem, job.declaration), job.dtype, job.sizes

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from peak_mcp.problems import worker_problem
+from peak_mcp.problems.shipped import worker_problem
 from peak_mcp.runner import problem_link
 from peak_mcp.runner.messages import LaunchTarget
 

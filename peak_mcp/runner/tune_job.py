@@ -26,8 +26,8 @@ from peak_mcp.backends.base import Compiled, CompileFailed, Executor, KernelFaul
 from peak_mcp.backends.tensor_maps import launch_geometry
 from peak_mcp.core.errors import AnnotationError, PeakError
 from peak_mcp.core.launch import LaunchSpec, with_params
+from peak_mcp.evaluation.configs import ConfigResult, Kind, Status
 from peak_mcp.evaluation.steps import benchmark, validate
-from peak_mcp.loop.tuning import ConfigResult, Kind, Status
 from peak_mcp.problems.base import Problem
 from peak_mcp.runner.heartbeat import HEARTBEAT_S, heartbeat
 from peak_mcp.runner.jobs import job_problem

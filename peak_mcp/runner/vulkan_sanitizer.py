@@ -14,7 +14,6 @@ Where the layer is not installed, or cannot instrument the shader, the report sa
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -25,13 +24,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from peak_mcp.backends.toolkit import kill_tree
+from peak_mcp.backends.toolkit import LAYER, kill_tree, layer_manifest, validation_layer_missing
 from peak_mcp.confine.isolated import python_command, safe_cwd
 from peak_mcp.evaluation.phases import SanitizerFinding, SanitizerReport, UncheckedTool
 from peak_mcp.runner.messages import LaunchTarget
 from peak_mcp.runner.target_inputs import load_inputs, with_inputs
 
-LAYER = "VK_LAYER_KHRONOS_validation"
 TOOL = "vulkan_oob"  # the check is sanitizer_vulkan_oob
 TIMEOUT_S = 180.0
 LAUNCHED = "peak-vulkan-sanitizer: launched"
@@ -41,33 +39,6 @@ _OOB = re.compile(r"out of bounds|OOB|VUID-vkCmdDispatch-None-0(2706|8612|8613)"
 _NO_INSTRUMENT = re.compile(r"Failure to instrument shader|Error during shader instrumentation|"
                             r"GPU-Assisted Validation disabled|GPU-AV.*disabled", re.I)
 _HANDLE = re.compile(r"0x[0-9a-f]{6,}")
-_LAYER_DIRS = ("/usr/local/etc/vulkan/explicit_layer.d", "/usr/local/share/vulkan/explicit_layer.d",
-               "/etc/vulkan/explicit_layer.d", "/usr/share/vulkan/explicit_layer.d")
-
-
-def layer_manifest() -> str | None:
-    """The validation layer's manifest where the Vulkan loader looks for explicit layers; None when absent."""
-    dirs = [d for var in ("VK_LAYER_PATH", "VK_ADD_LAYER_PATH") for d in os.environ.get(var, "").split(os.pathsep)
-            if d]
-    data_dirs = [os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local/share")]
-    data_dirs += (os.environ.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share").split(os.pathsep)
-    dirs += [str(Path(d, "vulkan", "explicit_layer.d")) for d in data_dirs if d] + list(_LAYER_DIRS)
-    for folder in dict.fromkeys(dirs):
-        for manifest in sorted(Path(folder).glob("*.json")) if Path(folder).is_dir() else []:
-            try:
-                if json.loads(manifest.read_text()).get("layer", {}).get("name") == LAYER:
-                    return str(manifest)
-            except (OSError, ValueError, AttributeError):
-                continue
-    return None
-
-
-def missing_note() -> dict[str, str]:
-    return {"what": f"Vulkan validation layer ({LAYER})",
-            "why": "no layer manifest in VK_LAYER_PATH or the loader's explicit_layer.d folders",
-            "fix": "install it (Debian/Ubuntu: apt-get install vulkan-validationlayers; elsewhere the LunarG Vulkan "
-                   "SDK); without it, a read past a buffer whose value the shader then discards goes unchecked "
-                   "on Vulkan"}
 
 
 # GPU-assisted validation alone: the core checks, handle wrapping, thread safety and lifetimes off (their messages
@@ -103,7 +74,7 @@ def run(job: LaunchTarget, progress: Callable[[str], None] | None = None) -> San
     """One launch under GPU-assisted validation; never raises. The child stays in the worker's process group (a
     worker killed as hung takes it along); a heartbeat every two seconds keeps the hang detector off."""
     if layer_manifest() is None:
-        return SanitizerReport(available=False, **missing_note())
+        return SanitizerReport(available=False, **validation_layer_missing())
     started = time.perf_counter()
     workdir = tempfile.mkdtemp(prefix="peak-vk-sanitize-", dir=safe_cwd())
     job_file = Path(workdir, "job.json")
@@ -139,8 +110,8 @@ def run(job: LaunchTarget, progress: Callable[[str], None] | None = None) -> San
 def _buffer_bytes(job: LaunchTarget) -> dict[int, str]:
     """{bytes: buffer name(s)} of the launch's buffers, to name the one a message's descriptor size belongs to."""
     from peak_mcp.core.dtypes import itemsize
-    from peak_mcp.problems import worker_problem
     from peak_mcp.problems.base import BufferArg
+    from peak_mcp.problems.shipped import worker_problem
 
     named: dict[int, list[str]] = {}
     for arg in worker_problem(job.problem, job.declaration).arguments(job.dtype):
@@ -208,8 +179,8 @@ def target(job_file: str) -> int:
     from peak_mcp.backends.hlsl import HlslExecutor
     from peak_mcp.core.dtypes import itemsize
     from peak_mcp.core.launch import with_params
-    from peak_mcp.problems import worker_problem
     from peak_mcp.problems.base import BufferArg, ScalarArg
+    from peak_mcp.problems.shipped import worker_problem
 
     job = LaunchTarget.model_validate_json(Path(job_file).read_text())
     problem, dtype, sizes = worker_problem(job.problem, job.declaration), job.dtype, job.sizes

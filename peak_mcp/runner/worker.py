@@ -26,7 +26,7 @@ from peak_mcp.backends.base import KernelFault
 from peak_mcp.backends.confined import configure
 from peak_mcp.confine.sandbox import Protection, confine, kernel_knobs_safe, worker_policy
 from peak_mcp.core.errors import PeakError
-from peak_mcp.problems.declared import allow_problem_code
+from peak_mcp.problems.loading import allow_problem_code
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,8 +8,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from peak_mcp.evaluation.configs import TuneReport
 from peak_mcp.evaluation.phases import Baseline, CompileInfo, Generality, Timing, Verdict
-from peak_mcp.loop.tuning import TuneReport
 
 
 class Status(StrEnum):

@@ -1,0 +1,102 @@
+"""Tuning's records: one configuration of a kernel's `params`, what measuring it came to, and a tune's report. Shared
+by the worker that measures (runner/tune_job.py), the loop that searches (loop/tuning.py) and the store."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from peak_mcp.evaluation.noise import SLOWER, change
+
+KEEP_TOP = 128  # configurations a version keeps to seed its children's tuning
+
+Key = tuple[tuple[str, int], ...]
+
+
+class Config(BaseModel):
+    """One assignment of every tuning parameter; hashable by its values."""
+
+    model_config = ConfigDict(frozen=True)
+    params: dict[str, int]
+
+    @property
+    def key(self) -> Key:
+        return tuple(sorted(self.params.items()))
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Config) and self.key == other.key
+
+    def label(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.params.items())
+
+
+Status = Literal["ok", "pruned", "failed", "compiled"]  # compiled: on a compile-only executor, nothing run
+# why a configuration was pruned or failed: where | geometry | compile | resources | validation | recheck | error
+Kind = Literal["where", "geometry", "compile", "resources", "validation", "recheck", "error"]
+
+
+class ConfigResult(BaseModel):
+    """What one configuration came to: timed (ok), pruned before running (with the reason) or failed its checks."""
+
+    params: dict[str, int]
+    status: Status
+    reason: str | None = None
+    kind: Kind | None = None
+    median_ms: float | None = None
+    tflops: float | None = None
+    cv: float | None = None  # spread of the timed launches (short budget: a rough figure)
+    p25_ms: float | None = None  # the middle half of the timed launches: what noise is judged by (noise.change)
+    p75_ms: float | None = None
+    reps: int | None = None
+    device: int | None = None  # the device index that measured it (tuning fans out over devices of one model)
+
+
+class BestConfig(BaseModel):
+    params: dict[str, int]
+    median_ms: float
+    tflops: float | None = None
+    gbps: float | None = None
+
+
+class TuneReport(BaseModel):
+    version: int
+    strategy: str
+    space_size: int  # every combination of the declared values
+    valid_size: int  # those that meet `where` at the session's sizes
+    tried: int  # configurations sent to the device (compiled, then validated and timed unless pruned)
+    where_pruned: int  # configurations `where` ruled out at these sizes
+    pruned: list[ConfigResult]  # tried ones pruned (compile, resources, geometry) and up to 20 where-pruned examples
+    results: list[ConfigResult]  # validated ones: ok (timed) or failed (a check's reason)
+    best: BestConfig | None
+    stopped: str  # why the search ended: space exhausted, max_configs reached, time budget spent
+    search_s: float | None = None  # wall time of the search, without the full re-timing of the best afterwards
+    devices: list[int] = Field(default_factory=list)  # device indices that measured configurations (fan-out)
+    # The search's fastest few timed again, longer and one after another on the session's device, where their
+    # spreads were wide or overlapped: the best is chosen from these. chosen_by says how the best was chosen.
+    retimed: list[ConfigResult] = Field(default_factory=list)
+    chosen_by: str | None = None
+    # `best.median_ms` is the search's own estimate (short timings). `recorded` is the version's time afterwards: the
+    # best configuration validated and timed in full on the session's device (what history and get_version show);
+    # None where that full timing failed. `estimate_gap`: one phrase where the two differ beyond noise.
+    recorded: BestConfig | None = None
+    recorded_device: int | None = None
+    estimate_gap: str | None = None
+
+    def top(self, k: int = KEEP_TOP) -> list[dict[str, int]]:
+        """The k fastest configurations, fastest first: what a child's tuning is seeded with."""
+        timed = sorted((r for r in self.results if r.status == "ok" and r.median_ms is not None),
+                       key=lambda r: r.median_ms or 0.0)
+        return [r.params for r in timed[:k]]
+
+
+def beats(tuned: Any, own: Any | None) -> bool:
+    """Whether a configuration's full timing earns it the version: not clearly slower (middle halves apart, as
+    noise.change judges) than the configuration the version was timed with (`own`; None when that is the same
+    configuration or there is none). The search's brief timings can rank first a configuration the full run finds
+    slower, and adopting it would report tuning as a gain when it is a loss; within noise either may stand, and the
+    searched one is kept with its own measured time."""
+    return own is None or own.median_ms is None or change(tuned, own) != SLOWER
