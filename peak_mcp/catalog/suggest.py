@@ -18,10 +18,9 @@ from pydantic import BaseModel, Field
 from peak_mcp.catalog.transformations import Catalog, DeviceDescriptor, Transformation
 from peak_mcp.core.devices import Device
 from peak_mcp.core.errors import InvalidInput
-from peak_mcp.loop.service import PeakService
 from peak_mcp.problems.base import Problem
 from peak_mcp.problems.shipped import get_problem
-from peak_mcp.store.records import Status, VersionRow
+from peak_mcp.store.records import SessionRow, Status, VersionRow
 
 # Source features, and the transformations whose work a feature shows is already done.
 FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -111,21 +110,21 @@ def _next_steps(t: Transformation) -> set[str]:
     return set(_NEXT_STEP.findall(match.group(1))) if match else set()
 
 
-def suggest_next(service: PeakService, catalog: Catalog, session_id: str, limit: int = 5) -> Suggestions:
-    session = service.store.session(session_id)
+def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRow], device: Device, problem: Problem,
+                 best: int | None, limit: int = 5) -> Suggestions:
+    """The catalog's texts ranked for a session's head (`versions`: all of the session's; `best`: the fastest general
+    version's number), from its records alone."""
+    session_id = session.id
     if session.head is None:
         raise InvalidInput(f"session {session_id} has no passing version yet",
                            "submit a kernel that compiles and validates first; suggestions start from the head.")
     backend, dtype, sizes = session.backend, session.dtype, session.sizes
-    device = service.device_of(session)
     descriptor = DeviceDescriptor.of(device)
-    versions = service.store.versions(session_id)
     basis = session.head
     if not session.runs:  # nothing is timed, head stays on v0: rank for where the agent's work has got to
         basis = max((v.number for v in versions if v.status is Status.COMPILED), default=basis)
     chain = lineage(versions, basis)
     applied = [v.transformation for v in chain if v.transformation]
-    problem = service.problem(session.problem)
     features = source_features(chain[-1].source, problem)
 
     done: set[str] = set()
@@ -157,7 +156,7 @@ def suggest_next(service: PeakService, catalog: Catalog, session_id: str, limit:
         ranked[target.id] = Suggestion(id=target.id, title=target.title, score=round(score, 2),
                                        why="; ".join(reasons) or target.summary)
     order = sorted(ranked.values(), key=lambda s: (s.id in slower, -s.score, s.id))
-    return Suggestions(session_id=session_id, head=session.head, best=service.head_and_best(session_id)[1],
+    return Suggestions(session_id=session_id, head=session.head, best=best,
                        ranked_from=basis if basis != session.head else None, backend=backend, dtype=dtype,
                        device=device.name or session.device, applied=applied,
                        features=sorted(features), suggestions=order[:limit],

@@ -23,6 +23,8 @@ from peak_mcp import __version__
 from peak_mcp.backends.confined import CompileLimits
 from peak_mcp.backends.includes import REFUSED
 from peak_mcp.backends.registry import BACKENDS, backend_spec, launch_spec
+from peak_mcp.catalog.suggest import Suggestions, suggest_next
+from peak_mcp.catalog.transformations import Catalog
 from peak_mcp.confine.sandbox import Protection, landlock_abi, probe_protections
 from peak_mcp.core.config import Settings
 from peak_mcp.core.devices import Device, cuda_family, describe, load_profiles
@@ -909,6 +911,13 @@ class PeakService:
             return None
         return roofline_ms(flops, nbytes, self.device_of(session), problem.peak_path(session.dtype, session.backend),
                            baseline or session.baseline)
+
+    def suggest_next(self, catalog: Catalog, session_id: str, limit: int = 5) -> Suggestions:
+        """The catalog's texts ranked for the session's head (catalog.suggest)."""
+        session = self.store.session(session_id)
+        versions = self.store.versions(session_id)
+        return suggest_next(catalog, session, versions, self.device_of(session), self.problem(session.problem),
+                            _number(best_version(versions)), limit)
 
     def head_and_best(self, session_id: str) -> tuple[int | None, int | None]:
         """Head (where work continues by default) and best (the fastest general version)."""

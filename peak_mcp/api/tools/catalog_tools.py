@@ -13,7 +13,6 @@ from pydantic import Field
 from peak_mcp.api.responses import result
 from peak_mcp.api.tools.common import BACKEND, DTYPE, READ_ONLY, SessionId, call
 from peak_mcp.catalog.suggest import Suggestions
-from peak_mcp.catalog.suggest import suggest_next as rank_next
 from peak_mcp.catalog.transformations import Catalog, DeviceDescriptor, Transformation
 from peak_mcp.core.errors import NotFound, PeakError
 from peak_mcp.loop.apply import Applier
@@ -106,7 +105,7 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
                            ) -> Annotated[types.CallToolResult, Suggestions]:
         """Transformations ranked for the session's head (lineage, source features, catalog order, backend, dtype,
         device), each with one line of why; apply one with apply_transformation."""
-        return result(await call(None, rank_next, service, catalog, session_id, limit))
+        return result(await call(None, service.suggest_next, catalog, session_id, limit))
 
 
 def _summary(t: Any) -> TransformationSummary:
