@@ -80,7 +80,7 @@ async def softmax_session(client: Any) -> str:
 @VULKAN
 async def test_tune_of_a_problem_file_problem_retimes_and_headlines_the_recorded_time(make_client,
                                                                                       monkeypatch) -> None:
-    monkeypatch.setattr("peak_mcp.loop.service.NOISY_CV", -1.0)  # always re-time the fastest few
+    monkeypatch.setattr("peak_mcp.loop.tuning.tune.NOISY_CV", -1.0)  # always re-time the fastest few
     async with make_client() as (client, service):
         sid = await softmax_session(client)
         v = (await call(client, "submit_kernel", {"session_id": sid, "source": WAVE}))["version"]
@@ -325,7 +325,7 @@ def test_without_a_peak_the_yardstick_is_said_to_be_none_and_gpu_gains_carry_a_c
 
     from peak_mcp.api.tools.catalog_tools import OPTIMIZE_PROMPT
     from peak_mcp.catalog.transformations import render_body
-    from peak_mcp.loop.verdicts import no_vendor_reason
+    from peak_mcp.loop.pipeline.verdicts import no_vendor_reason
     from tests.test_texts_compile import CATALOG
 
     lavapipe = no_vendor_reason("softmax", SimpleNamespace(peak_tflops={}, memory_bandwidth_gbps=None))
@@ -402,14 +402,14 @@ async def test_a_tuned_configuration_wrong_at_other_sizes_is_not_taken(make_clie
     """An agent's kernel was right only at NT=64; tune took NT=8 (right at the session's sizes) and the version kept
     'generality passed' from NT=64. The configuration a tune adopts is checked at other sizes first."""
     from peak_mcp.evaluation.configs import BestConfig
-    from peak_mcp.loop.service import PeakService
+    from peak_mcp.loop.tuning.tune import Tuner
 
     def pick_nt32(self, session, source, spec, report, progress) -> None:  # as if NT=32 had timed fastest
         hit = next(r for r in report.results if r.params == {"NT": 32} and r.status == "ok")
         report.best = BestConfig(params=hit.params, median_ms=hit.median_ms)
         report.chosen_by = "test"
 
-    monkeypatch.setattr(PeakService, "_choose_best", pick_nt32)
+    monkeypatch.setattr(Tuner, "choose_best", pick_nt32)
     broken = WAVE.replace("if (row >= p.ROWS) return;", "if (row >= p.ROWS || (NT == 32 && p.ROWS != 64)) return;")
     assert broken != WAVE
     async with make_client() as (client, service):

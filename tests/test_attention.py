@@ -57,8 +57,8 @@ def test_sampled_sizes_keep_awkward_sequence_and_head_sizes() -> None:
 REFERENCE_CHECK = """
 import json, math, sys
 import numpy as np
-from peak_mcp.problems import get_problem
-from peak_mcp.problems.declared import allow_problem_code
+from peak_mcp.problems.shipped import get_problem
+from peak_mcp.problems.loading import allow_problem_code
 allow_problem_code()
 sizes = json.loads(sys.argv[1])
 out = {}

@@ -19,6 +19,7 @@ from mcp import Client, StdioServerParameters
 from peak_mcp.api.cli import build_parser, main
 from peak_mcp.core.config import Settings
 from peak_mcp.core.devices import Device, cuda_family
+from peak_mcp.loop.devices import Devices
 from peak_mcp.loop.service import PeakService
 from peak_mcp.runner.pool import DevicePool
 from peak_mcp.store.charts import depths, lineage_figure, short_label
@@ -81,7 +82,7 @@ def no_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     def tripwire(*_: Any, **__: Any) -> Any:
         raise AssertionError("a viewing command touched the devices")
 
-    monkeypatch.setattr(PeakService, "probe", tripwire)
+    monkeypatch.setattr(Devices, "probe", tripwire)
     monkeypatch.setattr(DevicePool, "run", tripwire)
 
 

@@ -15,8 +15,8 @@ from peak_mcp.core.config import Settings
 from peak_mcp.core.devices import Device
 from peak_mcp.core.launch import LaunchSpec
 from peak_mcp.evaluation.configs import Config
-from peak_mcp.loop.fanout import FanOut, tuning_devices
 from peak_mcp.loop.service import PeakService
+from peak_mcp.loop.tuning.fanout import FanOut, tuning_devices
 from peak_mcp.runner.messages import TuneJob
 from peak_mcp.runner.pool import DevicePool
 from tests.conftest import stand_in_python
@@ -174,7 +174,7 @@ def test_tuning_devices_picks_the_model_and_the_idle() -> None:
 
 
 def test_a_plan_sizes_the_batch_by_devices_and_cores(monkeypatch) -> None:
-    from peak_mcp.loop import tuning
+    from peak_mcp.loop.tuning import search as tuning
 
     monkeypatch.setattr(tuning.os, "sched_getaffinity", lambda _pid: set(range(16)))
     assert [tuning.batch_size(n, 2) for n in (64, 256, 4096)] == [8, 8, 8]  # 8 each: two compiles share 16 cores

@@ -85,7 +85,7 @@ async def test_a_cpu_vulkan_device_has_a_yardstick(make_client) -> None:
     if devices[0].get("properties", {}).get("device_type") != "cpu":  # before the client opens: the reason shows
         pytest.skip(f"the Vulkan device is not a CPU one: {devices[0].get('name')}")
     async with make_client() as (client, service):
-        device, _ = service._device_for("hlsl")
+        device, _ = service.devices.device_for("hlsl")
         assert device.is_cpu
         info = (await client.call_tool("start_session", {"backend": "hlsl", "sizes": {"M": 64, "N": 64, "K": 64}})
                 ).structured_content

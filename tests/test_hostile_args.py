@@ -151,7 +151,7 @@ def test_a_fifo_in_a_catalog_dir_does_not_hang_loading(tmp_path: Path) -> None:
 @pytest.mark.skipif(not has_device("hlsl"), reason="no Vulkan device")
 async def test_hlsl_on_a_cpu_device_defaults_to_sizes_it_can_do(make_client) -> None:
     async with make_client() as (_, service):
-        device, _ = service._device_for("hlsl")
+        device, _ = service.devices.device_for("hlsl")
         if not device.is_cpu:
             pytest.skip(f"the Vulkan device is a {device.device_type}, not a CPU one")
         sizes, note = service.session_sizes(Matmul(), device, None)

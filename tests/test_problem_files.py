@@ -17,7 +17,7 @@ import pytest
 from peak_mcp.backends.registry import launch_spec
 from peak_mcp.core.devices import Device
 from peak_mcp.core.errors import NotFound, PeakError
-from peak_mcp.loop.verdicts import impossible_speed
+from peak_mcp.loop.pipeline.verdicts import impossible_speed
 from peak_mcp.problems.declared import DeclaredProblem
 from peak_mcp.problems.loading import problem_code_allowed
 from peak_mcp.problems.registry import BUILTIN_DIR, ProblemRegistry, describe_in_subprocess
@@ -155,7 +155,7 @@ def test_sampled_sizes_are_awkward_and_above_the_session() -> None:
 
 
 def test_cpu_device_sizes_are_scaled_from_any_problem() -> None:
-    from peak_mcp.loop.service import CPU_DEVICE_BYTES, CPU_DEVICE_FLOPS
+    from peak_mcp.loop.sessions import CPU_DEVICE_BYTES, CPU_DEVICE_FLOPS
 
     assert get_problem("matmul").scaled_sizes(CPU_DEVICE_FLOPS, CPU_DEVICE_BYTES) == {"M": 1024, "N": 1024, "K": 1024}
     assert get_problem("softmax").scaled_sizes(CPU_DEVICE_FLOPS, CPU_DEVICE_BYTES) == {"ROWS": 1024, "COLS": 2048}
@@ -250,8 +250,8 @@ def test_the_describe_process_cannot_read_outside_its_folder(tmp_path: Path) -> 
 ROWS_CHECK = """
 import json, sys
 import numpy as np
-from peak_mcp.problems import get_problem
-from peak_mcp.problems.declared import allow_problem_code
+from peak_mcp.problems.shipped import get_problem
+from peak_mcp.problems.loading import allow_problem_code
 allow_problem_code()
 out = {}
 for name in ("softmax", "rmsnorm", "row_sum"):

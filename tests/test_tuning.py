@@ -20,7 +20,7 @@ from peak_mcp.backends.includes import check_source
 from peak_mcp.core.errors import AnnotationError, InvalidInput
 from peak_mcp.core.launch import MAX_SPACE, LaunchSpec, parse_annotation, with_params
 from peak_mcp.evaluation.configs import Config, ConfigResult, TuneReport
-from peak_mcp.loop.tuning import (
+from peak_mcp.loop.tuning.search import (
     Exhaustive,
     OptunaSearch,
     RandomSearch,
@@ -533,7 +533,7 @@ def test_space_enumeration_stays_fast_at_the_size_limit() -> None:
 
 
 def test_batches_follow_the_cores_this_process_may_use_and_leave_a_model_room_to_learn(monkeypatch) -> None:
-    from peak_mcp.loop import tuning
+    from peak_mcp.loop.tuning import search as tuning
 
     monkeypatch.setattr(tuning.os, "sched_getaffinity", lambda _pid: set(range(16)))
     assert [tuning.batch_size(n) for n in (1, 64, 96, 128, 4096)] == [8, 8, 12, 16, 16]

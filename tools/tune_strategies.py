@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from peak_mcp.core.launch import LaunchSpec, parse_annotation  # noqa: E402
 from peak_mcp.evaluation.configs import Config, ConfigResult  # noqa: E402
-from peak_mcp.loop.tuning import OptunaSearch, Space, make_strategy, run_tuning  # noqa: E402
+from peak_mcp.loop.tuning.search import OptunaSearch, Space, make_strategy, run_tuning  # noqa: E402
 
 RECORDED = ROOT / "tools" / "data" / "lavapipe_matmul_landscape.json"
 WITHIN = 1.02

@@ -24,8 +24,9 @@ from peak_mcp.catalog.brief import (
 from peak_mcp.catalog.transformations import Catalog, render_body
 from peak_mcp.core.errors import InvalidInput, PeakError
 from peak_mcp.evaluation.noise import FASTER, NOISE, SLOWER, change
+from peak_mcp.loop.context import Progress, quiet
 from peak_mcp.loop.models import ApplyStep, VersionReport
-from peak_mcp.loop.service import PeakService, Progress, _quiet
+from peak_mcp.loop.service import PeakService
 from peak_mcp.store.records import ApplyRunRow, Status, VersionRow
 from peak_mcp.store.reports import trim_log
 
@@ -171,7 +172,7 @@ class Applier:
         step.message = f"attempt {run.attempts + 1} of {run.max_attempts}: waiting for a kernel"
         return step
 
-    def answer(self, run_id: str, reply: str, progress: Progress = _quiet) -> ApplyStep:
+    def answer(self, run_id: str, reply: str, progress: Progress = quiet) -> ApplyStep:
         """Record one LLM reply as an attempt and advance the run."""
         run = self.service.store.apply_run(run_id)
         if run.state != "open":

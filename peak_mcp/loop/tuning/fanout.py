@@ -17,7 +17,7 @@ from typing import Any
 
 from peak_mcp.core.devices import Device
 from peak_mcp.evaluation.configs import Config, ConfigResult
-from peak_mcp.loop.tuning import crashed_config
+from peak_mcp.loop.tuning.search import crashed_config
 from peak_mcp.runner.pool import JobFailed
 
 Progress = Callable[[str], None]

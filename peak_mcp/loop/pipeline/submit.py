@@ -1,0 +1,73 @@
+"""A submitted kernel, top to bottom: admit (admit.py) -> record pending (record.py) -> configuration
+(configuration.py) -> compile, validate, benchmark and their verdict (evaluate.py, verdicts.py) -> generality and
+the sanitizer (generality.py) -> the message's notes (notes.py) -> record the verdict and move head (record.py) ->
+the report (loop/versions.py)."""
+
+from __future__ import annotations
+
+import time
+
+import structlog
+
+from peak_mcp.core.errors import InvalidInput
+from peak_mcp.loop.context import LoopContext, Progress, quiet
+from peak_mcp.loop.models import Submission
+from peak_mcp.loop.pipeline import notes, record
+from peak_mcp.loop.pipeline.admit import admit
+from peak_mcp.loop.pipeline.configuration import configuration
+from peak_mcp.loop.pipeline.evaluate import evaluate
+from peak_mcp.loop.pipeline.generality import with_generality
+from peak_mcp.loop.versions import Versions
+
+log = structlog.get_logger("peak_mcp.loop.service")
+
+
+class Pipeline:
+    def __init__(self, ctx: LoopContext, versions: Versions) -> None:
+        self.ctx, self.versions = ctx, versions
+
+
+    def submit_kernel(self, session_id: str, source: str, parent: int | None = None,
+                      transformation: str | None = None, progress: Progress = quiet, *,
+                      apply_id: str | None = None, attempt: int | None = None,
+                      require_generality: bool = True) -> Submission:
+        session = self.ctx.store.session(session_id)
+        if parent is None:
+            parent = session.head
+        elif isinstance(parent, bool) or not isinstance(parent, int) or parent < 0:
+            raise InvalidInput(f"parent={parent!r} is not a version number", "omit parent to derive from head, or "
+                               "pass a version number from history (0 or more).")
+        else:
+            self.ctx.store.version(session_id, parent)  # raises NotFound with a hint
+        origin = "apply" if apply_id else "submit"
+        return self.submit(session_id, source, parent=parent, origin=origin, transformation=transformation,
+                           progress=progress, apply_id=apply_id, attempt=attempt,
+                           require_generality=require_generality)
+
+
+    def submit(self, session_id: str, source: str, *, parent: int | None, origin: str,
+               transformation: str | None, progress: Progress, apply_id: str | None = None,
+               attempt: int | None = None, require_generality: bool = True) -> Submission:
+        started = time.perf_counter()
+        store = self.ctx.store
+        session = store.session(session_id)
+        admit(source)
+        number = record.pending(store, session_id, source, parent=parent, origin=origin,
+                                transformation=transformation, apply_id=apply_id, attempt=attempt)
+        # A child whose parameters take its parent's tuned configuration starts from it, so that its time compares
+        # with the parent's tuned one; otherwise each list's first value.
+        config = configuration(self.ctx, session, source, parent)
+        outcome = evaluate(self.ctx, session, source, progress, vendor_ms=session.vendor_ms, params=config.params)
+        outcome = notes.at_configuration(outcome, config, parent)
+        if outcome.status.passed:
+            record.measured(store, session_id, number, outcome)
+            outcome = with_generality(self.ctx, session, source, outcome, progress, config.params)
+        outcome = notes.judged(outcome, session, self.ctx.problem(session.problem), origin=origin,
+                               require_generality=require_generality)
+        record.final(store, session, number, outcome, require_generality=require_generality)
+        report = Submission(**dict(self.versions.version_report(session_id, number)),
+                            note=self.versions.standing_note(session_id, number))
+        report.seconds = time.perf_counter() - started
+        log.info("version recorded", session=session_id, version=number, status=report.status,
+                 seconds=round(report.seconds, 3))
+        return report

@@ -1,0 +1,197 @@
+"""tune: a version's tuning parameters searched (tuning/search.py) over batches measured at once on the session's
+device and its idle twins (tuning/fanout.py); the search's fastest few re-timed where noise could have ordered them;
+the best validated, checked at other sizes and timed in full before the version takes it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from peak_mcp.core.errors import InvalidInput, Unavailable
+from peak_mcp.core.launch import LaunchSpec
+from peak_mcp.core.units import speed
+from peak_mcp.evaluation.configs import BestConfig, Config, ConfigResult, TuneReport, beats
+from peak_mcp.evaluation.noise import NOISE, SLOWER, change
+from peak_mcp.loop.context import LoopContext, Progress, cleaned_failure, cleaned_result, quiet
+from peak_mcp.loop.pipeline.evaluate import evaluate
+from peak_mcp.loop.pipeline.generality import with_generality
+from peak_mcp.loop.tuning.fanout import FanOut
+from peak_mcp.loop.tuning.search import Space, batch_size, make_strategy, run_tuning, usable_cores
+from peak_mcp.loop.versions import Versions
+from peak_mcp.runner.messages import TuneJob
+from peak_mcp.runner.pool import JobFailed
+from peak_mcp.runner.replies import TuneResult
+from peak_mcp.store.records import SessionRow
+
+# The search's fastest few are timed again before the best is chosen where their spreads are wide or overlap.
+RETIME_TOP, NOISY_CV = 3, 0.1
+
+
+class Tuner:
+    def __init__(self, ctx: LoopContext, versions: Versions) -> None:
+        self.ctx, self.versions = ctx, versions
+
+
+    def tune(self, session_id: str, version: int | None, *, strategy: str = "auto", max_configs: int = 64,
+             budget_s: float | None = None, progress: Progress = quiet) -> TuneReport:
+        """Search a version's tuning parameters (`// peak: params`): batches of configurations compiled in
+        parallel, pruned with their reasons, validated once and timed briefly in the worker; then the fastest is
+        validated and timed in full, and becomes the version's performance. Every configuration tried is stored;
+        the kept ones seed the tuning of the version's children."""
+        session = self.ctx.store.session(session_id)
+        v = self.versions.resolve_version(session_id, version)
+        if session.device_index < 0:
+            raise Unavailable(f"no {session.backend} device on this machine: configurations can be compiled, "
+                              "not timed", "run the server on a machine with a device (see doctor).")
+        if not 1 <= max_configs <= 4096:
+            raise InvalidInput(f"max_configs={max_configs} is out of range", "use 1 to 4096.")
+        if budget_s is not None and not 1 <= budget_s <= 3600:
+            raise InvalidInput(f"budget_s={budget_s} is out of range", "use 1 to 3600 seconds.")
+        spec = self.ctx.spec(session, v.source)
+        if not spec.params:
+            size = self.ctx.problem(session.problem).symbols[0]
+            launch = (f"groups=(cdiv({size}, BLOCK), 1, 1) with [numthreads(BLOCK, 1, 1)]" if session.backend == "hlsl"
+                      else f"grid=(cdiv({size}, BLOCK), 1, 1) block=(BLOCK, 1, 1)")
+            raise InvalidInput(f"version {v.number} declares no tuning parameters",
+                               "add a line such as `// peak: params BLOCK=[256, 128, 512]` and use the names as "
+                               f"macros in the kernel and in the launch line (e.g. {launch}); README.md, section "
+                               "Tuning parameters, has the rules.")
+        space = Space(spec, session.sizes)
+        parent = self.ctx.store.version(session_id, v.parent) if v.parent is not None else None
+        seeds = parent.tuning.top() if parent and parent.tuning else []
+        search = make_strategy(strategy, space, max_configs=max_configs, seed=v.number, seed_configs=seeds)
+        done: list[ConfigResult] = []
+        fan = FanOut(lambda device, batch, workers, note: self.tune_chunk(session, v.source, spec, device, batch,
+                                                                          workers, note),
+                     lambda: self.ctx.devices.tuning_devices(session),
+                     per_device=lambda lanes: batch_size(max_configs, lanes), cores=usable_cores(), progress=progress)
+
+        def measure(batch: list[Config]) -> list[ConfigResult]:
+            results = fan.measure(batch)
+            done.extend(results)
+            timed = [r for r in done if r.status == "ok" and r.median_ms is not None]
+            best = min(timed, key=lambda r: r.median_ms or 0.0, default=None)
+            progress(f"tuning: {len(done)}/{max_configs} configurations"
+                     + (f", best {best.median_ms:.4g} ms ({Config(params=best.params).label()})" if best else ""))
+            return results
+
+        # Each batch: tuning.batch_size configurations per device, on the devices idle when it is asked for. The best
+        # is then timed in full on the session's own device alone.
+        report = run_tuning(space, search, measure, version=v.number, max_configs=max_configs,
+                            budget_s=budget_s, batch_size=fan.plan)
+        self.choose_best(session, v.source, spec, report, progress)
+        columns: dict[str, Any] = {}
+        if report.best is not None:
+            progress(f"tuning: full validation and timing of {Config(params=report.best.params).label()}")
+            tuned = evaluate(self.ctx, session, v.source, progress, params=report.best.params,
+                             vendor_ms=session.vendor_ms)
+            if tuned.status.passed and tuned.timing:
+                # The configuration the version takes is checked at other sizes and under the sanitizer as a
+                # submission is: a tuned value can be right only at the session's sizes.
+                tuned = with_generality(self.ctx, session, v.source, tuned, progress, report.best.params)
+            own = v.timing if v.timing and (v.timing.params or spec.config()) != report.best.params else None
+            if tuned.status.passed and tuned.timing and not beats(tuned.timing, own):
+                report.stopped += (f"; the search's fastest, {Config(params=report.best.params).label()}, timed in "
+                                   f"full at {tuned.timing.median_ms:.4g} ms, slower beyond noise than "
+                                   f"v{v.number}'s own configuration ({own.median_ms:.4g} ms), which it keeps")
+            elif tuned.status.passed and tuned.timing:
+                timing = tuned.timing.model_copy(update={"params": report.best.params, "params_from": "tuned"})
+                report.recorded = BestConfig(params=report.best.params, median_ms=timing.median_ms,
+                                             tflops=timing.tflops, gbps=timing.gbps)
+                report.recorded_device = session.device_index
+                report.estimate_gap = _estimate_gap(timing, report)
+                columns["timing"] = timing.model_dump(mode="json")
+                columns.update({k: x for k, x in tuned.columns().items() if k in ("generality", "validation")})
+                columns["message"] = (f"{v.message or ''}; tuned over {report.tried} configurations: "
+                                      f"{Config(params=report.best.params).label()}, median "
+                                      f"{timing.median_ms:.4g} ms ({speed(timing.tflops, timing.gbps) or 'n/a'})")
+            else:
+                report.stopped += (f"; the fastest configuration {Config(params=report.best.params).label()} then "
+                                   f"failed its full checks ({tuned.failure}), so v{v.number} keeps its configuration: "
+                                   f"{(tuned.message or '')[:300]}")
+        self.ctx.store.update_version(session_id, v.number, tuning=report.model_dump(mode="json"), **columns)
+        return report
+
+
+    def choose_best(self, session: SessionRow, source: str, spec: LaunchSpec, report: TuneReport,
+                    progress: Progress) -> None:
+        """The search times each configuration briefly (a few launches, beside builds): its medians can be noise. Where
+        the fastest few have wide spreads (cv over NOISY_CV) or spreads that overlap the fastest's, they are timed
+        again, longer and one after another on the session's device, and the best is the fastest of that re-time.
+        `report.chosen_by` says which way it went."""
+        timed = sorted((r for r in report.results if r.status == "ok" and r.median_ms is not None),
+                       key=lambda r: r.median_ms or 0.0)
+        top = timed[:RETIME_TOP]
+        if len(top) < 2:
+            report.chosen_by = "the only configuration the search timed" if top else None
+            return
+        widest = max((r.cv or 0.0) for r in top)
+        overlapping = [r for r in top[1:] if change(r, top[0]) == NOISE]
+        if widest <= NOISY_CV and not overlapping:
+            report.chosen_by = (f"the search's fastest median: its spread is narrow (cv at most {widest:.2g}) and "
+                                f"clear of the next ({Config(params=top[1].params).label()})")
+            return
+        why = (f"cv up to {widest:.2g}" if widest > NOISY_CV else "") + \
+            ("; " if widest > NOISY_CV and overlapping else "") + \
+            (f"{len(overlapping)} within noise of the fastest" if overlapping else "")
+        budget = self.ctx.settings.benchmark_budget_s
+        progress(f"tuning: re-timing the {len(top)} fastest ({why}) for {budget:g} s each")
+        job = TuneJob(**self.ctx.wire(session), dtype=session.dtype, sizes=session.sizes, source=source, spec=spec,
+                      configs=[r.params for r in top], time_budget_s=budget, min_reps=20, max_reps=1000,
+                      compile_workers=1, retime=True)
+        try:
+            result = self.ctx.run_job(session, job, progress)
+        except JobFailed as exc:
+            report.chosen_by = (f"the search's fastest median, unconfirmed ({why}): re-timing the {len(top)} fastest "
+                                f"failed ({exc.kind}: {str(exc)[:200]})")
+            return
+        report.retimed = [r.model_copy(update={"device": session.device_index}) for r in result.results]
+        again = sorted((r for r in report.retimed if r.status == "ok" and r.median_ms is not None),
+                       key=lambda r: r.median_ms or 0.0)
+        if not again:
+            report.chosen_by = (f"the search's fastest median, unconfirmed ({why}): none of the {len(top)} fastest "
+                                "passed when re-timed")
+            return
+        winner, first = again[0], Config(params=top[0].params)
+        report.best = BestConfig(params=winner.params, median_ms=winner.median_ms or 0.0, tflops=winner.tflops)
+        text = (f"re-timed the search's {len(top)} fastest ({why}) for {budget:g} s each, one after another on "
+                f"device {session.device_index}; the fastest then: {Config(params=winner.params).label()}")
+        if Config(params=winner.params) != first:
+            text += f" (the search's median had {first.label()} first)"
+        level = [Config(params=r.params).label() for r in again[1:] if change(r, winner) == NOISE]
+        if level:
+            text += f"; still within noise of it: {', '.join(level)} (any of them is as fast as this can tell)"
+        report.chosen_by = text
+
+
+    def tune_chunk(self, session: SessionRow, source: str, spec: LaunchSpec, device: int, batch: list[Config],
+                   compile_workers: int | None, progress: Progress) -> list[ConfigResult]:
+        """One worker tune job on `device` (the session's or a same-model helper)."""
+        job = TuneJob(**self.ctx.wire(session), dtype=session.dtype, sizes=session.sizes, source=source, spec=spec,
+                      configs=[c.params for c in batch], compile_workers=compile_workers)
+        try:
+            result = self.ctx.pool.run(session.backend, device, job,
+                                       inactivity_s=self.ctx.settings.inactivity_timeout_s,
+                                       total_s=self.ctx.settings.job_total_timeout_s, progress=progress)
+        except JobFailed as exc:
+            cleaned_failure(exc)
+            raise
+        assert isinstance(result, TuneResult)
+        cleaned_result(result)
+        return result.results
+
+
+def _estimate_gap(timing: Any, report: TuneReport) -> str | None:
+    """One phrase where the version's full timing and the search's estimate of the same configuration differ beyond
+    noise (their middle halves do not overlap); None where they agree or the estimate is not found."""
+    if report.best is None:
+        return None
+    estimate = next((r for r in [*report.retimed, *report.results] if r.params == report.best.params
+                     and r.status == "ok" and r.median_ms is not None), None)
+    if estimate is None or not estimate.median_ms or not timing.median_ms:
+        return None
+    verdict = change(timing, estimate)
+    if verdict == NOISE:
+        return None
+    ratio = timing.median_ms / estimate.median_ms
+    return (f"the full timing is {ratio:.3g}× the search's estimate "
+            f"({'slower' if verdict == SLOWER else 'faster'} beyond noise)")
