@@ -157,7 +157,8 @@ async def _record(out: Path) -> None:
 MASKS = [
     ("the data dir's path", None),
     ("session and apply ids (12 hex digits)", re.compile(r"(?<![0-9a-f])[0-9a-f]{12}(?![0-9a-f])")),
-    ("the apply brief's hash (its text names the session)", re.compile(r'"brief_sha256": "[0-9a-f]+"')),
+    ("the apply brief's hash and length (its text names the session and quotes timings)",
+     re.compile(r'"brief_sha256": "[0-9a-f]+"|"brief_chars": \d+')),
     ("decimal numbers (timings, ratios, seconds)", re.compile(r"-?\d+\.\d+(?:e[-+]?\d+)?")),
     ("numbers in the JSON fields of durations and timings",
      re.compile(r'"(seconds|wall_s|median_ms|min_ms|max_ms|mean_ms|p\d+_ms|cv|tflops|gbps|reps|[a-z_]*_ms|'
