@@ -295,13 +295,12 @@ async def test_list_problems_text_shows_each_backends_dtypes_and_the_hlsl_abi_it
             assert sentence.lower() in abi["hlsl"].lower() and sentence.lower() in abi["cuda"].lower(), sentence
 
 
-def test_a_sanitizer_failure_also_names_the_generality_failures() -> None:
+def test_a_sanitizer_failure_also_names_the_generality_failures(monkeypatch) -> None:
     """A kernel over-reading B at the sanitized size and writing past C at 10 of 11 other sizes: the message named
     only the sanitizer's finding, so an agent might guard the loads and keep the unguarded store."""
-    from types import SimpleNamespace
 
     from peak_mcp.evaluation.phases import Generality, SanitizerFinding, SanitizerReport, SizeFailure
-    from peak_mcp.loop.service import PeakService
+    from peak_mcp.loop.pipeline import generality as phase
     from peak_mcp.store.records import Outcome, Status
 
     sizes = [{"M": 1, "N": 1, "K": 1}, *({"M": m, "N": 77, "K": 53} for m in range(100, 110))]
@@ -310,8 +309,8 @@ def test_a_sanitizer_failure_also_names_the_generality_failures() -> None:
                                       for s in sizes])
     sanitized = SanitizerReport(available=True, passed=False, sizes={"M": 100, "N": 77, "K": 53},
                                 failures=[SanitizerFinding(check="sanitizer_vulkan_oob", message="a read past B")])
-    fake = SimpleNamespace(_generality=lambda *args: (generality, sanitized))
-    outcome = PeakService._with_generality(fake, None, "", Outcome(status=Status.BENCHMARKED), None)
+    monkeypatch.setattr(phase, "sizes_and_sanitizer", lambda *args: (generality, sanitized))
+    outcome = phase.with_generality(None, None, "", Outcome(status=Status.BENCHMARKED), None)
     assert (outcome.status, outcome.failure) == (Status.FAILED, "sanitizer_vulkan_oob")
     assert outcome.message.startswith("a read past B (at {'M': 100, 'N': 77, 'K': 53})"), outcome.message
     assert outcome.message.endswith("; also wrong at 11 of 12 sampled sizes: out_of_bounds_write first at "

@@ -1,4 +1,4 @@
-"""KernelBench files translated into declarations (peak_mcp/problems/kernelbench.py).
+"""KernelBench files translated into declarations (peak_mcp/problems/kernelbench/).
 
 The probing, the fitting and every refusal that needs no torch run on torch-free stand-ins (numpy arrays from
 get_inputs, a plain class Model), so they are checked where torch is not installed; the real KernelBench files in
@@ -17,17 +17,10 @@ import numpy as np
 import pytest
 
 from peak_mcp.core.errors import InvalidInput
-from peak_mcp.problems.kernelbench import (
-    Expr,
-    KernelBenchError,
-    _evaluate,
-    declare_kernelbench,
-    fit_dimension,
-    kernelbench_name,
-    latin_rounds,
-    looks_like_kernelbench,
-    probe_rounds,
-)
+from peak_mcp.problems.kernelbench.fitting import Expr, fit_dimension, latin_rounds, probe_rounds
+from peak_mcp.problems.kernelbench.fitting import evaluate_expression as _evaluate
+from peak_mcp.problems.kernelbench.rules import KernelBenchError
+from peak_mcp.problems.kernelbench.translate import declare_kernelbench, kernelbench_name, looks_like_kernelbench
 
 DATA = Path(__file__).parent / "data" / "kernelbench"
 

@@ -103,7 +103,7 @@ def test_bf16_storage_is_viewed_as_bfloat16(torch) -> None:
 
 def test_times_a_kernelbench_torch_reference(torch) -> None:
     # The wiring the worker does: a KernelBench problem's torch_reference, at the session's sizes, on the inputs.
-    from peak_mcp.problems.kernelbench import declare_kernelbench
+    from peak_mcp.problems.kernelbench.translate import declare_kernelbench
     from tests.test_kernelbench import generated, load
 
     problem = declare_kernelbench(load("linear"), "linear")

@@ -57,9 +57,10 @@ def top_level_lines(source: str) -> dict[str, int]:
 
 def describe_file(path: Path) -> dict[str, Any]:
     """The declaration of the problem file at `path`, as JSON data; DescribeError naming the line otherwise."""
-    from peak_mcp.problems import kernelbench, loading
+    from peak_mcp.problems import loading
     from peak_mcp.problems.declaration import ProblemDeclaration
     from peak_mcp.problems.declared import DeclaredProblem
+    from peak_mcp.problems.kernelbench import translate as kernelbench
     from peak_mcp.problems.loading import execute_file, problem_module
 
     data = path.read_bytes()

@@ -80,7 +80,7 @@ def problem_module(module: types.ModuleType, name: str) -> types.ModuleType:
     """A problem file's module as the declaration reads it: itself, or for a KernelBench file (class Model,
     get_inputs) a module holding its translation (peak_mcp.problems.kernelbench: the upper-case names, reference,
     generate, torch_reference) under the problem's `name`."""
-    from peak_mcp.problems import kernelbench
+    from peak_mcp.problems.kernelbench import translate as kernelbench
 
     if not kernelbench.looks_like_kernelbench(vars(module)):
         return module

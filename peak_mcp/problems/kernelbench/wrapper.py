@@ -1,0 +1,121 @@
+"""The model wrapper: `reference` and `torch_reference` as a problem file defines them, building the module's model
+at the sizes asked for (cached), and the check of the reference on generated inputs before the translation is
+returned."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from peak_mcp.problems.kernelbench.fitting import Expr, evaluate_expression
+from peak_mcp.problems.kernelbench.probing import Probe, sizes_text
+from peak_mcp.problems.kernelbench.problem import KernelBenchProblem
+from peak_mcp.problems.kernelbench.rules import KernelBenchError
+from peak_mcp.problems.kernelbench.tracing import host64, outputs_of, patched
+
+
+class Runner:
+    """Builds the model at given sizes (cached) and calls it with inputs in ABI order."""
+
+    def __init__(self, probe: Probe, symbols: Mapping[str, str], input_names: list[str], param_paths: list[str],
+                 fixed: Mapping[int, Any], scalar_exprs: Mapping[int, Expr], n_items: int, n_out: int) -> None:
+        self.probe = probe
+        self.symbols = dict(symbols)
+        self.input_names = input_names
+        self.param_paths = param_paths
+        self.fixed = dict(fixed)
+        self.scalar_exprs = dict(scalar_exprs)
+        self.n_items = n_items
+        self.n_out = n_out
+        self.models: dict[tuple[Any, ...], Any] = {}
+
+    def values(self, sizes: Mapping[str, int]) -> dict[str, int]:
+        missing = sorted(set(self.symbols) - set(sizes))
+        extra = sorted(set(sizes) - set(self.symbols))
+        if missing or extra:
+            raise KernelBenchError(f"sizes must name exactly {sorted(self.symbols)} (missing {missing}, "
+                                   f"unknown {extra})")
+        return {var: int(sizes[sym]) for sym, var in self.symbols.items()}
+
+    def model(self, values: Mapping[str, int], key: tuple[Any, ...], convert: Callable[[Any], Any]) -> Any:
+        full = (tuple(sorted(values.items())), *key)
+        if full not in self.models:
+            if len(self.models) >= 4:
+                self.models.pop(next(iter(self.models)))
+            self.models[full] = convert(self.probe.build(values, seed=0))
+        return self.models[full]
+
+    def split(self, items: Sequence[Any], values: Mapping[str, int]) -> tuple[list[Any], list[Any]]:
+        n = len(self.input_names)
+        if len(items) != n + len(self.param_paths):
+            raise KernelBenchError(f"expected {n + len(self.param_paths)} inputs "
+                                   f"({', '.join(self.input_names)}{', ' if self.param_paths else ''}"
+                                   f"{', '.join(self.param_paths)}), got {len(items)}")
+        tensors = iter(items[:n])
+        args = []
+        for i in range(self.n_items):
+            if i in self.fixed:
+                args.append(self.fixed[i])
+            elif i in self.scalar_exprs:
+                args.append(self.scalar_exprs[i](values))
+            else:
+                args.append(next(tensors))
+        return args, list(items[n:])
+
+    def reference(self, arrays: Sequence[Any], sizes: Mapping[str, int], device: str) -> Any:
+        values = self.values(sizes)
+        probe = self.probe
+        if not probe.uses_torch:
+            model = self.model(values, ("numpy",), lambda m: m)
+            args, _ = self.split([np.array(a, dtype=np.float64) for a in arrays], values)
+            outs = [np.asarray(o, dtype=np.float64) for o in outputs_of(probe.forward(model, args, values))]
+        else:
+            torch = probe.torch
+            model = self.model(values, ("float64", device), lambda m: probe.converted(m, device, torch.float64))
+            tensors = [torch.tensor(np.asarray(a, dtype=np.float64), device=device) for a in arrays]
+            args, params = self.split(tensors, values)
+            overrides = dict(zip(self.param_paths, params, strict=True))
+            outs = [host64(o) for o in outputs_of(probe.forward(model, args, values, overrides or None))]
+        if len(outs) != self.n_out:
+            raise KernelBenchError(f"forward returned {len(outs)} outputs, {self.n_out} declared")
+        return outs[0] if self.n_out == 1 else tuple(outs)
+
+    def torch_call(self, tensors: Sequence[Any], sizes: Mapping[str, int]) -> Any:
+        torch = self.probe.torch
+        values = self.values(sizes)
+        first = next(t for t in tensors if isinstance(t, torch.Tensor))
+        model = self.model(values, (str(first.dtype), str(first.device)),
+                           lambda m: self.probe.converted(m, first.device, first.dtype))
+        args, params = self.split(list(tensors), values)
+        with patched(self.probe.ns, values), torch.no_grad():
+            if params:
+                return torch.func.functional_call(model, dict(zip(self.param_paths, params, strict=True)),
+                                                  tuple(args))
+            return (model if callable(model) else model.forward)(*args)
+
+
+def self_check(problem: KernelBenchProblem, sizes: Mapping[str, int], reference: Callable[..., Any]) -> None:
+    """The reference (on the CPU: the describe process needs no GPU) on generated inputs at probe sizes: finite,
+    and of the declared shapes."""
+    decl = problem.declaration
+    rng = np.random.default_rng(0)
+    values = {s: int(sizes[s]) for s in decl["SCALARS"]}
+    env = dict(values)
+
+    def shape_of(exprs: Sequence[str]) -> tuple[int, ...]:
+        return tuple(evaluate_expression(e, env) for e in exprs)
+
+    arrays = [problem.generate(n, shape_of(s), rng) for n, s in decl["INPUTS"].items()]
+    result = reference(*arrays, **values)
+    outs = result if isinstance(result, tuple) else (result,)
+    for (out_name, exprs), out in zip(decl["OUTPUTS"].items(), outs, strict=True):
+        if tuple(out.shape) != shape_of(exprs):
+            raise KernelBenchError(f"output {out_name} has shape {tuple(out.shape)} at {sizes_text(values)} in "
+                                   f"float64, declared {shape_of(exprs)}")
+        if not np.all(np.isfinite(out)):
+            kinds = ", ".join(f"{k}: {v}" for k, v in problem.distributions.items())
+            raise KernelBenchError(f"the float64 reference gives NaN or Inf in output {out_name} at "
+                                   f"{sizes_text(values)} on inputs drawn like get_inputs' ({kinds})",
+                                   "the reference must be finite on random inputs")
