@@ -12,16 +12,11 @@ from peak_mcp.backends import hlsl
 from peak_mcp.backends.cuda import CudaExecutor
 from peak_mcp.backends.toolkit import find_tool
 from peak_mcp.core.launch import parse_annotation
-from peak_mcp.evaluation.profiling import (
-    CudaLimits,
-    cubin_resources,
-    cuda_limits,
-    ncu_raw_csv,
-    occupancy,
-    ptxas_resources,
-    sass_mix,
-    spirv_mix,
-)
+from peak_mcp.evaluation.profiling.cubin import cubin_resources, ptxas_resources
+from peak_mcp.evaluation.profiling.ncu import ncu_raw_csv
+from peak_mcp.evaluation.profiling.occupancy import CudaLimits, cuda_limits, occupancy
+from peak_mcp.evaluation.profiling.sass import sass_mix
+from peak_mcp.evaluation.profiling.spirv_mix import spirv_mix
 from peak_mcp.runner.messages import ProfileJob
 from peak_mcp.runner.pool import DevicePool
 from peak_mcp.runner.profile_job import profile

@@ -23,22 +23,19 @@ from typing import Any
 from peak_mcp.backends.base import Compiled, Executor
 from peak_mcp.backends.toolkit import find_tool, kill_tree
 from peak_mcp.confine.isolated import python_command, safe_cwd
-from peak_mcp.evaluation.profiling import (
-    NCU_METRICS,
+from peak_mcp.evaluation.profiling.cubin import cubin_resources, ptxas_resources
+from peak_mcp.evaluation.profiling.ncu import NCU_METRICS, ncu_raw_csv
+from peak_mcp.evaluation.profiling.occupancy import cuda_limits, occupancy
+from peak_mcp.evaluation.profiling.report import (
     Counters,
     InstructionMix,
     Occupancy,
     ProfileReport,
     Resources,
-    cubin_resources,
-    cuda_limits,
-    ncu_raw_csv,
-    occupancy,
-    ptxas_resources,
-    sass_mix,
-    spirv_mix,
     unavailable,
 )
+from peak_mcp.evaluation.profiling.sass import sass_mix
+from peak_mcp.evaluation.profiling.spirv_mix import spirv_mix
 from peak_mcp.runner.jobs import Progress, _compile
 from peak_mcp.runner.messages import LaunchTarget, ProfileJob
 from peak_mcp.runner.replies import ProfileResult

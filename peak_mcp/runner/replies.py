@@ -15,7 +15,7 @@ from pydantic import BaseModel, Discriminator, Field, Tag, TypeAdapter, Validati
 from peak_mcp.backends.base import DeviceFacts
 from peak_mcp.evaluation.configs import ConfigResult
 from peak_mcp.evaluation.phases import Baseline, CompileInfo, Generality, SanitizerReport, Timing, Verdict
-from peak_mcp.evaluation.profiling import ProfileReport
+from peak_mcp.evaluation.profiling.report import ProfileReport
 
 
 class EvaluateResult(BaseModel):
