@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from peak_mcp.backends.registry import launch_spec
-from peak_mcp.problems.declared import HOST_CHECK_FLOPS
+from peak_mcp.problems.file_calls import HOST_CHECK_FLOPS
 from peak_mcp.problems.shipped import get_problem
 from tests.conftest import has_device
 from tests.hostile.harness import describe, judge, load_manifest, tagged

@@ -34,7 +34,8 @@ from peak_mcp.core.errors import PeakError
 from peak_mcp.core.launch import LaunchSpec
 from peak_mcp.problems.base import Reference, Sizes, Tolerance
 from peak_mcp.problems.declaration import UNIT_ROUNDOFF, ProblemDeclaration
-from peak_mcp.problems.declared import DeclaredProblem, magnitude_of
+from peak_mcp.problems.declared import DeclaredProblem
+from peak_mcp.problems.file_calls import magnitude_of
 
 UNSIGNED = {2: np.uint16, 4: np.uint32}
 
