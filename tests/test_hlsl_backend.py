@@ -97,12 +97,12 @@ def test_probe_explains_missing_compiler(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 def test_probe_explains_missing_loader(monkeypatch: pytest.MonkeyPatch) -> None:
-    from peak_mcp.backends import vulkan_runtime
+    from peak_mcp.backends import vulkan_devices
 
     def no_loader() -> None:
         raise OSError("Cannot find Vulkan SDK version")
 
-    monkeypatch.setattr(vulkan_runtime, "load_binding", no_loader)
+    monkeypatch.setattr(vulkan_devices, "load_binding", no_loader)
     report = hlsl.probe()
     assert report["devices"] == []
     loader = [m for m in report["missing"] if m["what"] == "Vulkan loader"]
@@ -110,7 +110,7 @@ def test_probe_explains_missing_loader(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_probe_explains_missing_driver(monkeypatch: pytest.MonkeyPatch) -> None:
-    from peak_mcp.backends import vulkan_runtime
+    from peak_mcp.backends import vulkan_devices
 
     class VkErrorIncompatibleDriver(Exception):
         pass
@@ -118,8 +118,8 @@ def test_probe_explains_missing_driver(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_icd(vk: Any) -> None:
         raise VkErrorIncompatibleDriver()
 
-    monkeypatch.setattr(vulkan_runtime, "load_binding", lambda: object())  # a loader, whether or not one is here
-    monkeypatch.setattr(vulkan_runtime, "create_instance", no_icd)
+    monkeypatch.setattr(vulkan_devices, "load_binding", lambda: object())  # a loader, whether or not one is here
+    monkeypatch.setattr(vulkan_devices, "create_instance", no_icd)
     report = hlsl.probe()
     driver = [m for m in report["missing"] if m["what"].startswith("Vulkan driver")]
     assert driver and "mesa-vulkan-drivers" in driver[0]["fix"] and "IncompatibleDriver" in driver[0]["why"]

@@ -355,7 +355,7 @@ def probe(compiler: str | None = None) -> dict[str, Any]:
         missing.append({"what": "HLSL compiler", "why": f"{type(exc).__name__}: {exc}",
                         "fix": "apt-get install glslang-tools"})
     try:
-        from peak_mcp.backends.vulkan_runtime import create_instance, load_binding, physical_devices
+        from peak_mcp.backends.vulkan_devices import create_instance, load_binding, physical_devices
 
         try:
             vk = load_binding()
