@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from peak_mcp.core.errors import InvalidInput
-from peak_mcp.core.launch import evaluate_condition
+from peak_mcp.core.expressions import evaluate_condition
 from peak_mcp.evaluation.generality import sample_sizes, satisfies
 from peak_mcp.problems.declaration import ProblemDeclaration
 from peak_mcp.problems.declared import DeclaredProblem

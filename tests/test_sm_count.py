@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from peak_mcp.core.errors import AnnotationError
-from peak_mcp.core.launch import evaluate_condition, parse_annotation
+from peak_mcp.core.expressions import evaluate_condition
+from peak_mcp.core.launch import parse_annotation
 
 CUDA = ("entry", "grid", "block")
 MATMUL = ("M", "N", "K")

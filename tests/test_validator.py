@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from peak_mcp.core.errors import AnnotationError, InvalidInput
-from peak_mcp.core.launch import evaluate_condition
+from peak_mcp.core.expressions import evaluate_condition
 from peak_mcp.evaluation.generality import check_constraints, sample_sizes, satisfies
 from peak_mcp.evaluation.workspace import GUARD_PATTERN
 from peak_mcp.problems.matmul import Matmul

@@ -119,6 +119,7 @@ async def _record(out: Path) -> None:
             log(f"== {tool} {'ERROR' if result.is_error else (result.structured_content or {}).get('status', '')}")
             return result.structured_content or {}
 
+        await call("doctor", {})
         await call("list_problems", {})
         await call("list_transformations", {"backend": "hlsl"})
         await call("get_transformation", {"transformation": "hlsl-groupshared-tiling"})

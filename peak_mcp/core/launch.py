@@ -12,16 +12,14 @@ on the launch line launches thread-block clusters of that shape, and each `tenso
 TMA descriptor of one problem buffer, passed after the scalars in line order (peak_mcp/backends/tensor_maps.py).
 
 Each parameter is a preprocessor macro in the compiled source (`with_params`) and a symbol in the launch expressions
-and conditions; the first value of each list is the default configuration. Expressions are parsed with `ast` and
-evaluated by a small interpreter that admits only integer literals, size and parameter symbols, + - * // % and
-cdiv/min/max: never `eval`. `SM_COUNT` is the device's multiprocessor count (CUDA SMs, AMD compute units), for
-persistent grids: the server binds it where a session meets its device (LaunchSpec.on_device).
+and conditions; the first value of each list is the default configuration. Expressions are safe integer
+expressions (core/expressions.py): never `eval`. `SM_COUNT` is the device's multiprocessor count (CUDA SMs, AMD
+compute units), for persistent grids: the server binds it where a session meets its device (LaunchSpec.on_device).
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 import keyword
 import math
 import re
@@ -31,22 +29,41 @@ from typing import Any
 from pydantic import BaseModel
 
 from peak_mcp.core.errors import AnnotationError
+from peak_mcp.core.expressions import FUNCTIONS, MAX_EXPR_CHARS, SM_COUNT, evaluate, evaluate_condition, names_in
 
 _LINE = re.compile(r"^\s*(?://|#|;)\s*peak\s*:(?P<body>.*)$", re.MULTILINE)
+
+
 _KEY = re.compile(r"(\w+)\s*=")
-_FUNCS = {"cdiv": lambda a, b: -(-a // b), "min": min, "max": max}
-_MAX_EXPR_CHARS = 200  # an expression as written
-_MAX_EXPANDED_CHARS = 2000  # as evaluated, derived names written out (depth is bounded apart)
+
+
 _MAX_LIST_CHARS = 2000  # a params value list
-SM_COUNT = "SM_COUNT"  # the device symbol of launch expressions
+
+
 _PROBE_SM_COUNT = 132  # parse-time stand-in, like the 1024 of every size symbol
+
+
 MAX_WHERE = 8  # where lines: a tune evaluates them all over the space before its budget starts counting
+
+
 MAX_SPACE = 100_000  # configurations in a parameter space: beyond it, no strategy can cover a useful share
+
+
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a C identifier (ASCII: `\w` admits any letter)
+
+
 _PARAMS_LINE = re.compile(r"params(?:\s+|$)(?!\s*=)")
+
+
 _WHERE_LINE = re.compile(r"where(?:\s*=|\s+(?!\s*=))")  # where=COND, or where COND as agents also write it
+
+
 _MAP_LINE = re.compile(r"tensor_map\s+(?P<buffer>[A-Za-z_]\w*)\b(?P<rest>.*)$")
+
+
 MAX_TENSOR_MAPS = 8
+
+
 SWIZZLES = (0, 32, 64, 128)  # bytes: none, or the span the 16-byte chunks of a box row are permuted within
 
 
@@ -221,7 +238,7 @@ def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str,
             evaluate(expr, probe, where=f"line {m.line} box")
     for (where_no, _), condition in zip(where_lines, where, strict=True):
         holds = evaluate_condition(condition, probe, where=f"line {where_no} where", derived_out=True)
-        if not holds and not _names(condition) & {*symbols, SM_COUNT}:  # sizes and device differ at run time
+        if not holds and not names_in(condition) & {*symbols, SM_COUNT}:  # sizes and device differ at run time
             raise AnnotationError(f"line {where_no}: the default configuration {spec.config()} (each list's first "
                                   f"value) breaks where={condition}",
                                   "put a value that meets the condition first in each list.")
@@ -250,11 +267,11 @@ def _check_written(spec: LaunchSpec) -> None:
     fields = [*(spec.grid or ()), *(spec.block or ()), *(spec.groups or ()), *(spec.cluster or ()), spec.shared,
               *(e for m in spec.tensor_maps for e in m.box)]
     for text in fields:
-        if len(text) > _MAX_EXPR_CHARS:
-            raise AnnotationError(f"line {spec.line}: expression is longer than {_MAX_EXPR_CHARS} characters", None)
+        if len(text) > MAX_EXPR_CHARS:
+            raise AnnotationError(f"line {spec.line}: expression is longer than {MAX_EXPR_CHARS} characters", None)
     for text in spec.where:
-        if len(text) > 4 * _MAX_EXPR_CHARS:
-            raise AnnotationError(f"where: condition is longer than {4 * _MAX_EXPR_CHARS} characters", None)
+        if len(text) > 4 * MAX_EXPR_CHARS:
+            raise AnnotationError(f"where: condition is longer than {4 * MAX_EXPR_CHARS} characters", None)
 
 
 def _expanded(spec: LaunchSpec, derived: dict[str, str]) -> LaunchSpec:
@@ -288,7 +305,7 @@ def _parse_params(lines: list[tuple[int, str]], symbols: tuple[str, ...], entry:
                 raise AnnotationError(f"line {line_no}: parameter name {name!r} is not a usable identifier",
                                       "use a C identifier such as BM or TILE_K (no leading __, no Python keyword).")
             clash = ("a size symbol of the problem" if name in symbols else "a function of the expression grammar"
-                     if name in _FUNCS else "the device's multiprocessor count" if name == SM_COUNT else
+                     if name in FUNCTIONS else "the device's multiprocessor count" if name == SM_COUNT else
                      "a scalar the problem derives from the sizes" if name in derived else
                      "the entry point" if name == entry else
                      "declared twice" if name in params else None)
@@ -370,10 +387,6 @@ def _parse_where(line_no: int, body: str) -> str:
     return condition
 
 
-def _names(expr: str) -> set[str]:
-    return {n.id for n in ast.walk(_parse(expr)) if isinstance(n, ast.Name)}
-
-
 _GUARD = r"#\s*(?:ifndef\s+{0}\b|if\s+!\s*defined\s*\(?\s*{0}\b)"
 
 
@@ -453,120 +466,3 @@ def _split_top_level(text: str) -> list[str]:
     if current.strip():
         parts.append(current.strip())
     return parts
-
-
-_COMPARE = {ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b, ast.Lt: lambda a, b: a < b,
-            ast.LtE: lambda a, b: a <= b, ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b}
-
-
-def evaluate_condition(expr: str, sizes: Mapping[str, int], *, where: str = "condition",
-                       derived_out: bool = False) -> bool:
-    """A condition over size expressions: comparisons joined by and / or / not, e.g. `M % 128 == 0 and K >= 64`."""
-    if len(expr) > 4 * _MAX_EXPR_CHARS and not derived_out:
-        raise AnnotationError(f"{where}: condition is longer than {4 * _MAX_EXPR_CHARS} characters", None)
-    if len(expr) > 4 * _MAX_EXPANDED_CHARS:
-        raise AnnotationError(f"{where}: condition is longer than {4 * _MAX_EXPANDED_CHARS} characters with its "
-                              "derived names written out", None)
-    try:
-        tree = _parse(expr)
-    except SyntaxError as exc:
-        raise AnnotationError(f"{where}: cannot parse {expr!r}: {exc.msg}",
-                              "write comparisons of size expressions joined by and/or/not, e.g. M % 128 == 0.") \
-            from None
-    try:
-        return _truth(tree.body, sizes, expr, where)
-    except RecursionError:
-        raise _too_deep(where) from None
-
-
-def _too_deep(where: str) -> AnnotationError:
-    """An expression nested deeper than the interpreter's recursion (a `where` of 1,600 characters of `- - - 1`)
-    was a RecursionError: an internal error that left the submitted version pending."""
-    return AnnotationError(f"{where}: the expression is nested too deeply", "write it without the repeated signs, "
-                           "`not` or brackets.")
-
-
-@functools.lru_cache(maxsize=512)
-def _parse(expr: str) -> ast.Expression:
-    """Parsed once: a tuning run evaluates the same conditions for every configuration of its space."""
-    return ast.parse(expr.strip(), mode="eval")
-
-
-def _truth(node: ast.AST, sizes: Mapping[str, int], expr: str, where: str) -> bool:
-    if isinstance(node, ast.BoolOp):
-        values = [_truth(v, sizes, expr, where) for v in node.values]
-        return all(values) if isinstance(node.op, ast.And) else any(values)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        return not _truth(node.operand, sizes, expr, where)
-    if isinstance(node, ast.Compare):
-        left = _eval(node.left, sizes, expr, where)
-        for op, right_node in zip(node.ops, node.comparators, strict=True):
-            right = _eval(right_node, sizes, expr, where)
-            if type(op) not in _COMPARE:
-                raise AnnotationError(f"{where}: comparison {type(op).__name__} is not allowed in {expr!r}", None)
-            if not _COMPARE[type(op)](left, right):
-                return False
-            left = right
-        return True
-    raise AnnotationError(f"{where}: {expr!r} is not a condition",
-                          "write comparisons of size expressions joined by and/or/not, e.g. M % 128 == 0.")
-
-
-def evaluate(expr: str, sizes: Mapping[str, int], *, where: str = "expression") -> int:
-    """Evaluate an integer size expression safely."""
-    if len(expr) > _MAX_EXPANDED_CHARS:  # what the agent wrote was held to _MAX_EXPR_CHARS at parse time
-        raise AnnotationError(f"{where}: expression is longer than {_MAX_EXPANDED_CHARS} characters with its "
-                              "derived names written out", None)
-    try:
-        tree = _parse(expr)
-    except SyntaxError as exc:
-        raise AnnotationError(f"{where}: cannot parse {expr!r}: {exc.msg}",
-                              "use integers, size symbols, + - * // % and cdiv/min/max.") from None
-    try:
-        return _eval(tree.body, sizes, expr, where)
-    except RecursionError:
-        raise _too_deep(where) from None
-
-
-def _eval(node: ast.AST, sizes: Mapping[str, int], expr: str, where: str) -> int:
-    def bad(why: str) -> AnnotationError:
-        allowed = ", ".join(sorted(sizes))
-        return AnnotationError(f"{where}: {why} in {expr!r}",
-                               f"allowed: integer literals, symbols {allowed}, + - * // %, cdiv(a, b), min, max.")
-
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    if isinstance(node, ast.Name):
-        if node.id == SM_COUNT and node.id not in sizes:
-            raise AnnotationError(f"{where}: SM_COUNT in {expr!r} is bound to a session's device", None)
-        if node.id not in sizes:
-            raise bad(f"unknown symbol {node.id!r}")
-        return int(sizes[node.id])
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_eval(node.operand, sizes, expr, where)
-    if isinstance(node, ast.BinOp):
-        left, right = _eval(node.left, sizes, expr, where), _eval(node.right, sizes, expr, where)
-        if isinstance(node.op, ast.Add):
-            return left + right
-        if isinstance(node.op, ast.Sub):
-            return left - right
-        if isinstance(node.op, ast.Mult):
-            if abs(left) > 2**40 or abs(right) > 2**40:
-                raise bad("value too large")
-            return left * right
-        if isinstance(node.op, ast.FloorDiv | ast.Mod):
-            if right == 0:
-                raise bad("division by zero")
-            return left // right if isinstance(node.op, ast.FloorDiv) else left % right
-        raise bad(f"operator {type(node.op).__name__} is not allowed (use // for division)")
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
-        func = _FUNCS.get(node.func.id)
-        if func is None:
-            raise bad(f"function {node.func.id!r} is not allowed")
-        args = [_eval(a, sizes, expr, where) for a in node.args]
-        if node.func.id == "cdiv" and (len(args) != 2 or args[1] == 0):
-            raise bad("cdiv takes two arguments and a non-zero divisor")
-        if node.func.id in ("min", "max") and len(args) < 2:
-            raise bad(f"{node.func.id} takes at least two arguments")
-        return int(func(*args))
-    raise bad(f"{type(node).__name__} is not allowed")

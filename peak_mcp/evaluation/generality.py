@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 
 from peak_mcp.core.errors import InvalidInput, PeakError
-from peak_mcp.core.launch import evaluate_condition
+from peak_mcp.core.expressions import evaluate_condition
 from peak_mcp.problems.base import Problem, Sizes
 
 DEFAULT_COUNT = 9

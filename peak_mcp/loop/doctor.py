@@ -18,11 +18,13 @@ if TYPE_CHECKING:
     from peak_mcp.runner.ray_pool import RayDevicePool
 
 
-def doctor(settings: Settings, devices: Devices, pool: DevicePool | RayDevicePool,
+def doctor(settings: Settings, machine: Devices, pool: DevicePool | RayDevicePool,
            catalog_info: dict[str, Any] | None = None) -> DoctorReport:
+    """Every backend as the probe found it: usable (compiles), can run (a device too), its devices with their queues,
+    what is missing with the fix; the workers' restarts and the sandbox."""
     statuses = []
-    for name, report in devices.probe(refresh=True).items():
-        devices = [describe(d, devices.profiles) for d in report.get("devices", [])]
+    for name, report in machine.probe(refresh=True).items():
+        devices = [describe(d, machine.profiles) for d in report.get("devices", [])]
         compiler_ok = bool(report.get("compiler", {}).get("available"))
         statuses.append(BackendStatus(
             backend=name, usable=compiler_ok, can_run=compiler_ok and bool(devices),

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from peak_mcp.core.errors import AnnotationError
-from peak_mcp.core.launch import _FUNCS, SM_COUNT, evaluate, evaluate_condition
+from peak_mcp.core.expressions import FUNCTIONS, SM_COUNT, evaluate, evaluate_condition
 
 BACKEND_NAMES = ("cuda", "hip", "hlsl")
 # What a kernel text may not hold (every other client reads a naive kernel as its v0): controls but tab, newline and
@@ -31,7 +31,7 @@ NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
 # Names the ABI or grammar uses. SM_COUNT: the device's multiprocessor count in launch expressions, which a size
 # symbol of that name silently lost to (and a scalar of that name would hide).
-RESERVED = frozenset({*_FUNCS, SM_COUNT, "p", "T", "xp", "dtype", "to_f32", "from_f32", "main"})
+RESERVED = frozenset({*FUNCTIONS, SM_COUNT, "p", "T", "xp", "dtype", "to_f32", "from_f32", "main"})
 
 
 # --- the declaration -----------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 
 from peak_mcp.core.dtypes import itemsize
 from peak_mcp.core.errors import InvalidInput, PeakError
-from peak_mcp.core.launch import evaluate, evaluate_condition
+from peak_mcp.core.expressions import evaluate, evaluate_condition
 from peak_mcp.problems.base import BufferArg, Problem, ScalarArg, Sizes, Tolerance
 from peak_mcp.problems.code import LocalCode, ProblemCode
 from peak_mcp.problems.declaration import BACKEND_NAMES, BufferDecl, ProblemDeclaration, ToleranceDecl

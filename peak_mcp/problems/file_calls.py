@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.core.dtypes import from_float, to_float64, uniform
-from peak_mcp.core.launch import evaluate
+from peak_mcp.core.expressions import evaluate
 from peak_mcp.problems.base import Reference, Sizes, Tolerance
 from peak_mcp.problems.code import LocalCode, fix_hint
 from peak_mcp.problems.declaration import UNIT_ROUNDOFF
