@@ -323,7 +323,7 @@ def test_without_a_peak_the_yardstick_is_said_to_be_none_and_gpu_gains_carry_a_c
     from types import SimpleNamespace
 
     from peak_mcp.api.tools.catalog_tools import OPTIMIZE_PROMPT
-    from peak_mcp.catalog.transformations import render_body
+    from peak_mcp.catalog.rendering import render_body
     from peak_mcp.loop.pipeline.verdicts import no_vendor_reason
     from tests.test_texts_compile import CATALOG
 

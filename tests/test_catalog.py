@@ -8,12 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from peak_mcp.catalog.transformations import (
-    SECTIONS,
-    Catalog,
-    DeviceDescriptor,
-    builtin_transformations_dir,
-)
+from peak_mcp.catalog.transformations import SECTIONS, Catalog, DeviceDescriptor, builtin_transformations_dir
 from peak_mcp.core.errors import InvalidInput, NotFound
 
 H100 = {"name": "NVIDIA H100 80GB HBM3", "arch": "sm_90a", "family": "hopper"}

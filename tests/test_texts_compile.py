@@ -1,7 +1,7 @@
 """Every code example in the catalog compiles for every backend its text claims (CUDA with NVRTC, HLSL with the
 HLSL compiler on PATH), so an LLM is never taught code that does not build.
 
-Convention (peak_mcp.catalog.transformations.code_examples): a fence is tagged with its language, ```cuda, ```hlsl
+Convention (peak_mcp.catalog.rendering.code_examples): a fence is tagged with its language, ```cuda, ```hlsl
 or ```text.
 ```cuda kernel / ```hlsl kernel is a whole kernel file with its `peak:` line, compiled as is. An untagged-role
 cuda/hlsl block is a fragment: it compiles inside the harness below, which declares the names it uses (placed at
@@ -28,17 +28,16 @@ import pytest
 from peak_mcp.backends import hlsl as hlsl_backend
 from peak_mcp.backends.base import CompileFailed
 from peak_mcp.backends.registry import BACKENDS, launch_spec
-from peak_mcp.catalog.transformations import (
+from peak_mcp.catalog.rendering import (
     FENCE_BACKENDS,
     TUNING_HEADING,
     TUNING_PLATFORMS,
-    Catalog,
     CodeExample,
-    builtin_transformations_dir,
     code_examples,
     render_body,
     split_section,
 )
+from peak_mcp.catalog.transformations import Catalog, builtin_transformations_dir
 from peak_mcp.problems.matmul import Matmul
 
 
@@ -541,7 +540,7 @@ def test_row_and_matmul_briefs_give_each_backend_its_own_steps() -> None:
 
 
 def test_labelled_items_render_for_their_backends_only() -> None:
-    from peak_mcp.catalog.transformations import drop_other_backends
+    from peak_mcp.catalog.rendering import drop_other_backends
 
     body = """## What to do
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from peak_mcp.catalog.transformations import TUNING_HEADING, split_section
+from peak_mcp.catalog.rendering import TUNING_HEADING, split_section
 from peak_mcp.core.devices import Device
 from peak_mcp.core.errors import InvalidInput
 

@@ -21,7 +21,8 @@ from peak_mcp.catalog.brief import (
     build_retry,
     extract_kernel,
 )
-from peak_mcp.catalog.transformations import Catalog, render_body
+from peak_mcp.catalog.rendering import render_body
+from peak_mcp.catalog.transformations import Catalog
 from peak_mcp.core.errors import InvalidInput, PeakError
 from peak_mcp.evaluation.noise import FASTER, NOISE, SLOWER, change
 from peak_mcp.loop.context import Progress, quiet
