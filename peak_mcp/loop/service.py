@@ -50,6 +50,7 @@ from peak_mcp.problems.shipped import BUILTIN_CLASSES
 from peak_mcp.runner.ownership import ServerPresence
 from peak_mcp.runner.pool import DevicePool
 from peak_mcp.runner.probe import probe_all_in_subprocess
+from peak_mcp.store import stats
 from peak_mcp.store.database import Store
 from peak_mcp.store.lease import HEARTBEAT_S
 from peak_mcp.store.records import SessionRow, VersionRow
@@ -203,6 +204,9 @@ class PeakService:
 
     def suggest_next(self, catalog: Catalog, session_id: str, limit: int = 5) -> Suggestions:
         return self.history_view.suggest_next(catalog, session_id, limit)
+
+    def transformation_stats(self, session_id: str | None = None) -> dict[str, Any]:
+        return stats.scoped_statistics(self.store, session_id)
 
     def roofline(self, session: SessionRow, sizes: dict[str, int], baseline: Baseline | None = None) -> float | None:
         return self.ctx.roofline(session, sizes, baseline)

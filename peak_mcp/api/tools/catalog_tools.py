@@ -31,7 +31,7 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         """Per transformation: attempts, successes (a general, passing child faster than its parent beyond timing
         noise), within-noise results and slowdowns apart, first-try success rate, failure kinds, speedups. Covers
         every session in this data dir unless session_id names one; `scope` says which."""
-        return result(StatsReport(**await call(None, applier.scoped_statistics, session_id)))
+        return result(StatsReport(**await call(None, service.transformation_stats, session_id)))
 
     @mcp.tool(annotations=READ_ONLY)
     async def list_transformations(
