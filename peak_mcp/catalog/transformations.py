@@ -363,7 +363,6 @@ class Catalog:
             current = min(candidates, key=_specificity)
             seen.add(current.id)
 
-
     def resolve_for_session(self, id: str, backend: str, dtype: str,
                             device: DeviceLike = None, *, exact: bool = False,
                             problem: str | None = None) -> Transformation:

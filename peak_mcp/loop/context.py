@@ -76,14 +76,12 @@ class LoopContext:
     def device_of(self, session: SessionRow) -> Device:
         return self.devices.device_of(session)
 
-
     def spec(self, session: SessionRow, source: str) -> LaunchSpec:
         """The source's annotation, checked against what the session's backend needs and its problem's sizes, with
         SM_COUNT bound to the session's device."""
         problem = self.problem(session.problem)
         spec = launch_spec(source, session.backend, problem.symbols, problem.derived)
         return spec.on_device(self.device_of(session).sm_count)
-
 
     def wire(self, session: SessionRow) -> dict[str, Any]:
         """What every job for this session carries to name its problem (see Problem.wire), and for a problem without
@@ -101,23 +99,18 @@ class LoopContext:
         return {**problem.wire(),
                 "reference_kernel": ReferenceKernel(source=v0.source, spec=self.spec(session, v0.source))}
 
-
     @overload
     def run_job(self, session: SessionRow, job: EvaluateJob, progress: Progress) -> EvaluateResult: ...
-
 
     @overload
     def run_job(self, session: SessionRow, job: GeneralityJob, progress: Progress) -> GeneralityResult: ...
 
-
     @overload
     def run_job(self, session: SessionRow, job: TuneJob, progress: Progress) -> TuneResult: ...
-
 
     @overload
     def run_job(self, session: SessionRow, job: ProfileJob, progress: Progress, *, inactivity_s: float,
                 total_s: float) -> ProfileResult: ...
-
 
     def run_job(self, session: SessionRow, job: Job, progress: Progress, *, inactivity_s: float | None = None,
                 total_s: float | None = None) -> JobResult:
@@ -132,7 +125,6 @@ class LoopContext:
             cleaned_failure(exc)
             raise
 
-
     def roofline(self, session: SessionRow, sizes: dict[str, int],
                  baseline: Baseline | None = None) -> float | None:
         """The least time a launch of this session's problem can take at `sizes` on its device (reports.roofline_ms),
@@ -144,7 +136,6 @@ class LoopContext:
             return None
         return roofline_ms(flops, nbytes, self.device_of(session), problem.peak_path(session.dtype, session.backend),
                            baseline or session.baseline)
-
 
     def yardstick_said(self, session: SessionRow, baseline: Baseline | None) -> Baseline | None:
         """A problem without a vendor library: what stands in for it is said from the server's view of the device

@@ -29,12 +29,10 @@ class Devices:
         self.profiles = load_profiles()
         self._devices: dict[str, Device] = {}  # session id -> described device
 
-
     def probe(self, refresh: bool = False) -> dict[str, Any]:
         if self._probe is None or refresh:
             self._probe = self._probe_fn()
         return self._probe
-
 
     def device_for(self, backend: str, device: str | int | None = None) -> tuple[Device, int]:
         """A device of `backend` (see `place`), or a compile-only target where a backend can compile without one."""
@@ -60,7 +58,6 @@ class Devices:
         why = "; ".join(f"{m['what']}: {m['why']} (fix: {m['fix']})" for m in report.get("missing", []))
         raise Unavailable(f"no {backend} device on this machine: {why}", "run the doctor tool for details.")
 
-
     def place(self, backend: str, devices: list[dict[str, Any]], device: str | int | None) -> dict[str, Any]:
         """`device`: an index, a name pattern (case-insensitive substring), or None/"auto". Among the candidates,
         the least loaded: fewest jobs queued, then fewest sessions, then the lowest index."""
@@ -77,7 +74,6 @@ class Devices:
         sessions = Counter(s.device_index for s in self.store.sessions() if s.backend == backend)
         return min(candidates, key=lambda d: (self.pool.queue_length(backend, int(d["index"])),
                                               sessions[int(d["index"])], int(d["index"])))
-
 
     def remember(self, session_id: str, device: Device) -> None:
         """The device a session was just placed on, as device_of will answer for it."""
@@ -96,7 +92,6 @@ class Devices:
                                                                               self.profiles)
         self._devices[session.id] = cached
         return cached
-
 
     def tuning_devices(self, session: SessionRow) -> list[int]:
         """The devices a tune of this session measures on now: its own, and every idle one of the same model."""

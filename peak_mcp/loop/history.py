@@ -17,7 +17,6 @@ class History:
     def __init__(self, ctx: LoopContext) -> None:
         self.ctx = ctx
 
-
     def history(self, session_id: str) -> HistoryReport:
         session = self.ctx.store.session(session_id)
         device = self.ctx.device_of(session)
@@ -29,7 +28,6 @@ class History:
                              dtype=session.dtype, sizes=session.sizes, device=session.device,
                              head=session.head, best=_number(best_version(versions)),
                              baseline=dumped(session.baseline), rows=rows, table=markdown_table(rows))
-
 
     def history_chart(self, session_id: str, compact: bool = False) -> bytes:
         """The lineage chart as PNG; `compact` for an MCP answer (charts.COMPACT), else to read on a screen."""
@@ -47,7 +45,6 @@ class History:
         vendor = backend_spec(session.backend).vendor_library or "vendor library"
         return history_chart(rows, session.model_dump(), peak_tflops=device.peak(peak_path),
                              vendor_name=vendor, compact=compact)
-
 
     def suggest_next(self, catalog: Catalog, session_id: str, limit: int = 5) -> Suggestions:
         """The catalog's texts ranked for the session's head (catalog.suggest)."""

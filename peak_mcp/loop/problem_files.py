@@ -74,12 +74,10 @@ class ProblemFiles:
     def __init__(self, settings: Settings, problems: ProblemRegistry, allowed: Callable[[], bool]) -> None:
         self.settings, self.problems, self.defining_allowed = settings, problems, allowed
 
-
     def list_problems(self) -> ProblemList:
         self.problems.refresh()
         return ProblemList(problems=[problem_info(p) for p in self.problems.problems()],
                            errors=[e.model_dump() for e in self.problems.client_errors()])
-
 
     def define_problem(self, source: str, name: str | None = None) -> ProblemInfo:
         """Save a problem file's text (docs/problems.md, or a KernelBench module, named by `name`) under
@@ -113,7 +111,6 @@ class ProblemFiles:
         temporary.replace(target)  # a file of the same name is replaced whole, never half written
         self.problems.refresh()
         return problem_info(self.problems.get(declaration.name))
-
 
     def _check_name_free(self, name: str) -> None:
         """InvalidInput where `name` is a shipped problem's or a built-in one's: a defined file never replaces it."""

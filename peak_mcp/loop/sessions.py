@@ -31,7 +31,6 @@ class Sessions:
     def __init__(self, ctx: LoopContext, pipeline: Pipeline, versions: Versions) -> None:
         self.ctx, self.pipeline, self.versions = ctx, pipeline, versions
 
-
     def start_session(self, problem: str, backend: str, dtype: str, sizes: dict[str, Any] | str | None,
                       label: str | None = None, progress: Progress = quiet,
                       constraints: list[str] | None = None, device: str | int | None = None,
@@ -83,7 +82,6 @@ class Sessions:
         info.note = note
         return info
 
-
     @staticmethod
     def session_sizes(spec: Problem, device: Device,
                       sizes: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
@@ -95,7 +93,6 @@ class Sessions:
                             f"{spec.default_sizes} would take it far longer; pass sizes to override")
         return sizes, None
 
-
     def session_info(self, session_id: str) -> SessionInfo:
         s = self.ctx.store.session(session_id)
         versions = self.ctx.store.versions(session_id)
@@ -103,7 +100,6 @@ class Sessions:
                            sizes=s.sizes, device=self.ctx.device_of(s).summary(), head=s.head,
                            best=_number(best_version(versions)), versions=len(versions),
                            baseline=dumped(s.baseline), label=s.label, constraints=s.constraints or [])
-
 
     def session_list(self, offset: int = 0, limit: int = 20) -> SessionList:
         """One line per session, oldest first, a page at a time."""
@@ -122,7 +118,6 @@ class Sessions:
                                        else s.device,
                                        head=s.head, versions=len(versions), best=best))
         return SessionList(sessions=rows, total=len(sessions), offset=offset)
-
 
     def measure_baseline(self, session_id: str, progress: Progress) -> None:
         session = self.ctx.store.session(session_id)

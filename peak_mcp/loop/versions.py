@@ -34,7 +34,6 @@ class Versions:
     def __init__(self, ctx: LoopContext) -> None:
         self.ctx = ctx
 
-
     def version_report(self, session_id: str, number: int) -> VersionReport:
         session = self.ctx.store.session(session_id)
         versions = {v.number: v for v in self.ctx.store.versions(session_id)}
@@ -59,7 +58,6 @@ class Versions:
             phases={phase: round(record.seconds, 3) for phase, record in spent.items()
                     if record is not None and record.seconds is not None})
 
-
     def resolve_version(self, session_id: str, version: int | None) -> VersionRow:
         session = self.ctx.store.session(session_id)
         if version is None:
@@ -69,12 +67,10 @@ class Versions:
             version = session.head
         return self.ctx.store.version(session_id, version)
 
-
     def get_version(self, session_id: str, version: int | None) -> VersionDetail:
         v = self.resolve_version(session_id, version)
         return VersionDetail(report=self.version_report(session_id, v.number), source=v.source,
                              configuration=self.timed_configuration(v))
-
 
     def timed_configuration(self, v: VersionRow) -> str | None:
         """The configuration a version's time is of, beside its source: the source declares lists whose first
@@ -99,7 +95,6 @@ class Versions:
                      "not what was timed")
         return text
 
-
     def diff(self, session_id: str, a: int, b: int | None) -> DiffReport:
         first = self.ctx.store.version(session_id, a)
         second = self.resolve_version(session_id, b)
@@ -107,7 +102,6 @@ class Versions:
                                             second.source.splitlines(keepends=True),
                                             fromfile=f"v{a}", tofile=f"v{second.number}"))
         return DiffReport(session_id=session_id, a=a, b=second.number, diff=text or "(identical)")
-
 
     def revert(self, session_id: str, version: int, require_generality: bool = True) -> VersionReport:
         v = self.ctx.store.version(session_id, version)
@@ -125,11 +119,9 @@ class Versions:
         self.ctx.store.set_head(session_id, version)
         return self.version_report(session_id, version)
 
-
     def head_and_best(self, session_id: str) -> tuple[int | None, int | None]:
         """Head (where work continues by default) and best (the fastest general version)."""
         return self.ctx.store.session(session_id).head, _number(best_version(self.ctx.store.versions(session_id)))
-
 
     def standing_note(self, session_id: str, number: int) -> str:
         """Where version `number` left head and best, in one line: "head → v5 (0.21× its parent v4); best: v2

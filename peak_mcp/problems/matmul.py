@@ -230,7 +230,6 @@ class Matmul(Problem):
             return _HLSL_NAIVE.format(T=_HLSL_TYPES[dtype])
         raise InvalidInput(f"unknown backend {backend!r}", "choose cuda, hip or hlsl.")
 
-
     def source_hints(self, source: str) -> dict[str, tuple[str, ...]]:
         found: dict[str, tuple[str, ...]] = {}
         if _coalesced(source):

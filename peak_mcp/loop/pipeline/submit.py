@@ -26,7 +26,6 @@ class Pipeline:
     def __init__(self, ctx: LoopContext, versions: Versions) -> None:
         self.ctx, self.versions = ctx, versions
 
-
     def submit_kernel(self, session_id: str, source: str, parent: int | None = None,
                       transformation: str | None = None, progress: Progress = quiet, *,
                       apply_id: str | None = None, attempt: int | None = None,
@@ -43,7 +42,6 @@ class Pipeline:
         return self.submit(session_id, source, parent=parent, origin=origin, transformation=transformation,
                            progress=progress, apply_id=apply_id, attempt=attempt,
                            require_generality=require_generality)
-
 
     def submit(self, session_id: str, source: str, *, parent: int | None, origin: str,
                transformation: str | None, progress: Progress, apply_id: str | None = None,

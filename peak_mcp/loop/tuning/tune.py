@@ -30,7 +30,6 @@ class Tuner:
     def __init__(self, ctx: LoopContext, versions: Versions) -> None:
         self.ctx, self.versions = ctx, versions
 
-
     def tune(self, session_id: str, version: int | None, *, strategy: str = "auto", max_configs: int = 64,
              budget_s: float | None = None, progress: Progress = quiet) -> TuneReport:
         """Search a version's tuning parameters (`// peak: params`): batches of configurations compiled in
@@ -111,7 +110,6 @@ class Tuner:
         self.ctx.store.update_version(session_id, v.number, tuning=report.model_dump(mode="json"), **columns)
         return report
 
-
     def choose_best(self, session: SessionRow, source: str, spec: LaunchSpec, report: TuneReport,
                     progress: Progress) -> None:
         """The search times each configuration briefly (a few launches, beside builds): its medians can be noise. Where
@@ -161,7 +159,6 @@ class Tuner:
         if level:
             text += f"; still within noise of it: {', '.join(level)} (any of them is as fast as this can tell)"
         report.chosen_by = text
-
 
     def tune_chunk(self, session: SessionRow, source: str, spec: LaunchSpec, device: int, batch: list[Config],
                    compile_workers: int | None, progress: Progress) -> list[ConfigResult]:
