@@ -208,3 +208,22 @@ def test_the_after_hint_names_only_texts_that_exist_for_the_session() -> None:
         exists = {t.id for t in catalog.list(backend=backend, problem="softmax", dtype="f32")}
         _, reasons = _score(online, set(), set(), {}, "f32", {"ROWS": 8, "COLS": 8}, device, problem, exists)
         assert reasons[0].startswith(expected), (backend, reasons)
+
+
+def test_a_session_without_a_head_is_told_so_before_its_device_or_problem_is_looked_up(tmp_path) -> None:
+    """suggest_next starts from head: a session without one is refused first, whether or not its problem still
+    loads, and without probing the devices (found moving suggest_next out of the service)."""
+    from peak_mcp.core.config import Settings
+    from peak_mcp.core.errors import InvalidInput
+    from peak_mcp.loop.service import PeakService
+
+    probes: list[int] = []
+    service = PeakService(Settings(data_dir=tmp_path / "data"), probe=lambda: probes.append(1) or {})
+    try:
+        sid = service.store.create_session(problem="a_problem_that_is_gone", backend="hlsl", dtype="f32",
+                                           sizes={"N": 4}, device="somewhere", device_index=0, label=None)
+        with pytest.raises(InvalidInput, match="has no passing version yet"):
+            service.suggest_next(Catalog.load(builtin_transformations_dir(), []), sid)
+        assert probes == []
+    finally:
+        service.close()

@@ -160,7 +160,7 @@ def probe(hip_arch: str | None = None, hip_clang: str | None = None) -> dict[str
                                                   (f"{chain.version if chain else ''} (gfx, offline)", chain),
                                                   ("hiprtc", amd["compiler"].get("available"))) if ok)
     report["compiler"] = compilers
-    if ready:  # what a session without a GPU is described as (service._device_for)
+    if ready:  # what a session without a GPU is described as (loop/devices.py, Devices.device_for)
         props: dict[str, Any] = {"arch": target.arch, "platform": target.platform}
         if target.platform == "nvidia":
             props["family"] = cuda_family(target.arch)

@@ -110,14 +110,20 @@ def _next_steps(t: Transformation) -> set[str]:
     return set(_NEXT_STEP.findall(match.group(1))) if match else set()
 
 
+def require_head(session: SessionRow) -> None:
+    """InvalidInput for a session without a head: suggestions start from it. Checked before anything else is looked
+    up for the session (its device, its problem)."""
+    if session.head is None:
+        raise InvalidInput(f"session {session.id} has no passing version yet",
+                           "submit a kernel that compiles and validates first; suggestions start from the head.")
+
+
 def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRow], device: Device, problem: Problem,
                  best: int | None, limit: int = 5) -> Suggestions:
     """The catalog's texts ranked for a session's head (`versions`: all of the session's; `best`: the fastest general
     version's number), from its records alone."""
     session_id = session.id
-    if session.head is None:
-        raise InvalidInput(f"session {session_id} has no passing version yet",
-                           "submit a kernel that compiles and validates first; suggestions start from the head.")
+    require_head(session)
     backend, dtype, sizes = session.backend, session.dtype, session.sizes
     descriptor = DeviceDescriptor.of(device)
     basis = session.head

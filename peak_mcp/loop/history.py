@@ -4,7 +4,7 @@ ranked for its head."""
 from __future__ import annotations
 
 from peak_mcp.backends.registry import backend_spec
-from peak_mcp.catalog.suggest import Suggestions, suggest_next
+from peak_mcp.catalog.suggest import Suggestions, require_head, suggest_next
 from peak_mcp.catalog.transformations import Catalog
 from peak_mcp.evaluation.phases import dumped
 from peak_mcp.loop.context import LoopContext
@@ -49,6 +49,8 @@ class History:
     def suggest_next(self, catalog: Catalog, session_id: str, limit: int = 5) -> Suggestions:
         """The catalog's texts ranked for the session's head (catalog.suggest)."""
         session = self.ctx.store.session(session_id)
+        require_head(session)
+        device = self.ctx.device_of(session)
         versions = self.ctx.store.versions(session_id)
-        return suggest_next(catalog, session, versions, self.ctx.device_of(session), self.ctx.problem(session.problem),
+        return suggest_next(catalog, session, versions, device, self.ctx.problem(session.problem),
                             _number(best_version(versions)), limit)

@@ -184,6 +184,9 @@ class PeakService:
     def get_version(self, session_id: str, version: int | None) -> VersionDetail:
         return self.versions.get_version(session_id, version)
 
+    def timed_configuration(self, v: VersionRow) -> str | None:
+        return self.versions.timed_configuration(v)
+
     def diff(self, session_id: str, a: int, b: int | None) -> DiffReport:
         return self.versions.diff(session_id, a, b)
 

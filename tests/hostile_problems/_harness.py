@@ -74,7 +74,10 @@ if t:
     except Exception as exc:
         print("hostile launcher: describe timeout not patched:", exc, file=sys.stderr)
 sys.argv[0] = "peak_mcp"
-from peak_mcp.api.cli import main
+try:
+    from peak_mcp.api.cli import main
+except ImportError:  # a tree from before the layered layout (a baseline run)
+    from peak_mcp.cli import main
 main(sys.argv[1:])
 """
 
