@@ -160,6 +160,10 @@ MASKS = [
     ("session and apply ids (12 hex digits)", re.compile(r"(?<![0-9a-f])[0-9a-f]{12}(?![0-9a-f])")),
     ("the apply brief's hash and length (its text names the session and quotes timings)",
      re.compile(r'"brief_sha256": "[0-9a-f]+"|"brief_chars": \d+')),
+    ("how many rounds the CPU yardstick took: a second three when the first disagree (another process busy)",
+     re.compile(r'\. The rounds disagreed \([^)]*\): the CPU was busy with other work meanwhile, and kernels timed now '
+                r'may read slow too|(?<=quietest of )\d+(?= rounds)|(?<="rounds_ms": \[)[^\]]*(?=\])|'
+                r'(?<=cold cache, rounds )[^m]*(?= ms)'), ""),
     ("tune's note that its full timing differs from the search's estimate beyond noise (a timing's outcome)",
      re.compile(r'; the full timing is [^"(]*\([^)]*\)|"estimate_gap": "[^"]*",\n\s*'), ""),
     ("decimal numbers (timings, ratios, seconds)", re.compile(r"-?\d+(?:\.\d+(?:e[-+]?\d+)?|e-\d+)")),
