@@ -419,3 +419,17 @@ async def test_values_read_past_groupshared_on_a_cpu_device_are_not_quoted(make_
         plain = await call(client, "submit_kernel", {"session_id": sid, "source": KERNEL.replace("BODY", "x[id.x]")})
         assert plain["failure"] == "wrong_result" and "'got'" in plain["message"] and "withheld" not in \
             plain["message"]
+
+
+async def test_a_session_carries_its_own_abi_and_what_the_problem_computes(make_client) -> None:
+    """start_session answers with the session's ABI (its backend and dtype) and the problem's own definition: for a
+    problem file, its reference's source. list_problems promised them there; an agent found neither."""
+    async with make_client() as (client, _):
+        listed = await call(client, "list_problems", {})
+        row_sum = next(p for p in listed["problems"] if p["name"] == "row_sum")
+        assert row_sum["definition"].startswith("reference, the file's own source:\ndef reference(x, *, xp):")
+        session = await call(client, "start_session", {"problem": "row_sum", "backend": "cuda", "dtype": "bf16",
+                                                       "sizes": {"ROWS": 4, "COLS": 8}})
+        assert "const __nv_bfloat16* x" in session["abi"] and "return x.sum(axis=1)" in session["definition"]
+        text = await client.call_tool("get_version", {"session_id": session["session_id"], "version": 0})
+        assert not text.is_error

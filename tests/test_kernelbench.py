@@ -499,3 +499,16 @@ def test_independent_rows_are_probed_into_batch() -> None:
             return []
     """, "kb_square")
     assert declare_kernelbench(square, "kb_square").declaration["BATCH"] is None  # w @ x mixes x's rows
+
+
+def test_the_definition_says_what_forward_computes(torch: Any) -> None:
+    """An agent over MCP alone must learn what to compute: the model as built (init arguments by name), its
+    submodules with their arguments evaluated, forward's own source, which module variable each size symbol is and
+    the ints that stay fixed (a cumsum's title names no dimension; the ABI had nothing else)."""
+    text = declare_kernelbench(load("sum_keepdim"), "sum_keepdim").declaration["DEFINITION"]
+    assert "Built as Model(dim=1)" in text and "return torch.sum(x, dim=self.dim, keepdim=True)" in text
+    assert "DIM1 = the module's dim1" in text and "fixed: reduce_dim=1" in text
+    conv = declare_kernelbench(load("conv2d"), "conv2d").declaration["DEFINITION"]
+    assert "Built as Model(in_channels=3, out_channels=8, kernel_size=3)" in conv
+    assert "Conv2d(7, 8, kernel_size=(3, 3), stride=(1, 1), bias=False)" in conv  # at the probe's sizes, said so
+    assert "built at the probe's sizes BATCH_SIZE=5, IN_CHANNELS=7" in conv

@@ -56,7 +56,7 @@ async def test_a_kernelbench_file_through_mcp(make_client, settings, tmp_path: P
                                                        "sizes": {"BATCH_SIZE": 8, "DIM": 100}})
         sid = session["session_id"]
         assert session.get("head") is None and not session.get("version_0")
-        assert "Submit your first kernel" in session["brief"] and "vk::binding(1)" in session["brief"]
+        assert "Submit your first kernel" in session["brief"] and "vk::binding(1)" in session["abi"]
         first = await call(client, "submit_kernel", {"session_id": sid,
                                                      "source": RELU.replace("BODY", "max(x[id.x], 0.0)")})
         assert first["version"] == 0 and first["status"] == "benchmarked", first["message"]

@@ -137,6 +137,10 @@ def session(d: dict[str, Any]) -> list[str]:
         lines += version({**d["version_0"], "head": d.get("head"), "best": d.get("best")})[:-1]
     if d.get("brief"):
         lines.append(d["brief"])
+    if d.get("abi"):
+        lines.append(f"ABI ({d['backend']}, {d['dtype']}):\n{d['abi']}")
+    if d.get("definition"):
+        lines.append(f"What {d['problem']} computes (its own definition):\n{d['definition']}")
     lines.append(standing(d))
     return lines
 

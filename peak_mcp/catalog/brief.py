@@ -32,6 +32,7 @@ class KernelTask(BaseModel):
     problem: str
     problem_title: str
     abi: str
+    definition: str = ""  # Problem.definition: what it computes, where the ABI's line does not say it all
     backend: str
     dtype: str
     sizes: dict[str, int]
@@ -88,6 +89,7 @@ def _header(task: KernelTask, attempt: int, max_attempts: int) -> list[str]:
         f"Sizes this kernel must be correct for: {json.dumps(task.sizes)}, and the awkward sizes that generality "
         "samples (within the session's constraints): head moves only to a version correct at both.",
         f"## Kernel contract (ABI) — must not change\n{task.abi}",
+        *([f"## What the problem computes (its own definition)\n{task.definition}"] if task.definition else []),
         "The first line that matters to the server is the annotation `// peak: ...`: it names the entry point and "
         "the launch geometry as integer expressions over the size symbols (and SM_COUNT, the device's "
         "multiprocessor count) with cdiv/min/max and + - * // %. Keep it "

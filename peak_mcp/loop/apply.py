@@ -73,6 +73,7 @@ class Applier:
                                                         self.service.device_of(session))
         task = KernelTask(
             problem=problem.name, problem_title=problem.title, abi=problem.abi(session.backend, session.dtype),
+            definition=problem.definition,
             backend=session.backend, dtype=session.dtype, sizes=session.sizes,
             device=self.service.device_of(session), transformation_id=resolved.id,
             transformation_title=resolved.title,

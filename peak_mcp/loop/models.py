@@ -48,6 +48,7 @@ class ProblemInfo(BaseModel):
     source: str = "built-in"  # built-in, or the problem file's path
     naive: list[str] | None = None  # backends whose sessions start from a naive kernel, where not all do
     reference: str | None = None  # said only where the problem has no Python reference
+    definition: str | None = None  # what it computes, in the problem's own words (Problem.definition)
 
 
 class VersionReport(BaseModel):
@@ -94,6 +95,8 @@ class SessionInfo(BaseModel):
     version_0: VersionReport | None = None
     note: str | None = None  # e.g. why the sizes are not the problem's defaults
     brief: str | None = None  # where there is no v0 yet: what to submit first, with the ABI
+    abi: str | None = None  # this session's kernel contract, for its backend and dtype
+    definition: str | None = None  # what the problem computes, in its own words (Problem.definition)
 
 
 class SessionSummary(BaseModel):

@@ -75,7 +75,9 @@ class Sessions:
         else:
             info.brief = (f"{spec.name} has no naive {backend} kernel: no version yet. Submit your first kernel with "
                           f"submit_kernel; it becomes v0 (validated, timed and checked at other sizes like any "
-                          f"other).\nABI ({backend}, {dtype}):\n{spec.abi(backend, dtype)}")
+                          f"other).")
+        info.abi = spec.abi(backend, dtype)
+        info.definition = spec.definition or None
         if left_out:
             filled = ", ".join(f"{s}={checked[s]}" for s in left_out)
             note = (note + "; " if note else "") + f"sizes not given were taken from the problem's defaults: {filled}"

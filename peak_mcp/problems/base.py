@@ -115,6 +115,9 @@ class Problem(ABC):
     # None where there is none (peak_mcp.evaluation.yardsticks adds the roofline and torch ones for every problem).
     yardstick: str | None = None
     source: str = "built-in"  # where the problem comes from: built-in, or a problem file's path
+    # What the problem computes beyond the ABI's line, in the problem's own words (a problem file's reference source,
+    # a KernelBench model as built and its forward); empty where the ABI says it all (matmul).
+    definition: str = ""
     # True: the reference is float64 arithmetic the host can redo for a few elements (reference_at), so the device's
     # reference and a timed launch's output are spot-checked on the host. False for a kernel as the reference.
     independent_reference: bool = True

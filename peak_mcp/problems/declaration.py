@@ -26,6 +26,7 @@ UNIT_ROUNDOFF = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
 MAX_SYMBOLS, MAX_BUFFERS, MAX_RANK = 12, 16, 4
 MAX_SAMPLES = 8  # values per sampled symbol
 MAX_KERNEL_CHARS = 256 * 1024
+MAX_DEFINITION_CHARS = 8000
 MAX_ELEMENTS = 1 << 31  # per buffer, as for every problem
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
@@ -67,6 +68,9 @@ class ProblemDeclaration(BaseModel):
     name: str
     title: str = Field(max_length=200)
     doc: str = Field("", max_length=2000)
+    # What the problem computes, as an agent must read it to write a kernel over MCP alone: a problem file's
+    # reference source; a KernelBench file's model as built and its forward's source (kernelbench/definition.py).
+    definition: str = Field("", max_length=MAX_DEFINITION_CHARS)
     sizes: dict[str, int]
     dtypes: tuple[str, ...]
     inputs: list[BufferDecl]
@@ -118,6 +122,14 @@ class ProblemDeclaration(BaseModel):
         if not value.strip() or any(ord(c) < 32 for c in value):
             raise ValueError("TITLE must be one line of text")
         return value.strip()
+
+    @field_validator("definition", mode="before")
+    @classmethod
+    def _plain_definition(cls, value: Any) -> Any:
+        """The file's own source, shown to clients as the doc is: cleaned, and bounded."""
+        from peak_mcp.core.text_safety import clean
+
+        return clean(value, MAX_DEFINITION_CHARS) if isinstance(value, str) else value
 
     @field_validator("title", "doc", mode="before")
     @classmethod

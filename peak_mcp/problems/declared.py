@@ -92,6 +92,7 @@ class DeclaredProblem(FileCalls, Problem):
         self.backends = BACKEND_NAMES
         self.naive_backends = tuple(b for b in BACKEND_NAMES if any(k.partition(":")[0] == b for k in d.naive))
         self.source = d.path
+        self.definition = d.definition
         self.yardstick = None
         self.needs_reference_kernel = not d.has_reference
         self.sampled = types.MappingProxyType(dict(d.samples))

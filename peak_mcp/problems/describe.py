@@ -16,6 +16,7 @@ import inspect
 import json
 import os
 import sys
+import textwrap
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from peak_mcp.core.errors import PeakError
+from peak_mcp.problems.declaration import MAX_DEFINITION_CHARS
 
 NAIVE_SUFFIXES = (".cu", ".hip", ".hlsl", ".txt")
 KEYS = ("NAME", "TITLE", "SIZES", "DTYPES", "INPUTS", "OUTPUTS", "SCALARS", "FLOPS", "BYTES", "CONSTRAINTS",
@@ -111,7 +113,8 @@ def describe_file(path: Path) -> dict[str, Any]:
         raise fail("SIZES", "a dict of size symbols and their default values, e.g. {'ROWS': 8192, 'COLS': 8192}")
     declaration = {
         "name": names["NAME"], "title": names.get("TITLE") or (doc.splitlines()[0] if doc else names["NAME"]),
-        "doc": doc[:2000], "sizes": dict(sizes), "dtypes": _names_tuple(names.get("DTYPES", ("f32",)), "DTYPES", fail),
+        "doc": doc[:2000], "definition": _definition(names), "sizes": dict(sizes),
+        "dtypes": _names_tuple(names.get("DTYPES", ("f32",)), "DTYPES", fail),
         "inputs": _buffers(names.get("INPUTS", {}), "INPUTS", fail),
         "outputs": _buffers(names.get("OUTPUTS"), "OUTPUTS", fail),
         "scalars": _scalars(names.get("SCALARS", tuple(sizes)), fail),
@@ -172,6 +175,20 @@ def _smoke_test(problem: Any) -> None:
             problem.reference(inputs, sizes, problem.dtypes[0], 0, float("inf"), np)
     except PeakError as exc:
         raise DescribeError(f"at sizes {sizes}: {exc.message}", getattr(exc, "line", None)) from None
+
+
+def _definition(names: Mapping[str, Any]) -> str:
+    """What the problem computes, in the file's own words: a KernelBench file's (its translation says), else the
+    reference function's source; empty where neither is there."""
+    given = names.get("DEFINITION")
+    if isinstance(given, str):
+        return given[:MAX_DEFINITION_CHARS]
+    reference = names.get("reference")
+    try:
+        source = textwrap.dedent(inspect.getsource(reference)).rstrip() if callable(reference) else ""
+    except (OSError, TypeError):
+        return ""
+    return f"reference, the file's own source:\n{source}"[:MAX_DEFINITION_CHARS] if source else ""
 
 
 def _key_of(loc: tuple[Any, ...]) -> str | None:

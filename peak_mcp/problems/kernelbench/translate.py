@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from peak_mcp.problems.kernelbench.definition import definition
 from peak_mcp.problems.kernelbench.fitting import Expr, fit_dimension, fit_flops, fit_shapes
 from peak_mcp.problems.kernelbench.probing import (
     Probe,
@@ -204,6 +205,7 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
     inputs_decl |= {param_name[p]: tuple(e.text(names) for e in param_exprs[p]) for p in param_paths}
     outputs_decl = {out_names[j]: tuple(e.text(names) for e in out_exprs[j]) for j in range(n_out)}
     doc_title = title or _title(ns, model_cls) or f"KernelBench {name}"
+    what = definition(model_cls, base.model, ns, get_init_inputs, base.values, constants, symbol_of)
     declaration: dict[str, Any] = {
         "NAME": name,
         "TITLE": doc_title,
@@ -219,6 +221,7 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
         "TOLERANCE": None,
         "NAIVE": {},
         "BATCH": symbol_of[batch] if batch is not None else None,
+        "DEFINITION": what,
     }
 
     torch = probe.torch if probe.uses_torch else None
