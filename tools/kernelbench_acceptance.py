@@ -28,9 +28,9 @@ LEVELS = ("level1", "level2", "level3")
 
 def cause(message: str) -> str:
     """A refusal's kind: its first clause, with what differs between files of one kind (numbers, names, paths) out."""
-    text = message.split("\n")[0]
+    text = message.split("\n")[0].removeprefix("a KernelBench file that cannot be translated: ")
     text = re.sub(r"/\S+\.py(:\d+)?", "<file>", text)
-    text = re.sub(r"'[^']*'|\"[^\"]*\"|`[^`]*`", "<name>", text)
+    text = re.sub(r"'[\w./-]*'|\"[\w./-]*\"|`[^`]*`", "<name>", text)  # quoted names, not apostrophes
     text = re.sub(r"\(\s*\d+(?:\s*,\s*\d+)*\s*,?\s*\)|\[\s*\d+(?:\s*,\s*\d+)*\s*\]", "<shape>", text)
     text = re.sub(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?", "N", text)
     text = re.sub(r"\b(line N: )", "", text)
