@@ -477,3 +477,46 @@ async def test_a_five_dimensional_problem_runs_the_loop(make_client) -> None:
         bad = await call(client, "submit_kernel", {"session_id": sid, "source": FIVE_D_KERNEL.replace(
             "BODY", "(i == 17 ? 0.0 : 2.0 * x[i])")})
         assert bad["failure"] == "wrong_result" and "along dimension 4" in bad["message"], bad["message"]
+
+
+TOTAL = '''"""The sum of every element: one value out (a loss, a total)."""
+NAME = "total"
+TITLE = "y = sum of x (x: N; y: one value)"
+SIZES = {"N": 1000}
+DTYPES = ("f32",)
+INPUTS = {"x": ("N",)}
+OUTPUTS = {"y": ("f32", ())}
+SCALARS = ("N",)
+FLOPS = "N"
+REDUCTION = "N"
+
+
+def reference(x, *, xp):
+    return x.sum()
+'''
+TOTAL_KERNEL = """// peak: entry=main groups=(1, 1, 1)
+struct Params { uint N; };
+[[vk::push_constant]] ConstantBuffer<Params> p;
+[[vk::binding(0)]] StructuredBuffer<float> x;
+[[vk::binding(1)]] RWStructuredBuffer<float> y;
+[numthreads(1, 1, 1)]
+void main() {
+    float acc = 0.0;
+    for (uint i = 0; i < p.N - SKIP; ++i) acc += x[i];
+    y[0] = acc;
+}
+"""
+
+
+@VULKAN
+async def test_a_problem_with_one_value_out_runs_the_loop(make_client) -> None:
+    """A 0-d output (KernelBench's losses): declared with the shape (), said as one value in the ABI, checked."""
+    async with make_client() as (client, _):
+        info = await call(client, "define_problem", {"source": TOTAL})
+        assert "y (float, one value, read-write)" in info["abi"]["hlsl"] and "y: one value" in info["abi"]["hlsl"]
+        session = await call(client, "start_session", {"problem": "total", "backend": "hlsl"})
+        sid = session["session_id"]
+        good = await call(client, "submit_kernel", {"session_id": sid, "source": TOTAL_KERNEL.replace("SKIP", "0")})
+        assert good["status"] == "benchmarked" and good["generality"]["passed"], good["message"]
+        bad = await call(client, "submit_kernel", {"session_id": sid, "source": TOTAL_KERNEL.replace("SKIP", "1")})
+        assert bad["failure"] == "wrong_result", bad["message"]

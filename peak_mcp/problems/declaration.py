@@ -173,8 +173,8 @@ class ProblemDeclaration(BaseModel):
                 if buf.name in seen or buf.name in self.sizes:
                     raise fail(key, f"buffer {buf.name!r} is declared twice or is also a size symbol")
                 seen.add(buf.name)
-                if not 1 <= len(buf.shape) <= MAX_RANK:
-                    raise fail(key, f"{buf.name}: a shape of 1 to {MAX_RANK} expressions")
+                if len(buf.shape) > MAX_RANK:  # () is one value: a loss, a total
+                    raise fail(key, f"{buf.name}: a shape of at most {MAX_RANK} expressions (() for one value)")
                 if buf.dtype is not None and buf.dtype not in DTYPE_NAMES:
                     raise fail(key, f"{buf.name}: dtype {buf.dtype!r} is not one of {list(DTYPE_NAMES)}")
                 for expr in buf.shape:

@@ -128,7 +128,7 @@ class DeclaredProblem(FileCalls, Problem):
 
     def _buffer_words(self, buf: BufferDecl, backend: str, dtype: str, is_output: bool) -> str:
         t = C_TYPE[backend].get(buf.dtype or dtype, "float")
-        shape = "×".join(self._extent(e) for e in buf.shape)
+        shape = "×".join(self._extent(e) for e in buf.shape) or "one value"
         return f"{buf.name} ({t}, {shape}{', read-write' if is_output and backend == 'hlsl' else ''})"
 
     def abi(self, backend: str, dtype: str) -> str:
@@ -159,7 +159,8 @@ class DeclaredProblem(FileCalls, Problem):
                      "so."]
             if backend == "hip":
                 lines.append(_HIP_NOTE)
-        shapes = "; ".join(f"{b.name}: {' x '.join(self._extent(e) for e in b.shape)}" for b, _ in buffers)
+        shapes = "; ".join(f"{b.name}: {' x '.join(self._extent(e) for e in b.shape) or 'one value'}"
+                           for b, _ in buffers)
         derived = [f"{name} = {expr}" for name, expr in self.derived.items()
                    if any(expr in b.shape for b, _ in buffers)]
         if derived:  # passed to the kernel, and shorthand in the `peak:` lines for their expressions
