@@ -106,18 +106,21 @@ class LoopContext:
     def run_job(self, session: SessionRow, job: GeneralityJob, progress: Progress) -> GeneralityResult: ...
 
     @overload
-    def run_job(self, session: SessionRow, job: TuneJob, progress: Progress) -> TuneResult: ...
+    def run_job(self, session: SessionRow, job: TuneJob, progress: Progress, *,
+                device: int | None = None) -> TuneResult: ...
 
     @overload
     def run_job(self, session: SessionRow, job: ProfileJob, progress: Progress, *, inactivity_s: float,
                 total_s: float) -> ProfileResult: ...
 
     def run_job(self, session: SessionRow, job: Job, progress: Progress, *, inactivity_s: float | None = None,
-                total_s: float | None = None) -> JobResult:
-        """Run one job on the session's device; the pool answers with the result type of the job's type. Its
-        error, or its result's messages, cleaned of terminal control and bounded (cleaned_failure)."""
+                total_s: float | None = None, device: int | None = None) -> JobResult:
+        """Run one job on the session's device (or `device`, a same-model helper a tune fans out to); the pool
+        answers with the result type of the job's type. Its error, or its result's messages, cleaned of terminal
+        control and bounded (cleaned_failure)."""
         try:
-            return cleaned_result(self.pool.run(session.backend, session.device_index, job,
+            return cleaned_result(self.pool.run(session.backend, session.device_index if device is None else device,
+                                                job,
                                                 inactivity_s=inactivity_s or self.settings.inactivity_timeout_s,
                                                 total_s=total_s or self.settings.job_total_timeout_s,
                                                 progress=progress))

@@ -11,7 +11,7 @@ from peak_mcp.core.launch import LaunchSpec
 from peak_mcp.core.units import speed
 from peak_mcp.evaluation.configs import BestConfig, Config, ConfigResult, TuneReport, beats
 from peak_mcp.evaluation.noise import NOISE, SLOWER, change
-from peak_mcp.loop.context import LoopContext, Progress, cleaned_failure, cleaned_result, quiet
+from peak_mcp.loop.context import LoopContext, Progress, quiet
 from peak_mcp.loop.pipeline.evaluate import evaluate
 from peak_mcp.loop.pipeline.generality import with_generality
 from peak_mcp.loop.tuning.fanout import FanOut
@@ -19,7 +19,6 @@ from peak_mcp.loop.tuning.search import Space, batch_size, make_strategy, run_tu
 from peak_mcp.loop.versions import Versions
 from peak_mcp.runner.messages import TuneJob
 from peak_mcp.runner.pool import JobFailed
-from peak_mcp.runner.replies import TuneResult
 from peak_mcp.store.records import SessionRow
 
 # The search's fastest few are timed again before the best is chosen where their spreads are wide or overlap.
@@ -165,16 +164,7 @@ class Tuner:
         """One worker tune job on `device` (the session's or a same-model helper)."""
         job = TuneJob(**self.ctx.wire(session), dtype=session.dtype, sizes=session.sizes, source=source, spec=spec,
                       configs=[c.params for c in batch], compile_workers=compile_workers)
-        try:
-            result = self.ctx.pool.run(session.backend, device, job,
-                                       inactivity_s=self.ctx.settings.inactivity_timeout_s,
-                                       total_s=self.ctx.settings.job_total_timeout_s, progress=progress)
-        except JobFailed as exc:
-            cleaned_failure(exc)
-            raise
-        assert isinstance(result, TuneResult)
-        cleaned_result(result)
-        return result.results
+        return self.ctx.run_job(session, job, progress, device=device).results
 
 
 def _estimate_gap(timing: Any, report: TuneReport) -> str | None:
