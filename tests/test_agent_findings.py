@@ -81,6 +81,10 @@ async def softmax_session(client: Any) -> str:
 async def test_tune_of_a_problem_file_problem_retimes_and_headlines_the_recorded_time(make_client,
                                                                                       monkeypatch) -> None:
     monkeypatch.setattr("peak_mcp.loop.tuning.tune.NOISY_CV", -1.0)  # always re-time the fastest few
+    # On a busy 2-core CI machine the full timing of the search's pick can land slower beyond noise than the version's
+    # own configuration, which then keeps it (and records no tuned time): that rule has tests of its own; here the
+    # pick is adopted so that the headline can be checked.
+    monkeypatch.setattr("peak_mcp.loop.tuning.tune.beats", lambda tuned, own: True)
     async with make_client() as (client, service):
         sid = await softmax_session(client)
         v = (await call(client, "submit_kernel", {"session_id": sid, "source": WAVE}))["version"]
