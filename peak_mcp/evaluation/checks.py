@@ -77,16 +77,17 @@ def check_inputs(ws: Workspace, inputs: dict[str, Any]) -> Finding | None:
 
 
 def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance,
-                  withhold: str | None = None) -> tuple[Finding | None, dict[str, Any]]:
+                  withhold: str | None = None, poison: int = POISON) -> tuple[Finding | None, dict[str, Any]]:
     """Unwritten elements, NaN/Inf, then the error against the reference. Returns (finding, error statistics).
     `withhold`: why the output's values must not be quoted (values_withheld): a wrong result then gives where and
-    how many, the expected values and bounds, and this reason instead of what the kernel wrote."""
+    how many, the expected values and bounds, and this reason instead of what the kernel wrote. `poison`: the byte
+    the outputs were filled with before the launch."""
     xp = ws.xp
     stats: dict[str, Any] = {}
     for buf in ws.outputs:
         shape = buf.arg.shape(ws.sizes)
         stored = ws.body(buf.arg.name)
-        unwritten = (stored.view(np.uint8).reshape(-1, buf.itemsize) == POISON).all(axis=1)
+        unwritten = (stored.view(np.uint8).reshape(-1, buf.itemsize) == poison).all(axis=1)
         count = int(unwritten.sum())
         if count:
             at = where(_first(xp, unwritten), shape)
@@ -95,6 +96,13 @@ def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance,
                            f"the NaN poison written before the launch); first at {at}"
                            + _accumulation_hint(buf.arg.name, count, stored.size),
                            buf.arg.name, {"count": count, "indices": at}), stats
+        if refs[buf.arg.name].exact:
+            finding = check_exact(xp, buf.arg.name, buf.arg.dtype, stored, refs[buf.arg.name].values, shape,
+                                  withhold)
+            if finding:
+                return finding, stats
+            stats = stats or {"checked_elements": int(stored.size), "total_elements": int(stored.size)}
+            continue
         values = to_float64(stored, buf.arg.dtype)
         nonfinite = ~xp.isfinite(values)
         count = int(nonfinite.sum())
@@ -135,6 +143,35 @@ def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance,
                                           **({"pattern": pattern} if pattern else {}),
                                           **({"values_withheld": withhold} if withhold else {})}), stats
     return None, stats
+
+
+def check_exact(xp: Any, name: str, dtype: str, stored: Any, expected: Any, shape: tuple[int, ...],
+                withhold: str | None) -> Finding | None:
+    """An integer or bool output: every element equal to the reference (float64 holding whole numbers). Where
+    several answers are equally right (an argmax over equal values), the reference's is the one asked for."""
+    got = stored.astype(np.int64)
+    differ = got != expected.astype(np.int64)
+    count = int(differ.sum())
+    if not count:
+        return None
+    picks = _first(xp, differ)
+    samples = [{"at": at, "got": int(got[j]), "expected": int(expected[j])}
+               for at, j in zip(where(picks, shape), picks, strict=True)]
+    if withhold:
+        samples = [{k: v for k, v in sample.items() if k != "got"} for sample in samples]
+    pattern = wrong_pattern(differ.reshape(shape))
+    first = samples[0]
+    said = f"first at {first['at']}: " + (f"got {first['got']}, " if "got" in first else "") + \
+        f"expected {first['expected']}"
+    return Finding("wrong_result",
+                   f"{name} ({dtype}) differs from the reference in {count} of {stored.size} elements; {dtype} "
+                   f"outputs are compared exactly (where equal inputs allow several answers, the reference's rule "
+                   f"picks one: an argmax's first maximal index); {said}; first: {samples[:3]}"
+                   + (f"; {pattern}" if pattern else "")
+                   + (f". The values the kernel wrote are withheld: {withhold}" if withhold else ""),
+                   name, {"count": count, "samples": samples[:3], "exact": True,
+                          **({"pattern": pattern} if pattern else {}),
+                          **({"values_withheld": withhold} if withhold else {})})
 
 
 def _spans(indices: list[int]) -> str:

@@ -31,7 +31,7 @@ from peak_mcp.core.timing import Chunk, measure
 from peak_mcp.evaluation.checks import Finding, check_guards, check_inputs, check_outputs, check_same, where
 from peak_mcp.evaluation.phases import Recheck, Timing, Verdict
 from peak_mcp.evaluation.workspace import ALT_POISON, Workspace
-from peak_mcp.problems.base import PROBLEM_CODE, Problem, Reference
+from peak_mcp.problems.base import PROBLEM_CODE, Problem, Reference, Tolerance
 
 HOST_REFERENCE_MAX_FLOPS = 2e11  # above this a host reference checks sampled rows; a device reference is whole
 REFERENCE_AGREEMENT = 1e-9  # device vs host float64 reference, relative to the error scale
@@ -191,7 +191,7 @@ def _explain_nan(executor: Executor, kernel: Compiled, geometry: dict[str, Any],
 
 
 def _confirm_unwritten(executor: Executor, kernel: Compiled, geometry: dict[str, Any], s: InputSet,
-                       finding: Finding) -> Finding:
+                       finding: Finding, tolerance: Tolerance | None = None) -> Finding | None:
     """Elements holding the poison's bits: launch again over a different poison. Only elements that keep it were
     never written; a kernel can write the all-ones NaN itself (garbage from uninitialized or racing shared memory
     propagates bit for bit through arithmetic), and then the output is NaN, not unwritten."""
@@ -201,6 +201,8 @@ def _confirm_unwritten(executor: Executor, kernel: Compiled, geometry: dict[str,
     stored = s.ws.body(finding.buffer).view(np.uint8).reshape(-1, buf.itemsize)
     if bool((stored == ALT_POISON).all(axis=1).any()):
         return finding
+    if s.refs[finding.buffer].exact and tolerance is not None:  # all ones is -1 (or 255): a value, judged as one
+        return check_outputs(s.ws, s.refs, tolerance, values_withheld(executor, kernel), poison=ALT_POISON)[0]
     return Finding("nan_or_inf",
                    f"{finding.details.get('count')} elements of {finding.buffer} are NaN (first at "
                    f"{finding.details.get('indices')}); the kernel wrote them, so it computes NaN from something it "
@@ -241,7 +243,8 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
             s.ws.load(s.inputs)
             finding, stats = _launch_and_check(executor, kernel, geometry, s, problem, dtype)
             if finding and finding.check == "unwritten_output":
-                finding = _confirm_unwritten(executor, kernel, geometry, s, finding)
+                finding = _confirm_unwritten(executor, kernel, geometry, s, finding,
+                                             problem.tolerance(dtype, sizes))
             if finding and finding.check == "nan_or_inf":
                 finding = _explain_nan(executor, kernel, geometry, s, problem, dtype, finding)
             if finding and stressed:

@@ -97,6 +97,8 @@ class Reference:
     scale: Any  # float64, same length as values
     norm: float | None = None
     rel_l2: float | None = None
+    # True: an integer or bool output (an argmax, a mask), compared exactly: every element equal to the reference.
+    exact: bool = False
 
 
 class Problem(ABC):

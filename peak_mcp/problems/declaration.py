@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from peak_mcp.core.dtypes import EXACT_DTYPES, EXACT_LIMITS, FLOAT_DTYPES
 from peak_mcp.core.errors import AnnotationError
 from peak_mcp.core.expressions import FUNCTIONS, SM_COUNT, evaluate, evaluate_condition
 
@@ -20,7 +21,10 @@ BACKEND_NAMES = ("cuda", "hip", "hlsl")
 # carriage return, and the invisible format characters text_safety.clean drops.
 KERNEL_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e"
                              "\u2060-\u2069\ufeff\U000e0000-\U000e007f]")
-DTYPE_NAMES = ("f32", "f16", "bf16")
+DTYPE_NAMES = FLOAT_DTYPES
+# What an exact input without int_range draws from, [low, high): small values that still exercise the type.
+EXACT_DEFAULT_RANGE = {"int32": (-1000, 1000), "int64": (-1000, 1000), "uint8": (0, 256), "int8": (-128, 128),
+                       "bool": (0, 2)}
 TENSOR_PEAK = {"f16": "fp16_tensor", "bf16": "bf16_tensor"}  # TENSOR_CORES problems' speed limit per dtype
 UNIT_ROUNDOFF = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
 MAX_SYMBOLS, MAX_BUFFERS, MAX_RANK = 12, 16, 6  # rank: KernelBench has 5-D tensors (3-D convolution, pooling)
@@ -41,7 +45,14 @@ class BufferDecl(BaseModel):
 
     name: str
     shape: tuple[str, ...]
-    dtype: str | None = None  # pinned; None: the session's dtype
+    dtype: str | None = None  # pinned (a float dtype, or an exact one: EXACT_DTYPES); None: the session's dtype
+    # An exact input's values are drawn uniformly from [low, high), two expressions of the sizes (class targets:
+    # ("0", "C")); None: the type's default (EXACT_DEFAULT_RANGE). Only for exact dtypes other than bool.
+    int_range: tuple[str, str] | None = None
+
+    @property
+    def exact(self) -> bool:
+        return self.dtype in EXACT_DTYPES
 
 
 class ScalarDecl(BaseModel):
@@ -175,10 +186,13 @@ class ProblemDeclaration(BaseModel):
                 seen.add(buf.name)
                 if len(buf.shape) > MAX_RANK:  # () is one value: a loss, a total
                     raise fail(key, f"{buf.name}: a shape of at most {MAX_RANK} expressions (() for one value)")
-                if buf.dtype is not None and buf.dtype not in DTYPE_NAMES:
-                    raise fail(key, f"{buf.name}: dtype {buf.dtype!r} is not one of {list(DTYPE_NAMES)}")
+                if buf.dtype is not None and buf.dtype not in (*DTYPE_NAMES, *EXACT_DTYPES):
+                    raise fail(key, f"{buf.name}: dtype {buf.dtype!r} is not one of "
+                                    f"{[*DTYPE_NAMES, *EXACT_DTYPES]}")
                 for expr in buf.shape:
                     _expression(expr, self.sizes, f"{key} {buf.name}")
+                if buf.int_range is not None:
+                    _int_range(buf, self.sizes, key, key == "OUTPUTS")
         names = set()
         for scalar in self.scalars:
             _identifier(scalar.name, "SCALARS", "scalar name")
@@ -212,9 +226,15 @@ class ProblemDeclaration(BaseModel):
             for name, (lo, hi) in ranges.items():
                 if name not in {b.name for b in self.inputs}:
                     raise fail(key, f"{name!r} is not an input")
+                if any(b.name == name and b.exact for b in self.inputs):
+                    raise fail(key, f"{name!r} is an integer or bool input: its range is the third item of its "
+                                    "INPUTS entry, (dtype, shape, (low, high))")
                 if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi and max(abs(lo), abs(hi)) <= 6e4):
                     raise fail(key, f"{name}: ({lo}, {hi}) is not a finite range with low < high within +-6e4 "
                                     "(f16's range)")
+        if not self.has_reference and any(b.exact for b in buffers):
+            raise fail("INPUTS", "integer and bool buffers need a reference function (a reference kernel's bound "
+                                 "is for floating-point outputs)")
         for key, text in self.naive.items():
             backend, _, dtype = key.partition(":")
             if backend not in BACKEND_NAMES or (dtype and dtype not in self.dtypes):
@@ -251,6 +271,28 @@ def _identifier(name: str, key: str, what: str) -> None:
     if not IDENTIFIER.fullmatch(name) or keyword.iskeyword(name) or name in RESERVED or name.startswith("__"):
         raise ValueError(f"{key}: {what} {name!r} is not a usable identifier (a C identifier of up to 32 "
                          f"characters, not one of {sorted(RESERVED)})")
+
+
+def int_range_at(buf: BufferDecl, sizes: Mapping[str, int]) -> tuple[int, int]:
+    """[low, high) an exact input draws from at `sizes`."""
+    if buf.int_range is None:
+        return EXACT_DEFAULT_RANGE[buf.dtype or "int32"]
+    low, high = (evaluate(e, sizes, where=f"{buf.name} range") for e in buf.int_range)
+    return low, high
+
+
+def _int_range(buf: BufferDecl, sizes: Mapping[str, int], key: str, is_output: bool) -> None:
+    if is_output or buf.dtype not in EXACT_DTYPES or buf.dtype == "bool":
+        raise ValueError(f"{key}: {buf.name}: a range is given only for an integer input (int32, int64, uint8, "
+                         "int8)")
+    try:
+        low, high = int_range_at(buf, sizes)
+    except AnnotationError as exc:
+        raise ValueError(exc.message) from None
+    least, most = EXACT_LIMITS[buf.dtype]
+    if not least <= low < high <= most:
+        raise ValueError(f"{key}: {buf.name}: range [{low}, {high}) at the default sizes is empty or outside "
+                         f"{buf.dtype}'s [{least}, {most})")
 
 
 def _expression(expr: str, sizes: Mapping[str, int], where: str) -> int:

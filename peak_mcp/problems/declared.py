@@ -13,12 +13,12 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from peak_mcp.core.dtypes import itemsize
+from peak_mcp.core.dtypes import EXACT_C_TYPES, itemsize
 from peak_mcp.core.errors import InvalidInput, PeakError
 from peak_mcp.core.expressions import evaluate, evaluate_condition
 from peak_mcp.problems.base import BufferArg, Problem, ScalarArg, Sizes, Tolerance
 from peak_mcp.problems.code import LocalCode, ProblemCode
-from peak_mcp.problems.declaration import BACKEND_NAMES, BufferDecl, ProblemDeclaration, ToleranceDecl
+from peak_mcp.problems.declaration import BACKEND_NAMES, BufferDecl, ProblemDeclaration, ToleranceDecl, int_range_at
 from peak_mcp.problems.file_calls import COMPUTE_ROUNDOFF, FACTOR, FLOOR, REL_L2_SHARE, FileCalls
 
 # Sizes the generality check samples (see generality_sizes): per symbol, in declaration order, cycled.
@@ -45,9 +45,20 @@ _HIP_PRELUDE = {
     "f16": ("#include <hip/hip_fp16.h>\n", "__half"),
     "bf16": ("#include <hip/hip_bfloat16.h>\n", "hip_bfloat16"),
 }
-C_TYPE = {"cuda": {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"},
-          "hip": {"f32": "float", "f16": "__half", "bf16": "hip_bfloat16"},
-          "hlsl": {"f32": "float", "f16": "half"}}
+C_TYPE = {"cuda": {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16", **EXACT_C_TYPES},
+          "hip": {"f32": "float", "f16": "__half", "bf16": "hip_bfloat16", **EXACT_C_TYPES},
+          # HLSL has no 8-bit scalars in buffers, and glslang no 64-bit integers: 8-bit types are read as packed
+          # words, int64 as uint2 (low, high 32 bits), which every compiler and device here takes.
+          "hlsl": {"f32": "float", "f16": "half", "int32": "int", "int64": "uint2", "uint8": "uint",
+                   "int8": "uint", "bool": "uint"}}
+_HLSL_EXACT_NOTE = {
+    "int64": "int64 elements as uint2: x the low 32 bits, y the high 32 bits (two's complement; glslang's HLSL has "
+             "no 64-bit integer type)",
+    "8-bit": "8-bit elements (bool, uint8, int8) packed 4 to a uint, little-endian: element i is "
+             "(buf[i / 4] >> (8 * (i % 4))) & 0xFF; an 8-bit output's words hold other elements and, in the last "
+             "word, bytes past the end that must stay as they are: write a byte with InterlockedAnd/InterlockedOr "
+             "on its word (or a whole word where one thread owns its 4 elements inside the buffer)",
+}
 
 
 def prelude(backend: str, dtype: str) -> str:
@@ -128,8 +139,39 @@ class DeclaredProblem(FileCalls, Problem):
 
     def _buffer_words(self, buf: BufferDecl, backend: str, dtype: str, is_output: bool) -> str:
         t = C_TYPE[backend].get(buf.dtype or dtype, "float")
+        if backend == "hlsl" and buf.exact and buf.dtype != "int32":
+            t = f"{buf.dtype} as {'uint2' if buf.dtype == 'int64' else 'packed uint words'}"
+        elif buf.exact:
+            t = f"{buf.dtype}: {t}" if t != buf.dtype else t
         shape = "×".join(self._extent(e) for e in buf.shape) or "one value"
         return f"{buf.name} ({t}, {shape}{', read-write' if is_output and backend == 'hlsl' else ''})"
+
+    def _exact_words(self, buffers: list[tuple[BufferDecl, bool]], backend: str) -> str:
+        """The integer and bool buffers in words: their own storage types, what inputs hold, how outputs are
+        compared, and on HLSL how the types are laid out."""
+        if not any(b.exact for b, _ in buffers):
+            return ""
+        parts = []
+        for b, out in buffers:
+            if not b.exact:
+                continue
+            if out:
+                parts.append(f"{b.name} is {b.dtype}, compared exactly")
+            elif b.dtype == "bool":
+                parts.append(f"{b.name} is bool (one byte, 0 or 1)")
+            else:
+                low, high = b.int_range or (str(v) for v in int_range_at(b, self.default_sizes))
+                parts.append(f"{b.name} is {b.dtype}, values in [{low}, {high})")
+        text = ("Own storage types, whatever the session's dtype: " + "; ".join(parts) + ". An integer or bool "
+                "output must equal the reference in every element; where equal inputs allow several answers, the "
+                "reference's rule picks the one asked for (an argmax: the first maximal index)."
+                if any(out for b, out in buffers if b.exact) else
+                "Own storage types, whatever the session's dtype: " + "; ".join(parts) + ".")
+        if backend == "hlsl":
+            notes = [_HLSL_EXACT_NOTE[k] for k, types in (("int64", ("int64",)), ("8-bit", ("bool", "uint8", "int8")))
+                     if any(b.dtype in types for b, _ in buffers)]
+            text += "".join(f" HLSL: {n}." for n in notes)
+        return text
 
     def abi(self, backend: str, dtype: str) -> str:
         d = self.declaration
@@ -138,8 +180,11 @@ class DeclaredProblem(FileCalls, Problem):
         first = d.doc.strip().split("\n\n")[0]
         what = " ".join(first.split()) if first else d.title.strip()
         buffers = [(b, False) for b in d.inputs] + [(b, True) for b in d.outputs]
-        pinned = [f"{b.name} is always {b.dtype}" for b, _ in buffers if b.dtype]
+        pinned = [f"{b.name} is always {b.dtype}" for b, _ in buffers if b.dtype and not b.exact]
         semantics = f"{what} Row-major buffers" + (f"; {', '.join(pinned)}" if pinned else "") + "."
+        exact = self._exact_words(buffers, backend)
+        if exact:
+            semantics += " " + exact
         if backend == "hlsl":
             bindings = ", ".join(f"[[vk::binding({i})]] {self._buffer_words(b, backend, dtype, out)}"
                                  for i, (b, out) in enumerate(buffers))

@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from peak_mcp.core.dtypes import EXACT_DTYPES
 from peak_mcp.core.errors import PeakError
 from peak_mcp.problems.declaration import MAX_DEFINITION_CHARS
 
@@ -235,16 +236,23 @@ def _buffers(value: Any, key: str, fail: Any) -> list[dict[str, Any]]:
         raise fail(key, "a dict: name -> shape (a tuple of expressions), or name -> (dtype, shape)")
     buffers = []
     for name, spec in value.items():
-        dtype = None
-        if isinstance(spec, tuple | list) and len(spec) == 2 and isinstance(spec[0], str) and \
-                spec[0] in ("f32", "f16", "bf16") and isinstance(spec[1], tuple | list):
+        dtype, int_range = None, None
+        if isinstance(spec, tuple | list) and len(spec) == 3 and isinstance(spec[0], str) and \
+                isinstance(spec[1], tuple | list):  # (dtype, shape, (low, high)): an integer input's draw
+            dtype, spec, bounds = spec
+            if not isinstance(bounds, tuple | list) or len(bounds) != 2:
+                raise fail(key, f"{name}: (dtype, shape, (low, high)): the range is two expressions")
+            int_range = [_expr(b, key, fail) for b in bounds]
+        elif isinstance(spec, tuple | list) and len(spec) == 2 and isinstance(spec[0], str) and \
+                spec[0] in ("f32", "f16", "bf16", *EXACT_DTYPES) and isinstance(spec[1], tuple | list):
             dtype, spec = spec
         if isinstance(spec, str | int):
             spec = (spec,)
         if not isinstance(spec, tuple | list) or not all(isinstance(e, str | int) and not isinstance(e, bool)
                                                           for e in spec):
             raise fail(key, f"{name}: a shape is a tuple of expressions, e.g. ('ROWS', 'COLS')")
-        buffers.append({"name": str(name), "shape": [str(e) for e in spec], "dtype": dtype})
+        buffers.append({"name": str(name), "shape": [str(e) for e in spec], "dtype": dtype,
+                        **({"int_range": int_range} if int_range is not None else {})})
     return buffers
 
 

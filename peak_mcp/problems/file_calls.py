@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from peak_mcp.core.dtypes import from_float, to_float64, uniform
+from peak_mcp.core.dtypes import EXACT_LIMITS, STORAGE, from_float, to_float64, uniform
+from peak_mcp.core.errors import InvalidInput
 from peak_mcp.core.expressions import evaluate
 from peak_mcp.problems.base import Reference, Sizes, Tolerance
 from peak_mcp.problems.code import LocalCode, fix_hint
-from peak_mcp.problems.declaration import UNIT_ROUNDOFF
+from peak_mcp.problems.declaration import UNIT_ROUNDOFF, BufferDecl, int_range_at
 from peak_mcp.problems.loading import ProblemCodeError
 
 # Tolerance defaults (docs/problems.md, Tolerance; DeclaredProblem.references): the bound of element i is
@@ -25,6 +26,12 @@ FACTOR = 2.0
 FLOOR = 4.0
 REL_L2_SHARE = 0.25
 COMPUTE_ROUNDOFF = 2.0**-24  # kernels compute in f32 whatever the storage type
+# SINGLE_VALUE: an output of one element (a loss, a total) has no population for rms(ref), and its relative L2 error
+# is its relative error. Under cancellation (a sum of a normal draw near 0) m = |ref| collapsed the bound and a
+# correct kernel summing in another order failed (0.3% of seeds at 16K terms, and the rel L2 check at a quarter of the
+# bound failed more). So its m is also |lp - ref| / u_f32 (the f32 reference's own error in roundoffs: what the
+# cancelling terms weigh), and its L2 bound is its elementwise bound. Simulated (a dot product of 16K normal pairs,
+# 300 seeds, a sequential f32 sum): at most 0.11 of the bound, while one term left out is over it in 93%.
 # The most a host spot check's rows may cost (FLOPS per BATCH row times rows): past it the checked elements are drawn
 # from fewer rows, so that a problem whose rows are heavy (an attention head: 4 S^2 D) is checked in seconds.
 HOST_CHECK_FLOPS = 2e10
@@ -86,6 +93,9 @@ class FileCalls:
             shape = self._shape(buf, sizes)
             count = math.prod(shape)
             stored_dtype = buf.dtype or dtype
+            if buf.exact:  # integers uniform in the declared [low, high), whatever generate and RANGE say
+                inputs[buf.name] = self._draw_exact(buf, sizes, count, seed * 64 + i, xp)
+                continue
             if self.declaration.has_generate and (generate or buf.name not in ranges):
                 values = self.code.generate(buf.name, shape, [seed, i])
                 values = self._checked_array("generate", values, shape, f"input {buf.name}", np)
@@ -100,6 +110,15 @@ class FileCalls:
                     stored[zero] = from_float(xp.asarray([fill], np.float32), stored_dtype)[0]
             inputs[buf.name] = stored
         return inputs
+
+    def _draw_exact(self, buf: BufferDecl, sizes: Sizes, count: int, seed: int, xp: Any) -> Any:
+        low, high = int_range_at(buf, sizes)
+        if low >= high:
+            raise InvalidInput(f"input {buf.name}'s range [{low}, {high}) is empty at sizes {dict(sizes)}",
+                               f"choose sizes where {buf.int_range[1] if buf.int_range else high} > "
+                               f"{buf.int_range[0] if buf.int_range else low}.")
+        values = xp.floor(uniform(xp, seed, count) * (high - low)) + low
+        return xp.minimum(values, high - 1).astype(STORAGE[buf.dtype or "int32"])
 
     def _checked_array(self, function: str, value: Any, shape: tuple[int, ...], what: str, xp: Any) -> Any:
         """`value` as a float64 array of `shape` (numpy or cupy), or a ProblemCodeError that says what is wrong."""
@@ -193,12 +212,28 @@ class FileCalls:
         for buf in self.declaration.outputs:
             out_dtype = buf.dtype or dtype
             ref = exact[buf.name].reshape(-1)
+            if buf.exact:
+                refs[buf.name] = self._exact_reference(buf, ref, xp)
+                continue
             lp = to_float64(from_float(rough[buf.name].reshape(-1).astype(np.float32), out_dtype), out_dtype)
             magnitude = magnitude_of(ref, xp)
+            if ref.size == 1:  # one value (a loss): see SINGLE_VALUE
+                magnitude = xp.maximum(magnitude, xp.abs(lp - ref) / COMPUTE_ROUNDOFF)
             scale = scales[buf.name].reshape(-1) if scales is not None else \
                 math.sqrt(self.reduction_length(sizes)) * magnitude
             refs[buf.name] = self.bounded(ref, magnitude, scale, xp.abs(lp - ref), out_dtype, tol, xp)
         return refs
+
+    def _exact_reference(self, buf: BufferDecl, ref: Any, xp: Any) -> Reference:
+        """An integer or bool output's reference: the float64 values must be whole numbers the type holds (a
+        reference that returns a float there is the problem's fault); the kernel's must equal them."""
+        least, most = EXACT_LIMITS[buf.dtype or "int32"]
+        bad = (ref != xp.round(ref)) | (ref < least) | (ref >= most)
+        if bool(bad.any()):
+            at = int(xp.flatnonzero(bad)[0])
+            raise self._bad("reference", f"returned {float(ref[at])!r} at flat index {at} of output {buf.name}, "
+                                         f"which is {buf.dtype}: a whole number in [{least}, {most}) is needed")
+        return Reference(ref, None, xp.zeros_like(ref), exact=True)
 
     def bounded(self, ref: Any, magnitude: Any, scale: Any, deviation: Any, out_dtype: str, tol: Tolerance,
                 xp: Any) -> Reference:
@@ -210,8 +245,9 @@ class FileCalls:
                   + deviation / (tol.floor * COMPUTE_ROUNDOFF))
         norm = float(xp.linalg.norm(magnitude)) or 1.0
         given = self.declaration.tolerance
+        share = 1.0 if ref.size == 1 else REL_L2_SHARE  # one value: its L2 error is its error (SINGLE_VALUE)
         rel_l2 = given.rel_l2 if given and given.rel_l2 else \
-            REL_L2_SHARE * tol.elementwise * float(xp.linalg.norm(folded)) / norm
+            share * tol.elementwise * float(xp.linalg.norm(folded)) / norm
         return Reference(ref, None, folded, norm=norm, rel_l2=rel_l2)
 
     def reference(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, seed: int, max_flops: float,

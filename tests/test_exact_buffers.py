@@ -1,0 +1,167 @@
+"""Buffers with their own storage type (int32, int64, bool, ...), whatever the session's dtype: an argmax's index
+output compared exactly, a bool mask and class-like targets drawn within their declared range, a one-value output
+(a loss) whose terms cancel; over MCP on lavapipe, and KernelBench's files that need them (with torch)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import has_device
+
+pytestmark = pytest.mark.anyio
+VULKAN = pytest.mark.skipif(not has_device("hlsl"), reason="no Vulkan device")
+MIRROR = Path("/work/.mirror/ScalingIntelligence+KernelBench/repo")
+
+
+async def call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    result = await client.call_tool(tool, args)
+    assert not result.is_error, result.content[0].text
+    return result.structured_content or {}
+
+
+ARGMAX = '''"""Row argmax: i[r] = the first c where x[r, c] is largest."""
+NAME = "row_argmax"
+SIZES = {"ROWS": 256, "COLS": 300}
+DTYPES = ("f32",)
+INPUTS = {"x": ("ROWS", "COLS")}
+OUTPUTS = {"i": ("int32", ("ROWS",))}
+SCALARS = ("ROWS", "COLS")
+BATCH = "ROWS"
+
+
+def reference(x, *, xp):
+    return xp.argmax(x, axis=1)
+'''
+ARGMAX_KERNEL = """// peak: entry=main groups=(cdiv(ROWS, 64), 1, 1)
+struct Params { uint ROWS; uint COLS; };
+[[vk::push_constant]] ConstantBuffer<Params> p;
+[[vk::binding(0)]] StructuredBuffer<float> x;
+[[vk::binding(1)]] RWStructuredBuffer<int> i;
+[numthreads(64, 1, 1)]
+void main(uint3 id : SV_DispatchThreadID) {
+    uint r = id.x;
+    if (r >= p.ROWS) return;
+    float best = x[r * p.COLS];
+    int at = 0;
+    for (uint c = 1; c < p.COLS; ++c) {
+        float v = x[r * p.COLS + c];
+        if (v > best) { best = v; at = (int)c; }
+    }
+    i[r] = ANSWER;
+}
+"""
+
+
+@VULKAN
+async def test_an_int32_output_is_compared_exactly(make_client) -> None:
+    async with make_client() as (client, _):
+        info = await call(client, "define_problem", {"source": ARGMAX})
+        assert "i (int32: int, ROWS, read-write)" in info["abi"]["hlsl"], info["abi"]["hlsl"]
+        assert "int* i" in info["abi"]["cuda"] and "i is int32, compared exactly" in info["abi"]["cuda"]
+        session = await call(client, "start_session", {"problem": "row_argmax", "backend": "hlsl"})
+        sid = session["session_id"]
+        good = await call(client, "submit_kernel", {"session_id": sid, "source": ARGMAX_KERNEL.replace("ANSWER", "at")})
+        assert good["status"] == "benchmarked" and good["generality"]["passed"], good["message"]
+        bad = await call(client, "submit_kernel", {"session_id": sid, "source": ARGMAX_KERNEL.replace(
+            "ANSWER", "(r == 5 ? at + 1 : at)")})
+        assert bad["failure"] == "wrong_result", bad["message"]
+        assert "in 1 of 256 elements" in bad["message"] and "first at (5,): got " in bad["message"], bad["message"]
+
+
+MASKED = '''"""Masked row sum plus a picked element: y[r] = sum over c of mask[r, c] * x[r, c], plus x[r, t[r]]."""
+NAME = "masked_pick"
+SIZES = {"ROWS": 128, "COLS": 100}
+DTYPES = ("f32",)
+INPUTS = {"x": ("ROWS", "COLS"), "mask": ("bool", ("ROWS", "COLS")), "t": ("int64", ("ROWS",), (0, "COLS"))}
+OUTPUTS = {"y": ("ROWS",)}
+SCALARS = ("ROWS", "COLS")
+BATCH = "ROWS"
+
+
+def reference(x, mask, t, *, xp):
+    assert set(xp.unique(mask).tolist()) <= {0.0, 1.0} and t.min() >= 0 and t.max() < x.shape[1]
+    return (x * mask).sum(axis=1) + x[xp.arange(x.shape[0]), t.astype(xp.int64)]
+'''
+MASKED_KERNEL = """// peak: entry=main groups=(cdiv(ROWS, 64), 1, 1)
+struct Params { uint ROWS; uint COLS; };
+[[vk::push_constant]] ConstantBuffer<Params> p;
+[[vk::binding(0)]] StructuredBuffer<float> x;
+[[vk::binding(1)]] StructuredBuffer<uint> mask;
+[[vk::binding(2)]] StructuredBuffer<uint2> t;
+[[vk::binding(3)]] RWStructuredBuffer<float> y;
+[numthreads(64, 1, 1)]
+void main(uint3 id : SV_DispatchThreadID) {
+    uint r = id.x;
+    if (r >= p.ROWS) return;
+    float acc = 0.0;
+    for (uint c = 0; c < p.COLS; ++c) {
+        uint k = r * p.COLS + c;
+        uint m = (mask[k >> 2] >> (8 * (k & 3))) & 0xFF;
+        if (KEEP) acc += x[k];
+    }
+    y[r] = acc + x[r * p.COLS + t[r].x];
+}
+"""
+
+
+@VULKAN
+async def test_bool_and_int64_inputs_are_drawn_in_range(make_client) -> None:
+    async with make_client() as (client, _):
+        info = await call(client, "define_problem", {"source": MASKED})
+        hlsl = info["abi"]["hlsl"]
+        assert "mask (bool as packed uint words, ROWS×COLS)" in hlsl and "t (int64 as uint2, ROWS)" in hlsl, hlsl
+        assert "t is int64, values in [0, COLS)" in hlsl and "packed 4 to a uint" in hlsl, hlsl
+        assert "const bool* mask, const long long* t" in info["abi"]["cuda"]
+        session = await call(client, "start_session", {"problem": "masked_pick", "backend": "hlsl"})
+        sid = session["session_id"]
+        good = await call(client, "submit_kernel", {"session_id": sid, "source": MASKED_KERNEL.replace("KEEP", "m != 0")})
+        assert good["status"] == "benchmarked" and good["generality"]["passed"], good["message"]
+        bad = await call(client, "submit_kernel", {"session_id": sid, "source": MASKED_KERNEL.replace("KEEP", "true")})
+        assert bad["failure"] == "wrong_result", bad["message"]
+
+
+DOT = '''"""Dot product of two draws in (-1, 1): one value out, whose terms cancel."""
+NAME = "dot"
+SIZES = {"N": 4096}
+DTYPES = ("f32",)
+INPUTS = {"x": ("N",), "w": ("N",)}
+OUTPUTS = {"y": ("f32", ())}
+SCALARS = ("N",)
+FLOPS = "2 * N"
+
+
+def reference(x, w, *, xp):
+    return (x * w).sum()
+'''
+DOT_KERNEL = """// peak: entry=main groups=(1, 1, 1)
+struct Params { uint N; };
+[[vk::push_constant]] ConstantBuffer<Params> p;
+[[vk::binding(0)]] StructuredBuffer<float> x;
+[[vk::binding(1)]] StructuredBuffer<float> w;
+[[vk::binding(2)]] RWStructuredBuffer<float> y;
+[numthreads(1, 1, 1)]
+void main() {
+    float acc = 0.0;
+    for (uint i = SKIP; i < p.N; ++i) acc += x[i] * w[i];
+    y[0] = acc;
+}
+"""
+
+
+@VULKAN
+async def test_one_value_whose_terms_cancel_is_bounded_by_what_they_weigh(make_client) -> None:
+    """A sequential f32 sum of a dot product of draws in (-1, 1) (its value near 0 where the terms cancel) passes at
+    the default tolerance, at every sampled size; one that leaves the first 8 terms out fails."""
+    async with make_client() as (client, _):
+        await call(client, "define_problem", {"source": DOT})
+        session = await call(client, "start_session", {"problem": "dot", "backend": "hlsl"})
+        sid = session["session_id"]
+        good = await call(client, "submit_kernel", {"session_id": sid, "source": DOT_KERNEL.replace("SKIP", "0")})
+        assert good["status"] == "benchmarked" and good["generality"]["passed"], good["message"]
+        bad = await call(client, "submit_kernel", {"session_id": sid, "source": DOT_KERNEL.replace(
+            "SKIP", "min(8, p.N - 1)")})
+        assert bad["failure"] == "wrong_result", bad["message"]
