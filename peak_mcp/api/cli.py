@@ -84,6 +84,22 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("session")
     export.add_argument("version", help="a version number, or `head`")
     export.add_argument("--out", type=Path, default=Path("."), metavar="DIR", help="folder to write to (default .)")
+    batch = commands.add_parser("batch", parents=[common],
+                                help="KernelBench's metric over a suite: each problem's kernel through every check, "
+                                     "its speedup over torch, and fast_p (JSON and Markdown under --out)")
+    batch.add_argument("--problems", type=Path, default=None, metavar="DIR",
+                       help="a folder of problem files or KernelBench files (every *.py in it is a problem)")
+    batch.add_argument("--kernels", type=Path, default=None, metavar="DIR",
+                       help="kernels by the problem file's stem or the problem's name: <stem>.cu, .hip or .hlsl")
+    batch.add_argument("--map", type=Path, default=None, metavar="FILE",
+                       help='JSON: {"problem": "kernel file" or {"kernel": FILE, "sizes": {...}}}; without '
+                            "--problems, its problems (built-in ones too) are the suite")
+    batch.add_argument("--backend", default="cuda", help="cuda, hip or hlsl (default cuda)")
+    batch.add_argument("--dtype", default="f32")
+    batch.add_argument("--p", type=float, nargs="+", default=[0.0, 1.0, 1.5, 2.0], metavar="P",
+                       help="the p of fast_p (default 0 1 1.5 2)")
+    batch.add_argument("--out", type=Path, default=Path("."), metavar="DIR",
+                       help="writes batch.json and batch.md here (default .)")
     return parser
 
 
@@ -143,6 +159,8 @@ def main(argv: list[str] | None = None) -> None:
         from peak_mcp.api.demo import run_demo
 
         sys.exit(run_demo(args.backend, args.dtype, args.sizes, args.kernels, args.data_dir))
+    elif args.command == "batch":
+        sys.exit(_batch(args))
     else:
         sys.exit(_view(args))
 
@@ -182,6 +200,39 @@ def _view(args: argparse.Namespace) -> int:
         return 1
     finally:
         service.close()
+
+
+def _batch(args: argparse.Namespace) -> int:
+    """`peak-mcp batch`: the suite evaluated (peak_mcp.loop.batch), batch.json and batch.md written under --out, the
+    table printed."""
+    from peak_mcp.core.config import Settings
+    from peak_mcp.core.errors import PeakError
+    from peak_mcp.loop.batch import BatchRunner, plan, read_map
+    from peak_mcp.loop.batch_table import markdown
+    from peak_mcp.loop.service import PeakService
+
+    if args.problems is None and args.map is None:
+        print("peak-mcp: batch needs --problems DIR, --map FILE, or both", file=sys.stderr)
+        return 2
+    settings = Settings.from_env(args.data_dir)
+    if args.problems is not None:
+        settings.problem_dirs = [args.problems, *settings.problem_dirs]
+    service = PeakService(settings)
+    try:
+        items = plan(service, args.backend, args.problems, args.kernels, read_map(args.map) if args.map else None)
+        result = BatchRunner(service).run(items, args.backend, args.dtype, ps=args.p,
+                                          progress=lambda line: print(printable(line), file=sys.stderr))
+    except PeakError as exc:
+        print(f"peak-mcp: {exc.message}" + (f"\nHint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
+        return 1
+    finally:
+        service.close()
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "batch.json").write_text(result.model_dump_json(indent=2) + "\n")
+    table = markdown(result)
+    (args.out / "batch.md").write_text(table)
+    print(table)
+    return 0
 
 
 def cli_hint(hint: str | None, session: str | None) -> str | None:

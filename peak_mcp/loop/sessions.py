@@ -34,7 +34,8 @@ class Sessions:
     def start_session(self, problem: str, backend: str, dtype: str, sizes: dict[str, Any] | str | None,
                       label: str | None = None, progress: Progress = quiet,
                       constraints: list[str] | None = None, device: str | int | None = None,
-                      reference_kernel: str | None = None) -> SessionInfo:
+                      reference_kernel: str | None = None, *, naive: bool = True) -> SessionInfo:
+        """`naive=False`: no naive v0 even where the problem has one (a batch evaluates only the kernel given)."""
         label = checked_label(label)
         self.ctx.problems.refresh()
         spec = self.ctx.problem(problem)
@@ -49,7 +50,8 @@ class Sessions:
                                "pass your current kernel as reference_kernel=SOURCE; it becomes v0.")
         if backend in BACKENDS and backend not in spec.backends:
             raise InvalidInput(f"{spec.name} is not offered on {backend}", f"choose one of {list(spec.backends)}.")
-        naive = spec.naive_kernel(backend, dtype) if backend in BACKENDS and spec.has_naive(backend, dtype) else None
+        naive_source = spec.naive_kernel(backend, dtype) \
+            if naive and backend in BACKENDS and spec.has_naive(backend, dtype) else None
         placed, index = self.ctx.devices.device_for(backend, device)
         sizes, note = self.session_sizes(spec, placed, sizes)
         checked = spec.check_sizes(sizes)
@@ -65,8 +67,8 @@ class Sessions:
             report = self.pipeline.submit(session_id, reference_kernel, parent=None, origin="reference",
                                           transformation=None, progress=progress)
         else:
-            report = self.pipeline.submit(session_id, naive, parent=None, origin="naive", transformation=None,
-                                          progress=progress) if naive is not None else None
+            report = self.pipeline.submit(session_id, naive_source, parent=None, origin="naive", transformation=None,
+                                          progress=progress) if naive_source is not None else None
         if index >= 0:
             self.measure_baseline(session_id, progress)
         info = self.session_info(session_id)

@@ -1,0 +1,126 @@
+"""`peak-mcp batch`: KernelBench's metric over a suite, on lavapipe. One folder holds a KernelBench-form file with a
+right kernel (found by the file's stem), a problem file of this server with a wrong one (found by the problem's
+NAME), a problem without a kernel, and a file that fails to load; a map adds a built-in problem. Each is named with
+its outcome, none dropped, and fast_p says what it cannot compute: torch's yardsticks are timed on CUDA only."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from peak_mcp.api.cli import main
+from peak_mcp.loop.batch import BatchResult, ProblemResult, fast_p
+from peak_mcp.loop.batch_table import markdown
+from peak_mcp.problems.registry import ProblemRegistry
+from tests.conftest import has_device
+
+DATA = Path(__file__).resolve().parent / "data" / "kernelbench"
+ELEMENTWISE = """// peak: entry=main groups=(cdiv(SIZE, 64), 1, 1)
+struct Params { PARAMS };
+[[vk::push_constant]] ConstantBuffer<Params> p;
+[[vk::binding(0)]] StructuredBuffer<float> x;
+[[vk::binding(1)]] RWStructuredBuffer<float> y;
+[numthreads(64, 1, 1)]
+void main(uint3 id : SV_DispatchThreadID) {
+    if (id.x < SIZE) y[id.x] = max(x[id.x], 0.0);
+}
+"""
+LEAKY = '''"""Leaky ReLU: y = x where x > 0, else x / 100."""
+
+NAME = "leaky_test"
+TITLE = "Leaky ReLU"
+SIZES = {"N": 4096}
+DTYPES = ("f32",)
+INPUTS = {"x": ("N",)}
+OUTPUTS = {"y": ("f32", ("N",))}
+SCALARS = ("N",)
+FLOPS = "N"
+
+
+def reference(x, *, xp):
+    return xp.where(x > 0, x, x / 100)
+'''
+
+
+def relu_kernel(params: str, size: str, bound: str) -> str:
+    """ReLU over `size` elements (the annotation's expression; `bound`, the same read from the push constants)."""
+    return ELEMENTWISE.replace("PARAMS", params).replace("cdiv(SIZE", f"cdiv({size}").replace("< SIZE", f"< {bound}")
+
+
+@pytest.mark.skipif(not has_device("hlsl"), reason="no Vulkan device")
+def test_batch_names_every_outcome_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("PEAK_MCP_BENCH_SECONDS", "0.1")
+    problems, kernels = tmp_path / "problems", tmp_path / "kernels"
+    problems.mkdir()
+    kernels.mkdir()
+    shutil.copy(DATA / "np_relu.py", problems / "relu.py")  # KernelBench form: the problem is named relu
+    shutil.copy(DATA / "np_relu.py", problems / "absent.py")  # no kernel for it
+    (problems / "leaky.py").write_text(LEAKY)  # a problem file: NAME leaky_test
+    (problems / "broken.py").write_text("NAME = 'broken'\nSIZES = {\n")  # fails to load
+    relu = relu_kernel("uint BATCH_SIZE; uint DIM;", "BATCH_SIZE * DIM", "p.BATCH_SIZE * p.DIM")
+    (kernels / "relu.hlsl").write_text(relu)  # by the file's stem
+    (kernels / "leaky_test.hlsl").write_text(relu_kernel("uint N;", "N", "p.N"))  # by the problem's name: ReLU, wrong
+    # the shipped naive kernel, as its sessions start from it: right
+    (tmp_path / "rows.hlsl").write_text(ProblemRegistry().get("row_sum").naive_kernel("hlsl", "f32"))
+    (tmp_path / "map.json").write_text(json.dumps({"row_sum": {"kernel": "rows.hlsl",
+                                                               "sizes": {"ROWS": 64, "COLS": 256}}}))
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as exited:
+        main(["--data-dir", str(tmp_path / "data"), "batch", "--problems", str(problems), "--kernels", str(kernels),
+              "--map", str(tmp_path / "map.json"), "--backend", "hlsl", "--p", "0", "1", "--out", str(out)])
+    assert exited.value.code == 0
+    result = BatchResult.model_validate_json((out / "batch.json").read_text())
+    rows = {r.problem: r for r in result.problems}
+    assert list(rows) == ["absent", "broken", "leaky_test", "relu", "row_sum"]  # the folder's files, then the map's
+    assert {k: r.outcome for k, r in rows.items()} == {
+        "absent": "missing_kernel", "broken": "error", "leaky_test": "incorrect", "relu": "correct",
+        "row_sum": "correct"}
+    assert "absent.hlsl" in rows["absent"].message and rows["absent"].session_id is None
+    assert rows["broken"].message and rows["broken"].correct is False
+    assert rows["leaky_test"].failure == "wrong_result" and rows["leaky_test"].correct is False
+    for name in ("relu", "row_sum"):  # the kernel given is v0: no naive version was submitted before it
+        r = rows[name]
+        assert r.correct and r.status == "benchmarked" and r.version == 0 and r.kernel_ms and r.kernel_ms > 0
+        assert r.speedup_eager is None and "CUDA devices only" in (r.yardstick_note or "")
+    assert rows["row_sum"].sizes == {"ROWS": 64, "COLS": 256}
+    fast = {f.p: f for f in result.fast_p}
+    assert fast[0].value == pytest.approx(2 / 5) and fast[0].faster == 2 and fast[0].total == 5
+    assert fast[1].value is None and fast[1].unknown == 2 and fast[1].high == pytest.approx(2 / 5)
+    assert "cannot be computed" in (fast[1].note or "")
+    table = (out / "batch.md").read_text()
+    assert table in capsys.readouterr().out
+    assert "| relu | yes | correct |" in table and "| absent | no | missing kernel:" in table
+    assert "| leaky_test | no | incorrect: wrong_result" in table and "n/a [1]" in table
+    assert "[1] torch yardsticks are timed on CUDA devices only" in table
+    assert "| fast_0 | 0.40 | 2 of 5 |" in table and "| fast_1 | n/a | 0 of 5 |" in table
+
+
+def row(name: str, correct: bool | None, speedup: float | None, **extra: object) -> ProblemResult:
+    outcome = "correct" if correct else "not_run" if correct is None else "incorrect"
+    return ProblemResult(problem=name, outcome=outcome, correct=correct, speedup_eager=speedup,
+                         kernel_ms=1.0 if correct is not None else None, **extra)
+
+
+def test_fast_p_counts_every_problem_and_strictly_faster() -> None:
+    rows = [row("a", True, 2.0), row("b", True, 1.0), row("c", False, 5.0), row("d", True, 0.5)]
+    assert [fast_p(rows, p).value for p in (0, 1, 1.5, 2)] == [0.75, 0.25, 0.25, 0.0]  # > p, as KernelBench
+    unknown = [*rows, row("e", True, None, yardstick_note="no torch"), row("f", None, None)]
+    f1 = fast_p(unknown, 1)
+    assert f1.value is None and (f1.faster, f1.unknown, f1.total) == (1, 2, 6)
+    assert (f1.low, f1.high) == (pytest.approx(1 / 6), pytest.approx(3 / 6)) and "no torch" in (f1.note or "")
+    assert fast_p(unknown, 0).unknown == 1  # correct rows count for p = 0 without a yardstick; unrun ones do not
+
+
+def test_markdown_keeps_text_from_kernels_on_its_row() -> None:
+    forged = row("x", False, None, failure="wrong_result", status="failed",
+                 message="bad | value\n| forged | yes | correct |\x1b[2J")
+    result = BatchResult(backend="cuda", dtype="f32", devices=["#0 H200"], problems=[forged],
+                         fast_p=[fast_p([forged], 0)], counts={"incorrect": 1}, seconds=1.0)
+    table = markdown(result)
+    lines = [line for line in table.splitlines() if line.startswith("| x |")]
+    assert len(lines) == 1 and "bad \\| value" in lines[0] and "\x1b" not in table
+    assert not any(line.startswith("| forged") for line in table.splitlines())
