@@ -21,6 +21,8 @@ KERNEL = ('// peak: entry=k grid=(1, 1, 1) block=(1, 1, 1)\n{decl}\nextern "C" _
     ("__device__ float cache[4] = {1, 2, 3, 4};", "cache[M & 3] = A[0]; C[0] = cache[0];", "'cache'"),
     ("", "static __device__ int calls; C[0] = ++calls;", "calls"),
     ("", "float* p = (float*)malloc(16); p[0] = A[0]; C[0] = p[0]; free(p);", "device heap"),
+    # a name in the toolkit's own namespace is still the kernel's state when the kernel declares it
+    ("__device__ int __nv_atomic_triv_cp_helper_mine;", "C[0] = ++__nv_atomic_triv_cp_helper_mine;", "'__nv_atomic"),
 ])
 async def test_state_that_outlives_a_launch_is_refused(make_client, decl: str, body: str, named: str) -> None:
     async with make_client() as (client, _):
@@ -36,6 +38,10 @@ async def test_state_that_outlives_a_launch_is_refused(make_client, decl: str, b
 async def test_constants_printf_and_every_example_compile(make_client) -> None:
     allowed = [KERNEL.format(decl="__constant__ float t[4] = {1, 2, 3, 4};", body="C[0] = A[0] + t[M & 3];"),
                KERNEL.format(decl="", body='printf("M=%d\\n", M); C[0] = A[0];'),
+               # CUDA 13's atomics instantiate a header variable of their own (__nv_atomic_triv_cp_helper<T>::__val)
+               KERNEL.format(decl="", body="unsigned* u = (unsigned*)C; atomicCAS(u, 0u, 1u); atomicCAS((int*)C, 0, "
+                                           "1); atomicCAS((unsigned long long*)C, 0ull, 1ull); atomicExch(u, 2u); "
+                                           "atomicExch(C, A[0]);"),
                *(p.read_text() for p in sorted((EXAMPLES / "cuda").rglob("*.cu")))]
     async with make_client() as (client, _):
         sid = (await client.call_tool("start_session", {"backend": "cuda", "sizes": {"M": 8, "N": 8, "K": 8}})

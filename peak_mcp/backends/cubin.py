@@ -4,10 +4,16 @@ A kernel may not carry state from one launch to the next: the validator changes 
 launch, and a kernel with writable device memory of its own (a `__device__` variable, the device heap) can keep
 copies and recompute only what changed, which no output check can tell from real work. Constants (`__constant__`)
 and string literals (printf formats, local `$str` symbols) are read-only and allowed.
+
+The toolkit's own headers define a few such variables (CUDA 13's atomics instantiate
+`__nv_atomic_triv_cp_helper<T>::__val` for atomicCAS and atomicExch): names in the implementation's `__nv_` namespace
+are not the kernel's state when its source never names `__nv_` itself. A kernel that reached one by macro pasting
+would still meet the runtime checks, which change the inputs between launches.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterator
 
@@ -16,6 +22,7 @@ _STT_OBJECT = 1
 _STT_FUNC = 2
 _WRITABLE = (".nv.global", ".nv.global.init")
 _HEAP = ("malloc", "free", "__nv_aligned_device_malloc")
+_TOOLKIT_NAME = re.compile(r"_ZN\d+__nv_|__nv_")  # a mangled or plain name whose first part is the toolkit's
 
 
 def _symbols(cubin: bytes) -> Iterator[tuple[str, int, str]]:
@@ -39,11 +46,15 @@ def _symbols(cubin: bytes) -> Iterator[tuple[str, int, str]]:
             yield text(strtab, name_at), info & 0xF, names[shndx] if 0 < shndx < len(names) else ""
 
 
-def persistent_state(cubin: bytes) -> list[str]:
-    """Names of writable device variables and device-heap calls in the module; empty when there are none."""
+def persistent_state(cubin: bytes, source: str | None = None) -> list[str]:
+    """Names of writable device variables and device-heap calls in the module; empty when there are none. Given the
+    `source`, the toolkit headers' own variables (`__nv_` names) count only if the source names `__nv_` itself."""
+    toolkit_ok = source is not None and "__nv_" not in source
     found: list[str] = []
     for name, kind, section in _symbols(cubin):
         if kind == _STT_OBJECT and section in _WRITABLE and not name.startswith("$"):
+            if toolkit_ok and _TOOLKIT_NAME.match(name):
+                continue
             found.append(f"__device__ variable '{name}'")
         elif not section and name in _HEAP:
             found.append(f"device heap ({name})")
