@@ -1,5 +1,6 @@
-"""Command line: `peak-mcp serve` (stdio or --http), `peak-mcp doctor`, `peak-mcp demo`, and the read-only views of
-a data dir: `peak-mcp sessions`, `peak-mcp show SESSION`, `peak-mcp export SESSION VERSION`.
+"""Command line: `peak-mcp serve` (stdio or --http), `peak-mcp doctor`, `peak-mcp demo`, `peak-mcp batch` (KernelBench's
+metric over a folder of problems and one of kernels: peak_mcp.loop.batch), and the read-only views of a data dir:
+`peak-mcp sessions`, `peak-mcp show SESSION`, `peak-mcp export SESSION VERSION`.
 
 The views print what agents wrote (labels, messages, compile logs quoting their sources) on the operator's
 terminal: every control character in it is printed as its escape, so none of it can retitle, clear or forge lines

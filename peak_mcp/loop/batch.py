@@ -116,10 +116,12 @@ def fast_p(rows: Sequence[ProblemResult], p: float) -> FastP:
     high = (faster + unknown) / total if total else 0.0
     note = None
     if unknown:
-        whys = sorted({r.yardstick_note or "not run" for r in rows
-                       if r.correct is None or (r.correct and r.speedup_eager is None)})
-        note = (f"cannot be computed: {unknown} of {total} problems have no speedup over torch eager "
-                f"({'; '.join(whys)}); between {low:.2f} and {high:.2f}")
+        unrun = sum(r.correct is None for r in rows)
+        whys = sorted({r.yardstick_note or "no torch time" for r in rows if r.correct and r.speedup_eager is None})
+        parts = ([f"{unrun} not run, so not known to be correct (no device)"] if unrun else []) + \
+            ([f"{unknown - unrun} correct without a speedup over torch eager ({'; '.join(whys)})"]
+             if unknown > unrun else [])
+        note = f"cannot be computed: of {total} problems, {', '.join(parts)}; between {low:.2f} and {high:.2f}"
     return FastP(p=p, value=None if unknown else low, faster=faster, total=total, unknown=unknown, low=low, high=high,
                  note=note)
 
