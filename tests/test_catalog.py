@@ -41,7 +41,7 @@ def front(id: str, **fields: str) -> str:
 
 def test_shipped_catalog_loads_cleanly(shipped: Catalog) -> None:
     assert shipped.errors == [] and shipped.warnings == [] and shipped.notes == []
-    matmul = shipped.list(problem="matmul")
+    matmul = shipped.list(problem="matmul", traits=["gemm"])
     assert len(matmul) >= 16
     assert len(list(builtin_transformations_dir().glob("*.md"))) == len(shipped)
     assert all(t.builtin for t in shipped.list())
@@ -106,10 +106,13 @@ def test_filter_by_device(shipped: Catalog) -> None:
 
 
 def test_filter_by_problem_tag_and_text(shipped: Catalog) -> None:
-    assert shipped.list(problem="conv3d") == []
-    assert {t.id for t in shipped.list(problem="conv2d")} == {
-        "conv-implicit-gemm", "conv-gemm-smem-tiling", "conv-tensor-cores", "conv-filter-specialization",
-        "conv-mma-swizzled", "conv-hopper-tma-wgmma"}
+    anywhere = {t.id for t in shipped.list() if t.for_any_problem}
+    assert {"coalesced-access", "vectorized-loads"} <= anywhere
+    assert {t.id for t in shipped.list(problem="conv3d")} == anywhere  # no traits: the texts for any problem
+    conv = {t.id for t in shipped.list(problem="conv2d", traits=["convolution"])} - anywhere
+    assert {"conv-implicit-gemm", "conv-gemm-smem-tiling", "conv-tensor-cores", "conv-filter-specialization",
+            "conv-mma-swizzled", "conv-hopper-tma-wgmma", "register-blocking-2d"} <= conv
+    assert "hopper-wgmma" not in conv and "online-softmax" not in conv  # a GEMM-only text, a row text
     tensor = {t.id for t in shipped.list(tag="Tensor-Cores")}
     assert {"tensor-cores", "mma-sync-ptx", "hopper-wgmma", "amd-mfma"} <= tensor
     assert "split-k" not in tensor
@@ -175,8 +178,10 @@ def test_session_resolution_refuses_a_text_for_another_backend_or_dtype(shipped:
 def test_conv_and_attention_texts_serve_hlsl_sessions(shipped: Catalog) -> None:
     """Issue 23's agent session: an HLSL conv2d session had one text (then an empty suggest_next) and an HLSL
     attention session none, its listing a bare `[]`."""
-    assert {"conv-implicit-gemm", "conv-gemm-smem-tiling"} <= {t.id for t in shipped.list("hlsl", problem="conv2d")}
-    assert "attention-online-tiling" in {t.id for t in shipped.list("hlsl", problem="attention_causal")}
+    assert {"conv-implicit-gemm", "conv-gemm-smem-tiling"} <= {
+        t.id for t in shipped.list("hlsl", problem="conv2d", traits=["convolution"])}
+    assert "attention-online-tiling" in {
+        t.id for t in shipped.list("hlsl", problem="attention_causal", traits=["attention"])}
 
 
 def test_an_empty_listing_and_a_refusal_name_what_other_backends_have(tmp_path: Path) -> None:

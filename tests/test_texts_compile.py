@@ -249,6 +249,30 @@ for (int k = 0; k < VPT; ++k)
 y[tid] = group_reduce(float(x[tid]), tid, false) + group_reduce(float(x[tid]), tid, true);"""),
 })
 
+# The texts for the other traits (elementwise, scan, pooling, fused_epilogue): device-function templates at file
+# scope, instantiated from the matmul harness's A (the element type T) and C (as the output of type T).
+TRAIT_HELPERS = """template <typename P> struct elem_of;
+template <typename T> struct elem_of<const T*> { typedef T type; };
+template <typename T> __device__ __forceinline__ T* out_as(const T*, float* c) { return reinterpret_cast<T*>(c); }"""
+HARNESSES.update({
+    ("elementwise-grid-stride", 0): Harness(place="file", file=TRAIT_HELPERS,
+                                            before="map_grid_stride(A, out_as(A, C), (long long)M * N);"),
+    ("parallel-scan", 0): Harness(place="file", file=TRAIT_HELPERS,
+                                  before="(void)scan_segment<256, 4>(A, out_as(A, C), 0, N, 0.0f);"),
+    ("parallel-scan", 1): Harness(place="file", file=f"{TRAIT_HELPERS}\n{{fence0}}", before="""
+__shared__ float s_sum;
+const float total = 1.0f;
+(void)scan_segment<256, 4>(A, out_as(A, C), 0, N, cluster_prefix(&s_sum, total));
+__cluster_barrier_arrive();
+__cluster_barrier_wait();"""),
+    ("pooling-shared-window", 0): Harness(place="file", file=TRAIT_HELPERS,
+                                          before="max_pool_tile<16, 16, 3, 2, 1>(A, out_as(A, C), M, N, K, K, 1);"),
+    ("epilogue-fusion", 0): Harness(place="file", file=TRAIT_HELPERS, before="""
+typedef elem_of<decltype(A)>::type E;
+float acc[4][4] = {};
+store_tile<4, 4>(out_as(A, C), acc, 0, 0, M, N, ScaleLeakyRelu<E>{B, 2.0f, 0.01f});"""),
+})
+
 PSEUDO_CODE: dict[tuple[str, int], str] = {
     ("edge-tile-specialization", 0): "control-flow outline: `…` stands for the compute step",
     ("hopper-wgmma", 0): "a schedule of PTX instructions per K step, not C++",
@@ -326,10 +350,16 @@ CASES = [(t.id, n, backend, dtype) for t in CATALOG.list() for backend in t.back
          for dtype in BACKEND_DTYPES[backend] if t.for_dtype(dtype)]
 
 
+ROW_TRAITS = {"row_reduction", "normalization", "softmax"}
+
+
 def row_text(text_id: str) -> bool:
-    """A text for the row problems only (softmax, rmsnorm, row_sum): its fences use the row harness."""
-    problems = CATALOG.get(text_id).problems
-    return "matmul" not in problems and "any" not in problems
+    """A text for the row problems only (its traits among ROW_TRAITS, or it names no matmul): its fences use the
+    row harness."""
+    t = CATALOG.get(text_id)
+    if t.for_any_problem:
+        return False
+    return set(t.traits) <= ROW_TRAITS if t.traits else "matmul" not in t.problems
 
 
 def wrap(text_id: str, n: int, example: CodeExample, dtype: str = "f32", backend: str = "cuda") -> str:

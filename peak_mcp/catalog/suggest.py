@@ -145,13 +145,15 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
 
     ranked: dict[str, Suggestion] = {}
     slower: set[str] = set()  # measured slower than the parent on this device: ranked after the rest
-    listed = catalog.list(backend=backend, device=descriptor, problem=session.problem, dtype=dtype)
+    listed = catalog.list(backend=backend, device=descriptor, problem=session.problem, dtype=dtype,
+                          traits=problem.traits)
     exists = {t.id for t in listed}  # an `after` naming a text that does not exist for the session is no hint
     for t in listed:
         target = catalog.resolve(t.id, backend, descriptor, dtype)
         if target.id in ranked or {t.id, target.id} & (done | by_feature):
             continue
-        if not (target.for_backend(backend) and target.for_dtype(dtype) and target.for_problem(session.problem)):
+        if not (target.for_backend(backend) and target.for_dtype(dtype)
+                and target.for_problem(session.problem, problem.traits)):
             continue
         score, reasons = _score(target, done | by_feature, hinted, features, dtype, sizes, device, problem, exists)
         measured = target.measured_on(descriptor)
@@ -167,15 +169,16 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
                        device=device.name or session.device, applied=applied,
                        features=sorted(features), suggestions=order[:limit],
                        note=None if order else _nothing_left(catalog, listed, backend, session.problem, dtype,
-                                                             descriptor))
+                                                             descriptor, problem.traits))
 
 
 def _nothing_left(catalog: Catalog, listed: list[Transformation], backend: str, problem: str, dtype: str,
-                  device: DeviceDescriptor | None) -> str:
+                  device: DeviceDescriptor | None, traits: tuple[str, ...] = ()) -> str:
     """No suggestion because every text is done, or because none was ever written for this backend (an HLSL
     attention session was told that nothing was "left")."""
     if not listed:
-        return catalog.empty_note(backend, problem, dtype=dtype, device=device) + "; or tune its parameters (tune)"
+        return catalog.empty_note(backend, problem, dtype=dtype, device=device, traits=traits) + \
+            "; or tune its parameters (tune)"
     return (f"every {problem} text for {backend} is in the head's lineage or visible in its source: tune its "
             "parameters (tune), list_transformations for the whole catalog, or submit an idea of your own")
 

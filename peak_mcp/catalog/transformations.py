@@ -1,9 +1,13 @@
 """The natural-transformation catalog: Markdown files with YAML front matter (transformations/*.md).
 
-A file is one transformation: front matter (id, title, backends, dtypes, problems, devices, tags, after,
-extends, measured, summary) and a body, the instruction an LLM follows to rewrite the current kernel. Shipped
+A file is one transformation: front matter (id, title, backends, dtypes, traits, problems, devices, tags,
+after, extends, measured, summary) and a body, the instruction an LLM follows to rewrite the current kernel. Shipped
 files come first; files from extra directories are the user's and override a shipped file with the same id. A
 malformed file is reported (file, field, message) and skipped; it never stops the rest from loading.
+
+Which problems a text is for: `traits` (peak_mcp/problems/traits.py: row_reduction, gemm, ...; `any`), matched
+against the problem's traits, so a text reaches every problem of its kind (an imported LayerNorm gets the row
+texts); `problems` (names) still works and adds those problems. A text that gives neither applies to any problem.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from peak_mcp.catalog.rendering import FENCE_LANGUAGES, code_examples
 from peak_mcp.core.devices import Device
 from peak_mcp.core.errors import InvalidInput, NotFound
 from peak_mcp.core.resources import data_dir
+from peak_mcp.problems.traits import ANY, TRAITS, unknown
 
 BACKENDS = ("cuda", "hip", "hlsl")
 
@@ -33,8 +38,8 @@ DTYPES = ("f32", "f16", "bf16")
 SECTIONS = ("When it applies", "What to do", "Keep unchanged", "Pitfalls", "Expected effect")
 
 
-FRONT_MATTER_FIELDS = frozenset({"id", "title", "backends", "dtypes", "problems", "devices", "tags", "after",
-                                 "extends", "measured", "summary"})
+FRONT_MATTER_FIELDS = frozenset({"id", "title", "backends", "dtypes", "traits", "problems", "devices", "tags",
+                                 "after", "extends", "measured", "summary"})
 
 
 _ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -63,7 +68,9 @@ class Transformation(BaseModel):
     title: str = Field(min_length=1)
     backends: list[Literal["cuda", "hip", "hlsl"]] = Field(min_length=1)
     dtypes: list[Literal["f32", "f16", "bf16"]] = Field(default_factory=list)  # empty: every dtype
-    problems: list[str] = Field(default_factory=lambda: ["any"])
+    # The problem traits it applies to (`any`: every problem), and problems it names besides; both empty: any.
+    traits: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
     devices: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     after: list[str] = Field(default_factory=list)
@@ -93,7 +100,7 @@ class Transformation(BaseModel):
             raise ValueError(f"each entry is a device pattern and its speed over the parent (0.29, 1.5); not {bad}")
         return value
 
-    @field_validator("problems", "devices", "tags", "after", "dtypes", mode="before")
+    @field_validator("traits", "problems", "devices", "tags", "after", "dtypes", mode="before")
     @classmethod
     def _listify(cls, value: Any) -> Any:
         if value is None:
@@ -104,8 +111,22 @@ class Transformation(BaseModel):
         """The whole Markdown file, front matter included."""
         return self.raw
 
-    def for_problem(self, problem: str) -> bool:
-        return "any" in self.problems or problem in self.problems
+    @property
+    def for_any_problem(self) -> bool:
+        return ANY in self.traits or ANY in self.problems or not (self.traits or self.problems)
+
+    def for_problem(self, problem: str | None, traits: Iterable[str] = ()) -> bool:
+        """For a problem named `problem` with `traits`: the text is for any problem, shares a trait or names it."""
+        return (problem is None or self.for_any_problem or problem in self.problems
+                or not set(self.traits).isdisjoint(traits))
+
+    def scope(self) -> str:
+        """What the text is written for, in words: "traits gemm, convolution", "problems matmul", "any problem"."""
+        if self.for_any_problem:
+            return "any problem"
+        said = [f"traits {', '.join(self.traits)}"] if self.traits else []
+        said += [f"problems {', '.join(self.problems)}"] if self.problems else []
+        return " and ".join(said)
 
     def for_dtype(self, dtype: str | None) -> bool:
         return dtype is None or not self.dtypes or dtype.lower() in self.dtypes
@@ -217,6 +238,10 @@ def parse_file(path: Path, *, builtin: bool) -> tuple[Transformation | None, lis
         return None, findings + errors
     if item.id != path.stem:
         return None, [*findings, error("id", f"id {item.id!r} must equal the file name stem {path.stem!r}")]
+    if unknown(item.traits, allow_any=True):
+        findings.append(error("traits", f"unknown trait(s) {', '.join(unknown(item.traits, allow_any=True))}, "
+                                        f"which no problem has; the vocabulary: {', '.join(TRAITS)}, or any",
+                              "warning"))
     missing = [s for s in SECTIONS if not re.search(rf"^#+\s*{re.escape(s)}\b", body, re.MULTILINE | re.IGNORECASE)]
     if missing:
         findings.append(error("body", f"missing section(s): {', '.join(missing)}", "warning"))
@@ -303,7 +328,9 @@ class Catalog:
 
     def list(self, backend: str | None = None, device: DeviceLike = None,
              problem: str | None = None, tag: str | None = None, text: str | None = None,
-             dtype: str | None = None) -> list[Transformation]:
+             dtype: str | None = None, traits: Iterable[str] = ()) -> list[Transformation]:
+        """The texts that match every filter given; `problem` with its `traits` (a text sharing one matches)."""
+        traits = tuple(traits)
         dev = DeviceDescriptor.of(device)
         needle = text.lower() if text else None
         found = []
@@ -312,7 +339,7 @@ class Catalog:
                 continue
             if dev is not None and not t.for_device(dev):
                 continue
-            if problem and not t.for_problem(problem):
+            if problem and not t.for_problem(problem, traits):
                 continue
             if not t.for_dtype(dtype):
                 continue
@@ -324,24 +351,29 @@ class Catalog:
         return found
 
     def empty_note(self, backend: str | None, problem: str | None, tag: str | None = None,
-                   text: str | None = None, dtype: str | None = None, device: DeviceLike = None) -> str:
+                   text: str | None = None, dtype: str | None = None, device: DeviceLike = None,
+                   traits: Iterable[str] = ()) -> str:
         """Why a listing is empty: an HLSL attention session's list was `[]`, with nothing to tell the agent that
         the catalog's attention texts were all written for CUDA and HIP. Where the backend has texts for the
         problem and a tag, text, dtype or device filter left none, that filter is named, not the backend."""
         if not (backend and problem):
             return "no text matches these filters"
-        own = self.list(backend=backend, problem=problem)
+        traits = tuple(traits)
+        own = self.list(backend=backend, problem=problem, traits=traits)
         if own:
             filters: dict[str, dict[str, Any]] = {f"tag={tag!r}": {"tag": tag}, f"text={text!r}": {"text": text},
                                                   f"dtype={dtype}": {"dtype": dtype}, "this device": {"device": device}}
             active = [name for name, kw in filters.items() if next(iter(kw.values())) is not None]
-            alone = [name for name in active if not self.list(backend=backend, problem=problem, **filters[name])]
+            alone = [name for name in active
+                     if not self.list(backend=backend, problem=problem, traits=traits, **filters[name])]
             return (f"the catalog has {len(own)} {problem} text(s) for {backend}, none matching "
                     f"{' and '.join(alone or active) or 'these filters'}")
-        elsewhere = [t for t in self.list(problem=problem, tag=tag, text=text)
-                     if backend.lower() not in t.backends and problem in t.problems]
+        elsewhere = [t for t in self.list(problem=problem, tag=tag, text=text, traits=traits)
+                     if backend.lower() not in t.backends and not t.for_any_problem]
         if not elsewhere:
-            return f"the catalog has no {problem} text for {backend}, nor for another backend"
+            kind = f" (traits {', '.join(traits)})" if traits else " (it has no traits)"
+            return (f"the catalog has no {problem} text{kind} for {backend}, nor for another backend; the texts for "
+                    "any problem are all that apply")
         named = ", ".join(f"{t.id} ({', '.join(t.backends)})" for t in elsewhere[:6])
         return (f"no {problem} text is written for {backend}; the catalog's {problem} texts for other backends: "
                 f"{named}. Their ideas may still carry over: read one with get_transformation, rewrite the kernel "
@@ -365,14 +397,16 @@ class Catalog:
 
     def resolve_for_session(self, id: str, backend: str, dtype: str,
                             device: DeviceLike = None, *, exact: bool = False,
-                            problem: str | None = None) -> Transformation:
+                            problem: str | None = None, traits: Iterable[str] = ()) -> Transformation:
         """`resolve` (with `exact`, `id`'s own text), refusing a text that does not cover the session: a CUDA text
         for an HLSL session, an f16 text for an f32 one, a matmul text for a softmax one. The refusal names the texts
         that do apply and share a tag, so the agent can pick one."""
         found = self.get(id) if exact else self.resolve(id, backend, device, dtype)
+        traits = tuple(traits)
         wrong = []
-        if problem and not found.for_problem(problem):
-            wrong.append(f"is written for {', '.join(found.problems)}, not {problem}")
+        if problem and not found.for_problem(problem, traits):
+            has = f"traits {', '.join(traits)}" if traits else "no traits"
+            wrong.append(f"is written for {found.scope()}, not {problem} ({has})")
         if not found.for_backend(backend):
             wrong.append(f"is written for {', '.join(found.backends)}, not {backend}")
         if not found.for_dtype(dtype):
@@ -384,7 +418,7 @@ class Catalog:
         tags = set(found.tags)
         near = sorted((t for t in self._items.values() if t.id != found.id and t.for_backend(backend)
                        and t.for_dtype(dtype) and t.for_device(dev) and tags & set(t.tags)
-                       and (not problem or t.for_problem(problem))),
+                       and (not problem or t.for_problem(problem, traits))),
                       key=lambda t: (-len(tags & set(t.tags)), t.id))[:4]
         hint = (f"for a {backend} {dtype} session try {', '.join(t.id for t in near)}; "
                 "list_transformations(session_id=...) shows what applies." if near else

@@ -57,7 +57,8 @@ class Applier:
         # Refused before a run is recorded: a CUDA text for an HLSL session, an f16-only text for an f32 one.
         text = self.catalog.resolve_for_session(transformation, session.backend, session.dtype,
                                                 self.service.device_of(session), exact=exact,
-                                                problem=session.problem)
+                                                problem=session.problem,
+                                                traits=self.service.problem(session.problem).traits)
         run_id = self.service.store.create_apply_run(session_id=session_id, transformation=transformation,
                                                      base_version=base.number, instructions=instructions,
                                                      max_attempts=attempts, resolved=text.id)

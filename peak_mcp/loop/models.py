@@ -215,6 +215,8 @@ class TransformationText(BaseModel):
     title: str
     backends: list[str]
     devices: list[str]
+    traits: list[str] = Field(default_factory=list, description="the problem traits it applies to (any: every "
+                              "problem); a session's problem gets the texts that share one of its traits")
     problems: list[str]
     tags: list[str]
     after: list[str]

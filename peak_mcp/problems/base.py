@@ -132,6 +132,9 @@ class Problem(ABC):
     # Scalars the kernel gets that are expressions of the sizes (conv2d's P and Q): names the `peak:` lines may use
     # as shorthand for their expressions. Empty for most problems.
     derived: Mapping[str, str] = MappingProxyType({})
+    # What kind of computation it is (peak_mcp/problems/traits.py): the catalog gives a session the texts that share
+    # one. Empty: only the texts for any problem.
+    traits: tuple[str, ...] = ()
 
     def least_size(self, symbol: str) -> int:
         """The smallest value a size symbol takes: 1, or 0 for a sampled symbol whose values hold 0."""

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from peak_mcp.core.dtypes import EXACT_DTYPES, EXACT_LIMITS, FLOAT_DTYPES
 from peak_mcp.core.errors import AnnotationError
 from peak_mcp.core.expressions import FUNCTIONS, SM_COUNT, evaluate, evaluate_condition
+from peak_mcp.problems.traits import TRAITS, unknown
 
 BACKEND_NAMES = ("cuda", "hip", "hlsl")
 # What a kernel text may not hold (every other client reads a naive kernel as its v0): controls but tab, newline and
@@ -109,6 +110,9 @@ class ProblemDeclaration(BaseModel):
     # True: the work is a matrix product that f16/bf16 kernels may run on tensor cores (a convolution, attention):
     # their speed floor and % of peak use the tensor-core peak, and an f32 kernel's may be 3xTF32's, as matmul's.
     tensor_cores: bool = False
+    # What kind of computation it is (TRAITS; a KernelBench translation records it from the ops its forward runs);
+    # empty: DeclaredProblem derives it from the rest of the declaration (problems/traits.py).
+    traits: tuple[str, ...] = ()
     # False: no Python reference; its sessions start with the user's kernel (start_session's reference_kernel), and
     # candidates are checked against that kernel (problems/kernel_reference.py).
     has_reference: bool = True
@@ -210,6 +214,8 @@ class ProblemDeclaration(BaseModel):
                 raise fail("CONSTRAINTS", exc.message) from None
             if not holds:
                 raise fail("CONSTRAINTS", f"the default sizes {self.sizes} break {condition!r}")
+        if unknown(self.traits):
+            raise fail("TRAITS", f"unknown trait(s) {unknown(self.traits)}; the vocabulary: {list(TRAITS)}")
         if self.reduction is not None:
             _expression(self.reduction, self.sizes, "REDUCTION")
         if self.batch is not None:

@@ -20,6 +20,7 @@ from peak_mcp.problems.base import BufferArg, Problem, ScalarArg, Sizes, Toleran
 from peak_mcp.problems.code import LocalCode, ProblemCode
 from peak_mcp.problems.declaration import BACKEND_NAMES, BufferDecl, ProblemDeclaration, ToleranceDecl, int_range_at
 from peak_mcp.problems.file_calls import COMPUTE_ROUNDOFF, FACTOR, FLOOR, REL_L2_SHARE, FileCalls
+from peak_mcp.problems.traits import declared_traits
 
 # Sizes the generality check samples (see generality_sizes): per symbol, in declaration order, cycled.
 _BELOW_TILE = (7, 5, 3, 6)
@@ -108,6 +109,8 @@ class DeclaredProblem(FileCalls, Problem):
         self.needs_reference_kernel = not d.has_reference
         self.sampled = types.MappingProxyType(dict(d.samples))
         self.derived = types.MappingProxyType({s.name: s.expr for s in d.scalars if s.name not in d.sizes})
+        self.traits = declared_traits(d.traits, d.tensor_cores, d.reduction, [b.shape for b in d.inputs],
+                                      [b.shape for b in d.outputs])
         # The file's functions: imported here (describe, a problem host, a shipped file in a worker), or reached
         # through a problem host's link (a worker serving an operator's or a client's file sets it).
         self.code: ProblemCode = LocalCode(declaration)

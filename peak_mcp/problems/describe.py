@@ -31,7 +31,7 @@ from peak_mcp.problems.declaration import MAX_DEFINITION_CHARS
 NAIVE_SUFFIXES = (".cu", ".hip", ".hlsl", ".txt")
 KEYS = ("NAME", "TITLE", "SIZES", "DTYPES", "INPUTS", "OUTPUTS", "SCALARS", "FLOPS", "BYTES", "CONSTRAINTS",
         "RANGE", "STRESS_RANGE", "TOLERANCE", "NAIVE", "BATCH", "REDUCTION", "SAMPLES",
-        "TENSOR_CORES")
+        "TENSOR_CORES", "TRAITS")
 MISSING_MODULE = "the server's Python has no module"
 FUNCTIONS = ("reference", "generate", "error_scale", "torch_reference")
 SMOKE_SIZES = (5, 8, 16, 64, 3, 2, 1, 128)
@@ -130,6 +130,7 @@ def describe_file(path: Path) -> dict[str, Any]:
         "reduction": _expr(names.get("REDUCTION"), "REDUCTION", fail),
         "samples": _samples(names.get("SAMPLES", {}), fail),
         "tensor_cores": names.get("TENSOR_CORES") is True,
+        "traits": _names_tuple(names.get("TRAITS", ()), "TRAITS", fail),
         "has_generate": callable(names.get("generate")),
         "has_error_scale": callable(names.get("error_scale")),
         "has_torch_reference": callable(names.get("torch_reference")),
@@ -198,7 +199,7 @@ def _key_of(loc: tuple[Any, ...]) -> str | None:
             "outputs": "OUTPUTS", "scalars": "SCALARS", "flops": "FLOPS", "bytes": "BYTES",
             "constraints": "CONSTRAINTS", "ranges": "RANGE", "stress_ranges": "STRESS_RANGE",
             "tolerance": "TOLERANCE", "naive": "NAIVE",
-            "batch": "BATCH", "reduction": "REDUCTION", "samples": "SAMPLES"}.get(field)
+            "batch": "BATCH", "reduction": "REDUCTION", "samples": "SAMPLES", "traits": "TRAITS"}.get(field)
 
 
 def _batch(value: Any, fail: Any) -> str | list[str] | None:

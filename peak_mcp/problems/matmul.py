@@ -63,6 +63,7 @@ class Matmul(Problem):
     symbols = ("M", "N", "K")
     default_sizes = {"M": 4096, "N": 4096, "K": 4096}  # noqa: RUF012 - read-only class data
     dtypes = ("f32", "f16", "bf16")
+    traits = ("gemm",)
     yardstick = "gemm"  # cuBLAS, hipBLAS, numpy's BLAS on a CPU Vulkan device
 
     def arguments(self, dtype: str) -> list[BufferArg | ScalarArg]:

@@ -37,8 +37,8 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
     async def list_transformations(
         backend: Annotated[str | None, BACKEND] = None, device: Annotated[str | None, Field(
             description="device name, arch (sm_90) or family (hopper); portable ones always match")] = None,
-        problem: Annotated[str | None, Field(description="e.g. matmul, softmax; texts naming no problem apply to "
-                                                         "any")] = None,
+        problem: Annotated[str | None, Field(description="e.g. matmul, softmax: the texts that share one of its "
+                                                         "traits (row_reduction, gemm, ...) or apply to any")] = None,
         tag: Annotated[str | None, Field(description="e.g. memory, tensor-cores")] = None,
         text: Annotated[str | None, Field(description="case-insensitive search in id, title and text")] = None,
         dtype: Annotated[str | None, DTYPE] = None,
@@ -55,12 +55,14 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
                 raise ToolError(str(exc)) from None
             backend, dtype, problem = backend or session.backend, dtype or session.dtype, problem or session.problem
             descriptor = descriptor or DeviceDescriptor.of(service.device_of(session))
-        found = catalog.list(backend=backend, device=descriptor, problem=problem, tag=tag, text=text, dtype=dtype)
+        traits = _traits(service, problem)
+        found = catalog.list(backend=backend, device=descriptor, problem=problem, tag=tag, text=text, dtype=dtype,
+                             traits=traits)
         return result(TransformationList(transformations=[_summary(t) for t in found],
                                   errors=[e.model_dump() if hasattr(e, "model_dump") else dict(e.__dict__)
                                           for e in catalog.errors],
                                   note=None if found else catalog.empty_note(backend, problem, tag, text, dtype,
-                                                                                 descriptor)))
+                                                                                 descriptor, traits)))
 
     @mcp.tool(annotations=READ_ONLY)
     async def get_transformation(
@@ -76,6 +78,7 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
             raise ToolError(str(exc)) from None
         return result(TransformationText(id=t.id, title=t.title, backends=list(t.backends),
                                          devices=list(t.devices),
+                                  traits=list(t.traits) or (["any"] if t.for_any_problem else []),
                                   problems=list(t.problems), tags=list(t.tags), after=list(t.after),
                                   extends=t.extends, resolved_from=transformation if t.id != transformation else None,
                                   body=t.body))
@@ -106,6 +109,16 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         """Transformations ranked for the session's head (lineage, source features, catalog order, backend, dtype,
         device), each with one line of why; apply one with apply_transformation."""
         return result(await call(None, service.suggest_next, catalog, session_id, limit))
+
+
+def _traits(service: PeakService, problem: str | None) -> tuple[str, ...]:
+    """A problem's traits, () for a name no problem has (then only its name and `any` match)."""
+    if problem is None:
+        return ()
+    try:
+        return tuple(service.problem(problem).traits)
+    except PeakError:
+        return ()
 
 
 def _summary(t: Any) -> TransformationSummary:

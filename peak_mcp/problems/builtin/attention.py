@@ -3,6 +3,7 @@
 import math
 
 NAME = "attention"
+TRAITS = ("attention",)  # the catalog texts it gets (problems/traits.py)
 TITLE = ("Attention forward o = softmax(q k^T / sqrt(D)) v, no mask (q, k, v, o: B x H x S x D in the session's "
          "dtype; CAUSAL=0 passed for a kernel shared with attention_causal)")
 SIZES = {"B": 4, "H": 32, "S": 4096, "D": 128}

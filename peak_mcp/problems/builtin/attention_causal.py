@@ -3,6 +3,7 @@
 import math
 
 NAME = "attention_causal"
+TRAITS = ("attention",)  # the catalog texts it gets (problems/traits.py)
 TITLE = ("Causal attention forward o = softmax(q k^T / sqrt(D), keys j <= query i) v (q, k, v, o: B x H x S x D in "
          "the session's dtype; CAUSAL=1 passed for a kernel shared with attention)")
 SIZES = {"B": 4, "H": 32, "S": 4096, "D": 128}

@@ -6,6 +6,7 @@ from W and S); y in the session's dtype."""
 import numpy as np
 
 NAME = "conv2d"
+TRAITS = ("convolution",)  # the catalog texts it gets (problems/traits.py)
 TITLE = "2-D convolution y = conv(x, w), NHWC x, KRSC w, NPQK y; stride, padding and dilation are size symbols"
 # A ResNet-50 3x3 layer (conv2_x): 32 images of 56 x 56 x 64, 64 filters of 3 x 3, padding 1.
 SIZES = {"N": 32, "H": 56, "W": 56, "C": 64, "K": 64, "R": 3, "S": 3, "STRIDE": 1, "PAD": 1, "DIL": 1}

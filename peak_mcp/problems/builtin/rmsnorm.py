@@ -3,6 +3,7 @@
 import numpy as np
 
 NAME = "rmsnorm"
+TRAITS = ("normalization", "row_reduction")  # the catalog texts it gets (problems/traits.py)
 TITLE = "RMS norm y = x * rsqrt(mean(x^2 over the row) + 1e-6) * w (x, y: ROWS x COLS; w: COLS; eps = 1e-6)"
 SIZES = {"ROWS": 8192, "COLS": 8192}
 DTYPES = ("f32", "f16", "bf16")

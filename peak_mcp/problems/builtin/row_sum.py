@@ -3,6 +3,7 @@
 import numpy as np
 
 NAME = "row_sum"
+TRAITS = ("row_reduction",)  # the catalog texts it gets (problems/traits.py)
 TITLE = "Row sum y[r] = sum of row r of x (x: ROWS x COLS in the session's dtype; y: ROWS, always f32)"
 SIZES = {"ROWS": 8192, "COLS": 8192}
 DTYPES = ("f32", "f16", "bf16")

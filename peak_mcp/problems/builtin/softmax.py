@@ -3,6 +3,7 @@
 import numpy as np
 
 NAME = "softmax"
+TRAITS = ("softmax", "row_reduction")  # the catalog texts it gets (problems/traits.py)
 TITLE = "Row softmax y = softmax(x) along each row (x, y: ROWS x COLS, y in the session's dtype)"
 SIZES = {"ROWS": 8192, "COLS": 8192}
 DTYPES = ("f32", "f16", "bf16")

@@ -23,6 +23,7 @@ from peak_mcp.problems.kernelbench.tracing import (
     same,
     torch_module,
 )
+from peak_mcp.problems.traits import OpRecorder
 
 
 @dataclass
@@ -33,6 +34,7 @@ class Round:
     outputs: list[Any] = field(default_factory=list)
     params: list[tuple[str, Any]] = field(default_factory=list)
     flops: int | None = None
+    ops: tuple[str, ...] = ()  # the aten ops forward ran, in order: the problem's traits (problems/traits.py)
 
 
 def short(exc: BaseException) -> str:
@@ -118,7 +120,9 @@ class Probe:
                 from torch.utils.flop_counter import FlopCounterMode
 
                 counter = FlopCounterMode(display=False)
-            with counter if counter is not None else contextlib.nullcontext():
+            recorder = OpRecorder()
+            with counter if counter is not None else contextlib.nullcontext(), \
+                    recorder if counter is not None else contextlib.nullcontext():
                 result = self.forward(model, inputs, values)
         except KernelBenchError:
             raise
@@ -127,7 +131,7 @@ class Probe:
                                    "the model must run at sizes other than the module's") from exc
         params = list(model.named_parameters()) if self.is_module else []
         return Round(dict(values), inputs, model, outputs_of(result), params,
-                      counter.get_total_flops() if counter is not None else None)
+                      counter.get_total_flops() if counter is not None else None, tuple(recorder.ops))
 
 
 def distribution(values: np.ndarray) -> tuple[str, float]:

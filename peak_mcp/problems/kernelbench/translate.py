@@ -35,6 +35,7 @@ from peak_mcp.problems.kernelbench.tracing import (
     referenced_names,
 )
 from peak_mcp.problems.kernelbench.wrapper import Runner, self_check
+from peak_mcp.problems.traits import traits_of_ops
 
 
 def _identifier(text: str) -> str:
@@ -222,6 +223,8 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
         "NAIVE": {},
         "BATCH": symbol_of[batch] if batch is not None else None,
         "DEFINITION": what,
+        "TRAITS": traits_of_ops(base.ops, [tuple(x.shape) for x in base.inputs if is_array(x)],
+                                [tuple(o.shape) for o in base.outputs]),
     }
 
     torch = probe.torch if probe.uses_torch else None
