@@ -66,3 +66,4 @@ def test_hostile_kernels_with_state_are_refused_by_the_module_check(entry) -> No
 
 def test_non_elf_input_is_not_mistaken_for_state() -> None:
     assert persistent_state(b"not an ELF at all") == []
+

@@ -21,7 +21,7 @@ async def _main(args: argparse.Namespace) -> int:
     async with Client(args.url, read_timeout_seconds=args.timeout) as client:
         if args.list:
             for tool in (await client.list_tools()).tools:
-                print(f"## {tool.name}\n{tool.description}\n{json.dumps(tool.inputSchema)}\n")
+                print(f"## {tool.name}\n{tool.description}\n{json.dumps(tool.input_schema)}\n")
             return 0
         raw = args.arguments if args.arguments is not None else sys.stdin.read()
         result = await client.call_tool(args.tool, json.loads(raw or "{}"))

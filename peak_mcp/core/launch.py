@@ -165,6 +165,30 @@ class LaunchSpec(BaseModel):
         return [tuple(evaluate(e, env, where=f"line {m.line} box") for e in m.box) for m in self.tensor_maps]
 
 
+# What every CUDA device since compute capability 3.0 (and every HIP device) accepts, and the dispatch size every
+# Vulkan device must: a session without a device refuses a launch past these instead of reporting a kernel that
+# compiled (with a device, the device's own limits are checked; NVIDIA's Vulkan takes more groups along x).
+PORTABLE_BLOCK = (1024, 1024, 64)
+PORTABLE_THREADS = 1024
+PORTABLE_GRID = (2**31 - 1, 65535, 65535)
+PORTABLE_GROUPS = (65535, 65535, 65535)
+
+
+def beyond_portable_limits(geometry: Mapping[str, Any]) -> str | None:
+    """Why a launch (LaunchSpec.evaluate's geometry) may not run on every device, or None."""
+    for name, limits in (("grid", PORTABLE_GRID), ("block", PORTABLE_BLOCK), ("groups", PORTABLE_GROUPS)):
+        dims = geometry.get(name)
+        for axis, (d, limit) in enumerate(zip(dims or (), limits, strict=False)):
+            if d > limit:
+                most = "every Vulkan device launches" if name == "groups" else "any device launches"
+                return f"{name} dimension {'xyz'[axis]}={d} is over {limit}, the most {most}"
+    block = geometry.get("block")
+    if block and block[0] * block[1] * block[2] > PORTABLE_THREADS:
+        return (f"block={tuple(block)} is {block[0] * block[1] * block[2]} threads, over {PORTABLE_THREADS}, the most "
+                "any device runs in one block")
+    return None
+
+
 def parse_annotation(source: str, *, needs: tuple[str, ...], symbols: tuple[str, ...],
                      derived: Mapping[str, str] | None = None) -> LaunchSpec:
     """Find and parse the `peak:` lines: one launch line, optional `params` and `where` lines.

@@ -4,6 +4,7 @@ configuration and size (compile -> validate -> benchmark), and what that result 
 from __future__ import annotations
 
 from peak_mcp.core.errors import PeakError
+from peak_mcp.core.launch import beyond_portable_limits
 from peak_mcp.loop.context import LoopContext, Progress
 from peak_mcp.loop.pipeline.verdicts import judge
 from peak_mcp.runner.messages import EvaluateJob
@@ -25,10 +26,14 @@ def evaluate(ctx: LoopContext, session: SessionRow, source: str, progress: Progr
         if broken:
             return Outcome(status=Status.INVALID_ANNOTATION, failure="annotation",
                            message=f"the configuration {spec.config()} breaks `where` {broken} at these sizes")
-        spec.evaluate(sizes or session.sizes)
+        geometry = spec.evaluate(sizes or session.sizes)
     except PeakError as exc:
         return Outcome(status=Status.INVALID_ANNOTATION, failure="annotation", message=str(exc))
     runs = session.device_index >= 0
+    beyond = None if runs else beyond_portable_limits(geometry)  # with a device, its own limits are checked
+    if beyond:
+        return Outcome(status=Status.INVALID_ANNOTATION, failure="launch_geometry",
+                       message=f"the launch at these sizes cannot run: {beyond}")
     job = EvaluateJob(**ctx.wire(session), dtype=session.dtype, sizes=sizes or session.sizes, source=source,
                       spec=spec, steps=list(steps) if runs else ["compile"],
                       trials=trials or ctx.settings.validation_trials,
