@@ -118,7 +118,8 @@ async def test_bool_and_int64_inputs_are_drawn_in_range(make_client) -> None:
         assert "const bool* mask, const long long* t" in info["abi"]["cuda"]
         session = await call(client, "start_session", {"problem": "masked_pick", "backend": "hlsl"})
         sid = session["session_id"]
-        good = await call(client, "submit_kernel", {"session_id": sid, "source": MASKED_KERNEL.replace("KEEP", "m != 0")})
+        good = await call(client, "submit_kernel", {"session_id": sid,
+                                                    "source": MASKED_KERNEL.replace("KEEP", "m != 0")})
         assert good["status"] == "benchmarked" and good["generality"]["passed"], good["message"]
         bad = await call(client, "submit_kernel", {"session_id": sid, "source": MASKED_KERNEL.replace("KEEP", "true")})
         assert bad["failure"] == "wrong_result", bad["message"]
@@ -165,3 +166,116 @@ async def test_one_value_whose_terms_cancel_is_bounded_by_what_they_weigh(make_c
         bad = await call(client, "submit_kernel", {"session_id": sid, "source": DOT_KERNEL.replace(
             "SKIP", "min(8, p.N - 1)")})
         assert bad["failure"] == "wrong_result", bad["message"]
+
+
+CROSS_ENTROPY = """// peak: entry=main groups=(1, 1, 1)
+struct Params { uint BATCH_SIZE; };
+[[vk::push_constant]] ConstantBuffer<Params> p;
+[[vk::binding(0)]] StructuredBuffer<float> x;
+[[vk::binding(1)]] StructuredBuffer<uint2> t;
+[[vk::binding(2)]] RWStructuredBuffer<float> y;
+groupshared float part[1024];
+// rows spread over 1024 threads: lavapipe stops a thread's loops after 65535 iterations in all, silently
+[numthreads(1024, 1, 1)]
+void main(uint3 tid : SV_GroupThreadID) {
+    float total = 0.0;
+    for (uint r = tid.x; r < p.BATCH_SIZE; r += 1024) {
+        float m = x[r * 4096];
+        for (uint c = 1; c < 4096; ++c) m = max(m, x[r * 4096 + c]);
+        float s = 0.0;
+        for (uint k = 0; k < 4096; ++k) s += exp(x[r * 4096 + k] - m);
+        total += log(s) + m - x[r * 4096 + PICK];
+    }
+    part[tid.x] = total;
+    GroupMemoryBarrierWithGroupSync();
+    for (uint w = 512; w > 0; w >>= 1) {
+        if (tid.x < w) part[tid.x] += part[tid.x + w];
+        GroupMemoryBarrierWithGroupSync();
+    }
+    if (tid.x == 0) y[0] = part[0] / p.BATCH_SIZE;
+}
+"""
+
+
+@VULKAN
+async def test_kernelbench_files_with_integer_and_bool_tensors(make_client, settings, tmp_path: Path) -> None:
+    """Level 1's argmax (an int64 output), masked cumsum (a bool input) and cross entropy (int64 class targets drawn
+    below num_classes, as get_inputs' torch.randint draws them, and a one-value loss), as published: listed with
+    their storage types in the ABI; cross entropy runs on lavapipe, right and wrong."""
+    pytest.importorskip("torch")
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    for stem in ("51_Argmax_over_a_dimension", "93_masked_cumsum", "95_CrossEntropyLoss"):
+        text = subprocess.run(["git", "-C", str(MIRROR), "show", f"HEAD:KernelBench/level1/{stem}.py"],
+                              capture_output=True, text=True, check=False).stdout
+        if not text:
+            pytest.skip("no KernelBench mirror")
+        (folder / f"{stem}.py").write_text(text)
+    settings.problem_dirs = [folder]
+    async with make_client() as (client, _):
+        listed = await call(client, "list_problems", {})
+        assert not listed.get("errors"), listed.get("errors")
+        abi = {p["name"]: p["abi"] for p in listed["problems"] if p["name"].startswith("kb_")}
+        assert "const float* x, long long* out" in abi["kb_51_argmax_over_a_dimension"]["cuda"]
+        assert "out is int64, compared exactly" in abi["kb_51_argmax_over_a_dimension"]["cuda"]
+        assert "const float* x, const bool* mask, float* out" in abi["kb_93_masked_cumsum"]["cuda"]
+        assert "mask (bool as packed uint words, BATCH_SIZE×32768)" in abi["kb_93_masked_cumsum"]["hlsl"]
+        entropy = abi["kb_95_crossentropyloss"]
+        assert "const long long* targets" in entropy["cuda"] and "targets is int64, values in [0, 4096)" in entropy[
+            "cuda"], entropy["cuda"]
+        session = await call(client, "start_session", {"problem": "kb_95_crossentropyloss", "backend": "hlsl",
+                                                       "sizes": {"BATCH_SIZE": 6}})
+        sid = session["session_id"]
+        good = await call(client, "submit_kernel", {"session_id": sid,
+                                                    "source": CROSS_ENTROPY.replace("PICK", "t[r].x")})
+        assert good["status"] == "benchmarked" and good["generality"]["passed"], good["message"]
+        bad = await call(client, "submit_kernel", {"session_id": sid,
+                                                   "source": CROSS_ENTROPY.replace("PICK", "((t[r].x + 1) % 4096)")})
+        assert bad["failure"] == "wrong_result", bad["message"]
+
+
+PICK_ROW = """
+import torch
+import torch.nn as nn
+
+batch_size = 8
+dim = 32
+
+
+class Model(nn.Module):
+    def forward(self, x, t):
+        return x.gather(1, t[:, None])[:, 0], x.argmax(dim=1), x > 0
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim), torch.randint(0, dim, (batch_size,))]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_kernelbench_integer_range_follows_the_sizes() -> None:
+    """An integer input's range is read from get_inputs' torch.randint call and fitted to the sizes (targets below
+    DIM at every size, not below the value seen); integer and bool outputs keep their own types; the reference takes
+    the targets as integers again."""
+    pytest.importorskip("torch")
+    import types
+
+    import numpy as np
+
+    from peak_mcp.problems.kernelbench.translate import declare_kernelbench
+
+    module = types.ModuleType("kb_pick_row")
+    exec(compile(PICK_ROW, "<kb_pick_row>", "exec"), module.__dict__)
+    problem = declare_kernelbench(module, "pick_row")
+    d = problem.declaration
+    assert d["INPUTS"] == {"x": ("BATCH_SIZE", "DIM"), "t": ("int64", ("BATCH_SIZE",), ("0", "DIM"))}
+    assert d["OUTPUTS"] == {"out0": ("BATCH_SIZE",), "out1": ("int64", ("BATCH_SIZE",)),
+                            "out2": ("bool", ("BATCH_SIZE", "DIM"))}
+    x = np.arange(15.0).reshape(3, 5) - 7
+    picked, argmax, positive = problem.reference(x, np.array([4.0, 0.0, 2.0]), BATCH_SIZE=3, DIM=5)
+    np.testing.assert_array_equal(picked, [-3, -2, 5])
+    np.testing.assert_array_equal(argmax, [4, 4, 4])
+    np.testing.assert_array_equal(positive, x > 0)

@@ -188,16 +188,16 @@ def get_inputs():
      "dimension 1 is not a constant or a simple expression"),
     (NUMPY_HEAD + NUMPY_MODEL + "def get_inputs():\n    return np.random.randn(rows, cols)\n",
      "returned a tensor; it must return a list"),
-    (NUMPY_HEAD + NUMPY_MODEL + "def get_inputs():\n    return [np.ones((rows, cols), dtype=np.int64)]\n",
-     "input 0 \\(x\\) of get_inputs is an integer tensor"),
+    (NUMPY_HEAD + NUMPY_MODEL + "def get_inputs():\n    return [np.ones((rows, cols), dtype=np.int16)]\n",
+     "input 0 \\(x\\) of get_inputs holds int16 elements"),
     (NUMPY_HEAD + NUMPY_MODEL + "def get_inputs():\n    return [1.5]\n", "returns no tensor"),
     (NUMPY_HEAD + "class Model:\n    def forward(self, x, n):\n        return x\n"
      "def get_inputs():\n    return [np.random.randn(rows, cols), float(rows) / 3]\n",
      r"argument 1 \(n\) of get_inputs is a float that changes with the sizes"),
     (NUMPY_HEAD + "class Model:\n    def forward(self, x):\n        return x, 'done'\n" + NUMPY_INPUTS,
      "forward returned str as item 1 of its result"),
-    (NUMPY_HEAD + "class Model:\n    def forward(self, x):\n        return x.argmax(axis=1)\n" + NUMPY_INPUTS,
-     "forward returns an integer tensor"),
+    (NUMPY_HEAD + "class Model:\n    def forward(self, x):\n        return x + 1j\n" + NUMPY_INPUTS,
+     "forward returns a complex tensor"),
     (NUMPY_HEAD + "class Model:\n    def forward(self, x):\n        return x + np.random.rand()\n" + NUMPY_INPUTS,
      "different results on the same inputs"),
     (NUMPY_HEAD + "class Model:\n    def forward(self, x):\n        return x[:, : cols // 2 * 2 - 9]\n" + NUMPY_INPUTS,
@@ -383,15 +383,15 @@ def get_init_inputs():
 @pytest.mark.parametrize(("model", "message"), [
     ("class Model(nn.Module):\n    def forward(self, x):\n        return torch.nn.functional.dropout(x, 0.5)\n",
      "different results on the same inputs"),
-    ("class Model(nn.Module):\n    def forward(self, x):\n        return torch.argmax(x, dim=1)\n",
-     "forward returns an integer tensor"),
+    ("class Model(nn.Module):\n    def forward(self, x):\n        return torch.fft.fft(x)\n",
+     "forward returns a complex tensor"),
     ("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
      "        self.register_buffer('mask', torch.ones(dim))\n"
      "    def forward(self, x):\n        return x * self.mask\n",
      r"depends on its buffers \(mask\)"),
     ("class Model(nn.Module):\n    def forward(self, x):\n        return x\n"
-     "def get_inputs():\n    return [torch.randint(0, 10, (batch_size, dim))]\n",
-     "is an integer tensor"),
+     "def get_inputs():\n    return [torch.randint(0, 10, (batch_size, dim), dtype=torch.int16)]\n",
+     "holds int16 elements"),
     ("class Model(nn.Module):\n    def forward(self, x):\n        return x.reshape(-1)[: dim * dim]\n"
      "def get_inputs():\n    return [torch.randn(batch_size, dim * dim)]\n",
      "input x: dimension 1 is not a constant or a simple expression"),

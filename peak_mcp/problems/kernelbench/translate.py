@@ -4,6 +4,7 @@ KernelBench module from a problem file."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import types
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.problems.kernelbench.definition import definition
+from peak_mcp.problems.kernelbench.exact import exact_dtype, int_range
 from peak_mcp.problems.kernelbench.fitting import Expr, fit_dimension, fit_flops, fit_shapes
 from peak_mcp.problems.kernelbench.probing import (
     Probe,
@@ -26,8 +28,6 @@ from peak_mcp.problems.kernelbench.probing import (
 from peak_mcp.problems.kernelbench.problem import KernelBenchProblem
 from peak_mcp.problems.kernelbench.rules import DTYPES, MAX_CANDIDATES, NAME_PATTERN, KernelBenchError
 from peak_mcp.problems.kernelbench.tracing import (
-    article,
-    element_kind,
     host64,
     int_variables,
     is_array,
@@ -108,13 +108,13 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
     if not tensor_positions:
         raise KernelBenchError("get_inputs returns no tensor", "a problem needs at least one input tensor")
     input_exprs: dict[int, tuple[Expr, ...]] = {}
+    exact_inputs: dict[int, str] = {}  # integer and bool inputs: their own storage types (kernelbench/exact.py)
     for i in tensor_positions:
         if not all(is_array(items[i]) for items in observed):
             raise KernelBenchError(f"input {i} ({arg_names[i]}) of get_inputs is a tensor at some sizes only")
-        kind = element_kind(first[i])
-        if kind != "float":
-            raise KernelBenchError(f"input {i} ({arg_names[i]}) of get_inputs is {article(kind)} tensor; inputs "
-                                   "must be floating point (they are stored in the session's dtype)")
+        storage = exact_dtype(first[i], f"input {i} ({arg_names[i]}) of get_inputs")
+        if storage is not None:
+            exact_inputs[i] = storage
         input_exprs[i] = fit_shapes(f"input {arg_names[i]}", [tuple(items[i].shape) for items in observed], rounds)
     used = [v for v in candidates if any(v in e.symbols for exprs in input_exprs.values() for e in exprs)]
     fixed: dict[int, Any] = {}
@@ -189,7 +189,12 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
     distributions: dict[str, tuple[str, float]] = {}
     for i in tensor_positions:
         values = np.concatenate([host64(r.inputs[i]).ravel() for r in model_rounds])
-        distributions[input_name[i]] = distribution(values)
+        distributions[input_name[i]] = (exact_inputs[i], 0.0) if i in exact_inputs else distribution(values)
+    calls = [functools.partial(probe.call_inputs, r, r_i) for r_i, r in enumerate(var_rounds)]
+    ranges = {i: int_range(probe.torch if probe.uses_torch else None, calls, i, var_rounds,
+                           {v: symbol_of[v] for v in used}, [host64(r.inputs[i]) for r in model_rounds], notes,
+                           f"input {input_name[i]}")
+              for i, storage in exact_inputs.items() if storage != "bool"}
     for path, tensor in base.params:
         init = host64(tensor)
         if init.size and np.all(init == init.flat[0]):  # a norm's weight (1) or bias (0)
@@ -202,9 +207,16 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
         return draw(kind, const, tuple(int(d) for d in shape), rng)
 
     names = {v: symbol_of[v] for v in used}
-    inputs_decl = {input_name[i]: tuple(e.text(names) for e in input_exprs[i]) for i in tensor_positions}
+    inputs_decl: dict[str, Any] = {input_name[i]: tuple(e.text(names) for e in input_exprs[i])
+                                   for i in tensor_positions}
+    for i, storage in exact_inputs.items():  # (dtype, shape) and, for an integer, its range
+        inputs_decl[input_name[i]] = (storage, inputs_decl[input_name[i]], *((ranges[i],) if i in ranges else ()))
     inputs_decl |= {param_name[p]: tuple(e.text(names) for e in param_exprs[p]) for p in param_paths}
-    outputs_decl = {out_names[j]: tuple(e.text(names) for e in out_exprs[j]) for j in range(n_out)}
+    outputs_decl: dict[str, Any] = {out_names[j]: tuple(e.text(names) for e in out_exprs[j]) for j in range(n_out)}
+    for j, out in enumerate(base.outputs):  # an argmax, a mask: their own storage types, compared exactly
+        storage = exact_dtype(out, f"output {j} of forward")
+        if storage is not None:
+            outputs_decl[out_names[j]] = (storage, outputs_decl[out_names[j]])
     doc_title = title or _title(ns, model_cls) or f"KernelBench {name}"
     what = definition(model_cls, base.model, ns, get_init_inputs, base.values, constants, symbol_of)
     declaration: dict[str, Any] = {
@@ -230,6 +242,7 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
     torch = probe.torch if probe.uses_torch else None
     runner = Runner(probe, symbols, [input_name[i] for i in tensor_positions], param_paths, fixed, scalar_exprs,
                      n_items, n_out)
+    runner.exact = {k: exact_inputs[i] for k, i in enumerate(tensor_positions) if i in exact_inputs}
 
     def reference(*arrays: Any, **sizes: int) -> Any:
         """float64 numpy inputs in INPUTS order and the sizes by symbol; float64 numpy outputs."""

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from peak_mcp.core.dtypes import EXACT_DTYPES
+from peak_mcp.problems.kernelbench.exact import draw_exact, torch_dtype
 from peak_mcp.problems.kernelbench.fitting import Expr, evaluate_expression
 from peak_mcp.problems.kernelbench.probing import Probe, sizes_text
 from peak_mcp.problems.kernelbench.problem import KernelBenchProblem
@@ -30,6 +32,12 @@ class Runner:
         self.n_items = n_items
         self.n_out = n_out
         self.models: dict[tuple[Any, ...], Any] = {}
+        self.exact: dict[int, str] = {}  # position among the inputs -> storage type (kernelbench/exact.py)
+
+    def typed(self, tensors: list[Any]) -> list[Any]:
+        """Integer and bool inputs back in their own torch types (they arrive as float64, or as stored bytes)."""
+        torch = self.probe.torch
+        return [t.to(torch_dtype(torch, self.exact[k])) if k in self.exact else t for k, t in enumerate(tensors)]
 
     def values(self, sizes: Mapping[str, int]) -> dict[str, int]:
         missing = sorted(set(self.symbols) - set(sizes))
@@ -74,7 +82,7 @@ class Runner:
         else:
             torch = probe.torch
             model = self.model(values, ("float64", device), lambda m: probe.converted(m, device, torch.float64))
-            tensors = [torch.tensor(np.asarray(a, dtype=np.float64), device=device) for a in arrays]
+            tensors = self.typed([torch.tensor(np.asarray(a, dtype=np.float64), device=device) for a in arrays])
             args, params = self.split(tensors, values)
             overrides = dict(zip(self.param_paths, params, strict=True))
             outs = [host64(o) for o in outputs_of(probe.forward(model, args, values, overrides or None))]
@@ -85,7 +93,8 @@ class Runner:
     def torch_call(self, tensors: Sequence[Any], sizes: Mapping[str, int]) -> Any:
         torch = self.probe.torch
         values = self.values(sizes)
-        first = next(t for t in tensors if isinstance(t, torch.Tensor))
+        tensors = self.typed(list(tensors))
+        first = next(t for t in tensors if isinstance(t, torch.Tensor) and t.is_floating_point())
         model = self.model(values, (str(first.dtype), str(first.device)),
                            lambda m: self.probe.converted(m, first.device, first.dtype))
         args, params = self.split(list(tensors), values)
@@ -107,10 +116,17 @@ def self_check(problem: KernelBenchProblem, sizes: Mapping[str, int], reference:
     def shape_of(exprs: Sequence[str]) -> tuple[int, ...]:
         return tuple(evaluate_expression(e, env) for e in exprs)
 
-    arrays = [problem.generate(n, shape_of(s), rng) for n, s in decl["INPUTS"].items()]
+    arrays = []
+    for n, spec in decl["INPUTS"].items():  # a shape, or (storage type, shape[, (low, high)])
+        if spec and spec[0] in EXACT_DTYPES:
+            bounds = tuple(evaluate_expression(e, env) for e in spec[2]) if len(spec) > 2 else None
+            arrays.append(draw_exact(spec[0], bounds, shape_of(spec[1]), rng))
+        else:
+            arrays.append(problem.generate(n, shape_of(spec), rng))
     result = reference(*arrays, **values)
     outs = result if isinstance(result, tuple) else (result,)
     for (out_name, exprs), out in zip(decl["OUTPUTS"].items(), outs, strict=True):
+        exprs = exprs[1] if exprs and exprs[0] in EXACT_DTYPES else exprs
         if tuple(out.shape) != shape_of(exprs):
             raise KernelBenchError(f"output {out_name} has shape {tuple(out.shape)} at {sizes_text(values)} in "
                                    f"float64, declared {shape_of(exprs)}")
