@@ -23,6 +23,10 @@ KERNEL = ('// peak: entry=k grid=(1, 1, 1) block=(1, 1, 1)\n{decl}\nextern "C" _
     ("", "float* p = (float*)malloc(16); p[0] = A[0]; C[0] = p[0]; free(p);", "device heap"),
     # a name in the toolkit's own namespace is still the kernel's state when the kernel declares it
     ("__device__ int __nv_atomic_triv_cp_helper_mine;", "C[0] = ++__nv_atomic_triv_cp_helper_mine;", "'__nv_atomic"),
+    # with CCCL's headers in, whose tag objects are allowed, the kernel's own variable still counts
+    ("#include <cub/block/block_reduce.cuh>\n__device__ float seen;", "seen += A[0]; C[0] = seen;", "seen"),
+    # a variable of its own inside a toolkit namespace is the kernel's
+    ("namespace cub { __device__ float kept; }", "cub::kept += A[0]; C[0] = cub::kept;", "kept"),
 ])
 async def test_state_that_outlives_a_launch_is_refused(make_client, decl: str, body: str, named: str) -> None:
     async with make_client() as (client, _):
@@ -38,6 +42,12 @@ async def test_state_that_outlives_a_launch_is_refused(make_client, decl: str, b
 async def test_constants_printf_and_every_example_compile(make_client) -> None:
     allowed = [KERNEL.format(decl="__constant__ float t[4] = {1, 2, 3, 4};", body="C[0] = A[0] + t[M & 3];"),
                KERNEL.format(decl="", body='printf("M=%d\\n", M); C[0] = A[0];'),
+               # CCCL: cooperative groups, a CUB block scan, libcu++ (their headers define tag objects of their own)
+               KERNEL.format(decl="#include <cooperative_groups.h>\n#include <cub/block/block_scan.cuh>\n"
+                                  "#include <cuda/barrier>\nnamespace cg = cooperative_groups;",
+                             body="using Scan = cub::BlockScan<float, 32>; __shared__ typename Scan::TempStorage t; "
+                                  "float v = A[threadIdx.x]; Scan(t).InclusiveSum(v, v); cg::this_thread_block()"
+                                  ".sync(); C[threadIdx.x] = v;"),
                # CUDA 13's atomics instantiate a header variable of their own (__nv_atomic_triv_cp_helper<T>::__val)
                KERNEL.format(decl="", body="unsigned* u = (unsigned*)C; atomicCAS(u, 0u, 1u); atomicCAS((int*)C, 0, "
                                            "1); atomicCAS((unsigned long long*)C, 0ull, 1ull); atomicExch(u, 2u); "

@@ -5,10 +5,13 @@ launch, and a kernel with writable device memory of its own (a `__device__` vari
 copies and recompute only what changed, which no output check can tell from real work. Constants (`__constant__`)
 and string literals (printf formats, local `$str` symbols) are read-only and allowed.
 
-The toolkit's own headers define a few such variables (CUDA 13's atomics instantiate
-`__nv_atomic_triv_cp_helper<T>::__val` for atomicCAS and atomicExch): names in the implementation's `__nv_` namespace
-are not the kernel's state when its source never names `__nv_` itself. A kernel that reached one by macro pasting
-would still meet the runtime checks, which change the inputs between launches.
+The toolkit's own headers define such variables too: CUDA 13's atomics instantiate
+`__nv_atomic_triv_cp_helper<T>::__val` (atomicCAS, atomicExch), and CCCL's templates (CUB, libcu++,
+cooperative_groups) emit their static members (`cub::Log2<32>::VALUE`, `cuda::ptx::cta_group_1`) as writable globals.
+A variable in the toolkit's namespaces (`__nv_*`, cub, cuda, cooperative_groups, thrust, nv) is the headers' when the
+source never opens such a namespace or names `__nv_` itself: a kernel cannot define a variable there otherwise (token
+pasting is refused before compiling, see includes.py). The runtime checks, which change the inputs between launches,
+stay behind it for a kernel that writes into a header's own member.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ _STT_OBJECT = 1
 _STT_FUNC = 2
 _WRITABLE = (".nv.global", ".nv.global.init")
 _HEAP = ("malloc", "free", "__nv_aligned_device_malloc")
-_TOOLKIT_NAME = re.compile(r"_ZN\d+__nv_|__nv_")  # a mangled or plain name whose first part is the toolkit's
+# A mangled or plain name whose outermost namespace is the toolkit's, and a source that opens one of them.
+_TOOLKIT_NAME = re.compile(r"__nv_|_ZN\d+__nv_|_ZN(?:3cub|4cuda|18cooperative_groups|6thrust|2nv)(?=\d)")
+_OPENS_TOOLKIT = re.compile(r"__nv_|(?<!using )\bnamespace\s+(?:cub|cuda|cooperative_groups|thrust|nv)\b(?!\s*=)")
 
 
 def _symbols(cubin: bytes) -> Iterator[tuple[str, int, str]]:
@@ -48,17 +53,27 @@ def _symbols(cubin: bytes) -> Iterator[tuple[str, int, str]]:
 
 def persistent_state(cubin: bytes, source: str | None = None) -> list[str]:
     """Names of writable device variables and device-heap calls in the module; empty when there are none. Given the
-    `source`, the toolkit headers' own variables (`__nv_` names) count only if the source names `__nv_` itself."""
-    toolkit_ok = source is not None and "__nv_" not in source
+    `source`, the variables in the toolkit's namespaces count only if the source opens one of them itself."""
+    toolkit_ok = source is not None and not _OPENS_TOOLKIT.search(source)
     found: list[str] = []
     for name, kind, section in _symbols(cubin):
         if kind == _STT_OBJECT and section in _WRITABLE and not name.startswith("$"):
-            if toolkit_ok and _TOOLKIT_NAME.match(name):
+            if toolkit_ok and _TOOLKIT_NAME.match(stable_name(name)):
                 continue
             found.append(f"__device__ variable '{name}'")
         elif not section and name in _HEAP:
             found.append(f"device heap ({name})")
     return sorted(set(found))
+
+
+def stable_name(symbol: str) -> str:
+    """A symbol with its translation unit's `_INTERNAL_<hash>_<file>_...` component dropped (internal linkage makes
+    NVRTC wrap it in a namespace named after the module), so that its own namespace comes first."""
+    found = re.match(r"_ZN(\d+)_INTERNAL_", symbol)
+    if not found:
+        return symbol
+    start = found.end(1)
+    return "_ZN" + symbol[start + int(found.group(1)):]
 
 
 def kernel_names(cubin: bytes) -> set[str]:

@@ -42,7 +42,8 @@ _PTXAS = {
 
 
 def cuda_include_dirs() -> list[str]:
-    """CUDA headers for NVRTC (cuda_fp16.h, mma.h, ...): the pip wheels first, then a local toolkit.
+    """CUDA headers for NVRTC (cuda_fp16.h, mma.h, CCCL's cub and libcu++, ...): the pip wheels first, then a local
+    toolkit.
 
     The cudart wheel alone lacks crt/ (mma.h includes crt/mma.h; it ships in nvidia-cuda-crt), as on images with
     the CUDA toolkit but not that wheel. Then a tree that has crt/ comes after the wheel's, so that the wheel's own
@@ -51,9 +52,11 @@ def cuda_include_dirs() -> list[str]:
     try:
         from cuda.pathfinder import find_nvidia_header_directory
 
-        found = find_nvidia_header_directory("cudart")
-        if found:
-            dirs.append(Path(found))
+        # cccl: libcu++ (<cuda/barrier>, <cuda/pipeline>), CUB and <nv/target>, which <cooperative_groups.h> needs
+        for name in ("cudart", "cccl"):
+            found = find_nvidia_header_directory(name)
+            if found and Path(found) not in dirs:
+                dirs.append(Path(found))
     except Exception:
         pass
     toolkits = [Path(h) / "include" for h in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"),
