@@ -97,6 +97,7 @@ class SessionInfo(BaseModel):
     brief: str | None = None  # where there is no v0 yet: what to submit first, with the ABI
     abi: str | None = None  # this session's kernel contract, for its backend and dtype
     definition: str | None = None  # what the problem computes, in its own words (Problem.definition)
+    rules: str | None = None  # what a kernel must know beyond the ABI here (loop/session_rules.py)
 
 
 class SessionSummary(BaseModel):
