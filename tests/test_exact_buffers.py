@@ -279,3 +279,75 @@ def test_kernelbench_integer_range_follows_the_sizes() -> None:
     np.testing.assert_array_equal(picked, [-3, -2, 5])
     np.testing.assert_array_equal(argmax, [4, 4, 4])
     np.testing.assert_array_equal(positive, x > 0)
+
+
+def test_the_cuda_and_hip_signatures_of_exact_buffers_compile() -> None:
+    """The ABI's own signature line, every exact type in it, compiled (NVRTC; HIP through its CUDA header)."""
+    from peak_mcp.backends import cuda as cuda_backend
+    from peak_mcp.backends.hip import HipOnCudaExecutor
+    from peak_mcp.backends.registry import launch_spec
+    from peak_mcp.problems.declaration import ProblemDeclaration
+    from peak_mcp.problems.declared import DeclaredProblem
+
+    types = ("int32", "int64", "uint8", "int8", "bool")
+    problem = DeclaredProblem(ProblemDeclaration(
+        name="every_type", title="Every exact type", sizes={"N": 64}, dtypes=("f32",),
+        inputs=[{"name": "x", "shape": ["N"]}, *({"name": f"i_{t}", "shape": ["N"], "dtype": t} for t in types)],
+        outputs=[{"name": f"o_{t}", "shape": ["N"], "dtype": t} for t in types],
+        scalars=[{"name": "N", "expr": "N"}], path="every_type.py", sha256="0" * 64))
+    body = " ".join(f"o_{t}[i] = i_{t}[i] + (x[i] > 0.0f);" for t in types if t != "bool")
+    for backend, executor, head in (("cuda", cuda_backend.CudaExecutor(None, arch="sm_90a"), ""),
+                                    ("hip", HipOnCudaExecutor(None, arch="sm_90a"), "#include <hip/hip_runtime.h>\n")):
+        abi = problem.abi(backend, "f32")
+        signature = next(line for line in abi.splitlines() if line.startswith('extern "C"'))
+        assert "const long long* i_int64" in signature and "bool* o_bool" in signature, signature
+        source = (f"{head}// peak: entry=k grid=(cdiv(N, 64), 1, 1) block=(64, 1, 1)\n"
+                  + signature.replace("<entry>", "k") + " {\n  int i = blockIdx.x * 64 + threadIdx.x;\n"
+                  f"  if (i < N) {{ {body} o_bool[i] = i_bool[i] && x[i] > 0.0f; }}\n}}\n")
+        assert executor.compile(source, launch_spec(source, backend, problem.symbols)).resources["registers"] > 0
+
+
+SIGN = '''"""Signs: s[i] = sign(x[i]) as int32 and as int8 (-1 is all ones: the poison's bits)."""
+NAME = "signs"
+SIZES = {"N": 1000}
+DTYPES = ("f32",)
+INPUTS = {"x": ("N",)}
+OUTPUTS = {"s": ("int32", ("N",)), "b": ("int8", ("N",))}
+SCALARS = ("N",)
+
+
+def reference(x, *, xp):
+    return xp.sign(x), xp.sign(x)
+'''
+SIGN_KERNEL = """// peak: entry=main groups=(cdiv(N, 64), 1, 1)
+struct Params { uint N; };
+[[vk::push_constant]] ConstantBuffer<Params> p;
+[[vk::binding(0)]] StructuredBuffer<float> x;
+[[vk::binding(1)]] RWStructuredBuffer<int> s;
+[[vk::binding(2)]] RWStructuredBuffer<uint> b;  // int8, packed 4 to a word
+[numthreads(64, 1, 1)]
+void main(uint3 id : SV_DispatchThreadID) {
+    uint i = id.x;
+    if (i >= p.N) return;
+    int v = x[i] < 0.0 ? -1 : 1;
+    s[i] = v;
+    uint shift = 8 * (i & 3);  // one byte of its word: the others (and bytes past the end) stay as they are
+    InterlockedAnd(b[i >> 2], ~(0xFFu << shift));
+    InterlockedOr(b[i >> 2], ((uint)BYTE & 0xFFu) << shift);
+}
+"""
+
+
+@VULKAN
+async def test_minus_one_is_a_value_and_8_bit_outputs_take_byte_writes(make_client) -> None:
+    """-1 in an integer output has the poison's bits: a second poison tells it was written, and it is judged as a
+    value. An int8 output written a byte at a time through atomics on its words leaves the guard bytes after its
+    last element alone."""
+    async with make_client() as (client, _):
+        await call(client, "define_problem", {"source": SIGN})
+        session = await call(client, "start_session", {"problem": "signs", "backend": "hlsl"})
+        sid = session["session_id"]
+        good = await call(client, "submit_kernel", {"session_id": sid, "source": SIGN_KERNEL.replace("BYTE", "v")})
+        assert good["status"] == "benchmarked" and good["generality"]["passed"], good["message"]
+        bad = await call(client, "submit_kernel", {"session_id": sid, "source": SIGN_KERNEL.replace("BYTE", "-v")})
+        assert bad["failure"] == "wrong_result" and "b (int8) differs" in bad["message"], bad["message"]

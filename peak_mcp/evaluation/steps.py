@@ -30,7 +30,7 @@ from peak_mcp.core.dtypes import to_float64
 from peak_mcp.core.timing import Chunk, measure
 from peak_mcp.evaluation.checks import Finding, check_guards, check_inputs, check_outputs, check_same, where
 from peak_mcp.evaluation.phases import Recheck, Timing, Verdict
-from peak_mcp.evaluation.workspace import ALT_POISON, Workspace
+from peak_mcp.evaluation.workspace import ALT_POISON, POISON, Workspace
 from peak_mcp.problems.base import PROBLEM_CODE, Problem, Reference, Tolerance
 
 HOST_REFERENCE_MAX_FLOPS = 2e11  # above this a host reference checks sampled rows; a device reference is whole
@@ -255,7 +255,9 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
             if trial == 0:
                 progress("validate: repeat launch (race check)")
                 first = {b.arg.name: s.ws.body(b.arg.name) for b in s.ws.outputs}
-                s.ws.poison_outputs()
+                # the other poison where an integer output may hold the first one's bits as its right value (-1):
+                # an element left unwritten then differs between the launches
+                s.ws.poison_outputs(ALT_POISON if any(r.exact for r in s.refs.values()) else POISON)
                 executor.run(kernel, s.ws.handles, s.ws.scalars, geometry)
                 finding = check_same(s.ws, first, values_withheld(executor, kernel))
                 if finding:
