@@ -32,7 +32,9 @@ symbol that then fails alone at a small prime gets a constraint (`S >= n`, the l
 `S % 8 == 0`, GroupNorm's channels), kept where the module's own value meets it.
 
 Inputs. The tensors of `get_inputs` in order, named after `forward`'s parameters (`x`, `A`, `B`; `x0, x1, ...`
-for `*args`). They must be floating point (an integer or boolean tensor is refused). `generate` draws each like
+for `*args`). An integer or bool tensor keeps its own storage type (kernelbench/exact.py): an integer's range is
+read from the torch.randint call that drew it, fitted to the sizes (targets < num_classes); its outputs likewise,
+compared exactly. `generate` draws each floating one like
 `get_inputs` did, judged from the probe values: standard normal (randn), uniform in (0, 1) (rand), half-normal
 (randn().abs()), or a constant c scaled by uniform [0.5, 1.5); never all zeros. A non-tensor item of `get_inputs`
 that is the same in every round becomes a fixed argument (outside the ABI, in `fixed_arguments`); an int that
