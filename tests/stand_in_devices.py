@@ -8,6 +8,7 @@ when work ran. Started by DevicePool through a `python` shim (tests/test_fanout.
   die_on    a parameter value: a tune job dies (exit 3) on the configuration holding it, after naming it
   die_tune  true: every tune job dies before its first configuration (a device that is lost, not a kernel)
   delay_s   seconds each configuration of a tune job takes (so that chunks on two devices overlap in time)
+  eval_s    seconds each evaluate job takes (so that sessions on two devices overlap in time)
   kill_host true: a tune job kills the worker's parent (a Ray actor: its node lost) before its first configuration
   search_ms {"A=1 B=2": 0.095, ...}: what the search's brief timing reports for those configurations (label: the
             values in order), as a noisy measurement can; every configuration of a search then has a cv of 1.0
@@ -49,6 +50,7 @@ def main() -> int:
         elif job["type"] == "generality":
             result = {"type": "generality", "generality": {"passed": True, "sizes_checked": job["sizes_list"]}}
         else:
+            time.sleep(float(options.get("eval_s", 0)))
             result = _evaluate(job, device)
         if options.get("log"):
             with open(options["log"], "a") as log:

@@ -1,7 +1,8 @@
 """`peak-mcp batch`: KernelBench's metric over a suite, on lavapipe. One folder holds a KernelBench-form file with a
 right kernel (found by the file's stem), a problem file of this server with a wrong one (found by the problem's
 NAME), a problem without a kernel, and a file that fails to load; a map adds a built-in problem. Each is named with
-its outcome, none dropped, and fast_p says what it cannot compute: torch's yardsticks are timed on CUDA only."""
+its outcome, none dropped, and fast_p says what it cannot compute: torch's yardsticks are timed on CUDA only. Then
+fast_p's arithmetic, the table's escaping, and problems spread over four stand-in GPUs at once."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from peak_mcp.api.cli import main
-from peak_mcp.loop.batch import BatchResult, ProblemResult, fast_p
+from peak_mcp.core.config import Settings
+from peak_mcp.loop.batch import BatchItem, BatchResult, BatchRunner, ProblemResult, fast_p
 from peak_mcp.loop.batch_table import markdown
+from peak_mcp.loop.service import PeakService
 from peak_mcp.problems.registry import ProblemRegistry
-from tests.conftest import has_device
+from peak_mcp.runner.pool import DevicePool
+from tests.conftest import has_device, stand_in_python
+from tests.test_cli import cli
 
 DATA = Path(__file__).resolve().parent / "data" / "kernelbench"
 ELEMENTWISE = """// peak: entry=main groups=(cdiv(SIZE, 64), 1, 1)
@@ -69,10 +73,10 @@ def test_batch_names_every_outcome_through_the_cli(tmp_path: Path, monkeypatch: 
     (tmp_path / "map.json").write_text(json.dumps({"row_sum": {"kernel": "rows.hlsl",
                                                                "sizes": {"ROWS": 64, "COLS": 256}}}))
     out = tmp_path / "out"
-    with pytest.raises(SystemExit) as exited:
-        main(["--data-dir", str(tmp_path / "data"), "batch", "--problems", str(problems), "--kernels", str(kernels),
-              "--map", str(tmp_path / "map.json"), "--backend", "hlsl", "--p", "0", "1", "--out", str(out)])
-    assert exited.value.code == 0
+    code, printed, _ = cli("--data-dir", str(tmp_path / "data"), "batch", "--problems", str(problems), "--kernels",
+                           str(kernels), "--map", str(tmp_path / "map.json"), "--backend", "hlsl", "--p", "0", "1",
+                           "--out", str(out), capsys=capsys)
+    assert code == 0
     result = BatchResult.model_validate_json((out / "batch.json").read_text())
     rows = {r.problem: r for r in result.problems}
     assert list(rows) == ["absent", "broken", "leaky_test", "relu", "row_sum"]  # the folder's files, then the map's
@@ -92,7 +96,7 @@ def test_batch_names_every_outcome_through_the_cli(tmp_path: Path, monkeypatch: 
     assert fast[1].value is None and fast[1].unknown == 2 and fast[1].high == pytest.approx(2 / 5)
     assert "cannot be computed" in (fast[1].note or "")
     table = (out / "batch.md").read_text()
-    assert table in capsys.readouterr().out
+    assert table in printed
     assert "| relu | yes | correct |" in table and "| absent | no | missing kernel:" in table
     assert "| leaky_test | no | incorrect: wrong_result" in table and "n/a [1]" in table
     assert "[1] torch yardsticks are timed on CUDA devices only" in table
@@ -125,3 +129,29 @@ def test_markdown_keeps_text_from_kernels_on_its_row() -> None:
     lines = [line for line in table.splitlines() if line.startswith("| x |")]
     assert len(lines) == 1 and "bad \\| value" in lines[0] and "\x1b" not in table
     assert not any(line.startswith("| forged") for line in table.splitlines())
+
+
+def test_batch_spreads_problems_over_every_device(tmp_path: Path) -> None:
+    """Four stand-in GPUs (tests/stand_in_devices.py, through the real DevicePool and service): four problems run one
+    per device, at the same time."""
+    log = tmp_path / "jobs.jsonl"
+    devices = [{"backend": "cuda", "index": i, "name": "NVIDIA H200", "properties": {}} for i in range(4)]
+    settings = Settings(data_dir=tmp_path / "data")
+    pool = DevicePool(python=stand_in_python(tmp_path, "stand_in_devices.py"), lock_dir=settings.data_dir / "locks",
+                      options=lambda _backend, index: {"name": "NVIDIA H200", "log": str(log), "eval_s": 0.5})
+    service = PeakService(settings, pool=pool, probe=lambda: {
+        "cuda": {"backend": "cuda", "devices": devices, "compiler": {"available": True}, "missing": []}})
+    kernel = ("// peak: entry=k grid=(1, 1, 1) block=(32, 1, 1)\n"
+              'extern "C" __global__ void k(const float* A, const float* B, float* C, int M, int N, int K) {}\n')
+    try:
+        items = [BatchItem(problem="matmul", source=kernel, sizes={"M": 64, "N": 64, "K": 64}) for _ in range(4)]
+        result = BatchRunner(service).run(items, "cuda")
+    finally:
+        service.close()
+    assert len(result.devices) == 4 and [r.outcome for r in result.problems] == ["correct"] * 4, result.problems[0]
+    assert sorted(r.device or "" for r in result.problems) == [f"NVIDIA H200 (#{i})" for i in range(4)]
+    assert all(r.speedup_eager is None and r.yardstick_note for r in result.problems)  # no torch time: said why
+    jobs = [json.loads(line) for line in log.read_text().splitlines()]
+    first = {d: min(j["start"] for j in jobs if j["device"] == d) for d in range(4)}
+    last = {d: max(j["end"] for j in jobs if j["device"] == d) for d in range(4)}
+    assert max(first.values()) < min(last.values())  # every device started before any finished: at once

@@ -278,17 +278,22 @@ class BatchRunner:
         try:
             info = service.sessions.start_session(item.problem, backend, dtype, item.sizes, label="batch",
                                                   device=device, naive=False)
-            report = service.submit_kernel(info.session_id, source)
-        except PeakError as exc:
+        except PeakError as exc:  # the problem refused the backend, dtype or sizes; no device; ...
             return _unrun(item, "error", exc.message, seconds=time.perf_counter() - started)
+        try:
+            report = service.submit_kernel(info.session_id, source)
+        except PeakError as exc:  # refused before it was recorded (admit: too long, not text)
+            return _unrun(item, "error", exc.message, seconds=time.perf_counter() - started).model_copy(
+                update={"session_id": info.session_id, "sizes": info.sizes})
         session = service.store.session(info.session_id)
         status = Status(report.status)
         runs = session.device_index >= 0
         correct = status.passed if runs else None
+        # a job that failed (a hang, a crash, cancelled) is no verdict on the kernel's values: said as an error
         outcome: Outcome = "not_run" if not runs and status is Status.COMPILED else \
-            "correct" if status.passed else "incorrect"
+            "correct" if status.passed else "error" if status is Status.ERROR else "incorrect"
         if not runs and status is not Status.COMPILED:
-            correct, outcome = False, "incorrect"  # a compile error needs no device to be one
+            correct = False  # a compile error needs no device to be one
         perf = report.performance or {}
         kernel_ms = perf.get("median_ms")
         base = session.baseline
