@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from peak_mcp.core.config import Settings
-from peak_mcp.loop.batch import BatchItem, BatchResult, BatchRunner, ProblemResult, fast_p
+from peak_mcp.core.errors import InvalidInput
+from peak_mcp.loop.batch import BatchItem, BatchResult, BatchRunner, ProblemResult, fast_p, read_map
 from peak_mcp.loop.batch_table import markdown
 from peak_mcp.loop.service import PeakService
 from peak_mcp.problems.registry import ProblemRegistry
@@ -155,3 +156,15 @@ def test_batch_spreads_problems_over_every_device(tmp_path: Path) -> None:
     first = {d: min(j["start"] for j in jobs if j["device"] == d) for d in range(4)}
     last = {d: max(j["end"] for j in jobs if j["device"] == d) for d in range(4)}
     assert max(first.values()) < min(last.values())  # every device started before any finished: at once
+
+
+def test_a_map_names_kernels_beside_it_and_refuses_what_it_cannot_use(tmp_path: Path) -> None:
+    path = tmp_path / "map.json"
+    path.write_text(json.dumps({"19_ReLU": "relu.cu", "kb_1": {"kernel": "/abs/mm.cu", "sizes": {"N": 512}}}))
+    assert read_map(path) == {"19_ReLU": {"kernel": str(tmp_path / "relu.cu")},
+                              "kb_1": {"kernel": "/abs/mm.cu", "sizes": {"N": 512}}}
+    for bad, said in (([1], "not a JSON object"), ({"a": 3}, "names no kernel file"),
+                      ({"a": {"kernel": "k.cu", "sizes": {"N": "big"}}}, "has sizes")):
+        path.write_text(json.dumps(bad))
+        with pytest.raises(InvalidInput, match=said):
+            read_map(path)

@@ -145,6 +145,10 @@ def read_map(path: Path) -> dict[str, dict[str, Any]]:
         if not isinstance(entry, dict) or not isinstance(entry.get("kernel"), str):
             raise InvalidInput(f"the map's entry {key!r} names no kernel file",
                                'give a file name, or {"kernel": FILE, "sizes": {"N": 1024}}')
+        sizes = entry.get("sizes")
+        if sizes is not None and not (isinstance(sizes, dict) and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in sizes.values())):
+            raise InvalidInput(f"the map's entry {key!r} has sizes {sizes!r}", 'write {"N": 1024, ...}')
         kernel = Path(entry["kernel"])
         out[key] = {**entry, "kernel": str(kernel if kernel.is_absolute() else path.parent / kernel)}
     return out
@@ -174,8 +178,9 @@ def plan(service: PeakService, backend: str, problems_dir: Path | None, kernels_
             name, error = by_file.get(path), errors.get(path)
             item = BatchItem(problem=name or path.stem, file=str(path),
                              error=None if name else (str(error.message) if error else "not loaded"))
-            entry = mapping.pop(path.stem, None) or mapping.pop(path.name, None) or \
-                (mapping.pop(name, None) if name else None)
+            keys = dict.fromkeys([path.stem, path.name] + ([name] if name else []))
+            entries = [mapping.pop(k) for k in keys if k in mapping]  # every key of this file's: none left over
+            entry = entries[0] if entries else None
             items.append(_with_kernel(item, entry, kernels_dir, [path.stem] + ([name] if name else []), suffix))
     for key, entry in mapping.items():  # without a folder (or beyond it): problems the server knows by name
         try:
