@@ -216,8 +216,6 @@ class ProblemDeclaration(BaseModel):
                 raise fail("CONSTRAINTS", f"the default sizes {self.sizes} break {condition!r}")
         if unknown(self.traits):
             raise fail("TRAITS", f"unknown trait(s) {unknown(self.traits)}; the vocabulary: {list(TRAITS)}")
-        if unknown(self.traits):
-            raise fail("TRAITS", f"unknown trait(s) {unknown(self.traits)}; the vocabulary: {\", \".join(TRAITS)}")
         if self.reduction is not None:
             _expression(self.reduction, self.sizes, "REDUCTION")
         if self.batch is not None:

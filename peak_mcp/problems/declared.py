@@ -19,7 +19,6 @@ from peak_mcp.core.expressions import evaluate, evaluate_condition
 from peak_mcp.problems.base import BufferArg, Problem, ScalarArg, Sizes, Tolerance
 from peak_mcp.problems.code import LocalCode, ProblemCode
 from peak_mcp.problems.declaration import BACKEND_NAMES, BufferDecl, ProblemDeclaration, ToleranceDecl, int_range_at
-from peak_mcp.problems.traits import declared_traits
 from peak_mcp.problems.file_calls import COMPUTE_ROUNDOFF, FACTOR, FLOOR, REL_L2_SHARE, FileCalls
 from peak_mcp.problems.traits import declared_traits
 
