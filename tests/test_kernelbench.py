@@ -21,6 +21,8 @@ from peak_mcp.problems.kernelbench.fitting import Expr, fit_dimension, latin_rou
 from peak_mcp.problems.kernelbench.fitting import evaluate_expression as _evaluate
 from peak_mcp.problems.kernelbench.rules import KernelBenchError
 from peak_mcp.problems.kernelbench.translate import declare_kernelbench, kernelbench_name, looks_like_kernelbench
+from peak_mcp.problems.registry import describe_in_subprocess
+from tests.conftest import has_device
 
 DATA = Path(__file__).parent / "data" / "kernelbench"
 
@@ -198,10 +200,11 @@ def get_inputs():
      "forward returned str as item 1 of its result"),
     (NUMPY_HEAD + "class Model:\n    def forward(self, x):\n        return x + 1j\n" + NUMPY_INPUTS,
      "forward returns a complex tensor"),
-    (NUMPY_HEAD + "class Model:\n    def forward(self, x):\n        return x + np.random.rand()\n" + NUMPY_INPUTS,
-     "different results on the same inputs"),
-    (NUMPY_HEAD + "class Model:\n    def forward(self, x):\n        return x[:, : cols // 2 * 2 - 9]\n" + NUMPY_INPUTS,
-     "forward raised|dimension 1"),
+    # numpy's and torch's generators are seeded per call; Python's `random` is not
+    (NUMPY_HEAD + "class Model:\n    def forward(self, x):\n        return x + __import__('random').random()\n"
+     + NUMPY_INPUTS, "different results on the same inputs"),
+    (NUMPY_HEAD + "class Model:\n    def forward(self, x):\n        assert x.shape[1] == 99\n        return x\n"
+     + NUMPY_INPUTS, "at the file's own sizes too: forward raised AssertionError"),
     (NUMPY_HEAD + "class Model:\n    def forward(self, x):\n        return np.log(x)\n" + NUMPY_INPUTS,
      "NaN or Inf in output out"),
 ])
@@ -381,14 +384,11 @@ def get_init_inputs():
 
 
 @pytest.mark.parametrize(("model", "message"), [
-    ("class Model(nn.Module):\n    def forward(self, x):\n        return torch.nn.functional.dropout(x, 0.5)\n",
+    ("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.calls = 0\n"
+     "    def forward(self, x):\n        self.calls += 1\n        return x * self.calls\n",
      "different results on the same inputs"),
     ("class Model(nn.Module):\n    def forward(self, x):\n        return torch.fft.fft(x)\n",
      "forward returns a complex tensor"),
-    ("class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-     "        self.register_buffer('mask', torch.ones(dim))\n"
-     "    def forward(self, x):\n        return x * self.mask\n",
-     r"depends on its buffers \(mask\)"),
     ("class Model(nn.Module):\n    def forward(self, x):\n        return x\n"
      "def get_inputs():\n    return [torch.randint(0, 10, (batch_size, dim), dtype=torch.int16)]\n",
      "holds int16 elements"),
@@ -512,3 +512,144 @@ def test_the_definition_says_what_forward_computes(torch: Any) -> None:
     assert "Built as Model(in_channels=3, out_channels=8, kernel_size=3)" in conv
     assert "Conv2d(7, 8, kernel_size=(3, 3), stride=(1, 1), bias=False)" in conv  # at the probe's sizes, said so
     assert "built at the probe's sizes BATCH_SIZE=5, IN_CHANNELS=7" in conv
+
+
+# --- fixed sizes, many parameters, buffers, dropout (issue 33) ----------------------------------------------------
+
+
+def test_a_model_tied_to_its_sizes_keeps_them_and_says_so(tmp_path: Path) -> None:
+    """A forward that only runs at the file's own sizes is probed there, as KernelBench runs it: no size symbols
+    (SIZES {} holds through describe), every shape a number, and the definition says why."""
+    source = NUMPY_HEAD + "class Model:\n    def forward(self, x):\n        assert x.shape == (8, 16), 'fixed'\n" \
+        "        return x[:, :4] * 2\n" + NUMPY_INPUTS
+    p = declare_kernelbench(from_source(source), "tied")
+    assert p.declaration["SIZES"] == {} and p.declaration["OUTPUTS"] == {"out": ("8", "4")}
+    assert "Fixed sizes: at other values of rows, cols" in p.declaration["DEFINITION"]
+    assert "no size symbols" in p.declaration["DEFINITION"]
+    (tmp_path / "tied.py").write_text(textwrap.dedent(source))
+    declared = describe_in_subprocess(tmp_path / "tied.py", timeout_s=60)
+    assert declared.sizes == {} and [b.shape for b in declared.outputs] == [("8", "4")]
+    assert "Fixed sizes" in declared.definition
+
+
+def test_a_depthwise_convolution_keeps_its_channels_fixed(torch: Any) -> None:
+    """KernelBench level 1, 84 (unedited): groups=in_channels with out_channels fixed at 128, so in_channels cannot
+    vary; the batch and the image still do, as size symbols."""
+    p = declare_kernelbench(load("kb_84_conv_depthwise_2d_asymmetric_input_square_kernel"), "kb_84")
+    d = p.declaration
+    assert d["SIZES"] == {"BATCH_SIZE": 64, "WIDTH_IN": 512, "HEIGHT_IN": 256}
+    assert d["INPUTS"]["x"] == ("BATCH_SIZE", "128", "HEIGHT_IN", "WIDTH_IN")
+    assert d["OUTPUTS"]["out"] == ("BATCH_SIZE", "128", "HEIGHT_IN - 2", "WIDTH_IN - 2")
+    assert "Fixed sizes: at other values of in_channels" in d["DEFINITION"]
+    assert "only batch_size, width_in, height_in vary" in d["DEFINITION"]
+    assert "WIDTH_IN >= 3" in d["CONSTRAINTS"]  # the least size the 3x3 filter runs at
+    sizes = {"BATCH_SIZE": 2, "WIDTH_IN": 6, "HEIGHT_IN": 5}
+    x, w = generated(p, sizes)
+    expected = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), groups=128).numpy()
+    np.testing.assert_allclose(p.reference(x, w, **sizes), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_a_deep_network_passes_every_parameter(torch: Any) -> None:
+    """KernelBench level 3, 3 (unedited): 17 linear layers, 34 parameters, each an input named by its path."""
+    from peak_mcp.problems.declaration import MAX_BUFFERS
+
+    p = declare_kernelbench(load("kb_3_deepnarrowmlp"), "kb_3")
+    inputs = p.declaration["INPUTS"]
+    assert len(inputs) == 35 and list(inputs)[:3] == ["x", "network_0_weight", "network_0_bias"]
+    assert inputs["network_0_weight"] == ("1024", "INPUT_SIZE") and len(inputs) + 1 <= MAX_BUFFERS
+    assert p.parameters["network_32_bias"] == "network.32.bias"
+
+
+def test_a_causal_mask_buffer_is_an_input(torch: Any) -> None:
+    """KernelBench level 3, 43 (unedited): the registered causal mask `bias` changes the output, so it is passed to
+    the kernel (named in the ABI and the definition) holding the model's own values, not random ones."""
+    p = declare_kernelbench(load("kb_43_mingptcausalattention"), "kb_43")
+    d = p.declaration
+    assert list(d["INPUTS"])[-1] == "bias" and d["INPUTS"]["bias"] == ("1", "1", "1024", "1024")
+    assert "registered buffers bias change the output" in d["DEFINITION"]
+    assert "dropout is off (attn_dropout, resid_dropout)" in d["DEFINITION"]
+    mask = p.generate("bias", (1, 1, 1024, 1024), np.random.default_rng(1))
+    np.testing.assert_array_equal(mask[0, 0], np.tril(np.ones((1024, 1024))))
+    sizes = {"BATCH_SIZE": 2, "SEQ_LEN": 3, "N_EMBD": 16}
+    arrays = generated(p, sizes)
+    out = p.reference(*arrays, **sizes)
+    # causal: the first position's output does not move when a later one's input does
+    later = [a.copy() for a in arrays]
+    later[0][:, 2] += 1.0
+    moved = p.reference(*later, **sizes)
+    np.testing.assert_allclose(moved[:, 0], out[:, 0], rtol=1e-13)
+    assert not np.allclose(moved[:, 2], out[:, 2])
+
+
+def test_dropout_in_forward_is_off(torch: Any) -> None:
+    """KernelBench level 2, 66 (unedited): Dropout(0.2) between a linear layer and a softmax. The model runs in eval
+    mode (KernelBench's own runs are random there), so the reference is deterministic: the softmax of the product."""
+    p = declare_kernelbench(load("kb_66_matmul_dropout_softmax"), "kb_66")
+    assert "dropout is off (dropout)" in p.declaration["DEFINITION"]
+    sizes = {"BATCH_SIZE": 3, "IN_FEATURES": 5}
+    x, w, b = generated(p, sizes)
+    first = p.reference(x, w, b, **sizes)
+    np.testing.assert_array_equal(first, p.reference(x, w, b, **sizes))
+    expected = torch.softmax(torch.from_numpy(x @ w.T + b), dim=1).numpy()
+    np.testing.assert_allclose(first, expected, rtol=1e-12, atol=1e-15)
+
+
+def test_a_buffer_that_follows_a_size_fixes_that_size(torch: Any) -> None:
+    """A buffer input holds the model's own values, which must not depend on the sizes: a mask of `dim` values
+    fixes DIM at the file's value; the batch still varies."""
+    source = TORCH_HEAD + """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer('mask', torch.arange(dim, dtype=torch.float32) % 2)
+    def forward(self, x):
+        return x * self.mask
+"""
+    p = declare_kernelbench(from_source(source), "masked")
+    d = p.declaration
+    assert d["SIZES"] == {"BATCH_SIZE": 8} and d["INPUTS"] == {"x": ("BATCH_SIZE", "32"), "mask": ("32",)}
+    assert "Fixed sizes: at other values of dim" in d["DEFINITION"]
+    (x, mask) = generated(p, {"BATCH_SIZE": 3})
+    np.testing.assert_array_equal(mask, np.arange(32) % 2)
+    np.testing.assert_array_equal(p.reference(x, mask, BATCH_SIZE=3), x * mask)
+
+
+TIED = NUMPY_HEAD + '''
+class Model:
+    def forward(self, x):
+        assert x.shape == (8, 16), "fixed"
+        return x[:, :4] * 2
+''' + NUMPY_INPUTS
+TIED_KERNEL = """// peak: entry=main groups=(1, 1, 1)
+[[vk::binding(0)]] StructuredBuffer<float> x;
+[[vk::binding(1)]] RWStructuredBuffer<float> y;  // `out` is an HLSL keyword: bindings go by index
+[numthreads(32, 1, 1)]
+void main(uint3 id : SV_DispatchThreadID) {
+    uint r = id.x / 4, c = id.x % 4;
+    y[id.x] = (id.x == WRONG ? 0.0 : 2.0 * x[r * 16 + c]);
+}
+"""
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(not has_device("hlsl"), reason="no Vulkan device")
+async def test_a_problem_of_fixed_shapes_runs_the_loop(make_client) -> None:
+    """No size symbols: the ABI passes no sizes, a wrong element is caught at the session's (only) sizes, and
+    generality says there are no other sizes instead of checking any."""
+    async with make_client() as (client, _):
+        result = await client.call_tool("define_problem", {"source": textwrap.dedent(TIED), "name": "tied"})
+        assert not result.is_error, result.content[0].text
+        info = result.structured_content
+        assert "No push constants" in info["abi"]["hlsl"] and "x: 8 x 16; out: 8 x 4" in info["abi"]["hlsl"]
+        started = await client.call_tool("start_session", {"problem": info["name"], "backend": "hlsl"})
+        assert not started.is_error, started.content[0].text
+        sid = started.structured_content["session_id"]
+        async def submit(wrong: str) -> dict[str, Any]:
+            source = TIED_KERNEL.replace("WRONG", wrong)
+            return (await client.call_tool("submit_kernel", {"session_id": sid, "source": source})).structured_content
+
+        good = await submit("99")
+        assert good["status"] == "benchmarked", good["message"]
+        assert "no size symbols" in good["generality"]["note"]
+        bad = await submit("5")
+        assert bad["failure"] == "wrong_result", bad["message"]

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from peak_mcp.problems.registry import DescribeFailed, describe_in_subprocess
+from peak_mcp.problems.registry import DESCRIBE_TIMEOUT_S, DescribeFailed, describe_in_subprocess
 
 LEVELS = ("level1", "level2", "level3")
 
@@ -70,7 +70,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--levels", nargs="*", default=list(LEVELS))
     parser.add_argument("--jobs", type=int, default=2, help="files read at once")
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds one file may take (the server's)")
+    parser.add_argument("--timeout", type=float, default=DESCRIBE_TIMEOUT_S,
+                        help="seconds one file may take (the server's)")
     args = parser.parse_args()
     files = [(level, path) for level in args.levels for path in sorted((args.root / level).glob("*.py"))]
     if not files:

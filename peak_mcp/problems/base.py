@@ -171,8 +171,8 @@ class Problem(ABC):
         if fits(sizes):
             return None
         while not fits(sizes):
-            symbol = max((s for s in self.symbols if s not in self.sampled), key=lambda s: sizes[s])
-            if sizes[symbol] == 1:
+            symbol = max((s for s in self.symbols if s not in self.sampled), key=lambda s: sizes[s], default=None)
+            if symbol is None or sizes[symbol] == 1:  # no symbol (fixed shapes): nothing to halve
                 return None
             sizes[symbol] = -(-sizes[symbol] // 2)
         try:

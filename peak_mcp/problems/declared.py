@@ -9,12 +9,13 @@ describes the format.
 from __future__ import annotations
 
 import functools
+import math
 import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from peak_mcp.core.dtypes import EXACT_C_TYPES, itemsize
-from peak_mcp.core.errors import InvalidInput, PeakError
+from peak_mcp.core.errors import AnnotationError, InvalidInput, PeakError
 from peak_mcp.core.expressions import evaluate, evaluate_condition
 from peak_mcp.problems.base import BufferArg, Problem, ScalarArg, Sizes, Tolerance
 from peak_mcp.problems.code import LocalCode, ProblemCode
@@ -228,7 +229,10 @@ class DeclaredProblem(FileCalls, Problem):
         return checked
 
     def flops(self, sizes: Sizes) -> float:
-        return float(evaluate(self.declaration.flops, sizes, where="FLOPS"))
+        try:
+            return float(evaluate(self.declaration.flops, sizes, where="FLOPS"))
+        except AnnotationError:  # a factor past 2**40 at a large candidate (a 3-D convolution's): more than any launch
+            return math.inf
 
     def min_bytes(self, sizes: Sizes, dtype: str) -> float:
         if self.declaration.bytes is not None:

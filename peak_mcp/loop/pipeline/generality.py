@@ -80,7 +80,9 @@ def sizes_and_sanitizer(ctx: LoopContext, session: SessionRow, source: str, prog
                 VULKAN_SANITIZER_MAX_FLOPS if session.backend == "hlsl" else SANITIZER_MAX_FLOPS) else None)
         sanitize_at = next((s for s in sizes_list if min(s.values()) >= 16), fallback)
     unchecked = Generality(passed=None, sizes_checked=[], failures=[], constraints=constraints,
-                           note=f"no sampled size meets the constraints {constraints}: generality is unchecked")
+                           note=f"no sampled size meets the constraints {constraints}: generality is unchecked"
+                           if problem.symbols else "the problem's shapes are fixed (no size symbols): no other "
+                           "sizes to check")
     if not sizes_list and sanitize_at is None:
         return unchecked, None
     started = time.perf_counter()

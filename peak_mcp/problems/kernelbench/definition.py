@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from peak_mcp.problems.kernelbench.fitting import sizes_text
@@ -40,9 +40,11 @@ def _source(function: Any) -> str | None:
 
 
 def definition(model_cls: type, model: Any, ns: dict[str, Any], get_init_inputs: Callable[[], Any],
-               probe_values: Mapping[str, int], constants: Mapping[str, int], symbol_of: Mapping[str, str]) -> str:
+               probe_values: Mapping[str, int], constants: Mapping[str, int], symbol_of: Mapping[str, str],
+               said: Sequence[str] = ()) -> str:
     """The text above, bounded by MAX_DEFINITION_CHARS. `model` was built at `probe_values`; its submodules are said
-    as built there, and marked so where get_init_inputs gives other values at the file's own sizes."""
+    as built there, and marked so where get_init_inputs gives other values at the file's own sizes. `said`: lines
+    on how it runs (fixed sizes, eval mode, buffer inputs, random draws), placed first so that no cut drops them."""
     lines: list[str] = []
     try:
         init_args = list(get_init_inputs())
@@ -51,6 +53,7 @@ def definition(model_cls: type, model: Any, ns: dict[str, Any], get_init_inputs:
     except Exception:  # the probe built the model already: a failure here only leaves the line out
         init_args = at_probe = []
     lines.append(f"Built as {init_call(model_cls, init_args)} (the file's get_init_inputs at its own sizes).")
+    lines.extend(said)
     shown = repr(model) if model is not None else ""
     if shown and "\n" in shown:  # a module with submodules; a bare `Model()` says nothing
         where = "" if repr(at_probe) == repr(init_args) else \

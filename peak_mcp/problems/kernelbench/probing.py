@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from peak_mcp.problems.kernelbench import modes
 from peak_mcp.problems.kernelbench.fitting import Expr, probe_rounds, sizes_text
 from peak_mcp.problems.kernelbench.rules import MAX_PROBE_ELEMENTS, PROBE_POOLS, KernelBenchError
 from peak_mcp.problems.kernelbench.tracing import (
@@ -89,10 +90,11 @@ class Probe:
             except Exception as exc:
                 raise KernelBenchError(f"get_init_inputs() raised {short(exc)} (with {sizes_text(values)})") from exc
             try:
-                return self.model_cls(*init)
+                model = self.model_cls(*init)
             except Exception as exc:
                 raise KernelBenchError(f"Model(*get_init_inputs()) raised {short(exc)} "
                                        f"(with {sizes_text(values)})") from exc
+        return modes.prepare(self.torch, model) if self.is_module else model
 
     def forward(self, model: Any, args: Sequence[Any], values: Mapping[str, int],
                 overrides: Mapping[str, Any] | None = None, seed: int = 0) -> Any:
@@ -102,7 +104,8 @@ class Probe:
         with patched(self.ns, values), self.seeded(seed):
             if not self.uses_torch:
                 return (model if callable(model) else model.forward)(*args)
-            with self.torch.no_grad():
+            dtype = modes.first_float_dtype(self.torch, args)
+            with self.torch.no_grad(), modes.default_dtype(self.torch, dtype) if dtype else contextlib.nullcontext():
                 if overrides:
                     return self.torch.func.functional_call(model, dict(overrides), tuple(args))
                 return (model if callable(model) else model.forward)(*args)
@@ -233,8 +236,8 @@ def probe_model(probe: Probe, used: list[str], input_exprs: Mapping[int, tuple[E
     says about the sizes the model needs: {variable: (">=", n) or ("%", n)} where only a size of at least n, or a
     multiple of n, worked (found by setting each variable alone back to a small prime)."""
     first_error: KernelBenchError | None = None
-    for pool in range(len(PROBE_POOLS)):
-        rounds = probe_rounds(used, pool)
+    for pool in range(len(PROBE_POOLS) if used else 1):  # no variable: one round, at the file's sizes
+        rounds = probe_rounds(used, pool) if used else [{}]
         elements = max(sum(math.prod(e(r) for e in exprs) for exprs in input_exprs.values()) for r in rounds)
         if elements > MAX_PROBE_ELEMENTS:
             continue
@@ -243,24 +246,38 @@ def probe_model(probe: Probe, used: list[str], input_exprs: Mapping[int, tuple[E
         except KernelBenchError as exc:
             first_error = first_error or exc
             continue
-        needs: dict[str, tuple[str, int]] = {}
         if pool:
             notes.append(f"the model fails at the smallest probe sizes ({first_error.message if first_error else ''})")
-            spread = PROBE_POOLS[pool][0]
-            need = (">=", min(spread)) if pool == 1 else ("%", spread[0])
-            for v in used:
-                if not runs(probe, {**rounds[0], v: 7}):
-                    needs[v] = need
-                    if pool == 1:  # the least size that runs, between 8 and 17 (assumed monotonic)
-                        low, high = 7, need[1]
-                        while high - low > 1:
-                            mid = (low + high) // 2
-                            low, high = (low, mid) if runs(probe, {**rounds[0], v: mid}) else (mid, high)
-                        needs[v] = (">=", high)
+        if pool < 2:
+            needs = least_sizes(probe, used, rounds[0])
+        else:  # multiples: a variable that fails alone at 7 needs them (GroupNorm's channels)
+            needs = {v: ("%", PROBE_POOLS[pool][0][0]) for v in used if not runs(probe, {**rounds[0], v: 7})}
         return model_rounds, needs
     raise first_error or KernelBenchError(
         f"the inputs at every probe size hold more than {MAX_PROBE_ELEMENTS} elements",
         "the model is probed at small sizes; its inputs must be small there")
+
+
+def least_sizes(probe: Probe, used: list[str], base: Mapping[str, int]) -> dict[str, tuple[str, int]]:
+    """{variable: (">=", n)} for each variable the model fails below n at (a pooling window, a filter larger than
+    the input; bisection up to its value in `base`, a round that ran), alone and then all together at their least
+    values, so that the smoke test and generality's small sizes stay where the model runs."""
+    floor = min(PROBE_POOLS[0][0])
+    least = {}
+    for v in used:
+        if runs(probe, {**base, v: 1}):
+            least[v] = 1
+            continue
+        low, high = 1, base[v]  # fails at low, runs at high (a round ran there); assumed monotonic
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (low, mid) if runs(probe, {**base, v: mid}) else (mid, high)
+        least[v] = high
+    for n in range(1, floor + 1):  # together: H >= 3 and W >= 3 may still fail at H = W = 3 (a 3x3 window, dilated)
+        if runs(probe, {**base, **{v: max(least[v], n) for v in used}}):
+            least = {v: max(least[v], n) for v in used}
+            break
+    return {v: (">=", n) for v, n in least.items() if n > 1}
 
 
 def runs(probe: Probe, values: Mapping[str, int]) -> bool:
@@ -271,22 +288,60 @@ def runs(probe: Probe, values: Mapping[str, int]) -> bool:
     return True
 
 
-def check_model(probe: Probe, base: Round, notes: list[str]) -> None:
-    """Refuse a forward whose result moves between calls, or that depends on a buffer the ABI cannot pass."""
-    again = probe.forward(copy.deepcopy(base.model), base.inputs, base.values, seed=1)
+class NotDeterministic(KernelBenchError):
+    """A forward that differs between calls: no other sizes help."""
+
+
+def model_buffers(probe: Probe, rounds: list[Round], notes: list[str]) -> list[str]:
+    """check_model's buffers that change the output, each the same (shape and values) in every round: a buffer
+    input holds the model's own values, which must not depend on the sizes (else KernelBenchError)."""
+    used = check_model(probe, rounds[0], notes)
+    for name in used:
+        first = host64(dict(rounds[0].model.named_buffers())[name])
+        for r in rounds[1:]:
+            other = host64(dict(r.model.named_buffers())[name])
+            if other.shape != first.shape or not np.array_equal(other, first):
+                raise KernelBenchError(f"the model's buffer {name}, which changes the output, changes with the sizes")
+    return used
+
+
+def check_model(probe: Probe, base: Round, notes: list[str]) -> list[str]:
+    """Refuse a forward whose result moves between calls under the same seeds; note one that draws random numbers
+    (the same on every call: generators are seeded per call). Returns the floating-point buffers the output
+    depends on (a causal mask): they become inputs, named in the ABI; the others are left out."""
+    again = probe.forward(copy.deepcopy(base.model), base.inputs, base.values, seed=0)
     if not all(same(a, b) for a, b in zip(base.outputs, outputs_of(again), strict=True)):
-        raise KernelBenchError("forward gives different results on the same inputs (random: dropout in training "
-                               "mode?)", "a reference must be deterministic")
+        raise NotDeterministic("forward gives different results on the same inputs with torch's and numpy's "
+                               "generators seeded alike (it draws from another source, or keeps state between "
+                               "calls)", "a reference must be deterministic")
+    other = probe.forward(copy.deepcopy(base.model), base.inputs, base.values, seed=1)
+    moved = [rel_l2(host64(a), host64(b)) for a, b in zip(base.outputs, outputs_of(other), strict=True)]
+    if max(moved, default=0.0) > 0:
+        notes.append(f"forward draws random numbers (a torch.randn in forward): the reference seeds torch's "
+                     f"generator with 0 before each call, so they are the same on every call; a kernel cannot draw "
+                     f"them, and the output moves by a relative L2 of {max(moved):.1g} between seeds 0 and 1 at "
+                     f"{sizes_text(base.values)}")
     if not probe.is_module:
-        return
+        return []
     torch = probe.torch
     buffers = [(n, b) for n, b in base.model.named_buffers() if b.is_floating_point()]
-    if not buffers:
-        return
-    with probe.seeded(7):
-        changed = {n: torch.rand_like(b) + 0.5 for n, b in buffers}
-    moved = probe.forward(copy.deepcopy(base.model), base.inputs, base.values, overrides=changed)
-    if not all(same(a, b) for a, b in zip(base.outputs, outputs_of(moved), strict=True)):
-        raise KernelBenchError(f"the model's output depends on its buffers ({', '.join(n for n, _ in buffers)}), "
-                               "which cannot be passed to a kernel", "parameters become inputs; buffers cannot")
-    notes.append(f"buffers {', '.join(n for n, _ in buffers)} do not change the output and are left out")
+    def moves(names: list[str]) -> bool:
+        with probe.seeded(7):
+            changed = {n: torch.rand_like(b) + 0.5 for n, b in buffers if n in names}
+        out = probe.forward(copy.deepcopy(base.model), base.inputs, base.values, overrides=changed)
+        return not all(same(a, b) for a, b in zip(base.outputs, outputs_of(out), strict=True))
+
+    # all at once first: a network's hundreds of batch-norm statistics cost one forward, not hundreds
+    everything = [n for n, _ in buffers]
+    used = ([n for n in everything if moves([n])] if len(everything) > 1 else everything) \
+        if everything and moves(everything) else []
+    left = [n for n, _ in buffers if n not in used]
+    if left:
+        notes.append(f"buffers {', '.join(left[:8])}{', ...' if len(left) > 8 else ''} do not change the output "
+                     "and are left out")
+    return used
+
+
+def rel_l2(a: np.ndarray, b: np.ndarray) -> float:
+    scale = float(np.linalg.norm(a.ravel()))
+    return float(np.linalg.norm((a - b).ravel())) / scale if scale else float(np.abs(b).max(initial=0.0))

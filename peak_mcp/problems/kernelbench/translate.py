@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import re
 import types
 from collections.abc import Mapping
@@ -13,15 +14,20 @@ from typing import Any
 
 import numpy as np
 
+from peak_mcp.core.expressions import evaluate_condition
+from peak_mcp.problems.declaration import MAX_ELEMENTS
+from peak_mcp.problems.kernelbench import modes
 from peak_mcp.problems.kernelbench.definition import definition
 from peak_mcp.problems.kernelbench.exact import exact_dtype, int_range
-from peak_mcp.problems.kernelbench.fitting import Expr, fit_dimension, fit_flops, fit_shapes
+from peak_mcp.problems.kernelbench.fitting import Expr, fit_dimension, fit_flops, fit_shapes, sizes_text
+from peak_mcp.problems.kernelbench.fixed import fixed_sizes, model_shapes
 from peak_mcp.problems.kernelbench.probing import (
+    NotDeterministic,
     Probe,
-    check_model,
     distribution,
     draw,
     independent_rows,
+    model_buffers,
     probe_inputs,
     probe_model,
 )
@@ -41,6 +47,35 @@ from peak_mcp.problems.traits import traits_of_ops
 def _identifier(text: str) -> str:
     out = re.sub(r"\W", "_", text)
     return out if out and not out[0].isdigit() else f"x_{out}"
+
+
+def _within_elements(values: dict[str, int], shapes: list[tuple[Expr, ...]], constraints: list[str],
+                     symbol_of: Mapping[str, str]) -> dict[str, int]:
+    """The file's sizes, the largest halved in turn while a buffer holds more than MAX_ELEMENTS (a 2048 x 2048
+    image of 64 channels, 16 deep) and the constraints still hold."""
+    values = dict(values)
+
+    def too_big(vals: Mapping[str, int]) -> bool:
+        return any(math.prod(e(vals) for e in exprs) > MAX_ELEMENTS for exprs in shapes)
+
+    while values and too_big(values):
+        v = max(values, key=lambda k: values[k])
+        smaller = {**values, v: max(1, values[v] // 2)}
+        env = {symbol_of[k]: n for k, n in smaller.items()}
+        if smaller == values or not all(evaluate_condition(c, env) for c in constraints):
+            break
+        values = smaller
+    return values
+
+
+def _short_name(path: str, k: int) -> str:
+    """A parameter's ABI name: its path with dots as underscores; past 28 characters (identifiers hold 32, _unique
+    may add to it), `p<k>_` and the path's tail (`p17_self_attn_in_proj_weight`)."""
+    name = _identifier(path.replace(".", "_"))
+    if len(name) <= 28:
+        return name
+    head = f"p{k}_"
+    return head + name[-(28 - len(head)):].lstrip("_")
 
 
 def _unique(name: str, taken: set[str], suffix: str) -> str:
@@ -144,8 +179,45 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
     symbols = {s: v for v, s in symbol_of.items()}
     input_name = {i: _unique(_identifier(arg_names[i]), taken, "_in") for i in tensor_positions}
 
-    # 2. The model at probe sizes: parameters, outputs, work.
-    model_rounds, needs = probe_model(probe, used, input_exprs, notes)
+    # 2. The model at probe sizes: parameters, outputs, work. Where it cannot run at varied sizes, or its
+    # parameters follow them, at the file's own sizes instead (fixed.py), as KernelBench runs it.
+    said: list[str] = []  # lines for the definition: what is fixed, what the run mode changes
+    model_notes: list[str] = []
+    try:
+        model_rounds, needs = probe_model(probe, used, input_exprs, model_notes)
+        shapes = model_shapes(model_rounds)
+        buffer_paths = model_buffers(probe, model_rounds, model_notes)
+    except NotDeterministic:
+        raise
+    except KernelBenchError as exc:
+        attempt: list[str] = []  # the notes of the last choice checked, the one taken
+
+        def check(rounds: list[Any]) -> list[str]:
+            attempt.clear()
+            return model_buffers(probe, rounds, attempt)
+
+        fallback = fixed_sizes(probe, used, exc, check)
+        used, model_rounds, shapes, needs = fallback.kept, fallback.rounds, fallback.shapes, fallback.needs
+        buffer_paths = fallback.buffers
+        model_notes = [fallback.note, *attempt]
+        said.append(fallback.note)
+        var_rounds = [r.values for r in model_rounds]
+        for i in tensor_positions:
+            input_exprs[i] = fit_shapes(f"input {arg_names[i]}", [tuple(r.inputs[i].shape) for r in model_rounds],
+                                        var_rounds)
+        for i in list(scalar_exprs):
+            seen = [r.inputs[i] for r in model_rounds]
+            expr = fit_dimension(seen, var_rounds)
+            if expr is None or expr.kind == "const":
+                del scalar_exprs[i]
+                fixed[i] = seen[0]
+            else:
+                scalar_exprs[i] = expr
+        symbol_of = {v: s for v, s in symbol_of.items() if v in used}
+        symbols = {s: v for v, s in symbol_of.items()}
+        constants = {k: ns[k] for k in ns if not k.startswith("_") and type(ns[k]) is int and k not in used}
+    notes.extend(model_notes)
+    said.extend(n[0].upper() + n[1:] + "." for n in model_notes if n.startswith("forward draws random"))
     constraints = []
     for v, (op, n) in needs.items():
         text = f"{symbol_of[v]} >= {n}" if op == ">=" else f"{symbol_of[v]} % {n} == 0"
@@ -156,28 +228,22 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
     base = model_rounds[0]
     size_rounds = [{symbol_of[v]: r.values[v] for v in used} for r in model_rounds]
     var_rounds = [r.values for r in model_rounds]
-    param_paths = [p for p, _ in base.params]
-    for r in model_rounds:
-        if [p for p, _ in r.params] != param_paths:
-            raise KernelBenchError("the model's parameters change with the sizes")
-    param_name: dict[str, str] = {}
-    param_exprs: dict[str, tuple[Expr, ...]] = {}
-    for k, (path, tensor) in enumerate(base.params):
-        if not tensor.is_floating_point():
-            raise KernelBenchError(f"parameter {path} of the model is not floating point")
-        param_name[path] = _unique(_identifier(path.replace(".", "_")), taken, "_p")
-        param_exprs[path] = fit_shapes(f"parameter {path}", [tuple(r.params[k][1].shape) for r in model_rounds],
-                                        var_rounds)
-    if base.params:
+    param_paths = shapes.param_paths + buffer_paths
+    param_name: dict[str, str] = {p: _unique(_short_name(p, k), taken, "_p") for k, p in enumerate(param_paths)}
+    param_exprs = dict(shapes.param_exprs)
+    buffers = dict(base.model.named_buffers()) if buffer_paths else {}
+    for path in buffer_paths:
+        param_exprs[path] = tuple(Expr("const", const=int(d)) for d in buffers[path].shape)
+    if shapes.param_paths:
         notes.append(f"the model's parameters are inputs after get_inputs' tensors: "
-                     f"{', '.join(param_name[p] for p in param_paths)}")
+                     f"{', '.join(param_name[p] for p in shapes.param_paths)}")
+    if buffer_paths:
+        said.append(f"The model's registered buffers {', '.join(buffer_paths)} change the output: they are inputs "
+                    f"({', '.join(param_name[p] for p in buffer_paths)}, last), holding the values the model "
+                    "builds (a mask stays a mask).")
     n_out = len(base.outputs)
-    if any(len(r.outputs) != n_out for r in model_rounds):
-        raise KernelBenchError("forward returns a different number of outputs at different sizes")
     out_names = [_unique("out" if n_out == 1 else f"out{j}", taken, "_") for j in range(n_out)]
-    out_exprs = [fit_shapes(f"output {out_names[j]}", [tuple(r.outputs[j].shape) for r in model_rounds], var_rounds)
-                 for j in range(n_out)]
-    check_model(probe, base, notes)
+    out_exprs = shapes.out_exprs
     batch = independent_rows(probe, base, input_exprs, out_exprs, list(param_exprs.values()))
     if batch is not None:
         notes.append(f"outputs are independent along {symbol_of[batch]} (probed: changing one row of the inputs "
@@ -202,7 +268,12 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
         else:
             distributions[param_name[path]] = ("weight" if tensor.dim() >= 2 else "vector", 0.0)
 
+    held = {param_name[p]: host64(buffers[p]) for p in buffer_paths}  # a buffer input: the model's own values
+    distributions |= dict.fromkeys(held, ("buffer", 0.0))
+
     def generate(input_name_: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+        if input_name_ in held:
+            return held[input_name_].reshape(shape).copy()
         kind, const = distributions.get(input_name_, ("normal", 0.0))
         return draw(kind, const, tuple(int(d) for d in shape), rng)
 
@@ -217,12 +288,19 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
         storage = exact_dtype(out, f"output {j} of forward")
         if storage is not None:
             outputs_decl[out_names[j]] = (storage, outputs_decl[out_names[j]])
+    defaults = _within_elements({v: int(ns[v]) for v in used},
+                                [*input_exprs.values(), *param_exprs.values(), *out_exprs], constraints, symbol_of)
+    if defaults != {v: ns[v] for v in used}:
+        said.append(f"Default sizes {sizes_text({symbol_of[v]: n for v, n in defaults.items()})}: the file's own "
+                    f"({sizes_text({symbol_of[v]: ns[v] for v in used})}) give a buffer over {MAX_ELEMENTS:,} "
+                    "elements; a session may still ask for them.")
     doc_title = title or _title(ns, model_cls) or f"KernelBench {name}"
-    what = definition(model_cls, base.model, ns, get_init_inputs, base.values, constants, symbol_of)
+    what = definition(model_cls, base.model, ns, get_init_inputs, base.values, constants, symbol_of,
+                      said + (modes.mode_lines(probe.torch, base.model) if probe.is_module else []))
     declaration: dict[str, Any] = {
         "NAME": name,
         "TITLE": doc_title,
-        "SIZES": {symbol_of[v]: int(ns[v]) for v in used},
+        "SIZES": {symbol_of[v]: n for v, n in defaults.items()},
         "DTYPES": DTYPES,
         "INPUTS": inputs_decl,
         "OUTPUTS": outputs_decl,

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.core.dtypes import EXACT_DTYPES
+from peak_mcp.problems.kernelbench import modes
 from peak_mcp.problems.kernelbench.exact import draw_exact, torch_dtype
 from peak_mcp.problems.kernelbench.fitting import Expr, evaluate_expression
 from peak_mcp.problems.kernelbench.probing import Probe, sizes_text
@@ -98,7 +99,9 @@ class Runner:
         model = self.model(values, (str(first.dtype), str(first.device)),
                            lambda m: self.probe.converted(m, first.device, first.dtype))
         args, params = self.split(list(tensors), values)
-        with patched(self.probe.ns, values), torch.no_grad():
+        # seeded like `reference`: a forward that draws random numbers draws the same ones on every call
+        with patched(self.probe.ns, values), torch.no_grad(), self.probe.seeded(0), \
+                modes.default_dtype(torch, first.dtype):
             if params:
                 return torch.func.functional_call(model, dict(zip(self.param_paths, params, strict=True)),
                                                   tuple(args))
