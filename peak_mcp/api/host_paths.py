@@ -48,8 +48,8 @@ def _labels(report: dict[str, Any], home: Path) -> list[tuple[str, str]]:
                                     (sys.prefix, "<python>")]
     found.append((str(home), "~"))
     for key, value in _items(report):
-        if key == "include_dirs" and isinstance(value, list):  # NVRTC's CUDA headers: <cuda>/include
-            found += [(str(Path(d).parent) if Path(d).name == "include" else d, "<cuda>") for d in value]
+        if key == "include_dirs" and isinstance(value, list):  # NVRTC's CUDA headers: <cuda>/include(/cccl)
+            found += [(_toolkit_root(d), "<cuda>") for d in value]
         elif key == "header" and isinstance(value, str) and Path(value).parent.name == "hip":
             found.append((str(Path(value).parent), "<hip>"))
         elif key == "rocm_path" and isinstance(value, str):
@@ -58,6 +58,13 @@ def _labels(report: dict[str, Any], home: Path) -> list[tuple[str, str]]:
              for variant in (path, os.path.realpath(path))}
     return sorted(((p, label) for p, label in pairs if p not in SYSTEM_PREFIXES), key=lambda pair: len(pair[0]),
                   reverse=True)
+
+
+def _toolkit_root(include_dir: str) -> str:
+    """The tree above an include directory (`.../include` or `.../include/cccl`), or the directory itself."""
+    path = Path(include_dir)
+    above = next((p for p in (path, *path.parents) if p.name == "include"), None)
+    return str(above.parent) if above is not None else include_dir
 
 
 def _items(value: Any) -> list[tuple[str, Any]]:

@@ -141,6 +141,8 @@ def session(d: dict[str, Any]) -> list[str]:
         lines.append(f"ABI ({d['backend']}, {d['dtype']}):\n{d['abi']}")
     if d.get("definition"):
         lines.append(f"What {d['problem']} computes (its own definition):\n{d['definition']}")
+    if d.get("rules"):
+        lines.append(f"Rules of this session:\n{d['rules']}")
     lines.append(standing(d))
     return lines
 

@@ -49,6 +49,7 @@ class ProblemInfo(BaseModel):
     naive: list[str] | None = None  # backends whose sessions start from a naive kernel, where not all do
     reference: str | None = None  # said only where the problem has no Python reference
     definition: str | None = None  # what it computes, in the problem's own words (Problem.definition)
+    traits: list[str] = Field(default_factory=list)  # what kind of computation: the catalog texts it gets
 
 
 class VersionReport(BaseModel):

@@ -16,6 +16,7 @@ from peak_mcp.loop.context import LoopContext, Progress, quiet
 from peak_mcp.loop.models import SessionInfo, SessionList, SessionSummary
 from peak_mcp.loop.pipeline.notes import file_sha256
 from peak_mcp.loop.pipeline.submit import Pipeline
+from peak_mcp.loop.session_rules import session_rules
 from peak_mcp.loop.versions import Versions, _number
 from peak_mcp.problems.base import Problem
 from peak_mcp.runner.messages import EvaluateJob
@@ -75,11 +76,13 @@ class Sessions:
         if report is not None:
             info.version_0 = self.versions.version_report(session_id, report.version)
         else:
+            checked = ("validated, timed and checked at other sizes like any other" if index >= 0 else
+                       "compiled only: this machine has no device to run it")
             info.brief = (f"{spec.name} has no naive {backend} kernel: no version yet. Submit your first kernel with "
-                          f"submit_kernel; it becomes v0 (validated, timed and checked at other sizes like any "
-                          f"other).")
+                          f"submit_kernel; it becomes v0 ({checked}).")
         info.abi = spec.abi(backend, dtype)
         info.definition = spec.definition or None
+        info.rules = session_rules(spec, backend, dtype, info.sizes, placed, runs=index >= 0)
         if left_out:
             filled = ", ".join(f"{s}={checked[s]}" for s in left_out)
             note = (note + "; " if note else "") + f"sizes not given were taken from the problem's defaults: {filled}"
