@@ -81,6 +81,8 @@ def test_batch_names_every_outcome_through_the_cli(tmp_path: Path, monkeypatch: 
     result = BatchResult.model_validate_json((out / "batch.json").read_text())
     rows = {r.problem: r for r in result.problems}
     assert list(rows) == ["absent", "broken", "leaky_test", "relu", "row_sum"]  # the folder's files, then the map's
+    kept = [json.loads(line)["problem"] for line in (out / "rows.jsonl").read_text().splitlines()]
+    assert sorted(kept) == sorted(rows)  # every row also written as it finished
     assert {k: r.outcome for k, r in rows.items()} == {
         "absent": "missing_kernel", "broken": "error", "leaky_test": "incorrect", "relu": "correct",
         "row_sum": "correct"}

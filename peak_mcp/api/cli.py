@@ -219,16 +219,23 @@ def _batch(args: argparse.Namespace) -> int:
     if args.problems is not None:
         settings.problem_dirs = [args.problems, *settings.problem_dirs]
     service = PeakService(settings)
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = args.out / "rows.jsonl"  # each problem's row as it finishes
+    rows.write_text("")
+
+    def keep(row: Any) -> None:
+        with rows.open("a") as out:
+            out.write(row.model_dump_json() + "\n")
+
     try:
         items = plan(service, args.backend, args.problems, args.kernels, read_map(args.map) if args.map else None)
-        result = BatchRunner(service).run(items, args.backend, args.dtype, ps=args.p,
+        result = BatchRunner(service).run(items, args.backend, args.dtype, ps=args.p, on_row=keep,
                                           progress=lambda line: print(printable(line), file=sys.stderr))
     except PeakError as exc:
         print(f"peak-mcp: {exc.message}" + (f"\nHint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
         return 1
     finally:
         service.close()
-    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "batch.json").write_text(result.model_dump_json(indent=2) + "\n")
     table = markdown(result)
     (args.out / "batch.md").write_text(table)

@@ -15,7 +15,7 @@ import queue
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -221,7 +221,9 @@ class BatchRunner:
             {None: "compile-only (no device)"}
 
     def run(self, items: Sequence[BatchItem], backend: str, dtype: str = "f32", *, ps: Sequence[float] = DEFAULT_P,
-            progress: Progress = quiet) -> BatchResult:
+            progress: Progress = quiet, on_row: Callable[[ProblemResult], None] | None = None) -> BatchResult:
+        """Every item over one lane per device; `on_row` gets each row as it is done (a long suite cut short still
+        leaves the rows it finished)."""
         started = time.perf_counter()
         lanes = self.lanes(backend)
         todo = deque(enumerate(items))
@@ -251,6 +253,8 @@ class BatchRunner:
         while len(results) < len(items):
             i, row = done.get()
             results[i] = row
+            if on_row is not None:
+                on_row(row)
             progress(f"{len(results)}/{len(items)} {row.problem}: {row.outcome}")
         for thread in threads:
             thread.join()
