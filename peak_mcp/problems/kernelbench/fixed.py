@@ -83,7 +83,7 @@ def fixed_sizes(probe: Probe, used: list[str], reason: KernelBenchError,
         try:
             rounds = []
             for i, r in enumerate(values):  # a change of parameters shows at the second round: stop there
-                rounds.append(probe.run(r, seed=i))
+                rounds.append(probe.run(r, seed=i, keep=not i))
                 model_shapes(rounds[:1] + rounds[-1:])
             return fallback(group, values, rounds, model_shapes(rounds))
         except NotDeterministic:
@@ -94,7 +94,7 @@ def fixed_sizes(probe: Probe, used: list[str], reason: KernelBenchError,
     kept = []
     for v in used:
         try:
-            model_shapes([probe.run({v: x}, seed=i) for i, x in enumerate(FIXED_VALUES)])
+            model_shapes([probe.run({v: x}, seed=i, keep=False) for i, x in enumerate(FIXED_VALUES)])
         except KernelBenchError:
             continue
         kept.append(v)
@@ -104,7 +104,7 @@ def fixed_sizes(probe: Probe, used: list[str], reason: KernelBenchError,
         values = ([{group[0]: x} for x in FIXED_VALUES] if len(group) == 1 else
                   latin_rounds(group, FIXED_POOL) if group else [{}])
         try:
-            rounds = [probe.run(r, seed=i) for i, r in enumerate(values)]
+            rounds = [probe.run(r, seed=i, keep=not i) for i, r in enumerate(values)]
             return fallback(group, values, rounds, model_shapes(rounds))
         except NotDeterministic:
             raise

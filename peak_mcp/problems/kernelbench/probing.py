@@ -36,6 +36,7 @@ class Round:
     params: list[tuple[str, Any]] = field(default_factory=list)
     flops: int | None = None
     ops: tuple[str, ...] = ()  # the aten ops forward ran, in order: the problem's traits (problems/traits.py)
+    buffers: dict[str, Any] = field(default_factory=dict)  # the model's floating-point buffers
 
 
 def short(exc: BaseException) -> str:
@@ -114,7 +115,9 @@ class Probe:
         """An nn.Module moved to `device` and `dtype` (its floating parameters and buffers); anything else as is."""
         return model.to(device=device, dtype=dtype) if self.is_module else model
 
-    def run(self, values: Mapping[str, int], seed: int) -> Round:
+    def run(self, values: Mapping[str, int], seed: int, keep: bool = True) -> Round:
+        """One round. Not `keep`: the model and its parameters' memory go once it has run (their shapes stay, as
+        meta tensors): a network of gigabytes is probed with one copy alive, not one per round."""
         inputs = self.call_inputs(values, seed)
         model = self.build(values, seed)
         try:
@@ -133,8 +136,12 @@ class Probe:
             raise KernelBenchError(f"forward raised {short(exc)} (with {sizes_text(values)})",
                                    "the model must run at sizes other than the module's") from exc
         params = list(model.named_parameters()) if self.is_module else []
+        buffers = {n: b for n, b in model.named_buffers() if b.is_floating_point()} if self.is_module else {}
+        if not keep and self.is_module:
+            params = [(n, p.detach().to("meta")) for n, p in params]
+            model = None
         return Round(dict(values), inputs, model, outputs_of(result), params,
-                      counter.get_total_flops() if counter is not None else None, tuple(recorder.ops))
+                      counter.get_total_flops() if counter is not None else None, tuple(recorder.ops), buffers)
 
 
 def distribution(values: np.ndarray) -> tuple[str, float]:
@@ -242,7 +249,7 @@ def probe_model(probe: Probe, used: list[str], input_exprs: Mapping[int, tuple[E
         if elements > MAX_PROBE_ELEMENTS:
             continue
         try:
-            model_rounds = [probe.run(r, seed=r_i) for r_i, r in enumerate(rounds)]
+            model_rounds = [probe.run(r, seed=r_i, keep=r_i == 0) for r_i, r in enumerate(rounds)]
         except KernelBenchError as exc:
             first_error = first_error or exc
             continue
@@ -297,9 +304,9 @@ def model_buffers(probe: Probe, rounds: list[Round], notes: list[str]) -> list[s
     input holds the model's own values, which must not depend on the sizes (else KernelBenchError)."""
     used = check_model(probe, rounds[0], notes)
     for name in used:
-        first = host64(dict(rounds[0].model.named_buffers())[name])
+        first = host64(rounds[0].buffers[name])
         for r in rounds[1:]:
-            other = host64(dict(r.model.named_buffers())[name])
+            other = host64(r.buffers[name])
             if other.shape != first.shape or not np.array_equal(other, first):
                 raise KernelBenchError(f"the model's buffer {name}, which changes the output, changes with the sizes")
     return used

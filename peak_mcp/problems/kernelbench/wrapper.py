@@ -18,6 +18,12 @@ from peak_mcp.problems.kernelbench.problem import KernelBenchProblem
 from peak_mcp.problems.kernelbench.rules import KernelBenchError
 from peak_mcp.problems.kernelbench.tracing import host64, outputs_of, patched
 
+MAX_CACHED_BYTES = 1 << 30  # models kept between calls; past it only the one in use (an MLP of gigabytes)
+
+
+def _bytes(models: Any) -> int:
+    return sum(p.numel() * p.element_size() for m in models if hasattr(m, "parameters") for p in m.parameters())
+
 
 class Runner:
     """Builds the model at given sizes (cached) and calls it with inputs in ABI order."""
@@ -51,8 +57,8 @@ class Runner:
     def model(self, values: Mapping[str, int], key: tuple[Any, ...], convert: Callable[[Any], Any]) -> Any:
         full = (tuple(sorted(values.items())), *key)
         if full not in self.models:
-            if len(self.models) >= 4:
-                self.models.pop(next(iter(self.models)))
+            if len(self.models) >= 4 or _bytes(self.models.values()) > MAX_CACHED_BYTES:
+                self.models.clear() if len(self.models) < 4 else self.models.pop(next(iter(self.models)))
             self.models[full] = convert(self.probe.build(values, seed=0))
         return self.models[full]
 
