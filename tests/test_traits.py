@@ -50,6 +50,9 @@ def test_builtin_problems_declare_their_traits_and_get_their_texts() -> None:
     assert get_problem("rmsnorm").traits == ("row_reduction", "normalization")
     assert get_problem("conv2d").traits == ("convolution",)
     assert get_problem("attention_causal").traits == ("attention",)
+    from peak_mcp.loop.problem_files import problem_info
+
+    assert problem_info(get_problem("softmax")).traits == ["row_reduction", "softmax"]  # list_problems says them
     assert {"online-softmax", "row-per-warp"} <= texts("softmax", get_problem("softmax").traits)
     assert "online-softmax" not in texts("row_sum", get_problem("row_sum").traits)  # softmax's own text
     assert "hopper-wgmma" not in texts("conv2d", ("convolution",))  # a GEMM-only text

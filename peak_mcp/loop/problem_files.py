@@ -32,7 +32,8 @@ def problem_info(p: Problem) -> ProblemInfo:
         abi={b: p.abi(b, p.dtypes_for(b)[0]) for b in backends},
         naive=None if all(p.has_naive(b, p.dtypes_for(b)[0]) for b in backends) else
         [b for b in backends if p.has_naive(b, p.dtypes_for(b)[0])],
-        reference=REFERENCE_KERNEL_NEEDED if p.needs_reference_kernel else None, definition=p.definition or None)
+        reference=REFERENCE_KERNEL_NEEDED if p.needs_reference_kernel else None, definition=p.definition or None,
+        traits=list(p.traits))
 
 
 def defined_problem_stem(source: str, name: str | None) -> str:
