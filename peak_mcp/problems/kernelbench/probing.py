@@ -255,10 +255,10 @@ def probe_model(probe: Probe, used: list[str], input_exprs: Mapping[int, tuple[E
             continue
         if pool:
             notes.append(f"the model fails at the smallest probe sizes ({first_error.message if first_error else ''})")
-        if pool < 2:
-            needs = least_sizes(probe, used, rounds[0])
-        else:  # multiples: a variable that fails alone at 7 needs them (GroupNorm's channels)
+        needs: dict[str, tuple[str, int]] = {}
+        if pool >= 2:  # multiples: a variable that fails alone at 7 needs them (GroupNorm's channels)
             needs = {v: ("%", PROBE_POOLS[pool][0][0]) for v in used if not runs(probe, {**rounds[0], v: 7})}
+        needs |= least_sizes(probe, [v for v in used if v not in needs], rounds[0])
         return model_rounds, needs
     raise first_error or KernelBenchError(
         f"the inputs at every probe size hold more than {MAX_PROBE_ELEMENTS} elements",
