@@ -510,8 +510,38 @@ def test_the_definition_says_what_forward_computes(torch: Any) -> None:
     assert "DIM1 = the module's dim1" in text and "fixed: reduce_dim=1" in text
     conv = declare_kernelbench(load("conv2d"), "conv2d").declaration["DEFINITION"]
     assert "Built as Model(in_channels=3, out_channels=8, kernel_size=3)" in conv
-    assert "Conv2d(7, 8, kernel_size=(3, 3), stride=(1, 1), bias=False)" in conv  # at the probe's sizes, said so
-    assert "built at the probe's sizes BATCH_SIZE=5, IN_CHANNELS=7" in conv
+    # built at the probe's sizes: each probe value that stands for one symbol is written as that symbol
+    assert "Conv2d(IN_CHANNELS, 8, kernel_size=(3, 3), stride=(1, 1), bias=False)" in conv
+    assert "size symbols where the probe's values stood BATCH_SIZE=5, IN_CHANNELS=7" in conv
+
+
+def test_the_definition_writes_probe_values_as_symbols_and_names_float_constants() -> None:
+    from peak_mcp.problems.kernelbench.definition import symbolic
+
+    shown = "LayerNorm((7, 11, 13), eps=1e-05, elementwise_affine=True)\nLinear(in_features=7, out_features=5)"
+    text, replaced = symbolic(shown, {"features": 7, "dim1": 11, "dim2": 13, "batch": 5}, {"out_features": 5},
+                              {"features": "FEATURES", "dim1": "DIM1", "dim2": "DIM2", "batch": "BATCH"})
+    assert replaced and "LayerNorm((FEATURES, DIM1, DIM2), eps=1e-05" in text
+    assert "out_features=5" in text  # 5 is also a fixed int: ambiguous, left as the value
+    leaky = from_source("""
+        import numpy as np
+        class Model:
+            def __init__(self, multiplier, negative_slope):
+                self.m, self.s = multiplier, negative_slope
+            def forward(self, x):
+                y = x * self.m
+                return np.where(y > 0, y, y * self.s)
+        batch_size = 16
+        dim = 64
+        multiplier = 2.0
+        negative_slope = 0.1
+        def get_inputs():
+            return [np.random.randn(batch_size, dim)]
+        def get_init_inputs():
+            return [multiplier, negative_slope]
+    """, "leaky")
+    text = declare_kernelbench(leaky, "leaky").declaration["DEFINITION"]
+    assert "The module's floats, fixed: multiplier=2.0, negative_slope=0.1" in text
 
 
 # --- fixed sizes, many parameters, buffers, dropout (issue 33) ----------------------------------------------------

@@ -6,6 +6,7 @@ source, and the module's other ints (the constants the sizes leave fixed)."""
 from __future__ import annotations
 
 import inspect
+import re
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -32,6 +33,35 @@ def init_call(model_cls: type, init_args: list[Any]) -> str:
     return f"Model({', '.join(words)})"
 
 
+_INT_TOKEN = re.compile(r"(?<![\w.\-])\d+(?![\w.])")  # an int in a repr, not a part of 1e-05 or 0.1
+
+
+def symbolic(shown: str, probe_values: Mapping[str, int], constants: Mapping[str, int],
+             symbol_of: Mapping[str, str]) -> tuple[str, bool]:
+    """The submodules' repr with each probe value written as its size symbol (`LayerNorm((FEATURES, DIM1, DIM2))`)
+    where the value stands for one symbol alone (no other symbol or fixed int has it); whether any was replaced."""
+    owners: dict[int, list[str]] = {}
+    for variable, value in probe_values.items():
+        owners.setdefault(int(value), []).append(symbol_of.get(variable, variable))
+    fixed = {int(v) for v in constants.values() if isinstance(v, int)}
+    names = {value: names[0] for value, names in owners.items() if len(names) == 1 and value not in fixed}
+    replaced = False
+
+    def swap(found: re.Match[str]) -> str:
+        nonlocal replaced
+        name = names.get(int(found.group(0)))
+        replaced = replaced or name is not None
+        return name or found.group(0)
+
+    return _INT_TOKEN.sub(swap, shown), replaced
+
+
+def _floats(ns: Mapping[str, Any]) -> str:
+    """The module's float constants (`multiplier = 2.0`), which the kernel must hard-code as it does the ints."""
+    found = [f"{k}={v!r}" for k, v in ns.items() if isinstance(v, float) and not k.startswith("_")]
+    return ", ".join(found[:20])
+
+
 def _source(function: Any) -> str | None:
     try:
         return textwrap.dedent(inspect.getsource(function)).rstrip()
@@ -56,8 +86,11 @@ def definition(model_cls: type, model: Any, ns: dict[str, Any], get_init_inputs:
     lines.extend(said)
     shown = repr(model) if model is not None else ""
     if shown and "\n" in shown:  # a module with submodules; a bare `Model()` says nothing
-        where = "" if repr(at_probe) == repr(init_args) else \
-            f" (built at the probe's sizes {sizes_text({symbol_of.get(k, k): v for k, v in probe_values.items()})})"
+        where = ""
+        if repr(at_probe) != repr(init_args):
+            shown, replaced = symbolic(shown, probe_values, constants, symbol_of)
+            where = (" (size symbols where the probe's values stood" if replaced else " (built at the probe's sizes")
+            where += f" {sizes_text({symbol_of.get(k, k): v for k, v in probe_values.items()})})"
         lines.append(f"Its submodules{where}:\n{shown}")
     forward = _source(getattr(model_cls, "forward", None))
     lines.append(f"forward, the file's own source:\n{forward}" if forward else
@@ -66,5 +99,8 @@ def definition(model_cls: type, model: Any, ns: dict[str, Any], get_init_inputs:
         lines.append("Size symbols: " + ", ".join(f"{s} = the module's {v}" for v, s in symbol_of.items()) + ".")
     if constants:
         lines.append("The module's other ints, fixed: " + ", ".join(f"{k}={v}" for k, v in constants.items()))
+    floats = _floats(ns)
+    if floats:
+        lines.append(f"The module's floats, fixed: {floats}")
     text = "\n".join(lines)
     return text if len(text) <= MAX_DEFINITION_CHARS else text[:MAX_DEFINITION_CHARS - 30] + "\n... (cut at 6000 chars)"
