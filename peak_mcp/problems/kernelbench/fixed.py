@@ -5,12 +5,13 @@ with only the variables that still vary on their own (most often the batch) left
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from peak_mcp.problems.kernelbench.fitting import Expr, fit_shapes, latin_rounds, probe_rounds
 from peak_mcp.problems.kernelbench.probing import NotDeterministic, Probe, Round, least_sizes
-from peak_mcp.problems.kernelbench.rules import PROBE_ROUNDS, KernelBenchError
+from peak_mcp.problems.kernelbench.rules import MAX_PROBE_ELEMENTS, PROBE_ROUNDS, KernelBenchError
 
 # One variable's rounds in the fallback, the others at the file's values: small (the rest may be a full image).
 FIXED_VALUES = (3, 5, 2, 4, 7)
@@ -47,6 +48,15 @@ def model_shapes(rounds: list[Round]) -> ModelShapes:
     return ModelShapes(paths, param_exprs, out_exprs)
 
 
+def _elements(probe: Probe, values: dict[str, int]) -> int:
+    """The elements of get_inputs' tensors at `values` (made on the meta device: nothing allocated)."""
+    try:
+        items = probe.shapes_of_inputs(values, 0)
+    except KernelBenchError:
+        return 0  # it fails: the round says so when it runs
+    return sum(math.prod(x.shape) for x in items if hasattr(x, "shape"))
+
+
 @dataclass
 class Fallback:
     kept: list[str]  # the variables that still vary: the size symbols
@@ -79,7 +89,11 @@ def fixed_sizes(probe: Probe, used: list[str], reason: KernelBenchError,
     # channels, a network's image size)
     for v in used if len(used) > 1 else []:
         group = [u for u in used if u != v]
-        values = probe_rounds(group, 0)[:PROBE_ROUNDS]
+        # the first pool's spread values, else the small pool's: the inputs must stay small (a 5-D input)
+        values = next((vals for vals in (probe_rounds(group, 0)[:PROBE_ROUNDS], probe_rounds(group, -1))
+                       if max(_elements(probe, r) for r in vals) <= MAX_PROBE_ELEMENTS), None)
+        if values is None:
+            continue
         try:
             rounds = []
             for i, r in enumerate(values):  # a change of parameters shows at the second round: stop there

@@ -14,7 +14,7 @@ import numpy as np
 
 from peak_mcp.problems.kernelbench import modes
 from peak_mcp.problems.kernelbench.fitting import Expr, probe_rounds, sizes_text
-from peak_mcp.problems.kernelbench.rules import MAX_PROBE_ELEMENTS, PROBE_POOLS, KernelBenchError
+from peak_mcp.problems.kernelbench.rules import DIVISIBLE_POOLS, MAX_PROBE_ELEMENTS, PROBE_POOLS, KernelBenchError
 from peak_mcp.problems.kernelbench.tracing import (
     host64,
     is_array,
@@ -69,6 +69,17 @@ class Probe:
                 yield
         finally:
             np.random.set_state(state)
+
+    def shapes_of_inputs(self, values: Mapping[str, int], seed: int) -> list[Any]:
+        """get_inputs' items with torch's tensors made on the meta device (shapes and types, no memory: a probe
+        size of a 5-D input can hold gigabytes); made for real where get_inputs needs their values."""
+        if self.torch is not None:
+            try:
+                with self.torch.device("meta"):
+                    return self.call_inputs(values, seed)
+            except KernelBenchError:
+                pass
+        return self.call_inputs(values, seed)
 
     def call_inputs(self, values: Mapping[str, int], seed: int) -> list[Any]:
         with patched(self.ns, values), self.seeded(seed):
@@ -219,14 +230,14 @@ def probe_inputs(probe: Probe, candidates: list[str]) -> tuple[list[dict[str, in
         while True:
             rounds = probe_rounds(active, pool)
             try:
-                return rounds, [probe.call_inputs(r, seed=r_i) for r_i, r in enumerate(rounds)]
+                return rounds, [probe.shapes_of_inputs(r, seed=r_i) for r_i, r in enumerate(rounds)]
             except KernelBenchError as exc:
                 first_error = first_error or exc
             for drop in active:
                 rest = [v for v in active if v != drop]
                 try:
                     for r_i, r in enumerate(probe_rounds(rest, pool)):
-                        probe.call_inputs(r, seed=r_i)
+                        probe.shapes_of_inputs(r, seed=r_i)
                 except KernelBenchError:
                     continue
                 active = rest
@@ -253,10 +264,13 @@ def probe_model(probe: Probe, used: list[str], input_exprs: Mapping[int, tuple[E
         except KernelBenchError as exc:
             first_error = first_error or exc
             continue
-        if pool:
-            notes.append(f"the model fails at the smallest probe sizes ({first_error.message if first_error else ''})")
+        if pool and first_error:
+            notes.append(f"the model fails at the smallest probe sizes ({first_error.message})")
+        elif pool:
+            notes.append(f"probed at sizes from {min(PROBE_POOLS[pool][0])}: larger ones make inputs of more than "
+                         f"{MAX_PROBE_ELEMENTS} elements")
         needs: dict[str, tuple[str, int]] = {}
-        if pool >= 2:  # multiples: a variable that fails alone at 7 needs them (GroupNorm's channels)
+        if pool in DIVISIBLE_POOLS:  # multiples: a variable that fails alone at 7 needs them (GroupNorm's channels)
             needs = {v: ("%", PROBE_POOLS[pool][0][0]) for v in used if not runs(probe, {**rounds[0], v: 7})}
         needs |= least_sizes(probe, [v for v in used if v not in needs], rounds[0])
         return model_rounds, needs

@@ -20,7 +20,11 @@ PROBE_POOLS: tuple[tuple[tuple[int, ...], int | None], ...] = (
     ((17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71, 73), 24),
     (tuple(range(8, 121, 8)), None),
     (tuple(range(32, 481, 32)), None),
+    # last, small values: where every pool above makes an input past MAX_PROBE_ELEMENTS (a 5-D input that doubles
+    # each extent, and six variables)
+    ((3, 5, 2, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14), None),
 )
+DIVISIBLE_POOLS = (2, 3)  # the pools of multiples
 
 
 MAX_CANDIDATES = 11  # int variables read by get_inputs that can be probed together
