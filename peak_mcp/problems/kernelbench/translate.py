@@ -33,6 +33,7 @@ from peak_mcp.problems.kernelbench.probing import (
 )
 from peak_mcp.problems.kernelbench.problem import KernelBenchProblem
 from peak_mcp.problems.kernelbench.rules import DTYPES, MAX_CANDIDATES, NAME_PATTERN, KernelBenchError
+from peak_mcp.problems.kernelbench.stress import signed_stress, stress_line
 from peak_mcp.problems.kernelbench.tracing import (
     host64,
     int_variables,
@@ -338,6 +339,11 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
         distributions={k: v[0] for k, v in distributions.items()}, notes=tuple(notes),
         reference_device=reference_device)
     self_check(problem, size_rounds[0], lambda *a, **s: runner.reference(a, s, "cpu"))
+    signed = signed_stress(declaration, problem.distributions, generate, size_rounds[0],
+                           lambda *a, **s: runner.reference(a, s, "cpu"))
+    if signed:  # one trial draws them signed: a kernel that skips the negative half fails it
+        declaration["STRESS_RANGE"] = signed
+        declaration["DEFINITION"] = stress_line(signed, problem.distributions) + "\n" + declaration["DEFINITION"]
     return problem
 
 
