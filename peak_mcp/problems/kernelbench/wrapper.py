@@ -4,6 +4,7 @@ returned."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -59,7 +60,11 @@ class Runner:
         if full not in self.models:
             if len(self.models) >= 4 or _bytes(self.models.values()) > MAX_CACHED_BYTES:
                 self.models.clear() if len(self.models) < 4 else self.models.pop(next(iter(self.models)))
-            self.models[full] = convert(self.probe.build(values, seed=0))
+            torch = self.probe.torch
+            # the float64 reference's model made in float64 (no float32 copy first: a model of gigabytes)
+            with modes.default_dtype(torch, torch.float64) if key[0] == "float64" and self.probe.is_module \
+                    else contextlib.nullcontext():
+                self.models[full] = convert(self.probe.build(values, seed=0))
         return self.models[full]
 
     def split(self, items: Sequence[Any], values: Mapping[str, int]) -> tuple[list[Any], list[Any]]:
