@@ -203,8 +203,9 @@ def session_list(d: dict[str, Any]) -> list[str]:
     for s in rows:
         label = f" ({s['label']})" if s.get("label") else ""
         lines.append(f"{s['session_id']}{label}: {s['problem']} {s['backend']} {s['dtype']} {_sizes(s.get('sizes'))} "
-                     f"on {s.get('device')}; {s.get('versions')} versions, head v{s.get('head')}, "
-                     f"best {s.get('best') or '-'}")
+                     f"on {s.get('device')}; {s.get('versions')} versions, "
+                     + (f"head v{s['head']}" if s.get("head") is not None else "no head")
+                     + f", best {s.get('best') or '-'}")
     return lines
 
 

@@ -169,18 +169,33 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
                        device=device.name or session.device, applied=applied,
                        features=sorted(features), suggestions=order[:limit],
                        note=None if order else _nothing_left(catalog, listed, backend, session.problem, dtype,
-                                                             descriptor, problem.traits))
+                                                             descriptor, problem.traits,
+                                                             _tune_hint(chain[-1].source, session.runs)))
+
+
+_PARAMS_LINE = re.compile(r"^\s*//\s*peak\s*:\s*params\b", re.MULTILINE)
+
+
+def _tune_hint(source: str, runs: bool) -> str:
+    """What tune can do for the head: search its parameters, or first declare some; nothing without a device (tune
+    times configurations)."""
+    if not runs:
+        return ""
+    if _PARAMS_LINE.search(source):
+        return "tune its parameters (tune)"
+    return "declare tuning parameters (`// peak: params BLOCK=[128, 256]`) and tune them"
 
 
 def _nothing_left(catalog: Catalog, listed: list[Transformation], backend: str, problem: str, dtype: str,
-                  device: DeviceDescriptor | None, traits: tuple[str, ...] = ()) -> str:
+                  device: DeviceDescriptor | None, traits: tuple[str, ...] = (), tune: str = "") -> str:
     """No suggestion because every text is done, or because none was ever written for this backend (an HLSL
-    attention session was told that nothing was "left")."""
+    attention session was told that nothing was "left"). `tune`: what tune can do for the head (_tune_hint)."""
     if not listed:
         return catalog.empty_note(backend, problem, dtype=dtype, device=device, traits=traits) + \
-            "; or tune its parameters (tune)"
-    return (f"every {problem} text for {backend} is in the head's lineage or visible in its source: tune its "
-            "parameters (tune), list_transformations for the whole catalog, or submit an idea of your own")
+            (f"; or {tune}" if tune else "")
+    return (f"every {problem} text for {backend} is in the head's lineage or visible in its source: "
+            + (f"{tune}, " if tune else "") + "list_transformations for the whole catalog, or submit an idea of "
+            "your own")
 
 
 def _score(t: Transformation, done: set[str], hinted: set[str], features: dict[str, Any], dtype: str,
