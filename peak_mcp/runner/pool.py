@@ -52,6 +52,10 @@ log = structlog.get_logger("peak_mcp.pool")
 Progress = Callable[[str], None]
 POLL_S = 0.2  # how often a waiting job looks at its cancel token
 WORKER_MAX_PROCESSES = 4096  # tasks: compile threads, NVRTC children, sanitizer runs; under root, a pids cgroup
+# Problem hosts kept per device, the least recently used stopped past it: each holds a device context and its file's
+# models, and sessions come and go (a batch of problems left one per file alive). A session's next job starts its
+# host again, as after a crash.
+MAX_HOSTS_PER_DEVICE = 3
 # The cancel token of the request this thread serves; set by the MCP layer, so the domain layer in between needs no
 # parameter for it. anyio.to_thread.run_sync runs the call in a copy of the caller's context.
 CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("peak_mcp_cancel", default=None)
@@ -224,12 +228,16 @@ class DevicePool:
         if declaration is None or is_shipped(declaration) or worker.control is None:
             return
         key = (declaration.path, declaration.sha256)
-        host = worker.hosts.get(key)
+        host = worker.hosts.pop(key, None)  # put back last: the dict's order is least recently used first
         if host is not None and host.alive():
+            worker.hosts[key] = host
             host.resume()
             return
         if host is not None:
             host.kill()
+        for old in list(worker.hosts)[:max(0, len(worker.hosts) + 1 - MAX_HOSTS_PER_DEVICE)]:  # before the new one
+            worker.hosts.pop(old).kill()  # starts: its device memory is free by then
+            log.info("problem host stopped (least recently used)", file=old[0], device=worker.index)
         try:
             memory = self.options(worker.backend, worker.index).get("problem_memory_bytes", DEFAULT_MEMORY_BYTES)
             # this interpreter: `self.python` runs workers (a stand-in's in tests), not problem code

@@ -27,6 +27,7 @@ from peak_mcp.core.errors import PeakError
 from peak_mcp.problems.code import FUNCTIONS, LocalCode
 from peak_mcp.problems.declaration import ProblemDeclaration
 from peak_mcp.problems.loading import ProblemCodeError, allow_problem_code
+from peak_mcp.runner import device_memory
 from peak_mcp.runner import problem_wire as wire
 
 MAX_REQUEST_BYTES = 64 << 30  # what the worker sends: the inputs of one call (it is the trusted side)
@@ -45,9 +46,16 @@ def _array_module(backend: str, device: int) -> Any:
         return np
 
 
+def _mib(arrays: list[np.ndarray]) -> str:
+    return f"{sum(a.nbytes for a in arrays) / 2**20:,.0f} MiB"
+
+
 class Host:
-    def __init__(self, code: LocalCode, xp: Any) -> None:
-        self.code, self.xp = code, xp
+    """`note(text)`: tells the worker what the host is doing (a frame of its own before the answer); each note keeps
+    the job alive, so the pool's inactivity limit counts from the last step done, not from the request."""
+
+    def __init__(self, code: LocalCode, xp: Any, note: Any = lambda _text: None) -> None:
+        self.code, self.xp, self.note = code, xp, note
 
     def hello(self) -> dict[str, Any]:
         module = self.code.module()
@@ -67,12 +75,24 @@ class Host:
             if header.get("xp"):
                 kwargs["xp"] = self.xp
                 args = tuple(self.xp.asarray(a) if isinstance(a, np.ndarray) else a for a in args)
-            result = self.code.call(str(header["function"]), *args, **kwargs)
-            return {"result": wire.encode(result, out)}, out
+            function = str(header["function"])
+            self.note(f"{function}: received {_mib(arrays)}, running it")
+            arrays.clear()  # the decoded arguments hold them; gone as soon as the call is
+            result = self.code.call(function, *args, **kwargs)
+            del args, kwargs
+            reply = {"result": wire.encode(result, out)}
+            self.note(f"{function}: done, answering {_mib(out)}")
+            return reply, out
         if op == "generate":
             shape = tuple(int(n) for n in header["shape"])
-            result = self.code.generate(str(header["name"]), shape, [int(n) for n in header["seed"]])
-            return {"result": wire.encode(result, out)}, out
+            name = str(header["name"])
+            self.note(f"generate {name}: drawing {shape}")
+            result = self.code.generate(name, shape, [int(n) for n in header["seed"]])
+            if isinstance(result, np.ndarray) and result.dtype == np.float64:
+                result = result.astype(np.float32)  # what the worker stores inputs from: half the bytes to send
+            reply = {"result": wire.encode(result, out)}
+            self.note(f"generate {name}: done, answering {_mib(out)}")
+            return reply, out
         if op == "torch":
             from peak_mcp.runner.jobs import torch_timings
 
@@ -82,12 +102,14 @@ class Host:
             kwargs = dict(wire.decode(header["kwargs"], arrays))
             shaped = [self.xp.asarray(a) for a in wire.decode(header["args"], arrays)]
             timings = torch_timings(lambda *tensors: fn(*tensors, **kwargs), shaped, str(header["dtype"]),
-                                    float(header["budget_s"]), lambda _message: None)
+                                    float(header["budget_s"]), self.note)
             return {"timings": timings}, out
         raise PeakError(f"unknown request {op!r}")
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
+    if device_memory.is_out_of_memory(exc):  # the device's memory, whatever raised it: the worker says so
+        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}", "memory": True}
     if isinstance(exc, ProblemCodeError):
         return {"error": exc.message, "hint": exc.hint, "line": exc.line}
     if isinstance(exc, PeakError):
@@ -107,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     sock = socket.socket(fileno=args.socket_fd)
     allow_problem_code()
     declaration = ProblemDeclaration.model_validate_json(Path(args.declaration).read_text())
-    host = Host(LocalCode(declaration), _array_module(args.backend, args.device))
+    host = Host(LocalCode(declaration), _array_module(args.backend, args.device),
+                lambda text: wire.send(sock, {"note": str(text)[:200]}))
     try:
         wire.send(sock, host.hello())
     except BaseException as exc:  # the file's import: SystemExit too
@@ -130,10 +153,16 @@ def main(argv: list[str] | None = None) -> int:
             if not isinstance(exc, PeakError):
                 traceback.print_exc(file=sys.stderr)
             reply, out = _error(exc), []
+        del arrays  # the request's, before the next one arrives
+        if reply.get("memory"):  # measured here, after this host gave back its cache
+            reply["free"] = device_memory.free_note()
         try:
             wire.send(sock, reply, out)
         except wire.WireError:
             return 0
+        del reply, out
+        # cached device blocks (torch's allocator, cupy's pool) back to the driver: the worker allocates next
+        device_memory.release()
 
 
 if __name__ == "__main__":

@@ -12,15 +12,18 @@ import json
 import math
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from peak_mcp.core.errors import PeakError
 from peak_mcp.core.text_safety import clean
+from peak_mcp.problems.base import PROBLEM_CODE
 from peak_mcp.problems.code import fix_hint
 from peak_mcp.problems.declaration import ProblemDeclaration
 from peak_mcp.problems.loading import ProblemCodeError
+from peak_mcp.runner import device_memory
 from peak_mcp.runner import problem_wire as wire
 
 MAX_MESSAGE = 1000
@@ -33,11 +36,17 @@ def _to_host(value: Any) -> Any:
     return value
 
 
-class RemoteCode:
-    """The problem file's functions, run by its problem host."""
+Progress = Callable[[str], None]
 
-    def __init__(self, sock: socket.socket, declaration: ProblemDeclaration) -> None:
-        self.sock, self.declaration = sock, declaration
+
+class RemoteCode:
+    """The problem file's functions, run by its problem host. `progress` (the job's, set by the worker) hears the
+    notes the host sends while it works: each keeps the job alive past the pool's inactivity limit, which then
+    measures a host that stopped, not one moving gigabytes."""
+
+    def __init__(self, sock: socket.socket, declaration: ProblemDeclaration,
+                 progress: Callable[[], Progress | None] = lambda: None) -> None:
+        self.sock, self.declaration, self.progress = sock, declaration, progress
         self._lock = threading.Lock()  # one call at a time on the socket (tune validates on threads)
         self.broken: str | None = None
         self.failed: ProblemCodeError | None = None  # the file's import failed: every call says so
@@ -102,18 +111,35 @@ class RemoteCode:
                 raise self.failed
             if self.broken:
                 raise self._gone(self.broken)
+            # the host computes on the same GPU: what this worker's pool keeps cached is the host's to use meanwhile
+            device_memory.release(collect=False)
             try:
+                self._note(f"{header['op']} {header.get('function') or header.get('name') or ''}: sending "
+                           f"{sum(a.nbytes for a in arrays) / 2**20:,.0f} MiB")
                 wire.send(self.sock, header, arrays)
                 reply, received = wire.receive(self.sock, limit)
+                while set(reply) == {"note", "arrays"} and not received:  # the host's progress, then its answer
+                    self._note(clean(str(reply["note"]), 200))
+                    reply, received = wire.receive(self.sock, limit)
             except wire.WireError as exc:
                 self.broken = str(exc)
                 raise self._gone(self.broken) from None
+        if "error" in reply and reply.get("memory"):  # the host's torch or cupy ran out: the device's memory
+            raise device_memory.device_memory_error(
+                clean(str(reply["error"]), MAX_MESSAGE),
+                f"the problem's own code ({self.declaration.path}), run on the session's device",
+                clean(str(reply.get("free") or ""), 200))
         if "error" in reply:
             line = reply.get("line")
             raise ProblemCodeError(clean(str(reply["error"]), MAX_MESSAGE),
                                    clean(str(reply.get("hint") or ""), 300) or None,
                                    line if isinstance(line, int) and not isinstance(line, bool) else None)
         return reply, received
+
+    def _note(self, note: str) -> None:
+        progress = self.progress()
+        if progress is not None:  # the problem file's work: a stall from here on is the file's (pool.PROBLEM_CODE)
+            progress(f"{note} ({PROBLEM_CODE} {self.declaration.path})")
 
     def _to(self, xp: Any, encoded: Any, arrays: list[np.ndarray]) -> Any:
         try:
@@ -152,6 +178,7 @@ class Links:
 
     def __init__(self, control: socket.socket | None) -> None:
         self.control = control
+        self.progress: Progress | None = None  # the job in flight's (worker.py sets it per job)
         self.sockets: dict[tuple[str, str], socket.socket] = {}
         self.links: dict[tuple[str, str], RemoteCode] = {}
         if control is not None:
@@ -187,7 +214,7 @@ class Links:
             if sock is None:
                 raise PeakError(f"no problem host was handed over for {declaration.path}",
                                 "this is a bug in peak-mcp; please report it.")
-            self.links[key] = RemoteCode(sock, declaration)
+            self.links[key] = RemoteCode(sock, declaration, lambda: self.progress)
         problem.code = self.links[key]
 
 

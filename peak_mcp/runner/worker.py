@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             out.flush()
 
     from peak_mcp.backends.registry import open_executor
-    from peak_mcp.runner import problem_link
+    from peak_mcp.runner import device_memory, problem_link
     from peak_mcp.runner.jobs import evaluate, generality
     from peak_mcp.runner.messages import JOB
     from peak_mcp.runner.priming import Primer
@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         def progress(message: str, job_id: int | None = job_id) -> None:
             send(ProgressNote(id=job_id, message=message))
 
+        failed: Failed | None = None
+        out_of_memory: str | None = None
         try:
             try:
                 job = JOB.validate_python(message)
@@ -91,16 +93,29 @@ def main(argv: list[str] | None = None) -> int:
                 raise PeakError(f"malformed job: {exc.errors(include_url=False)[:3]}") from None
             run = {"evaluate": evaluate, "generality": generality, "profile": profile, "tune": tune}[job.type]
             links.accept()  # the server handed over any problem host this job needs before sending it
+            links.progress = progress  # what a problem host says it is doing keeps the job alive
             primer.prime(job, progress)
-            send(Done(id=job_id, result=run(executor, job, progress)))
+            result = run(executor, job, progress)
         except KernelFault as fault:
             send(Failed(id=job_id, fatal=True, kind=fault.kind, error=str(fault)))
             return 3  # the device context is unusable now
         except PeakError as exc:
-            send(Failed(id=job_id, kind=exc.kind, error=str(exc)))
+            failed = Failed(id=job_id, kind=exc.kind, error=str(exc))
         except Exception as exc:
-            traceback.print_exc(file=sys.stderr)
-            send(Failed(id=job_id, kind="internal", error=f"{type(exc).__name__}: {exc}"))
+            if device_memory.is_out_of_memory(exc):
+                out_of_memory = f"{type(exc).__name__}: {exc}"
+            else:
+                traceback.print_exc(file=sys.stderr)
+                failed = Failed(id=job_id, kind="internal", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            links.progress = None
+        # Out of the except clauses, the failed job's arrays (held by its traceback's frames) are gone: what the job
+        # allocated goes back to the device before the reply, so the next job, or the problem host, finds it free.
+        device_memory.release()
+        if out_of_memory is not None:
+            error = device_memory.device_memory_error(out_of_memory, "the server's validator (the device worker)")
+            failed = Failed(id=job_id, kind=error.kind, error=str(error))
+        send(failed or Done(id=job_id, result=result))
     return 0
 
 
