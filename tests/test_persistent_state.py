@@ -22,11 +22,18 @@ KERNEL = ('// peak: entry=k grid=(1, 1, 1) block=(1, 1, 1)\n{decl}\nextern "C" _
     ("", "static __device__ int calls; C[0] = ++calls;", "calls"),
     ("", "float* p = (float*)malloc(16); p[0] = A[0]; C[0] = p[0]; free(p);", "device heap"),
     # a name in the toolkit's own namespace is still the kernel's state when the kernel declares it
-    ("__device__ int __nv_atomic_triv_cp_helper_mine;", "C[0] = ++__nv_atomic_triv_cp_helper_mine;", "'__nv_atomic"),
+    ("__device__ int __nv_atomic_triv_cp_helper_mine[64];", "C[0] = ++__nv_atomic_triv_cp_helper_mine[0];",
+     "'__nv_atomic"),
+    # many small ones together: past what the headers' own add up to
+    ("namespace cub { __device__ long long " + ", ".join(f"v{i}" for i in range(2100)) + "; }",
+     "cub::v0 += 1; C[0] = A[0] + cub::v0 + cub::v2099;", "small variables in the toolkit's namespaces"),
     # with CCCL's headers in, whose tag objects are allowed, the kernel's own variable still counts
     ("#include <cub/block/block_reduce.cuh>\n__device__ float seen;", "seen += A[0]; C[0] = seen;", "seen"),
-    # a variable of its own inside a toolkit namespace is the kernel's
-    ("namespace cub { __device__ float kept; }", "cub::kept += A[0]; C[0] = cub::kept;", "kept"),
+    # a variable of its own inside a toolkit namespace is the kernel's past a few bytes, however the namespace is
+    # opened (a macro, a comment, an attribute: no text scan sees them all; the size is what is bounded)
+    ("namespace cub { __device__ float kept[64]; }", "cub::kept[0] += A[0]; C[0] = cub::kept[0];", "kept"),
+    ("#define OPEN(n) namespace n\nOPEN(cub) { __device__ float kept[64]; }", "cub::kept[0] += A[0]; "
+     "C[0] = cub::kept[0];", "kept"),
 ])
 async def test_state_that_outlives_a_launch_is_refused(make_client, decl: str, body: str, named: str) -> None:
     async with make_client() as (client, _):

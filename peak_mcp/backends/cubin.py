@@ -7,11 +7,12 @@ and string literals (printf formats, local `$str` symbols) are read-only and all
 
 The toolkit's own headers define such variables too: CUDA 13's atomics instantiate
 `__nv_atomic_triv_cp_helper<T>::__val` (atomicCAS, atomicExch), and CCCL's templates (CUB, libcu++,
-cooperative_groups) emit their static members (`cub::Log2<32>::VALUE`, `cuda::ptx::cta_group_1`) as writable globals.
-A variable in the toolkit's namespaces (`__nv_*`, cub, cuda, cooperative_groups, thrust, nv) is the headers' when the
-source never opens such a namespace or names `__nv_` itself: a kernel cannot define a variable there otherwise (token
-pasting is refused before compiling, see includes.py). The runtime checks, which change the inputs between launches,
-stay behind it for a kernel that writes into a header's own member.
+cooperative_groups) emit their static members and tag objects (`cub::Log2<32>::VALUE`, `cuda::ptx::cta_group_1`) as
+writable globals of 1 to 8 bytes, hundreds of them with CCCL included. A variable in the toolkit's namespaces (`__nv_*`,
+cub, cuda, cooperative_groups, thrust, nv) of at most TOOLKIT_OBJECT_BYTES is taken for the headers', up to
+TOOLKIT_TOTAL_BYTES in all. The source is not read for it: a kernel can open a namespace through a macro or an
+attribute that no text scan sees, so what is bounded is what it could keep there: a few bytes each, which cannot hold
+a cached output (and the runtime checks, which change the inputs between launches, stay behind it).
 """
 
 from __future__ import annotations
@@ -25,13 +26,15 @@ _STT_OBJECT = 1
 _STT_FUNC = 2
 _WRITABLE = (".nv.global", ".nv.global.init")
 _HEAP = ("malloc", "free", "__nv_aligned_device_malloc")
-# A mangled or plain name whose outermost namespace is the toolkit's, and a source that opens one of them.
+# A mangled or plain name whose outermost namespace is the toolkit's.
 _TOOLKIT_NAME = re.compile(r"__nv_|_ZN\d+__nv_|_ZN(?:3cub|4cuda|18cooperative_groups|6thrust|2nv)(?=\d)")
-_OPENS_TOOLKIT = re.compile(r"__nv_|(?<!using )\bnamespace\s+(?:cub|cuda|cooperative_groups|thrust|nv)\b(?!\s*=)")
+TOOLKIT_OBJECT_BYTES = 8  # a tag object or a static constexpr member
+TOOLKIT_TOTAL_BYTES = 16 * 1024  # CCCL's headers together (about 900 objects of 1 to 8 bytes)
 
 
-def _symbols(cubin: bytes) -> Iterator[tuple[str, int, str]]:
-    """(name, ELF symbol type, name of its section; '' when undefined) for every symbol of a 64-bit ELF cubin."""
+def _symbols(cubin: bytes) -> Iterator[tuple[str, int, str, int]]:
+    """(name, ELF symbol type, name of its section ('' when undefined), size in bytes) for every symbol of a 64-bit
+    ELF cubin."""
     if cubin[:4] != b"\x7fELF" or cubin[4] != 2:  # only 64-bit ELF (every cubin NVRTC makes)
         return
     shoff, = struct.unpack_from("<Q", cubin, 0x28)
@@ -47,22 +50,27 @@ def _symbols(cubin: bytes) -> Iterator[tuple[str, int, str]]:
         offset, size, link, entsize = symtab[4], symtab[5], symtab[6], symtab[9] or 24
         strtab = sections[link][4]
         for pos in range(offset, offset + size, entsize):
-            name_at, info, _, shndx, _, _ = struct.unpack_from("<IBBHQQ", cubin, pos)
-            yield text(strtab, name_at), info & 0xF, names[shndx] if 0 < shndx < len(names) else ""
+            name_at, info, _, shndx, _, nbytes = struct.unpack_from("<IBBHQQ", cubin, pos)
+            yield text(strtab, name_at), info & 0xF, names[shndx] if 0 < shndx < len(names) else "", nbytes
 
 
-def persistent_state(cubin: bytes, source: str | None = None) -> list[str]:
-    """Names of writable device variables and device-heap calls in the module; empty when there are none. Given the
-    `source`, the variables in the toolkit's namespaces count only if the source opens one of them itself."""
-    toolkit_ok = source is not None and not _OPENS_TOOLKIT.search(source)
+def persistent_state(cubin: bytes) -> list[str]:
+    """Names of writable device variables and device-heap calls in the module; empty when there are none. The
+    toolkit headers' own small objects (see the module's docstring) are not counted, up to their total bound."""
     found: list[str] = []
-    for name, kind, section in _symbols(cubin):
+    toolkit: list[tuple[str, int]] = []
+    for name, kind, section, nbytes in _symbols(cubin):
         if kind == _STT_OBJECT and section in _WRITABLE and not name.startswith("$"):
-            if toolkit_ok and _TOOLKIT_NAME.match(stable_name(name)):
+            if nbytes <= TOOLKIT_OBJECT_BYTES and _TOOLKIT_NAME.match(stable_name(name)):
+                toolkit.append((name, nbytes))
                 continue
             found.append(f"__device__ variable '{name}'")
         elif not section and name in _HEAP:
             found.append(f"device heap ({name})")
+    total = sum(n for _, n in toolkit)
+    if total > TOOLKIT_TOTAL_BYTES:
+        found.append(f"{len(toolkit)} small variables in the toolkit's namespaces, {total:,} bytes together (the "
+                     f"headers' own stay under {TOOLKIT_TOTAL_BYTES:,}), e.g. '{toolkit[0][0]}'")
     return sorted(set(found))
 
 
@@ -78,4 +86,4 @@ def stable_name(symbol: str) -> str:
 
 def kernel_names(cubin: bytes) -> set[str]:
     """The kernels a cubin defines, by symbol name (an `extern "C"` kernel's is its own name)."""
-    return {name for name, kind, section in _symbols(cubin) if kind == _STT_FUNC and section.startswith(".text.")}
+    return {name for name, kind, section, _ in _symbols(cubin) if kind == _STT_FUNC and section.startswith(".text.")}

@@ -193,7 +193,7 @@ class CudaExecutor(Executor):
             text = failed.log.split("compilation log:", 1)[-1].strip() if "compilation log:" in failed.log \
                 else failed.log
             raise CompileFailed(self.cleaned(text)) from None
-        kept = persistent_state(cubin, source)
+        kept = persistent_state(cubin)
         if kept:
             raise CompileFailed(
                 f"{self.source_name}: the module keeps state between launches: {', '.join(kept)}. A kernel must do "
