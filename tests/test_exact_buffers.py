@@ -351,3 +351,14 @@ async def test_minus_one_is_a_value_and_8_bit_outputs_take_byte_writes(make_clie
         assert good["status"] == "benchmarked" and good["generality"]["passed"], good["message"]
         bad = await call(client, "submit_kernel", {"session_id": sid, "source": SIGN_KERNEL.replace("BYTE", "-v")})
         assert bad["failure"] == "wrong_result" and "b (int8) differs" in bad["message"], bad["message"]
+
+
+async def test_an_int64_range_past_float64_s_integers_is_refused(make_client) -> None:
+    """References are float64: past 2^53 they lose integers, and a correct y = x + 1 failed while y = x passed (a
+    hostile review). Such a range is refused where the problem is read, naming the bound."""
+    big = ('NAME = "plus_one_big"\nSIZES = {"N": 256}\nDTYPES = ("f32",)\n'
+           'INPUTS = {"x": ("int64", ("N",), ("1152921504606846976", "2305843009213693952"))}\n'
+           'OUTPUTS = {"y": ("int64", ("N",))}\nSCALARS = ("N",)\n\ndef reference(x, *, xp):\n    return x + 1\n')
+    async with make_client() as (client, _):
+        result = await client.call_tool("define_problem", {"source": big})
+        assert result.is_error and "9007199254740992" in result.content[0].text, result.content[0].text

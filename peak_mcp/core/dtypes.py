@@ -16,7 +16,9 @@ C_TYPES = {"f32": "float", "f16": "__half", "bf16": "__nv_bfloat16"}
 EXACT_C_TYPES = {"int32": "int", "int64": "long long", "uint8": "unsigned char", "int8": "signed char",
                  "bool": "bool"}
 # The full range of each exact type, [low, high): a declared range must lie within it.
-EXACT_LIMITS = {"int32": (-2**31, 2**31), "int64": (-2**63, 2**63), "uint8": (0, 256), "int8": (-128, 128),
+# int64 stops at +-2**53: references are float64, which holds every integer only that far (a correct kernel failed
+# and a wrong one passed at 2**60 before).
+EXACT_LIMITS = {"int32": (-2**31, 2**31), "int64": (-2**53, 2**53), "uint8": (0, 256), "int8": (-128, 128),
                 "bool": (0, 2)}
 
 
