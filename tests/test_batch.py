@@ -162,11 +162,30 @@ def test_batch_spreads_problems_over_every_device(tmp_path: Path) -> None:
 
 def test_a_map_names_kernels_beside_it_and_refuses_what_it_cannot_use(tmp_path: Path) -> None:
     path = tmp_path / "map.json"
-    path.write_text(json.dumps({"19_ReLU": "relu.cu", "kb_1": {"kernel": "/abs/mm.cu", "sizes": {"N": 512}}}))
-    assert read_map(path) == {"19_ReLU": {"kernel": str(tmp_path / "relu.cu")},
-                              "kb_1": {"kernel": "/abs/mm.cu", "sizes": {"N": 512}}}
+    path.write_text(json.dumps({"19_ReLU": "relu.cu", "kb_1": {"kernel": "sub/mm.cu", "sizes": {"N": 512}}}))
+    root = tmp_path.resolve()
+    assert read_map(path) == {"19_ReLU": {"kernel": str(root / "relu.cu")},
+                              "kb_1": {"kernel": str(root / "sub" / "mm.cu"), "sizes": {"N": 512}}}
+    # a map is data: it may not pull host files into the store as "kernels" (a hostile review read the environ)
     for bad, said in (([1], "not a JSON object"), ({"a": 3}, "names no kernel file"),
-                      ({"a": {"kernel": "k.cu", "sizes": {"N": "big"}}}, "has sizes")):
+                      ({"a": {"kernel": "k.cu", "sizes": {"N": "big"}}}, "has sizes"),
+                      ({"a": "/proc/self/environ"}, "outside the map's folder"),
+                      ({"a": "../secret.cu"}, "outside the map's folder")):
         path.write_text(json.dumps(bad))
         with pytest.raises(InvalidInput, match=said):
             read_map(path)
+
+
+def test_a_kernel_file_that_is_not_a_regular_small_file_is_not_read(tmp_path: Path) -> None:
+    import os
+
+    from peak_mcp.loop.batch import read_kernel
+
+    fifo = tmp_path / "k.cu"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        read_kernel(fifo)
+    big = tmp_path / "big.cu"
+    big.write_text("x" * (300 * 1024))
+    with pytest.raises(ValueError, match="over the"):
+        read_kernel(big)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import json
 import queue
+import stat
 import threading
 import time
 from collections import deque
@@ -25,6 +26,7 @@ from peak_mcp.backends.registry import BACKENDS
 from peak_mcp.core.errors import InvalidInput, PeakError
 from peak_mcp.core.text_safety import clean
 from peak_mcp.loop.context import Progress, quiet
+from peak_mcp.loop.pipeline.admit import MAX_SOURCE_BYTES
 from peak_mcp.loop.service import PeakService
 from peak_mcp.runner.pool import CANCEL
 from peak_mcp.store.records import Status
@@ -149,9 +151,24 @@ def read_map(path: Path) -> dict[str, dict[str, Any]]:
         if sizes is not None and not (isinstance(sizes, dict) and all(
                 isinstance(v, int) and not isinstance(v, bool) for v in sizes.values())):
             raise InvalidInput(f"the map's entry {key!r} has sizes {sizes!r}", 'write {"N": 1024, ...}')
-        kernel = Path(entry["kernel"])
-        out[key] = {**entry, "kernel": str(kernel if kernel.is_absolute() else path.parent / kernel)}
+        folder = path.parent.resolve()
+        kernel = (folder / entry["kernel"]).resolve()
+        if not kernel.is_relative_to(folder):  # a map is data: it names kernels beside it, not /proc/self/environ
+            raise InvalidInput(f"the map's entry {key!r} names {entry['kernel']!r}, outside the map's folder",
+                               "put the kernels in the map's folder (or below it) and name them relative to it.")
+        out[key] = {**entry, "kernel": str(kernel)}
     return out
+
+
+def read_kernel(path: Path) -> str:
+    """A kernel file's text: a regular file of at most MAX_SOURCE_BYTES (a FIFO or /dev/zero would hang or fill
+    memory). OSError or UnicodeDecodeError as open and read raise them; ValueError for the rest."""
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError(f"{path.name} is not a regular file")
+    if info.st_size > MAX_SOURCE_BYTES:
+        raise ValueError(f"{path.name} is {info.st_size:,} bytes, over the {MAX_SOURCE_BYTES:,} a kernel may have")
+    return path.read_text()
 
 
 def plan(service: PeakService, backend: str, problems_dir: Path | None, kernels_dir: Path | None,
@@ -274,8 +291,8 @@ class BatchRunner:
         source = item.source
         if source is None:
             try:
-                source = Path(item.kernel).read_text() if item.kernel else None
-            except (OSError, UnicodeDecodeError) as exc:
+                source = read_kernel(Path(item.kernel)) if item.kernel else None
+            except (OSError, UnicodeDecodeError, ValueError) as exc:
                 return _unrun(item, "missing_kernel" if isinstance(exc, FileNotFoundError) else "error",
                               f"cannot read {item.kernel}: {exc}")
             if source is None:
