@@ -163,12 +163,13 @@ def read_map(path: Path) -> dict[str, dict[str, Any]]:
 def read_kernel(path: Path) -> str:
     """A kernel file's text: a regular file of at most MAX_SOURCE_BYTES (a FIFO or /dev/zero would hang or fill
     memory). OSError or UnicodeDecodeError as open and read raise them; ValueError for the rest."""
-    info = path.stat()
-    if not stat.S_ISREG(info.st_mode):
+    if not stat.S_ISREG(path.stat().st_mode):
         raise ValueError(f"{path.name} is not a regular file")
-    if info.st_size > MAX_SOURCE_BYTES:
-        raise ValueError(f"{path.name} is {info.st_size:,} bytes, over the {MAX_SOURCE_BYTES:,} a kernel may have")
-    return path.read_text()
+    with path.open("rb") as file:  # st_size can be 0 for a file that is not (/proc): read one byte past the limit
+        data = file.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:
+        raise ValueError(f"{path.name} is over the {MAX_SOURCE_BYTES:,} bytes a kernel may have")
+    return data.decode()
 
 
 def plan(service: PeakService, backend: str, problems_dir: Path | None, kernels_dir: Path | None,
@@ -218,7 +219,8 @@ def _with_kernel(item: BatchItem, entry: dict[str, Any] | None, kernels_dir: Pat
     if kernels_dir is None:
         return item
     candidates = list(dict.fromkeys(kernels_dir / f"{stem}{suffix}" for stem in stems))
-    found = next((c for c in candidates if c.is_file()), None)
+    inside = kernels_dir.resolve()  # a link out of the folder is not one of its kernels
+    found = next((c for c in candidates if c.is_file() and c.resolve().is_relative_to(inside)), None)
     if found is None:
         return item.model_copy(update={"looked_for": [str(c) for c in candidates]})
     return item.model_copy(update={"kernel": str(found)})
