@@ -44,7 +44,7 @@ from peak_mcp.problems.declared import DeclaredProblem
 log = structlog.get_logger("peak_mcp.problems")
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 # Importing numpy and running the reference at small sizes takes about a second; a KernelBench network (level 3) is
-# built and run a dozen times, at its own image size where it has a fixed one, and checked once in float64: up to
+# built and run a dozen times, at its own image size where it has a fixed one, and checked once in float64:
 # up to 240 s on a busy 2-core machine (tools/kernelbench_acceptance.py's seconds: UNet 239, VGG19 222, the level-3
 # median 33). A loop is still stopped.
 DESCRIBE_TIMEOUT_S = 300.0
