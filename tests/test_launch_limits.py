@@ -17,6 +17,8 @@ KERNEL = ('// peak: entry=k grid=(1, 1, 1) block=(1, 1, 1)\nextern "C" __global_
     ("grid=(1, 1, 1) block=(64, 32, 1)", "2048 threads, over 1024"),
     ("grid=(1, 70001, 1) block=(32, 1, 1)", "grid dimension y=70001 is over 65535"),
     ("grid=(1, 1, 1) block=(1, 1, 128)", "block dimension z=128 is over 64"),
+    ("grid=(1, 1, 1) block=(32, 1, 1) shared=M*1000000000", "shared=8,000,000,000 bytes is over the"),
+    ("grid=(16, 1, 1) block=(32, 1, 1) cluster=(16, 1, 1)", "more than 8 blocks"),
 ])
 async def test_a_compile_only_session_refuses_a_launch_no_device_can_run(make_client, launch: str, named: str) -> None:
     source = KERNEL.replace("grid=(1, 1, 1) block=(1, 1, 1)", launch)

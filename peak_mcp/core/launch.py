@@ -172,6 +172,7 @@ PORTABLE_BLOCK = (1024, 1024, 64)
 PORTABLE_THREADS = 1024
 PORTABLE_GRID = (2**31 - 1, 65535, 65535)
 PORTABLE_GROUPS = (65535, 65535, 65535)
+PORTABLE_CLUSTER = 8  # blocks in a thread block cluster
 
 
 def beyond_portable_limits(geometry: Mapping[str, Any]) -> str | None:
@@ -182,6 +183,9 @@ def beyond_portable_limits(geometry: Mapping[str, Any]) -> str | None:
             if d > limit:
                 most = "every Vulkan device launches" if name == "groups" else "any device launches"
                 return f"{name} dimension {'xyz'[axis]}={d} is over {limit}, the most {most}"
+    cluster = geometry.get("cluster")
+    if cluster and cluster[0] * cluster[1] * cluster[2] > PORTABLE_CLUSTER:
+        return f"cluster={tuple(cluster)} has more than {PORTABLE_CLUSTER} blocks, the portable limit"
     block = geometry.get("block")
     if block and block[0] * block[1] * block[2] > PORTABLE_THREADS:
         return (f"block={tuple(block)} is {block[0] * block[1] * block[2]} threads, over {PORTABLE_THREADS}, the most "

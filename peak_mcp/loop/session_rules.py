@@ -27,11 +27,12 @@ def session_rules(problem: Problem, backend: str, dtype: str, sizes: Mapping[str
     if backend == "cuda":
         lines.append("Compiler: NVRTC, C++17, one file; the CUDA toolkit's device headers (cuda_fp16.h, cuda_bf16.h, "
                      "mma.h, math_constants.h, cuda_pipeline.h) and CCCL's (cub/block/*.cuh, cub/warp/*.cuh, "
-                     "cuda/barrier, cuda/pipeline, cooperative_groups.h); no host C or C++ library: INFINITY is "
-                     "CUDART_INF_F (math_constants.h), and no <cmath> or <cstdio> beyond printf.")
+                     "cuda/barrier, cuda/pipeline, cuda/std/cmath, cooperative_groups.h); no host C or C++ "
+                     "library (<cmath>, <cstdio>; printf is built in): INFINITY is CUDART_INF_F (math_constants.h).")
     if not runs:
         lines.append("No device here: a submission is compiled and its launch checked against the limits every "
-                     "device has; it is not run, validated or timed, so nothing here says it is correct.")
+                     "device has (grid, block, cluster; shared against the target's); it is not run, validated or "
+                     "timed, so nothing here says it is correct.")
     return "\n".join(f"- {line}" for line in lines)
 
 
@@ -42,7 +43,8 @@ def _correctness(problem: Problem, dtype: str, sizes: Mapping[str, int]) -> str:
     said = (f"Correct means: every float output within {tolerance.summary()}"
             + (f"; {', '.join(exact)} equal to the reference in every element" if exact else "")
             + ". Each submission is checked on fresh random inputs (and a stress draw where the problem has one), "
-              "at other sizes, on repeated launches and under the sanitizer where the device has one.")
+            + ("at other sizes, " if problem.symbols else "")
+            + "on repeated launches and under the sanitizer where the device has one.")
     return said
 
 
@@ -52,13 +54,15 @@ def _launch_line(problem: Problem, backend: str, device: Device) -> str:
                "+ - * // %, cdiv(a, b), min, max")
     if backend == "hlsl":
         return f"Launch line: groups=(x, y, z) takes expressions of {grammar}; [numthreads] is in the source."
+    line = f"Launch line: grid=, block= and shared= (dynamic bytes) take expressions of {grammar}"
+    if backend != "cuda":
+        return line + "."
     optin = device.prop("shared_per_block_optin_bytes")
     if optin is None:
         limits = cuda_limits(device.arch)
         optin = limits.shared_per_block_optin_bytes if limits else None
-    shared = (f"shared= is dynamic bytes: over 48 KB the server opts the kernel in, up to {optin // 1024} KB a block "
-              "on this target" if optin else "shared= is dynamic bytes: over 48 KB the server opts the kernel in")
-    return f"Launch line: grid=, block= and shared= take expressions of {grammar}; {shared}."
+    return line + ("; over 48 KB of shared the server opts the kernel in" +
+                   (f", up to {optin // 1024} KB a block on this target." if optin else "."))
 
 
 def _wide_buffers(problem: Problem, dtype: str, sizes: Mapping[str, int]) -> str:

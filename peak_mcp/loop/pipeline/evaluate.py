@@ -3,8 +3,11 @@ configuration and size (compile -> validate -> benchmark), and what that result 
 
 from __future__ import annotations
 
+from typing import Any
+
 from peak_mcp.core.errors import PeakError
 from peak_mcp.core.launch import beyond_portable_limits
+from peak_mcp.evaluation.profiling.occupancy import cuda_limits
 from peak_mcp.loop.context import LoopContext, Progress
 from peak_mcp.loop.pipeline.verdicts import judge
 from peak_mcp.runner.messages import EvaluateJob
@@ -30,7 +33,8 @@ def evaluate(ctx: LoopContext, session: SessionRow, source: str, progress: Progr
     except PeakError as exc:
         return Outcome(status=Status.INVALID_ANNOTATION, failure="annotation", message=str(exc))
     runs = session.device_index >= 0
-    beyond = None if runs else beyond_portable_limits(geometry)  # with a device, its own limits are checked
+    # with a device, its own limits are checked; without one, every device's, and the target's shared memory
+    beyond = None if runs else beyond_portable_limits(geometry) or _over_target_shared(ctx, session, geometry)
     if beyond:
         return Outcome(status=Status.INVALID_ANNOTATION, failure="launch_geometry",
                        message=f"the launch at these sizes cannot run: {beyond}")
@@ -51,3 +55,15 @@ def verdict(ctx: LoopContext, session: SessionRow, result: EvaluateResult, runs:
     (verdicts.judge)."""
     return judge(result, problem=ctx.problem(session.problem), backend=session.backend, dtype=session.dtype,
                  sizes=sizes, device=ctx.device_of(session), runs=runs)
+
+
+def _over_target_shared(ctx: LoopContext, session: SessionRow, geometry: dict[str, Any]) -> str | None:
+    """Dynamic shared memory past what the session's CUDA target gives a block (its opt-in limit), or None."""
+    if session.backend != "cuda":
+        return None
+    limits = cuda_limits(ctx.device_of(session).arch)
+    shared = int(geometry.get("shared") or 0)
+    if limits is None or shared <= limits.shared_per_block_optin_bytes:
+        return None
+    return (f"shared={shared:,} bytes is over the {limits.shared_per_block_optin_bytes:,} a block may have on "
+            f"{ctx.device_of(session).arch}")
