@@ -18,6 +18,7 @@ from peak_mcp.problems.kernelbench.exact import draw_exact
 from peak_mcp.problems.kernelbench.fitting import evaluate_expression
 
 SIGNED = {"uniform01": (-1.0, 1.0), "halfnormal": (-3.0, 3.0)}  # the non-negative draws, and their signed range
+DRAW_WORDS = {"uniform01": "uniform in [0, 1)", "halfnormal": "|standard normal|"}
 
 
 def signed_stress(declaration: Mapping[str, Any], distributions: Mapping[str, str],
@@ -57,6 +58,6 @@ def signed_stress(declaration: Mapping[str, Any], distributions: Mapping[str, st
 def stress_line(ranges: Mapping[str, tuple[float, float]], distributions: Mapping[str, str]) -> str:
     """The definition's line on the draws: as get_inputs draws them, and the signed stress trial."""
     said = ", ".join(f"{n} in ({lo:g}, {hi:g})" for n, (lo, hi) in ranges.items())
-    kinds = ", ".join(f"{n}: {distributions[n]}" for n in ranges)
+    kinds = ", ".join(f"{n} {DRAW_WORDS.get(distributions[n], distributions[n])}" for n in ranges)
     return (f"Inputs: drawn as get_inputs draws them ({kinds}); one validation trial draws {said} instead, so a "
             "kernel must be right for negative values too.")
