@@ -22,7 +22,7 @@ from peak_mcp.backends.cuda_extended import ExtendedLaunch
 from peak_mcp.backends.includes import check_source, refusal_log, sanitize_log, short_paths
 from peak_mcp.backends.nvrtc_child import NvrtcChildren
 from peak_mcp.backends.tensor_maps import unencodable_note
-from peak_mcp.core.errors import InvalidInput
+from peak_mcp.core.errors import DeviceMemory, InvalidInput
 from peak_mcp.core.launch import LaunchSpec
 
 # Headers the project ships for kernels to include (`#include <peak/hopper.cuh>`): tested device code for what an
@@ -245,8 +245,11 @@ class CudaExecutor(Executor):
         try:
             return self.xp.empty(nbytes, self.xp.uint8)
         except self.xp.cuda.memory.OutOfMemoryError:
-            raise InvalidInput(f"out of GPU memory allocating {nbytes:,} bytes on {self.facts.name}",
-                               "choose smaller sizes.") from None
+            free, total = self.xp.cuda.runtime.memGetInfo()  # after cupy gave its cached blocks back
+            raise DeviceMemory(f"out of GPU memory allocating a buffer of {nbytes:,} bytes on {self.facts.name}, not "
+                               f"because of the kernel: {free / 2**30:.1f} GiB free of {total / 2**30:.1f} GiB "
+                               "(other sessions' buffers on this device count too)",
+                               "choose smaller sizes, or submit again once other sessions' jobs are done.") from None
 
     def free(self, buf: Any) -> None:
         pass  # cupy returns the memory to its pool when the last reference goes

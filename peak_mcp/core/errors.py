@@ -37,6 +37,13 @@ class Unavailable(PeakError):
     kind = "unavailable"
 
 
+class DeviceMemory(PeakError):
+    """The device had too little free memory for the job: the server's or the machine's limit, not the kernel's
+    fault (runner/device_memory.py gives cached memory back and words it)."""
+
+    kind = "device_memory"
+
+
 def busy_note() -> str:
     """What a timeout message says about the machine: the load average against the core count when the machine is
     busier than its cores (a slow launch is then the machine's doing, not the kernel's), else nothing."""

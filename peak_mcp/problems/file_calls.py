@@ -173,7 +173,7 @@ class FileCalls:
             value = to_float64(inputs[buf.name], buf.dtype or dtype).reshape(self._shape(buf, sizes))
             if host:
                 value = xp.asnumpy(value)
-            args.append(value.astype(precision))
+            args.append(value.astype(precision, copy=False))  # a fresh array: no second copy
         keywords = self._keywords("reference", sizes, mod if self.declaration.reference_takes_xp else None)
         result = self._call("reference", *args, **keywords)
         outputs = self._outputs("reference", result, sizes, mod)

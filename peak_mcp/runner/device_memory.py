@@ -12,11 +12,11 @@ import contextlib
 import gc
 import sys
 
-from peak_mcp.core.errors import PeakError
+from peak_mcp.core.errors import DeviceMemory
 
-KIND = "device_memory"
 _OOM_NAMES = ("OutOfMemoryError",)  # cupy.cuda.memory.OutOfMemoryError, torch.OutOfMemoryError
-_OOM_TEXTS = ("out of memory", "CUDA_ERROR_OUT_OF_MEMORY", "cudaErrorMemoryAllocation", "hipErrorOutOfMemory")
+_OOM_TEXTS = ("out of memory", "out of device memory",  # torch's and cupy's texts, the Vulkan runtime's
+              "CUDA_ERROR_OUT_OF_MEMORY", "cudaErrorMemoryAllocation", "hipErrorOutOfMemory")
 
 
 def release(collect: bool = True) -> None:
@@ -62,17 +62,11 @@ def free_note() -> str:
     return f"; the device has {free / 2**30:.1f} GiB free of {total / 2**30:.1f} GiB now"
 
 
-class DeviceMemoryError(PeakError):
-    """The device had too little memory for the job: the server's or the machine's limit, not the kernel's fault."""
-
-    kind = KIND
-
-
-def device_memory_error(error: str, where: str, note: str | None = None) -> DeviceMemoryError:
+def device_memory_error(error: str, where: str, note: str | None = None) -> DeviceMemory:
     """`error` (an out-of-memory error's text) said as the device's, not the kernel's; `note`: free memory as
     measured by the process that ran out (else measured here)."""
     text = error.split("\n")[0][:300]
-    return DeviceMemoryError(
+    return DeviceMemory(
         f"the device ran out of memory in {where}, not because of the kernel: {text}"
         f"{free_note() if note is None else note}. The server gives back what finished jobs held; other sessions' "
         "buffers on the same device count too",

@@ -153,16 +153,17 @@ def main(argv: list[str] | None = None) -> int:
             if not isinstance(exc, PeakError):
                 traceback.print_exc(file=sys.stderr)
             reply, out = _error(exc), []
-        del arrays  # the request's, before the next one arrives
-        if reply.get("memory"):  # measured here, after this host gave back its cache
+        del arrays  # the request's
+        # Cached device blocks (torch's allocator, cupy's pool) back to the driver before the answer: the worker
+        # allocates next (the answer's arrays are the host's). free_note releases them first.
+        if reply.get("memory"):
             reply["free"] = device_memory.free_note()
+        else:
+            device_memory.release()
         try:
             wire.send(sock, reply, out)
         except wire.WireError:
             return 0
-        del reply, out
-        # cached device blocks (torch's allocator, cupy's pool) back to the driver: the worker allocates next
-        device_memory.release()
 
 
 if __name__ == "__main__":
