@@ -234,6 +234,7 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
         stress = trials >= 2 and problem.stress_ranges()
         for trial in range(trials):
             s = made[trial % len(made)]
+            s.inputs, s.refs = {}, {}  # a reused set's last arrays go before the next are made (device memory)
             if problem.source != "built-in":  # a hang from here on is the problem file's (see pool.PROBLEM_CODE)
                 progress(f"validate trial {trial + 1}/{trials}: inputs and reference {PROBLEM_CODE} {problem.source}")
             stressed = stress and trial == trials - 1

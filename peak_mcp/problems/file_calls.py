@@ -215,7 +215,8 @@ class FileCalls:
             if buf.exact:
                 refs[buf.name] = self._exact_reference(buf, ref, xp)
                 continue
-            lp = to_float64(from_float(rough[buf.name].reshape(-1).astype(np.float32), out_dtype), out_dtype)
+            lp = to_float64(from_float(rough.pop(buf.name).reshape(-1).astype(np.float32), out_dtype),
+                            out_dtype)  # popped: gone before the bound's arrays are made
             magnitude = magnitude_of(ref, xp)
             if ref.size == 1:  # one value (a loss): see SINGLE_VALUE
                 magnitude = xp.maximum(magnitude, xp.abs(lp - ref) / COMPUTE_ROUNDOFF)
