@@ -28,6 +28,7 @@ from peak_mcp.runner import problem_wire as wire
 
 MAX_MESSAGE = 1000
 CALL_FLOOR_BYTES = 1 << 30
+MAX_NOTES = 32  # progress notes relayed per call: a host's steps say a few; a flood is not progress
 
 
 def _to_host(value: Any) -> Any:
@@ -118,8 +119,11 @@ class RemoteCode:
                            f"{sum(a.nbytes for a in arrays) / 2**20:,.0f} MiB")
                 wire.send(self.sock, header, arrays)
                 reply, received = wire.receive(self.sock, limit)
+                notes = 0
                 while set(reply) == {"note", "arrays"} and not received:  # the host's progress, then its answer
-                    self._note(clean(str(reply["note"]), 200))
+                    notes += 1
+                    if notes <= MAX_NOTES:  # past it, a host's notes no longer keep the job alive
+                        self._note(clean(str(reply["note"]), 200))
                     reply, received = wire.receive(self.sock, limit)
             except wire.WireError as exc:
                 self.broken = str(exc)

@@ -94,7 +94,9 @@ class Runner:
         else:
             torch = probe.torch
             model = self.model(values, ("float64", device), lambda m: probe.converted(m, device, torch.float64))
-            tensors = self.typed([torch.tensor(np.asarray(a, dtype=np.float64), device=device) for a in arrays])
+            # no host copy: float32 crosses to the device as it is and widens there; forward copies what it is given
+            tensors = self.typed([torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=torch.float64)
+                                  for a in arrays])
             args, params = self.split(tensors, values)
             overrides = dict(zip(self.param_paths, params, strict=True))
             outs = [host64(o) for o in outputs_of(probe.forward(model, args, values, overrides or None))]
