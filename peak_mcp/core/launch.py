@@ -434,7 +434,9 @@ def _check_own_defines(source: str, params: Mapping[str, list[int]]) -> None:
 def _example(needs: tuple[str, ...], symbols: tuple[str, ...] = ()) -> str:
     """A launch line in the problem's own size symbols: matmul's 2-D tiling of C, else one thread per element of
     the first symbol (`cdiv(ROWS, 256)`)."""
-    if {"M", "N"} <= set(symbols) or not symbols:
+    if not symbols:  # a problem at fixed sizes: the counts are plain numbers
+        grid, block = "1024, 1, 1", "256, 1, 1"
+    elif {"M", "N"} <= set(symbols):
         grid, block = "cdiv(N, 16), cdiv(M, 16), 1", "16, 16, 1"
     else:
         grid, block = f"cdiv({symbols[0]}, 256), 1, 1", "256, 1, 1"

@@ -46,7 +46,8 @@ class Tuner:
             raise InvalidInput(f"budget_s={budget_s} is out of range", "use 1 to 3600 seconds.")
         spec = self.ctx.spec(session, v.source)
         if not spec.params:
-            size = self.ctx.problem(session.problem).symbols[0]
+            symbols = self.ctx.problem(session.problem).symbols
+            size = symbols[0] if symbols else "1048576"  # a problem at fixed sizes: a number
             launch = (f"groups=(cdiv({size}, BLOCK), 1, 1) with [numthreads(BLOCK, 1, 1)]" if session.backend == "hlsl"
                       else f"grid=(cdiv({size}, BLOCK), 1, 1) block=(BLOCK, 1, 1)")
             raise InvalidInput(f"version {v.number} declares no tuning parameters",
