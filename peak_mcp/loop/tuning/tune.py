@@ -79,7 +79,19 @@ class Tuner:
                             budget_s=budget_s, batch_size=fan.plan)
         self.choose_best(session, v.source, spec, report, progress)
         columns: dict[str, Any] = {}
-        if report.best is not None:
+        if report.best is not None and v.timing and (v.timing.params or spec.config()) == report.best.params:
+            # The search's fastest is the configuration the version was timed with: nothing to adopt. A new full
+            # timing of it would only replace a measurement with another (an agent saw 0.55 ms become 0.76 ms).
+            report.recorded = BestConfig(params=report.best.params, median_ms=v.timing.median_ms,
+                                         tflops=v.timing.tflops, gbps=v.timing.gbps)
+            report.recorded_device = session.device_index
+            # the same measurement, now known to be the tuned configuration (children take it as their parent's)
+            columns["timing"] = v.timing.model_copy(update={"params": report.best.params,
+                                                            "params_from": "tuned"}).model_dump(mode="json")
+            report.stopped += (f"; the search's fastest, {Config(params=report.best.params).label()}, is "
+                               f"v{v.number}'s own configuration: nothing to adopt, its recorded time stays "
+                               f"{v.timing.median_ms:.4g} ms")
+        elif report.best is not None:
             progress(f"tuning: full validation and timing of {Config(params=report.best.params).label()}")
             tuned = evaluate(self.ctx, session, v.source, progress, params=report.best.params,
                              vendor_ms=session.vendor_ms)
