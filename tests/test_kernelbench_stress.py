@@ -88,3 +88,19 @@ def test_kernelbench_s_own_leaky_relu_gets_the_signed_trial() -> None:
     source = (Path(__file__).resolve().parent / "data" / "kernelbench" / "kb_20_leakyrelu.py").read_text()
     declaration = declare_kernelbench(from_source(source, "kb_20_leakyrelu"), "kb_20_leakyrelu").declaration
     assert declaration["STRESS_RANGE"] == {"x": (-1.0, 1.0)}  # torch.rand, unedited
+
+
+def test_the_definition_gives_init_defaults_and_hlsl_names_its_keyword_output(tmp_path: Path) -> None:
+    """An agent found LeakyReLU's slope only in a failure report: get_init_inputs gives nothing and the slope is
+    __init__'s default. And `out`, every KernelBench output's name, is an HLSL keyword it declared in vain."""
+    from peak_mcp.problems.declared import DeclaredProblem
+    from peak_mcp.problems.registry import describe_in_subprocess
+
+    source = textwrap.dedent(LEAKY).replace("def __init__(self, negative_slope):",
+                                            "def __init__(self, negative_slope=0.01):").replace(
+        "return [negative_slope]", "return []")
+    (tmp_path / "leaky_default.py").write_text(source)
+    problem = DeclaredProblem(describe_in_subprocess(tmp_path / "leaky_default.py", timeout_s=60))
+    assert "Built as Model(negative_slope=0.01)" in problem.definition
+    assert "out is an HLSL keyword: give the binding another name" in problem.abi("hlsl", "f32")
+    assert "HLSL keyword" not in problem.abi("cuda", "f32")

@@ -24,6 +24,9 @@ KERNEL = ('// peak: entry=k grid=(1, 1, 1) block=(1, 1, 1)\n{decl}\nextern "C" _
     # a name in the toolkit's own namespace is still the kernel's state when the kernel declares it
     ("__device__ int __nv_atomic_triv_cp_helper_mine[64];", "C[0] = ++__nv_atomic_triv_cp_helper_mine[0];",
      "'__nv_atomic"),
+    # a namespace-scope constexpr is emitted as a __device__ variable: the message says what to write instead
+    ("constexpr int TB = 256;", "__shared__ float t[TB]; t[threadIdx.x] = A[0]; __syncthreads(); "
+     "C[0] = t[(threadIdx.x + 1) % TB] + (float)(&TB != nullptr);", "make it a #define"),
     # many small ones together: past what the headers' own add up to
     ("namespace cub { __device__ long long " + ", ".join(f"v{i}" for i in range(2100)) + "; }",
      "cub::v0 += 1; C[0] = A[0] + cub::v0 + cub::v2099;", "small variables in the toolkit's namespaces"),

@@ -198,7 +198,9 @@ class CudaExecutor(Executor):
             raise CompileFailed(
                 f"{self.source_name}: the module keeps state between launches: {', '.join(kept)}. A kernel must do "
                 "all of its work on every launch from its arguments alone; use registers or __shared__ memory for "
-                "scratch, __constant__ for tables, and no device malloc")
+                "scratch, __constant__ for tables, and no device malloc. A `constexpr` or `const` variable at "
+                "namespace scope is emitted as such a variable too: make it a #define, a constexpr inside the "
+                "kernel, or __constant__")
         kernels = kernel_names(cubin)
         if spec.entry not in kernels:  # after preprocessing: under `#if 0` the entry exists only as text
             raise CompileFailed(

@@ -91,6 +91,12 @@ _HIP_NOTE = ("HIP: include <hip/hip_runtime.h> (and <hip/hip_fp16.h> for __half,
 
 
 # --- the problem ---------------------------------------------------------------------------------------------
+# Buffer names an HLSL source cannot declare (parameter modifiers and types a KernelBench name may take).
+HLSL_KEYWORDS = frozenset({"out", "in", "inout", "uniform", "point", "line", "triangle", "vector", "matrix",
+                           "sample", "precise", "shared", "groupshared", "register", "packoffset", "linear",
+                           "centroid", "nointerpolation", "noperspective", "string", "texture", "sampler", "buffer"})
+
+
 class DeclaredProblem(FileCalls, Problem):
     """A problem from a declaration. Server-side methods read only the declaration; worker-side ones import the
     problem file (in a worker process only)."""
@@ -199,6 +205,10 @@ class DeclaredProblem(FileCalls, Problem):
                      "[[vk::push_constant]] ConstantBuffer<Params> p;" if d.scalars else "No push constants.",
                      "Annotation: // peak: entry=main groups=(gx, gy, gz); the thread-group size is [numthreads].",
                      "Sizes need not be multiples of any tile unless the session says so."]
+            reserved = [b.name for b, _ in buffers if b.name in HLSL_KEYWORDS]
+            if reserved:  # KernelBench names every output `out`: declared as such, glslang says only "Expected"
+                said = "is an HLSL keyword" if len(reserved) == 1 else "are HLSL keywords"
+                lines.append(f"{', '.join(reserved)} {said}: give the binding another name (bindings go by number).")
         else:
             params = [f"{'' if out else 'const '}{C_TYPE[backend].get(b.dtype or dtype, 'float')}* {b.name}"
                       for b, out in buffers] + [f"int {s.name}" for s in d.scalars]

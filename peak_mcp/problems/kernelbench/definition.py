@@ -27,7 +27,9 @@ def init_call(model_cls: type, init_args: list[Any]) -> str:
     """`Model(dim=1, eps=1e-05)`: the arguments by `__init__`'s parameter names where they bind, else in order."""
     try:
         bound = inspect.signature(model_cls).bind(*init_args)
-        words = [f"{k}={_short(v)}" for k, v in bound.arguments.items()]
+        bound.apply_defaults()  # Model() with negative_slope=0.01 by default: the kernel needs that value too
+        words = [f"{k}={_short(v)}" for k, v in bound.arguments.items()
+                 if not isinstance(v, tuple | dict) or v]  # not an empty *args or **kwargs
     except (TypeError, ValueError):
         words = [_short(v) for v in init_args]
     return f"Model({', '.join(words)})"
