@@ -4,7 +4,8 @@
 #
 # Here, first:   tools/kernelbench_batch.sh prepare
 #     copies the files named in tools/kernelbench_batch/problems.txt out of the KernelBench mirror ($KB_MIRROR, a git
-#     dir) into build/kernelbench/ (ignored by git; carry it); LEVEL=level1 takes a whole level instead.
+#     dir) into build/kernelbench/ (ignored by git; carry it); PROBLEMS_LIST names another list; LEVEL=level1 takes
+#     a whole level instead.
 # There:         OUT=... tools/kernelbench_batch.sh            (carry .whl, from tools/build_wheelhouse.sh, and
 #     build/kernelbench). PROBLEMS (default build/kernelbench), KERNELS (default tools/kernelbench_batch/kernels),
 #     MAP (a JSON map problem -> kernel, optional), P (default "0 1 1.5 2"), BATCH_TIMEOUT (seconds, default 560).
@@ -16,7 +17,7 @@ if [ "${1:-}" = prepare ]; then
     if [ -n "${LEVEL:-}" ]; then
         files=$(git -C "$mirror" ls-tree --name-only "HEAD:KernelBench/$LEVEL" | grep '\.py$' | sed "s#^#$LEVEL/#")
     else
-        files=$(grep -v '^#' tools/kernelbench_batch/problems.txt)
+        files=$(grep -v '^#' "${PROBLEMS_LIST:-tools/kernelbench_batch/problems.txt}")
     fi
     for f in $files; do
         git -C "$mirror" show "HEAD:KernelBench/$f" > "build/kernelbench/$(basename "$f")" || exit 1
