@@ -68,10 +68,10 @@ async def test_results_are_lean_and_valid(make_client) -> None:
         assert "K=4096" in info["note"]  # partial sizes are filled, and the answer says so
         assert "max_compute_workgroup_count" not in info["device"]  # the device in brief
         text = started.content[0].text  # a summary of the record, not the same JSON again
-        # a summary: apart from the session's ABI, which both carry whole (an agent writes its kernel from it), under
-        # half the JSON
-        whole = len(info["abi"])
-        assert not text.startswith("{") and info["abi"] in text
+        # a summary: apart from the session's ABI and rules, which both carry whole (an agent writes its kernel from
+        # them), under half the JSON
+        whole = len(info["abi"]) + len(info["rules"])
+        assert not text.startswith("{") and info["abi"] in text and info["rules"] in text
         assert len(text) - whole < (len(json.dumps(info, separators=(",", ":"))) - whole) / 2
         assert text.startswith(f"session {info['session_id']}: matmul f32 M=64,N=48,K=4096 on ")
         assert f"v0 {info['version_0']['status']} [naive]" in text and "message: " in text and "head v0" in text

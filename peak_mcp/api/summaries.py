@@ -300,9 +300,12 @@ def tune(d: dict[str, Any]) -> list[str]:
         lines.append("fastest in the search (their first short timings): " + "; ".join(
             " ".join(f"{k}={v}" for k, v in r["params"].items()) + f" {_g(r.get('median_ms'))} ms"
             + (f" (cv {_g(r['cv'])})" if r.get("cv") is not None else "") for r in timed))
-    failed = [r for r in d.get("results") or [] if r.get("status") == "failed"]
-    if failed or d.get("pruned"):
-        lines.append(f"{len(failed)} failed their checks, {len(d.get('pruned') or [])} pruned (listed in the record)")
+    failed = d.get("failed_count", 0)  # counted before the answer kept its few
+    pruned = d.get("pruned_count", 0)
+    if failed or pruned:
+        lines.append(f"{failed} failed their checks, {pruned} pruned (each in the record)")
+    if d.get("tried") and not d.get("passed_count"):
+        lines.append(f"none of the {d['tried']} configurations tried passed its checks: the version keeps what it had")
     return [*lines, standing(d, "best_version")]
 
 

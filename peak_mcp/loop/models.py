@@ -231,6 +231,10 @@ class TuneAnswer(TuneReport):  # a tune report, with head and the best version a
 
     head: int | None = None
     best_version: int | None = None  # the fastest general version (server instructions)
+    # counted before `results` and `pruned` are cut to the answer's few: how many passed, failed, were pruned
+    passed_count: int = 0
+    failed_count: int = 0
+    pruned_count: int = 0
 
 
 class StatsReport(BaseModel):

@@ -232,7 +232,11 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
                                         for rows in (fastest, pruned, retimed))
         head, best = await call(None, service.head_and_best, session_id)
         trimmed = report.model_copy(update={"results": fastest, "pruned": pruned, "retimed": retimed})
-        return result(TuneAnswer.model_validate({**trimmed.model_dump(), "head": head, "best_version": best}))
+        counts = {"passed_count": sum(r.status == "ok" for r in report.results),
+                  "failed_count": sum(r.status == "failed" for r in report.results),
+                  "pruned_count": len(report.pruned)}
+        return result(TuneAnswer.model_validate({**trimmed.model_dump(), "head": head, "best_version": best,
+                                                 **counts}))
 
     @mcp.tool(annotations=RUNS_ONLY)
     async def profile(session_id: SessionId, version: Version = None,

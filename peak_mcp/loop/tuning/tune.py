@@ -19,7 +19,7 @@ from peak_mcp.loop.tuning.search import Space, batch_size, make_strategy, run_tu
 from peak_mcp.loop.versions import Versions
 from peak_mcp.runner.messages import TuneJob
 from peak_mcp.runner.pool import JobFailed
-from peak_mcp.store.records import SessionRow
+from peak_mcp.store.records import SessionRow, Status
 
 # The search's fastest few are timed again before the best is chosen where their spreads are wide or overlap.
 RETIME_TOP, NOISY_CV = 3, 0.1
@@ -44,6 +44,9 @@ class Tuner:
             raise InvalidInput(f"max_configs={max_configs} is out of range", "use 1 to 4096.")
         if budget_s is not None and not 1 <= budget_s <= 3600:
             raise InvalidInput(f"budget_s={budget_s} is out of range", "use 1 to 3600 seconds.")
+        if v.status in (Status.PENDING, Status.INVALID_ANNOTATION, Status.INVALID_REPLY, Status.COMPILE_ERROR):
+            raise InvalidInput(f"version {v.number} did not compile ({v.status.value}): tune searches the parameters "
+                               "of a version that compiles", "fix it and submit it again, then tune the new version.")
         spec = self.ctx.spec(session, v.source)
         if not spec.params:
             symbols = self.ctx.problem(session.problem).symbols
