@@ -313,7 +313,7 @@ def test_the_mma_step_tunes_its_tile_and_has_a_text(conv: DeclaredProblem) -> No
             assert launch["block"] == (bm, 1, 1) and launch["grid"] == (-(-32 * 56 * 56 // bm), 1, 1)
             assert launch["shared"] <= 227 * 1024 and spec.violated(conv.default_sizes, config) is None
     text = Catalog.load(builtin_transformations_dir()).get("conv-mma-swizzled")
-    assert text.after == ["conv-filter-specialization"] and "ldmatrix" in text.body and "conv2d" in text.problems
+    assert text.after == ["conv-filter-specialization"] and "ldmatrix" in text.body and "convolution" in text.traits
 
 
 def test_the_annotation_may_use_p_and_q(conv: DeclaredProblem) -> None:
@@ -366,4 +366,4 @@ def test_the_hopper_step_keeps_its_wgmmas_pipelined_its_maps_general_and_has_a_t
     launch = spec.on_device(132).evaluate(sizes)
     assert launch["grid"] == (132, 1, 1) and launch["block"] == (384, 1, 1) and launch["shared"] <= 227 * 1024
     text = Catalog.load(builtin_transformations_dir()).get("conv-hopper-tma-wgmma")
-    assert "conv-mma-swizzled" in text.after and "tma_load_4d" in text.body and "conv2d" in text.problems
+    assert "conv-mma-swizzled" in text.after and "tma_load_4d" in text.body and "convolution" in text.traits
