@@ -8,14 +8,12 @@ sqrt, probabilities) give NaN there and keep their own draw alone."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from peak_mcp.core.dtypes import EXACT_DTYPES
-from peak_mcp.problems.kernelbench.exact import draw_exact
-from peak_mcp.problems.kernelbench.fitting import evaluate_expression
+from peak_mcp.problems.kernelbench.wrapper import declared_inputs
 
 SIGNED = {"uniform01": (-1.0, 1.0), "halfnormal": (-3.0, 3.0)}  # the non-negative draws, and their signed range
 DRAW_WORDS = {"uniform01": "uniform in [0, 1)", "halfnormal": "|standard normal|"}
@@ -29,21 +27,7 @@ def signed_stress(declaration: Mapping[str, Any], distributions: Mapping[str, st
     if not candidates:
         return {}
     values = {s: int(sizes[s]) for s in declaration["SCALARS"]}
-    rng = np.random.default_rng(1)
-
-    def shape_of(exprs: Sequence[str]) -> tuple[int, ...]:
-        return tuple(evaluate_expression(e, dict(values)) for e in exprs)
-
-    arrays = []
-    for name, spec in declaration["INPUTS"].items():
-        if spec and spec[0] in EXACT_DTYPES:
-            bounds = tuple(evaluate_expression(e, dict(values)) for e in spec[2]) if len(spec) > 2 else None
-            arrays.append(draw_exact(spec[0], bounds, shape_of(spec[1]), rng))
-        elif name in candidates:
-            low, high = candidates[name]
-            arrays.append(rng.uniform(low, high, shape_of(spec)))
-        else:
-            arrays.append(generate(name, shape_of(spec), rng))
+    arrays = declared_inputs(declaration, generate, values, np.random.default_rng(1), signed=candidates)
     try:
         with np.errstate(all="ignore"):  # a NaN here is an answer (the model needs non-negative inputs), not news
             result = reference(*arrays, **values)

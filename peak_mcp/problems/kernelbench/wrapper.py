@@ -121,24 +121,39 @@ class Runner:
             return (model if callable(model) else model.forward)(*args)
 
 
-def self_check(problem: KernelBenchProblem, sizes: Mapping[str, int], reference: Callable[..., Any]) -> None:
-    """The reference (on the CPU: the describe process needs no GPU) on generated inputs at probe sizes: finite,
-    and of the declared shapes."""
-    decl = problem.declaration
-    rng = np.random.default_rng(0)
-    values = {s: int(sizes[s]) for s in decl["SCALARS"]}
+def declared_inputs(declaration: Mapping[str, Any],
+                    generate: Callable[[str, tuple[int, ...], np.random.Generator], np.ndarray],
+                    values: Mapping[str, int], rng: np.random.Generator,
+                    signed: Mapping[str, tuple[float, float]] | None = None) -> list[np.ndarray]:
+    """Host inputs in INPUTS order at `values` (the size symbols): integer and bool ones in their declared range,
+    those in `signed` uniform in their (low, high), the rest as `generate` draws them."""
     env = dict(values)
 
     def shape_of(exprs: Sequence[str]) -> tuple[int, ...]:
         return tuple(evaluate_expression(e, env) for e in exprs)
 
     arrays = []
-    for n, spec in decl["INPUTS"].items():  # a shape, or (storage type, shape[, (low, high)])
+    for name, spec in declaration["INPUTS"].items():  # a shape, or (storage type, shape[, (low, high)])
         if spec and spec[0] in EXACT_DTYPES:
             bounds = tuple(evaluate_expression(e, env) for e in spec[2]) if len(spec) > 2 else None
             arrays.append(draw_exact(spec[0], bounds, shape_of(spec[1]), rng))
+        elif signed and name in signed:
+            arrays.append(rng.uniform(*signed[name], shape_of(spec)))
         else:
-            arrays.append(problem.generate(n, shape_of(spec), rng))
+            arrays.append(generate(name, shape_of(spec), rng))
+    return arrays
+
+
+def self_check(problem: KernelBenchProblem, sizes: Mapping[str, int], reference: Callable[..., Any]) -> None:
+    """The reference (on the CPU: the describe process needs no GPU) on generated inputs at probe sizes: finite,
+    and of the declared shapes."""
+    decl = problem.declaration
+    values = {s: int(sizes[s]) for s in decl["SCALARS"]}
+
+    def shape_of(exprs: Sequence[str]) -> tuple[int, ...]:
+        return tuple(evaluate_expression(e, values) for e in exprs)
+
+    arrays = declared_inputs(decl, problem.generate, values, np.random.default_rng(0))
     result = reference(*arrays, **values)
     outs = result if isinstance(result, tuple) else (result,)
     for (out_name, exprs), out in zip(decl["OUTPUTS"].items(), outs, strict=True):
