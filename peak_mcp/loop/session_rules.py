@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from peak_mcp.core.devices import Device
 from peak_mcp.core.dtypes import is_exact, itemsize
 from peak_mcp.core.expressions import SM_COUNT
-from peak_mcp.evaluation.profiling.occupancy import cuda_limits
+from peak_mcp.evaluation.profiling.occupancy import shared_optin_bytes
 from peak_mcp.problems.base import BufferArg, Problem
 
 INT_LIMIT = 2**31  # an int index (or a product of two) overflows here
@@ -57,10 +57,7 @@ def _launch_line(problem: Problem, backend: str, device: Device) -> str:
     line = f"Launch line: grid=, block= and shared= (dynamic bytes) take expressions of {grammar}"
     if backend != "cuda":
         return line + "."
-    optin = device.prop("shared_per_block_optin_bytes")
-    if optin is None:
-        limits = cuda_limits(device.arch)
-        optin = limits.shared_per_block_optin_bytes if limits else None
+    optin = shared_optin_bytes(device)
     return line + ("; over 48 KB of shared the server opts the kernel in" +
                    (f", up to {optin // 1024} KB a block on this target." if optin else "."))
 

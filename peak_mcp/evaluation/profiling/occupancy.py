@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from peak_mcp.core.devices import Device
 from peak_mcp.evaluation.profiling.report import Occupancy
 
 
@@ -79,6 +80,16 @@ def cuda_limits(arch: str, detected: dict[str, Any] | None = None) -> CudaLimits
         return None
     merged = {**(table or _CUDA_TABLE["sm_90"]), **found}
     return CudaLimits(arch=base, source="device" if found else "table", **merged)
+
+
+def shared_optin_bytes(device: Device) -> int | None:
+    """The dynamic shared memory a block may have on a CUDA device or target: what the device reported, else its
+    architecture's table entry; None when neither is known."""
+    reported = device.prop("shared_per_block_optin_bytes")
+    if reported is not None:
+        return int(reported)
+    limits = cuda_limits(device.arch)
+    return limits.shared_per_block_optin_bytes if limits else None
 
 
 def _round_up(value: int, unit: int) -> int:

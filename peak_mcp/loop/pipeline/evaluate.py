@@ -7,7 +7,7 @@ from typing import Any
 
 from peak_mcp.core.errors import PeakError
 from peak_mcp.core.launch import beyond_portable_limits
-from peak_mcp.evaluation.profiling.occupancy import cuda_limits
+from peak_mcp.evaluation.profiling.occupancy import shared_optin_bytes
 from peak_mcp.loop.context import LoopContext, Progress
 from peak_mcp.loop.pipeline.verdicts import judge
 from peak_mcp.runner.messages import EvaluateJob
@@ -61,9 +61,8 @@ def _over_target_shared(ctx: LoopContext, session: SessionRow, geometry: dict[st
     """Dynamic shared memory past what the session's CUDA target gives a block (its opt-in limit), or None."""
     if session.backend != "cuda":
         return None
-    limits = cuda_limits(ctx.device_of(session).arch)
-    shared = int(geometry.get("shared") or 0)
-    if limits is None or shared <= limits.shared_per_block_optin_bytes:
+    device = ctx.device_of(session)
+    limit, shared = shared_optin_bytes(device), int(geometry.get("shared") or 0)
+    if limit is None or shared <= limit:
         return None
-    return (f"shared={shared:,} bytes is over the {limits.shared_per_block_optin_bytes:,} a block may have on "
-            f"{ctx.device_of(session).arch}")
+    return f"shared={shared:,} bytes is over the {limit:,} a block may have on {device.arch}"
