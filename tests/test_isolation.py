@@ -3,12 +3,14 @@ a lying problem host cannot use to make its worker read or allocate without boun
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import socket
 import struct
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +117,25 @@ def test_wire_round_trip_and_structure() -> None:
         back = wire.decode(header["result"], got)
         assert np.array_equal(back["y"], value["y"]) and back["n"] == 3 and back["t"][1] == "s"
         assert float(back["t"][0]) == 1.5
+
+
+def test_a_large_answer_reports_its_bytes_arriving(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 12 GiB answer took longer to cross than the pool's inactivity limit, which then blamed the problem file:
+    the reader reports bytes as they arrive (every PROGRESS_BYTES), so a transfer that moves is never a stall."""
+    monkeypatch.setattr(wire, "PROGRESS_BYTES", 4096)
+    a, b = _pair()
+    heard: list[tuple[int, int]] = []
+    with a, b:
+        arrays = [np.ones(3000, np.float64), np.zeros(1000, np.float32)]  # 28,000 bytes
+        sender = threading.Thread(target=wire.send, args=(a, {"result": 1}, arrays))
+        sender.start()
+        header, got = wire.receive(b, 1 << 20, lambda done, total: heard.append((done, total)))
+        sender.join()
+    assert header["result"] == 1 and np.array_equal(got[0], arrays[0])
+    assert heard and all(total == 28_000 for _, total in heard)
+    done = [d for d, _ in heard]
+    assert done == sorted(done) and done[-1] > 28_000 - 4096  # the reports reach the end of the frame
+    assert all(b - a >= 4096 for a, b in itertools.pairwise(done))  # at most one per PROGRESS_BYTES
 
 
 @pytest.mark.parametrize("header, why", [

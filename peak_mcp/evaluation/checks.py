@@ -14,11 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from peak_mcp.core.chunks import spans_of
 from peak_mcp.core.dtypes import to_float64
 from peak_mcp.evaluation.workspace import POISON, Workspace
 from peak_mcp.problems.base import Reference, Tolerance
 
 MAX_INDICES = 5
+PATTERN_ELEMENTS = 1 << 22  # outputs up to this size get wrong_pattern's shape of the wrong elements
 
 
 @dataclass
@@ -58,22 +60,38 @@ def check_guards(ws: Workspace) -> Finding | None:
                    damage.buffer, {"side": damage.side, "offsets": damage.offsets})
 
 
+def _differ(xp: Any, a: Any, b: Any, itemsize: int) -> tuple[int, list[int]]:
+    """How many elements of two flat arrays differ in any byte, and the first few flat indices, chunk by chunk."""
+    count, first = 0, []
+    for part in spans_of(a.size):
+        moved = (_rows(a[part], itemsize) != _rows(b[part], itemsize)).any(axis=1)
+        count += int(moved.sum())
+        _first_in(xp, moved, part.start, first)
+    return count, first
+
+
 def check_inputs(ws: Workspace, inputs: dict[str, Any]) -> Finding | None:
     xp = ws.xp
     for buf in ws.buffers:
         if buf.arg.is_output:
             continue
-        body, original = ws.body(buf.arg.name), inputs[buf.arg.name].reshape(-1)
-        changed = body.view(np.uint8).reshape(-1, buf.itemsize) != original.view(np.uint8).reshape(-1, buf.itemsize)
-        changed = changed.any(axis=1)
-        count = int(changed.sum())
+        count, first = _differ(xp, ws.body(buf.arg.name).reshape(-1), inputs[buf.arg.name].reshape(-1), buf.itemsize)
         if count:
             shape = buf.arg.shape(ws.sizes)
             return Finding("input_modified",
                            f"input {buf.arg.name} was modified by the kernel ({count} elements, first at "
-                           f"{where(_first(xp, changed), shape)}); inputs are read-only",
+                           f"{where(first, shape)}); inputs are read-only",
                            buf.arg.name, {"count": count})
     return None
+
+
+def _first_in(xp: Any, mask: Any, offset: int, found: list[int]) -> None:
+    if len(found) < MAX_INDICES:
+        found.extend(offset + i for i in _first(xp, mask, MAX_INDICES - len(found)))
+
+
+def _rows(flat: Any, itemsize: int) -> Any:
+    return flat.view(np.uint8).reshape(-1, itemsize)
 
 
 def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance,
@@ -81,71 +99,110 @@ def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance,
     """Unwritten elements, NaN/Inf, then the error against the reference. Returns (finding, error statistics).
     `withhold`: why the output's values must not be quoted (values_withheld): a wrong result then gives where and
     how many, the expected values and bounds, and this reason instead of what the kernel wrote. `poison`: the byte
-    the outputs were filled with before the launch."""
+    the outputs were filled with before the launch. Every pass goes over the output in chunks (core.chunks)."""
     xp = ws.xp
     stats: dict[str, Any] = {}
     for buf in ws.outputs:
         shape = buf.arg.shape(ws.sizes)
-        stored = ws.body(buf.arg.name)
-        unwritten = (stored.view(np.uint8).reshape(-1, buf.itemsize) == poison).all(axis=1)
-        if refs[buf.arg.name].exact:  # all-poison bytes are a value there (-1): unwritten only where that is wrong
-            value = int(np.full(buf.itemsize, poison, np.uint8).view(stored.dtype)[0])
-            unwritten &= refs[buf.arg.name].values != value
-        count = int(unwritten.sum())
+        stored = ws.body(buf.arg.name).reshape(-1)
+        ref = refs[buf.arg.name]
+        value = int(np.full(buf.itemsize, poison, np.uint8).view(stored.dtype)[0]) if ref.exact else None
+        count, first = 0, []
+        for part in spans_of(stored.size):
+            unwritten = (_rows(stored[part], buf.itemsize) == poison).all(axis=1)
+            if value is not None:  # all-poison bytes are a value there (-1): unwritten only where that is wrong
+                unwritten &= ref.values[part] != value
+            count += int(unwritten.sum())
+            _first_in(xp, unwritten, part.start, first)
         if count:
-            at = where(_first(xp, unwritten), shape)
+            at = where(first, shape)
             return Finding("unwritten_output",
                            f"{count} of {stored.size} elements of {buf.arg.name} were never written (they still hold "
                            f"the NaN poison written before the launch); first at {at}"
                            + _accumulation_hint(buf.arg.name, count, stored.size),
                            buf.arg.name, {"count": count, "indices": at}), stats
-        if refs[buf.arg.name].exact:
-            finding = check_exact(xp, buf.arg.name, buf.arg.dtype, stored, refs[buf.arg.name].values, shape,
-                                  withhold)
+        if ref.exact:
+            finding = check_exact(xp, buf.arg.name, buf.arg.dtype, stored, ref.values, shape, withhold)
             if finding:
                 return finding, stats
             stats = stats or {"checked_elements": int(stored.size), "total_elements": int(stored.size)}
             continue
-        values = to_float64(stored, buf.arg.dtype)
-        nonfinite = ~xp.isfinite(values)
-        count = int(nonfinite.sum())
-        if count:
-            at = where(_first(xp, nonfinite), shape)
-            return Finding("nan_or_inf", f"{count} elements of {buf.arg.name} are NaN or Inf; first at {at}"
-                           + _accumulation_hint(buf.arg.name, int(xp.isnan(values).sum()), values.size),
-                           buf.arg.name, {"count": count, "indices": at}), stats
-        ref = refs[buf.arg.name]
-        got = values if ref.indices is None else values[ref.indices]
-        err = xp.abs(got - ref.values)
-        ref_norm = ref.norm if ref.norm is not None else float(xp.linalg.norm(ref.values)) or 1.0
-        rel_l2 = float(xp.linalg.norm(err)) / ref_norm
-        rel_bound = ref.rel_l2 if ref.rel_l2 is not None else tol.rel_l2
-        ratio = err / (tol.elementwise * ref.scale + 1e-300)
-        worst = int(xp.argmax(ratio))
-        over = ratio > 1.0
-        n_over = int(over.sum())
-        stats = {"rel_l2_error": float(f"{rel_l2:.3g}"), "max_error_over_bound": float(f"{float(ratio[worst]):.3g}"),
-                 "checked_elements": int(ref.values.size), "total_elements": int(values.size)}
-        if rel_l2 > rel_bound or n_over:
-            pattern = wrong_pattern(over.reshape(shape)) if n_over and ref.indices is None else None
-            picks = _first(xp, over) if n_over else [worst]
-            flat = picks if ref.indices is None else [int(i) for i in ref.indices[xp.asarray(picks)].tolist()]
-            samples = [{"at": at, "got": float(_num(float(got[j]))), "expected": float(_num(float(ref.values[j]))),
-                        "bound": float(_num(tol.elementwise * float(ref.scale[j])))}
-                       for at, j in zip(where(flat, shape), picks, strict=True)]
-            if withhold:
-                samples = [{k: v for k, v in sample.items() if k != "got"} for sample in samples]
-            return Finding("wrong_result",
-                           f"{buf.arg.name} differs from the "
-                           f"{'reference kernel' if tol.against_kernel else 'float64 reference'}: relative L2 error "
-                           f"{rel_l2:.2e} "
-                           f"(tolerance {rel_bound:.2g}); {n_over} elements over their bound "
-                           f"({tol.describe()}); first: {samples[:3]}" + (f"; {pattern}" if pattern else "")
-                           + (f". The values the kernel wrote are withheld: {withhold}" if withhold else ""),
-                           buf.arg.name, {"count": n_over, "samples": samples[:3], **stats,
-                                          **({"pattern": pattern} if pattern else {}),
-                                          **({"values_withheld": withhold} if withhold else {})}), stats
+        finding = _check_finite(xp, buf.arg.name, buf.arg.dtype, stored, shape)
+        if finding:
+            return finding, stats
+        finding, stats = _check_error(xp, buf.arg.name, buf.arg.dtype, stored, shape, ref, tol, withhold)
+        if finding:
+            return finding, stats
     return None, stats
+
+
+def _check_finite(xp: Any, name: str, dtype: str, stored: Any, shape: tuple[int, ...]) -> Finding | None:
+    count = nan = 0
+    first: list[int] = []
+    for part in spans_of(stored.size):
+        values = to_float64(stored[part], dtype)
+        nonfinite = ~xp.isfinite(values)
+        count += int(nonfinite.sum())
+        nan += int(xp.isnan(values).sum())
+        _first_in(xp, nonfinite, part.start, first)
+    if not count:
+        return None
+    at = where(first, shape)
+    return Finding("nan_or_inf", f"{count} elements of {name} are NaN or Inf; first at {at}"
+                   + _accumulation_hint(name, nan, stored.size), name, {"count": count, "indices": at})
+
+
+def _check_error(xp: Any, name: str, dtype: str, stored: Any, shape: tuple[int, ...], ref: Reference,
+                 tol: Tolerance, withhold: str | None) -> tuple[Finding | None, dict[str, Any]]:
+    """The relative L2 error and each checked element against its bound, over chunks of the checked elements."""
+    err_sq = ref_sq = 0.0
+    n_over, worst, worst_ratio = 0, 0, -1.0
+    over_first: list[int] = []  # positions among the checked elements
+    masks = []  # the whole `over` mask, kept only where wrong_pattern reads it (small, fully checked outputs)
+    small = ref.indices is None and ref.values.size <= PATTERN_ELEMENTS
+    for part in spans_of(ref.values.size):
+        got = to_float64(stored[part] if ref.indices is None else stored[ref.indices[part]], dtype)
+        expected = ref.values[part]
+        err = xp.abs(got - expected)
+        err_sq += float(xp.sum(err * err))
+        if ref.norm is None:
+            ref_sq += float(xp.sum(expected * expected))
+        ratio = err / (tol.elementwise * ref.scale[part] + 1e-300)
+        if ratio.size:
+            at = int(xp.argmax(ratio))
+            if float(ratio[at]) > worst_ratio:
+                worst, worst_ratio = part.start + at, float(ratio[at])
+        over = ratio > 1.0
+        n_over += int(over.sum())
+        _first_in(xp, over, part.start, over_first)
+        if small:
+            masks.append(over)
+    ref_norm = ref.norm if ref.norm is not None else math.sqrt(ref_sq) or 1.0
+    rel_l2 = math.sqrt(err_sq) / ref_norm
+    rel_bound = ref.rel_l2 if ref.rel_l2 is not None else tol.rel_l2
+    stats = {"rel_l2_error": float(f"{rel_l2:.3g}"), "max_error_over_bound": float(f"{max(worst_ratio, 0.0):.3g}"),
+             "checked_elements": int(ref.values.size), "total_elements": int(stored.size)}
+    if rel_l2 <= rel_bound and not n_over:
+        return None, stats
+    pattern = wrong_pattern(xp.concatenate(masks).reshape(shape)) if n_over and small else None
+    picks = over_first if n_over else [worst]
+    flat = picks if ref.indices is None else [int(i) for i in ref.indices[xp.asarray(picks)].tolist()]
+    samples = [{"at": at, "got": float(_num(float(to_float64(stored[i:i + 1], dtype)[0]))),
+                "expected": float(_num(float(ref.values[j]))),
+                "bound": float(_num(tol.elementwise * float(ref.scale[j])))}
+               for at, i, j in zip(where(flat, shape), flat, picks, strict=True)]
+    if withhold:
+        samples = [{k: v for k, v in sample.items() if k != "got"} for sample in samples]
+    return Finding("wrong_result",
+                   f"{name} differs from the "
+                   f"{'reference kernel' if tol.against_kernel else 'float64 reference'}: relative L2 error "
+                   f"{rel_l2:.2e} "
+                   f"(tolerance {rel_bound:.2g}); {n_over} elements over their bound "
+                   f"({tol.describe()}); first: {samples[:3]}" + (f"; {pattern}" if pattern else "")
+                   + (f". The values the kernel wrote are withheld: {withhold}" if withhold else ""),
+                   name, {"count": n_over, "samples": samples[:3], **stats,
+                          **({"pattern": pattern} if pattern else {}),
+                          **({"values_withheld": withhold} if withhold else {})}), stats
 
 
 def check_exact(xp: Any, name: str, dtype: str, stored: Any, expected: Any, shape: tuple[int, ...],
@@ -196,7 +253,7 @@ def wrong_pattern(mask: Any) -> str | None:
     that clamped its padding got "512 elements over their bound; first: (0, 0, 0, 0) ..." and nothing that said
     border. None when the wrong elements have no such shape."""
     mask = np.asarray(mask.get() if hasattr(mask, "get") else mask, dtype=bool)
-    if mask.ndim == 0 or mask.size > 1 << 22 or not mask.any() or mask.all():
+    if mask.ndim == 0 or mask.size > PATTERN_ELEMENTS or not mask.any() or mask.all():
         return None
     parts = []
     for axis, n in enumerate(mask.shape):
@@ -236,20 +293,22 @@ def check_same(ws: Workspace, first: dict[str, Any], withhold: str | None = None
     check_outputs (the difference between the two launches is not quoted)."""
     xp = ws.xp
     for buf in ws.outputs:
-        again = ws.body(buf.arg.name)
-        moved = again.view(np.uint8).reshape(-1, buf.itemsize) != first[buf.arg.name].view(np.uint8).reshape(
-            -1, buf.itemsize)
-        moved = moved.any(axis=1)
-        count = int(moved.sum())
+        again, before = ws.body(buf.arg.name).reshape(-1), first[buf.arg.name].reshape(-1)
+        count, at = _differ(xp, again, before, buf.itemsize)
         if count:
-            a, b = to_float64(first[buf.arg.name], buf.arg.dtype), to_float64(again, buf.arg.dtype)
-            with np.errstate(invalid="ignore"):
-                drift = float(xp.nanmax(xp.abs(a - b))) if bool(xp.isfinite(b).all()) else math.inf
+            drift = 0.0
+            for part in spans_of(again.size):
+                a, b = to_float64(before[part], buf.arg.dtype), to_float64(again[part], buf.arg.dtype)
+                if not bool(xp.isfinite(b).all()):
+                    drift = math.inf
+                    break
+                with np.errstate(invalid="ignore"):
+                    drift = max(drift, float(xp.nanmax(xp.abs(a - b))))
             shape = buf.arg.shape(ws.sizes)
             return Finding("nondeterministic",
                            f"two launches on the same inputs gave different {buf.arg.name} ({count} elements differ, "
                            + ("" if withhold else f"max difference {drift:.3g}, ")
-                           + f"first at {where(_first(xp, moved), shape)}): a race, a missing barrier, or a read of "
+                           + f"first at {where(at, shape)}): a race, a missing barrier, or a read of "
                            "memory nothing wrote"
                            + (f". The values the kernel wrote are withheld: {withhold}" if withhold else ""),
                            buf.arg.name, {"count": count})

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from peak_mcp.core.chunks import spans_of
 from peak_mcp.core.dtypes import EXACT_LIMITS, STORAGE, from_float, to_float64, uniform
 from peak_mcp.core.errors import InvalidInput
 from peak_mcp.core.expressions import evaluate
@@ -215,15 +216,33 @@ class FileCalls:
             if buf.exact:
                 refs[buf.name] = self._exact_reference(buf, ref, xp)
                 continue
-            lp = to_float64(from_float(rough.pop(buf.name).reshape(-1).astype(np.float32), out_dtype),
-                            out_dtype)  # popped: gone before the bound's arrays are made
-            magnitude = magnitude_of(ref, xp)
-            if ref.size == 1:  # one value (a loss): see SINGLE_VALUE
-                magnitude = xp.maximum(magnitude, xp.abs(lp - ref) / COMPUTE_ROUNDOFF)
-            scale = scales[buf.name].reshape(-1) if scales is not None else \
-                math.sqrt(self.reduction_length(sizes)) * magnitude
-            refs[buf.name] = self.bounded(ref, magnitude, scale, xp.abs(lp - ref), out_dtype, tol, xp)
+            rough_values = rough.pop(buf.name).reshape(-1)  # popped: gone with this output's bound
+            scale = scales[buf.name].reshape(-1) if scales is not None else None
+            refs[buf.name] = self._chunked_bound(ref, rough_values, scale, self.reduction_length(sizes), out_dtype,
+                                                 tol, xp)
         return refs
+
+    def _chunked_bound(self, ref: Any, rough: Any, scale: Any | None, length: int, out_dtype: str, tol: Tolerance,
+                       xp: Any) -> Reference:
+        """`bounded` over chunks of the output: lp, m, |lp - ref| and the folded scale of a chunk at a time, so the
+        bound costs one float64 array beside the reference (a 1.6G-element KernelBench output held seven at once,
+        over 100 GB, and ran an H200 out of memory)."""
+        rms = math.sqrt(sum(float(xp.sum(ref[p] * ref[p])) for p in spans_of(ref.size)) / ref.size) \
+            if ref.size else 0.0
+        folded = xp.empty(ref.shape, np.float64)
+        magnitude_sq = folded_sq = 0.0
+        for part in spans_of(ref.size):
+            r = ref[part]
+            lp = to_float64(from_float(rough[part].astype(np.float32), out_dtype), out_dtype)
+            magnitude = xp.maximum(xp.abs(r), rms or 1.0)
+            deviation = xp.abs(lp - r)
+            if ref.size == 1:  # one value (a loss): see SINGLE_VALUE
+                magnitude = xp.maximum(magnitude, deviation / COMPUTE_ROUNDOFF)
+            s = scale[part] if scale is not None else math.sqrt(length) * magnitude
+            folded[part] = self._folded(s, magnitude, deviation, out_dtype, tol)
+            magnitude_sq += float(xp.sum(magnitude * magnitude))
+            folded_sq += float(xp.sum(folded[part] * folded[part]))
+        return self._bounded_reference(ref, folded, math.sqrt(magnitude_sq), math.sqrt(folded_sq), tol)
 
     def _exact_reference(self, buf: BufferDecl, ref: Any, xp: Any) -> Reference:
         """An integer or bool output's reference: the float64 values must be whole numbers the type holds (a
@@ -242,13 +261,21 @@ class FileCalls:
         the tolerance's factor * floor * u_f32), and its relative L2 bound: REL_L2_SHARE of the bounds' norm against
         ||m||, or the file's TOLERANCE rel_l2. `deviation`: |lp - ref| for a Python reference, a kernel's
         run-to-run spread for a kernel one."""
-        folded = (scale + magnitude * (UNIT_ROUNDOFF[out_dtype] / COMPUTE_ROUNDOFF)
-                  + deviation / (tol.floor * COMPUTE_ROUNDOFF))
-        norm = float(xp.linalg.norm(magnitude)) or 1.0
+        folded = self._folded(scale, magnitude, deviation, out_dtype, tol)
+        return self._bounded_reference(ref, folded, float(xp.linalg.norm(magnitude)), float(xp.linalg.norm(folded)),
+                                       tol)
+
+    @staticmethod
+    def _folded(scale: Any, magnitude: Any, deviation: Any, out_dtype: str, tol: Tolerance) -> Any:
+        return (scale + magnitude * (UNIT_ROUNDOFF[out_dtype] / COMPUTE_ROUNDOFF)
+                + deviation / (tol.floor * COMPUTE_ROUNDOFF))
+
+    def _bounded_reference(self, ref: Any, folded: Any, magnitude_norm: float, folded_norm: float,
+                           tol: Tolerance) -> Reference:
+        norm = magnitude_norm or 1.0
         given = self.declaration.tolerance
         share = 1.0 if ref.size == 1 else REL_L2_SHARE  # one value: its L2 error is its error (SINGLE_VALUE)
-        rel_l2 = given.rel_l2 if given and given.rel_l2 else \
-            share * tol.elementwise * float(xp.linalg.norm(folded)) / norm
+        rel_l2 = given.rel_l2 if given and given.rel_l2 else share * tol.elementwise * folded_norm / norm
         return Reference(ref, None, folded, norm=norm, rel_l2=rel_l2)
 
     def reference(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, seed: int, max_flops: float,

@@ -118,16 +118,24 @@ class RemoteCode:
                 self._note(f"{header['op']} {header.get('function') or header.get('name') or ''}: sending "
                            f"{sum(a.nbytes for a in arrays) / 2**20:,.0f} MiB")
                 wire.send(self.sock, header, arrays)
-                reply, received = wire.receive(self.sock, limit)
+
+                def arriving(done: int, total: int) -> None:  # bytes crossing: the answer's, not a stall
+                    self._note(f"receiving the answer: {done / 2**20:,.0f} of {total / 2**20:,.0f} MiB")
+
+                reply, received = wire.receive(self.sock, limit, arriving)
                 notes = 0
                 while set(reply) == {"note", "arrays"} and not received:  # the host's progress, then its answer
                     notes += 1
                     if notes <= MAX_NOTES:  # past it, a host's notes no longer keep the job alive
                         self._note(clean(str(reply["note"]), 200))
-                    reply, received = wire.receive(self.sock, limit)
+                    reply, received = wire.receive(self.sock, limit, arriving)
             except wire.WireError as exc:
                 self.broken = str(exc)
                 raise self._gone(self.broken) from None
+            progress = self.progress()
+            if progress is not None:  # what follows (uploading, checking the answer) is the server's own work
+                progress(f"{header['op']}: the problem's answer arrived "
+                         f"({sum(a.nbytes for a in received) / 2**20:,.0f} MiB); the server takes it from here")
         if "error" in reply and reply.get("memory"):  # the host's torch or cupy ran out: the device's memory
             raise device_memory.device_memory_error(
                 clean(str(reply["error"]), MAX_MESSAGE),

@@ -12,13 +12,14 @@ import json
 import re
 import socket
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
 MAX_HEADER = 1 << 20
 MAX_DEPTH = 4
+PROGRESS_BYTES = 1 << 30  # a receiver hears the bytes arrive every GiB
 _KINDS = "biuf"  # bool, integers, floats: what inputs, references and error scales are made of
 _TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]{0,63}")
 
@@ -111,7 +112,9 @@ def send(sock: socket.socket, header: dict[str, Any], arrays: list[np.ndarray] =
         raise WireError(f"the other side is gone ({exc.strerror or exc})") from None
 
 
-def _read_exactly(sock: socket.socket, view: memoryview) -> None:
+def _read_exactly(sock: socket.socket, view: memoryview,
+                  on_bytes: Callable[[int], None] | None = None) -> None:
+    """Fill `view`; `on_bytes(n)` hears each read's byte count."""
     while len(view):
         try:
             got = sock.recv_into(view)
@@ -120,6 +123,8 @@ def _read_exactly(sock: socket.socket, view: memoryview) -> None:
         if got == 0:
             raise WireError("the other side closed the connection")
         view = view[got:]
+        if on_bytes is not None:
+            on_bytes(got)
 
 
 def _dtype(text: Any) -> np.dtype[Any]:
@@ -132,8 +137,10 @@ def _dtype(text: Any) -> np.dtype[Any]:
     return dtype
 
 
-def receive(sock: socket.socket, max_bytes: int) -> tuple[dict[str, Any], list[np.ndarray]]:
-    """The next frame: its header and its arrays, at most `max_bytes` of them in all."""
+def receive(sock: socket.socket, max_bytes: int,
+            on_bytes: Callable[[int, int], None] | None = None) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """The next frame: its header and its arrays, at most `max_bytes` of them in all. `on_bytes(done, total)`
+    hears the arrays' bytes arrive, every PROGRESS_BYTES."""
     size = bytearray(8)
     _read_exactly(sock, memoryview(size))
     (length,) = struct.unpack(">Q", size)
@@ -164,8 +171,17 @@ def receive(sock: socket.socket, max_bytes: int) -> tuple[dict[str, Any], list[n
             raise WireError(f"arrays of more than {max_bytes} bytes, more than this call can hold")
         shapes.append((dtype, tuple(shape)))
     arrays = []
+    done = reported = 0
+
+    def arrived(n: int) -> None:  # a 12 GiB answer takes longer to cross than the pool's inactivity limit
+        nonlocal done, reported
+        done += n
+        if on_bytes is not None and done - reported >= PROGRESS_BYTES:
+            reported = done
+            on_bytes(done, total)
+
     for dtype, shape in shapes:
         array = np.empty(shape, np.uint8 if dtype.kind == "b" else dtype)
-        _read_exactly(sock, memoryview(array.reshape(-1)).cast("B"))
+        _read_exactly(sock, memoryview(array.reshape(-1)).cast("B"), arrived)
         arrays.append(array != 0 if dtype.kind == "b" else array)  # a bool is 0 or 1, whatever byte came
     return header, arrays
