@@ -147,6 +147,18 @@ def session(d: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _paths(baseline: dict[str, Any]) -> str:
+    """Which of torch's paths the eager time is, and the others' times: '; eager is sdpa cudnn, the fastest of
+    default 0.45, sdpa flash 0.8, ...'."""
+    path, by_path = baseline.get("torch_eager_path"), baseline.get("torch_eager_paths")
+    if not path or not isinstance(by_path, dict):
+        return ""
+    others = [f"{name} {_g(ms)} ms" if isinstance(ms, int | float) else f"{name} {str(ms)[:80]}"
+              for name, ms in by_path.items() if name != path]
+    return f"; eager is torch's {path} path, the fastest of those timed" + (f" ({'; '.join(others)})" if others
+                                                                              else "")
+
+
 def yardstick(baseline: dict[str, Any] | None) -> list[str]:
     if not baseline:
         return []
@@ -163,7 +175,7 @@ def yardstick(baseline: dict[str, Any] | None) -> list[str]:
              if baseline.get(key) is not None]
     if torch:
         compiled = f" (compiled in {_g(baseline['torch_compile_s'])} s)" if baseline.get("torch_compile_s") else ""
-        lines.append(f"torch yardsticks: {', '.join(torch)}{compiled}")
+        lines.append(f"torch yardsticks: {', '.join(torch)}{compiled}{_paths(baseline)}")
     if baseline.get("torch_note"):
         lines.append(f"torch yardsticks: {baseline['torch_note']}")
     if baseline.get("copy_gbps"):

@@ -136,7 +136,9 @@ class Baseline(Summary):
     # measured copy bandwidth (the roofline's memory term), PyTorch eager and torch.compile on the same inputs
     # (compile_s: the compilation, not timed), and once, why the torch ones are absent.
     copy_gbps: float | None = None
-    torch_eager_ms: float | None = None
+    torch_eager_ms: float | None = None  # the fastest of torch's paths (evaluation/torch_paths.py)
+    torch_eager_path: str | None = None  # which, where torch has more than its default for the problem
+    torch_eager_paths: dict[str, float | str] | None = None  # each path's median ms, or why it did not run
     torch_compile_ms: float | None = None
     torch_compile_s: float | None = None
     torch_note: str | None = None

@@ -10,6 +10,8 @@ from peak_mcp.backends import confined
 from peak_mcp.backends.base import Compiled, CompileFailed, Executor
 from peak_mcp.core.errors import PeakError
 from peak_mcp.core.launch import LaunchSpec, with_params
+from peak_mcp.evaluation import torch_paths
+from peak_mcp.evaluation.generality import PASSED, UNJUDGED, size_note
 from peak_mcp.evaluation.kernel_reference import KernelReferenced, ReferenceKernelFailed
 from peak_mcp.evaluation.phases import Baseline, CompileInfo, Generality, SizeFailure
 from peak_mcp.evaluation.steps import benchmark, validate
@@ -153,34 +155,51 @@ def common_yardsticks(executor: Executor, problem: Problem, dtype: str, sizes: d
     shaped = [inputs[arg.name].reshape(arg.shape(sizes)) for arg in problem.arguments(dtype)
               if isinstance(arg, BufferArg) and not arg.is_output]
     keywords = problem.torch_keywords(sizes) if hasattr(problem, "torch_keywords") else {}
+    paths = torch_paths.paths_for(problem.traits)
     if fn is None:
         progress(f"yardsticks: torch eager and torch.compile {PROBLEM_CODE} {problem.source}")
-        timings = remote(shaped, keywords, dtype, budget_s)
+        timings = remote(shaped, keywords, dtype, budget_s, paths)
     else:
-        timings = torch_timings(lambda *tensors: fn(*tensors, **keywords), shaped, dtype, budget_s, progress)
+        timings = torch_timings(lambda *tensors: fn(*tensors, **keywords), shaped, dtype, budget_s, progress,
+                                paths)
     for key, value in timings.items():
         out.setdefault(key, value)  # a note already written (copy bandwidth) stays first
     return out
 
 
 def torch_timings(call: Callable[..., Any], shaped: list[Any], dtype: str, budget_s: float,
-                  progress: Progress) -> dict[str, Any]:
-    """torch eager and torch.compile of `call` on `shaped`, each within TORCH_BUDGET_S: their medians, the
-    compilation's seconds, or a note on why one is missing. In a worker for shipped problems, in a problem host for
-    the others."""
+                  progress: Progress, paths: tuple[str, ...] = (torch_paths.DEFAULT,)) -> dict[str, Any]:
+    """torch eager on each of `paths` (torch_paths: its default, and the backends it chooses among pinned one by one)
+    and torch.compile of `call`, each within TORCH_BUDGET_S: the fastest eager median with its path's name, every
+    path's median or why it is missing, the compile median and its compilation's seconds, or a note on why one is
+    missing. In a worker for shipped problems, in a problem host for the others."""
     from peak_mcp.evaluation import yardsticks
 
     out: dict[str, Any] = {}
     budget = min(budget_s, TORCH_BUDGET_S)
-    for compiled, key in ((False, "torch_eager_ms"), (True, "torch_compile_ms")):
-        progress(f"yardsticks: {'torch.compile' if compiled else 'torch eager'}")
-        timed = yardsticks.time_torch(call, shaped, compile=compiled, budget_s=budget, dtype=dtype)
-        if timed.available and timed.median_ms:
-            out[key] = round(timed.median_ms, 5)
-            if compiled and timed.compile_s is not None:
-                out["torch_compile_s"] = round(timed.compile_s, 1)
-        elif "torch_note" not in out:
-            out["torch_note"] = f"{timed.library}: {timed.why}"
+    by_path: dict[str, float | str] = {}
+    for path in paths:
+        progress("yardsticks: torch eager" + ("" if path == torch_paths.DEFAULT else f" ({path})"))
+        timed = yardsticks.time_torch(torch_paths.pinned(call, path), shaped, compile=False, budget_s=budget,
+                                      dtype=dtype)
+        by_path[path] = round(timed.median_ms, 5) if timed.available and timed.median_ms else \
+            f"unavailable: {timed.why}"
+    ran = {path: ms for path, ms in by_path.items() if isinstance(ms, float)}
+    if ran:
+        fastest = min(ran, key=ran.__getitem__)
+        out["torch_eager_ms"] = ran[fastest]
+        if len(paths) > 1:
+            out["torch_eager_path"], out["torch_eager_paths"] = fastest, by_path
+    else:
+        out["torch_note"] = f"torch eager: {by_path[paths[0]]}"
+    progress("yardsticks: torch.compile")
+    timed = yardsticks.time_torch(call, shaped, compile=True, budget_s=budget, dtype=dtype)
+    if timed.available and timed.median_ms:
+        out["torch_compile_ms"] = round(timed.median_ms, 5)
+        if timed.compile_s is not None:
+            out["torch_compile_s"] = round(timed.compile_s, 1)
+    elif "torch_note" not in out:
+        out["torch_note"] = f"{timed.library}: {timed.why}"
     return out
 
 
@@ -203,10 +222,13 @@ def generality(executor: Executor, job: GeneralityJob | dict[str, Any], progress
                                    lambda message, label=label: progress(f"generality at {label}: {message}"))
         except ReferenceKernelFailed as exc:
             unjudged.append(str(exc))
+            progress(size_note(label, UNJUDGED, str(exc)))
             continue
         checked.append(sizes)
         if failure:
             failures.append(failure)
+        # Said now: a later size that hangs or crashes ends the job, and with it this result (see size_note).
+        progress(size_note(label, failure.check or "failed", failure.message) if failure else size_note(label, PASSED))
     note = (f"not checked at {len(unjudged)} sampled sizes where the reference kernel fails: {unjudged[0]}"
             if unjudged else None)
     result = GeneralityResult(generality=Generality(passed=not failures if checked or not unjudged else None,

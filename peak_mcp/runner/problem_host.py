@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.core.errors import PeakError
+from peak_mcp.evaluation import torch_paths
 from peak_mcp.problems.code import FUNCTIONS, LocalCode
 from peak_mcp.problems.declaration import ProblemDeclaration
 from peak_mcp.problems.loading import ProblemCodeError, allow_problem_code
@@ -101,8 +102,9 @@ class Host:
                 return {"timings": {"torch_note": "the problem file has no torch_reference"}}, out
             kwargs = dict(wire.decode(header["kwargs"], arrays))
             shaped = [self.xp.asarray(a) for a in wire.decode(header["args"], arrays)]
+            paths = torch_paths.known(header.get("paths") if isinstance(header.get("paths"), list) else [])
             timings = torch_timings(lambda *tensors: fn(*tensors, **kwargs), shaped, str(header["dtype"]),
-                                    float(header["budget_s"]), self.note)
+                                    float(header["budget_s"]), self.note, paths)
             return {"timings": timings}, out
         raise PeakError(f"unknown request {op!r}")
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from peak_mcp.core.errors import PeakError
 from peak_mcp.core.text_safety import clean
+from peak_mcp.evaluation import torch_paths
 from peak_mcp.problems.base import PROBLEM_CODE
 from peak_mcp.problems.code import fix_hint
 from peak_mcp.problems.declaration import ProblemDeclaration
@@ -38,6 +39,10 @@ def _to_host(value: Any) -> Any:
 
 
 Progress = Callable[[str], None]
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 class RemoteCode:
@@ -88,20 +93,25 @@ class RemoteCode:
     def parameters(self, function: str) -> tuple[frozenset[str], bool] | None:
         return self._parameters.get(function)
 
-    def torch_timings(self, shaped: list[Any], keywords: dict[str, Any], dtype: str,
-                      budget_s: float) -> dict[str, Any]:
+    def torch_timings(self, shaped: list[Any], keywords: dict[str, Any], dtype: str, budget_s: float,
+                      paths: tuple[str, ...] = (torch_paths.DEFAULT,)) -> dict[str, Any]:
         arrays: list[np.ndarray] = []
-        header = {"op": "torch", "dtype": dtype, "budget_s": budget_s,
+        header = {"op": "torch", "dtype": dtype, "budget_s": budget_s, "paths": list(paths),
                   "args": wire.encode([_to_host(a) for a in shaped], arrays), "kwargs": wire.encode(keywords, arrays)}
         timings = self._request(header, arrays, 1 << 20)[0].get("timings")
+        if not isinstance(timings, dict):
+            return {}
         out: dict[str, Any] = {}
         for key in ("torch_eager_ms", "torch_compile_ms", "torch_compile_s"):
-            value = timings.get(key) if isinstance(timings, dict) else None
-            if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
-                out[key] = float(value)
-        note = timings.get("torch_note") if isinstance(timings, dict) else None
-        if isinstance(note, str):
+            if _positive(timings.get(key)):
+                out[key] = float(timings[key])
+        if isinstance(note := timings.get("torch_note"), str):
             out["torch_note"] = clean(note, 400)
+        by_path = timings.get("torch_eager_paths")
+        if timings.get("torch_eager_path") in paths and isinstance(by_path, dict):  # what this side asked, only
+            out["torch_eager_path"] = timings["torch_eager_path"]
+            out["torch_eager_paths"] = {path: float(value) if _positive(value) else clean(str(value), 200)
+                                        for path, value in by_path.items() if path in paths}
         return out
 
     # --- transport ------------------------------------------------------------------------------------------
