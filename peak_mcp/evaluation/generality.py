@@ -79,3 +79,31 @@ def _fit(problem: Problem, candidate: dict[str, int], constraints: list[str],
 def _symbols_in(constraints: list[str]) -> set[str]:
     return {node.id for text in constraints for node in ast.walk(ast.parse(text, mode="eval"))
             if isinstance(node, ast.Name)}
+
+
+# A worker's verdict at one sampled size, sent as a progress line as soon as it is known ("generality at M=1 N=7:
+# verdict wrong_result: ..."): a later size that hangs or crashes the worker ends the job, and the server would
+# otherwise lose every verdict before it (an attention kernel wrong at 11 of 13 sizes was reported as one timeout).
+VERDICT = "verdict "
+PASSED = "passed"
+UNJUDGED = "unjudged"  # the reference kernel itself fails there: nothing to judge a candidate by
+
+
+def size_note(label: str, check: str, message: str | None = None) -> str:
+    """The progress line that carries one size's verdict: `check` is PASSED, UNJUDGED or the failing check."""
+    return f"generality at {label}: {VERDICT}{check}" + (f": {message}" if message else "")
+
+
+def read_size_note(line: str) -> tuple[dict[str, int], str, str | None] | None:
+    """(sizes, check, message) from a size_note line; None for any other progress line."""
+    head, sep, rest = line.partition(f": {VERDICT}")
+    if not sep or not head.startswith("generality at "):
+        return None
+    check, _, message = rest.partition(": ")
+    sizes = {}
+    for part in head.removeprefix("generality at ").split():
+        name, eq, value = part.partition("=")
+        if not eq or not value.lstrip("-").isdigit():
+            return None
+        sizes[name] = int(value)
+    return sizes, check.strip(), message or None

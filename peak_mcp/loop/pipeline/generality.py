@@ -9,9 +9,10 @@ import time
 from typing import Any
 
 from peak_mcp.backends.registry import backend_spec
-from peak_mcp.evaluation.generality import sample_sizes
+from peak_mcp.core.text_safety import clean
+from peak_mcp.evaluation.generality import PASSED, UNJUDGED, read_size_note, sample_sizes
 from peak_mcp.evaluation.phases import Generality, SanitizerReport, SizeFailure
-from peak_mcp.loop.context import LoopContext, Progress
+from peak_mcp.loop.context import WORKER_TEXT_CHARS, LoopContext, Progress
 from peak_mcp.loop.pipeline.verdicts import above_session, also_wrong, named_sizes, not_general_message
 from peak_mcp.problems.declared import DeclaredProblem
 from peak_mcp.runner.messages import GeneralityJob
@@ -38,26 +39,34 @@ def with_generality(ctx: LoopContext, session: SessionRow, source: str, outcome:
     if sanitized and outcome.validation is not None:  # kept with the verdict at the session's sizes
         update["validation"] = outcome.validation.model_copy(update={"sanitizer": sanitized})
     outcome = outcome.model_copy(update=update)
+    problem = ctx.problem(session.problem)
+    # A wrong result at a sampled size is the kernel's fault and what to fix; a hang there is secondary to it (an
+    # attention kernel wrong at 11 of 13 sizes was once reported as one timeout, "this machine is busy").
+    wrong = [f for f in generality.failures if f.check not in DEVICE_FAULTS]
     unsafe = next((f for f in generality.failures if f.check in DEVICE_FAULTS
-                   and not (f.check == "timeout" and above_session(ctx.problem(session.problem), session.sizes,
-                                                                   f.sizes))),
+                   and not (f.check == "timeout" and (wrong or above_session(problem, session.sizes, f.sizes)))),
                   None)
     if unsafe:
         return outcome.model_copy(update={"status": Status.FAILED, "failure": unsafe.check,
-                                          "message": f"at sizes {unsafe.sizes} (generality): {unsafe.message}"})
+                                          "message": f"at sizes {unsafe.sizes} (generality): {unsafe.message}"
+                                                     + also_wrong(generality, besides=unsafe)})
     if sanitized and sanitized.failures:
         first = sanitized.failures[0]
         return outcome.model_copy(update={"status": Status.FAILED, "failure": first.check,
                                           "message": f"{first.message} (at {sanitized.sizes})"
                                                      + also_wrong(generality)})
     if generality.passed is False and generality.failures:
-        problem = ctx.problem(session.problem)
-        return outcome.model_copy(update={"status": Status.NOT_GENERAL,
-                                          "failure": f"generality_{generality.failures[0].check}",
+        hung = [f for f in generality.failures if f.check == "timeout"]
+        # Not general, or failed where it also never finished at a size no larger than the session's.
+        status = Status.FAILED if any(not above_session(problem, session.sizes, f.sizes) for f in hung) \
+            else Status.NOT_GENERAL
+        return outcome.model_copy(update={"status": status,
+                                          "failure": f"generality_{(wrong or generality.failures)[0].check}",
                                           "message": not_general_message(
                                               outcome, generality, problem.symbols,
                                               bound_declarable=isinstance(problem, DeclaredProblem)
-                                              and not problem.declaration.has_error_scale)})
+                                              and not problem.declaration.has_error_scale,
+                                              failed=status is Status.FAILED)})
     return outcome
 
 
@@ -65,7 +74,9 @@ def sizes_and_sanitizer(ctx: LoopContext, session: SessionRow, source: str, prog
                         params: dict[str, int] | None = None) -> tuple[Generality, SanitizerReport | None]:
     """Validate at the problem's awkward sizes within the session's constraints, then (CUDA, where installed)
     run compute-sanitizer at one of them. A fault at one size (the worker dies) is that size's verdict, not
-    the version's. Returns (generality, sanitizer report or None)."""
+    the version's: the sizes after it are checked in a fresh worker (MAX_STOPS, the job's total limit), and
+    the verdicts of those before it come from its progress (size_note). Returns (generality, sanitizer report or
+    None)."""
     problem = ctx.problem(session.problem)
     constraints = session.constraints or []
     sizes_list = sample_sizes(problem, session.sizes, constraints)
@@ -89,28 +100,98 @@ def sizes_and_sanitizer(ctx: LoopContext, session: SessionRow, source: str, prog
     spec = ctx.spec(session, source)
     if params:
         spec = spec.bind(params)
-    job = GeneralityJob(**ctx.wire(session), dtype=session.dtype, source=source, spec=spec,
-                        sizes_list=sizes_list, sanitize_sizes=sanitize_at)
-    sanitized = None
-    try:
-        result = ctx.run_job(session, job, progress)
-        generality, sanitized = result.generality or Generality(), result.sanitizer  # none: did not compile
-    except JobFailed as exc:
-        if not exc.stage.startswith("generality at "):  # e.g. during compute-sanitizer: nothing known of sizes
-            return Generality(passed=None, sizes_checked=[], failures=[],
-                              note=f"the check stopped during '{exc.stage}': {exc}"), None
-        at = exc.stage.removeprefix("generality at ")
-        # Only the sizes up to the one it stopped at were checked; the rest never ran.
-        stopped = named_sizes(at)
-        reached = next((i + 1 for i, s in enumerate(sizes_list) if s == stopped), len(sizes_list))
-        generality = Generality(passed=False, sizes_checked=sizes_list[:reached],
-                                failures=[SizeFailure(sizes=at, check=exc.kind, message=str(exc))])
-        if reached < len(sizes_list):
-            generality.note = (f"the check stopped at {at.split(':')[0]}; {len(sizes_list) - reached} sizes "
-                               "after it were not checked")
+    found = _Found()
+    pending, sanitized, compiled = list(sizes_list), None, True
+    while True:
+        heard = _Heard(progress)
+        job = GeneralityJob(**ctx.wire(session), dtype=session.dtype, source=source, spec=spec,
+                            sizes_list=pending, sanitize_sizes=sanitize_at)
+        try:
+            result = ctx.run_job(session, job, heard)
+        except JobFailed as exc:
+            found.take(heard.verdicts)
+            if not exc.stage.startswith("generality at "):  # e.g. during compute-sanitizer: no size to blame
+                found.notes.append(f"the check stopped during '{exc.stage}': {exc}")
+                break
+            at = exc.stage.removeprefix("generality at ")
+            stopped = named_sizes(at)
+            judged = [s for s, *_ in heard.verdicts]
+            found.stops.append(SizeFailure(sizes=at if stopped in judged else stopped, check=exc.kind,
+                                           message=str(exc)))
+            pending = [s for s in pending if s not in judged and s != stopped]
+            if sanitize_at == stopped:  # the sanitizer would only stop there again
+                sanitize_at = None
+            # The sizes after the one that stopped the job are checked in a fresh worker, while the budget allows:
+            # a wrong result at them is what the kernel must fix, whatever the stop was.
+            if pending and exc.kind in DEVICE_FAULTS and len(found.stops) < MAX_STOPS and \
+                    time.perf_counter() - started < ctx.settings.job_total_timeout_s:
+                continue
+            if pending:
+                found.notes.append(f"the check stopped at {at.split(':')[0]}; {len(pending)} sampled sizes after it "
+                                   "were not checked")
+            break
+        if result.generality is None:  # did not compile
+            compiled = False
+        else:
+            found.checked += result.generality.sizes_checked
+            found.failures += result.generality.failures
+            found.notes += [result.generality.note] if result.generality.note else []
+        sanitized = result.sanitizer
+        break
+    generality = found.generality() if compiled else Generality()
     if not sizes_list:
         generality = unchecked
     generality.seconds = round(time.perf_counter() - started, 3)
     if constraints:
         generality.constraints = constraints
     return generality, sanitized
+
+
+MAX_STOPS = 3  # sampled sizes that may end the job (a hang, a crash) before the rest are given up: each costs a wait
+
+
+class _Heard:
+    """The job's progress, passed on, with the verdict each size reported as it finished (size_note)."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.verdicts: list[tuple[dict[str, int], str, str | None]] = []
+
+    def __call__(self, line: str) -> None:
+        note = read_size_note(line)
+        if note is not None:
+            self.verdicts.append(note)
+        self.progress(line)
+
+
+class _Found:
+    """What the generality jobs of one version found, over the workers a hang or crash at one size ended."""
+
+    def __init__(self) -> None:
+        self.checked: list[dict[str, int]] = []
+        self.failures: list[SizeFailure] = []
+        self.stops: list[SizeFailure] = []  # the sizes that ended a job: judged after every finished size's verdict
+        self.unjudged: list[str] = []
+        self.notes: list[str] = []
+
+    def take(self, verdicts: list[tuple[dict[str, int], str, str | None]]) -> None:
+        """The verdicts a job reported before it was stopped (cleaned: a worker's text, as cleaned_result does)."""
+        for sizes, check, message in verdicts:
+            if check == UNJUDGED:
+                self.unjudged.append(clean(message or "", WORKER_TEXT_CHARS))
+                continue
+            self.checked.append(sizes)
+            if check != PASSED:
+                self.failures.append(SizeFailure(sizes=sizes, check=check,
+                                                 message=clean(message, WORKER_TEXT_CHARS) if message else None))
+
+    def generality(self) -> Generality:
+        notes = list(self.notes)
+        if self.unjudged:
+            notes.insert(0, f"not checked at {len(self.unjudged)} sampled sizes where the reference kernel fails: "
+                            f"{self.unjudged[0]}")
+        failures = self.failures + self.stops
+        passed = False if failures else (True if self.checked else None)
+        return Generality(passed=passed, sizes_checked=self.checked, failures=failures,
+                          note="; ".join(notes) or None)
+

@@ -10,7 +10,7 @@ from typing import Any
 
 from peak_mcp.core.devices import Device
 from peak_mcp.core.units import speed
-from peak_mcp.evaluation.phases import Generality, Recheck, Verdict
+from peak_mcp.evaluation.phases import Generality, Recheck, SizeFailure, Verdict
 from peak_mcp.problems.base import Problem
 from peak_mcp.runner.replies import EvaluateResult
 from peak_mcp.store.records import Outcome, Status
@@ -54,38 +54,52 @@ def above_session(problem: Problem, session_sizes: dict[str, int], sizes: dict[s
 
 
 def not_general_message(outcome: Outcome, generality: Generality, symbols: Sequence[str] = ("M", "N", "K"),
-                        bound_declarable: bool = False) -> str:
+                        bound_declarable: bool = False, failed: bool = False) -> str:
     """What a version right at the session's sizes and wrong at others says: not a success, where it failed first
-    (with the check's numbers), where else, and what would make it one."""
-    first, *rest = generality.failures
-    where = f"{len(generality.failures)} of {len(generality.sizes_checked) or len(generality.failures)}"
+    (with the check's numbers), where else, and what would make it one. Wrong results lead; sizes where the job
+    ran past its limit follow, as secondary, when any size gave a wrong result (the hang may be the machine's, the
+    wrong result is the kernel's). `failed`: one of those hangs was at a size no larger than the session's."""
+    wrong = [f for f in generality.failures if f.check != "timeout"]
+    hung = [f for f in generality.failures if f.check == "timeout"]
+    first, *rest = wrong or hung
+    finished = len(generality.sizes_checked) or len(generality.failures)
+    where = f"{len(wrong)} of {finished}" if wrong else f"{len(hung)} of {finished}"
     timing = outcome.timing
     here = f" (median {timing.median_ms:.4g} ms, {speed(timing.tflops, timing.gbps) or 'n/a'})" if timing else ""
-    text = (f"not general: right at the session's sizes{here} but wrong at {where} sampled other sizes, so not a "
-            f"success. First at {_sizes(first.sizes)}: {first.check}: {(first.message or '').strip().rstrip('.')}")
+    text = (f"{'failed' if failed else 'not general'}: right at the session's sizes{here} but wrong at {where} "
+            f"sampled other sizes, so not a success. First at {_sizes(first.sizes)}: {first.check}: "
+            f"{(first.message or '').strip().rstrip('.')}")
     if rest:
         text += ". Also at " + "; ".join(f"{_sizes(f.sizes)} ({f.check})" for f in rest[:4])
         text += f" and {len(rest) - 4} more" if len(rest) > 4 else ""
+    if wrong and hung:
+        text += (f". Secondary: at {', '.join(_sizes(f.sizes) for f in hung)} the check ran past the job's time "
+                 "limit (timeout) and was stopped; fix the wrong results first, then see whether it still "
+                 "times out there (a hang at a size no larger than the session's is the kernel's: loop bounds, "
+                 "barriers)")
     allowed = f"every size meeting the session's constraints {generality.constraints}" if generality.constraints \
         else "any size (the session declares no constraints)"
     text += (f". A kernel must be right at {allowed}: handle the edges (guard loads and stores past "
              f"{', '.join(symbols)}), {ACCEPT_SPECIALIZED}.")
-    if bound_declarable and all(f.check == "wrong_result" for f in generality.failures):
+    if bound_declarable and wrong and all(f.check == "wrong_result" for f in wrong):
         text += (" Every failure is a wrong value (none unwritten or out of bounds): if the kernel is right and only "
                  "its rounding differs, the problem file's bound may be too tight for its reductions; it can declare "
                  "REDUCTION (the longest sum's length) or error_scale (docs/problems.md, Tolerance).")
     return text
 
 
-def also_wrong(generality: Generality) -> str:
-    """A short clause for a version failed by another finding (the sanitizer's) that is also wrong at other sampled
-    sizes, so the message does not point at one fault only: "; also wrong at 10 of 11 sampled sizes:
-    out_of_bounds_write first at M=1,N=1,K=1". Empty when generality passed or was not checked."""
-    if generality.passed is not False or not generality.failures:
+def also_wrong(generality: Generality, besides: SizeFailure | None = None) -> str:
+    """A short clause for a version failed by another finding (the sanitizer's, or a crash at one sampled size:
+    `besides`) that is also wrong at other sampled sizes, so the message does not point at one fault only: "; also
+    wrong at 10 of 11 sampled sizes: out_of_bounds_write first at M=1,N=1,K=1". Timeouts are not wrong results.
+    Empty when generality passed or was not checked."""
+    if generality.passed is not False:
         return ""
-    first = generality.failures[0]
-    where = f"{len(generality.failures)} of {len(generality.sizes_checked) or len(generality.failures)}"
-    return f"; also wrong at {where} sampled sizes: {first.check} first at {_sizes(first.sizes)}"
+    wrong = [f for f in generality.failures if f is not besides and f.check != "timeout"]
+    if not wrong:
+        return ""
+    where = f"{len(wrong)} of {len(generality.sizes_checked) or len(generality.failures)}"
+    return f"; also wrong at {where} sampled sizes: {wrong[0].check} first at {_sizes(wrong[0].sizes)}"
 
 
 def impossible_speed(problem: Problem, dtype: str, sizes: dict[str, int], device: Device,
