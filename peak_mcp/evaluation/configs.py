@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from peak_mcp.evaluation.noise import SLOWER, change
+from peak_mcp.evaluation.phases import Timing
 
 KEEP_TOP = 128  # configurations a version keeps to seed its children's tuning
 
@@ -85,6 +86,11 @@ class TuneReport(BaseModel):
     recorded: BestConfig | None = None
     recorded_device: int | None = None
     estimate_gap: str | None = None
+    # The version's timing as submitted, before any tune changed it (carried from tune to tune; None for reports from
+    # before it was kept), and when this tune ran: stats credit a transformation with its text's own time, and a
+    # tune's gain to tune.
+    submitted: Timing | None = None
+    at: float | None = None
 
     def top(self, k: int = KEEP_TOP) -> list[dict[str, int]]:
         """The k fastest configurations, fastest first: what a child's tuning is seeded with."""

@@ -110,6 +110,20 @@ class VersionRow(BaseModel):
     def median_ms(self) -> float | None:
         return self.timing.median_ms if self.timing else None
 
+    @property
+    def submitted_timing(self) -> Timing | None:
+        """The time the version's source earned as submitted, before any tune replaced `timing` with a tuned
+        configuration's; None where a tune from before that was kept replaced it (not known)."""
+        return self.tuning.submitted if self.tuning is not None else self.timing
+
+    def timing_at(self, when: float) -> Timing | None:
+        """The version's timing as it stood at `when` (a child's creation): its submitted one where a tune came
+        later (a tune from before tunes were dated counts as earlier: its time is all there is)."""
+        tuning = self.tuning
+        if tuning is not None and tuning.at is not None and tuning.at > when and tuning.submitted is not None:
+            return tuning.submitted
+        return self.timing
+
 
 class Outcome(BaseModel):
     """What evaluating a source came to: the version fields one evaluation sets (those left unset stay as stored)."""

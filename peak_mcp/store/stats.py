@@ -9,6 +9,7 @@ from statistics import median
 from typing import Any
 
 from peak_mcp.evaluation.noise import FASTER, NOISE, SLOWER, change
+from peak_mcp.evaluation.phases import Timing
 from peak_mcp.store.database import Store
 from peak_mcp.store.records import Status, VersionRow
 
@@ -35,7 +36,9 @@ def statistics(store: Store, session_id: str | None = None) -> list[dict[str, An
     """Per transformation: attempts, successes, first-try success, failure kinds, speedups (PEAK's research
     data). A success is a child that is general, passed, and faster than its parent beyond timing noise (the
     middle halves of the two timings do not overlap); passing children within noise or slower are counted
-    apart, as what they are. `session_id`: that session's attempts only; None: every session in the data dir."""
+    apart, as what they are. The child's time is its text's as submitted, never one a later tune improved (tune's
+    gain is reported apart: tuned_later, median_tune_speedup); the parent's is as it stood when the child came.
+    `session_id`: that session's attempts only; None: every session in the data dir."""
     runs = [r for r in store.apply_runs() if session_id is None or r.session_id == session_id]
     versions = [v for v in store.all_versions() if session_id is None or v.session_id == session_id]
     by_key = {(v.session_id, v.number): v for v in versions}
@@ -44,20 +47,36 @@ def statistics(store: Store, session_id: str | None = None) -> list[dict[str, An
         if v.transformation:
             grouped[v.transformation].append(v)
 
-    def verdict(v: VersionRow) -> str | None:
-        """FASTER, SLOWER or NOISE against its parent, for a passing (general) version timed beside one."""
+    def pair(v: VersionRow) -> tuple[Timing, Timing] | None:
+        """Like with like: the version's time as its text produced it (before any tune of it) and its parent's as it
+        stood when the version was recorded; None unless both are known for a passing (general) version."""
         parent = by_key.get((v.session_id, v.parent))
-        if not (v.status.passed and v.timing and parent and parent.timing):
+        if not (v.status.passed and parent):
             return None
-        return change(v.timing, parent.timing)
+        own, theirs = v.submitted_timing, parent.timing_at(v.created_at)
+        return (own, theirs) if own and theirs else None
+
+    def verdict(v: VersionRow) -> str | None:
+        """FASTER, SLOWER or NOISE against its parent (pair)."""
+        both = pair(v)
+        return change(*both) if both else None
+
+    def tune_gain(v: VersionRow) -> float | None:
+        """Where a tune of the version replaced its submitted time: submitted / tuned median, tune's gain."""
+        if not (v.status.passed and v.tuning and v.tuning.submitted and v.timing):
+            return None
+        if v.timing.params_from != "tuned" or v.timing == v.tuning.submitted:
+            return None
+        return v.tuning.submitted.median_ms / v.timing.median_ms
 
     out = []
     for name, attempts in sorted(grouped.items()):
         runs_for = [r for r in runs if r.transformation == name and r.attempts > 0]
         applied = [v for v in attempts if v.status.passed]
         verdicts = Counter(verdict(v) for v in applied)
-        speedups = [by_key[(v.session_id, v.parent)].timing.median_ms / v.timing.median_ms  # type: ignore
-                    for v in applied if verdict(v) is not None]
+        pairs = [both for both in map(pair, applied) if both]
+        speedups = [theirs.median_ms / own.median_ms for own, theirs in pairs]
+        tunes = [g for g in map(tune_gain, applied) if g is not None]
         first = {v.apply_id: v for v in attempts if v.apply_id and v.attempt == 1}
         result = {(r.session_id, r.result_version): r for r in runs_for if r.result_version is not None}
         out.append({
@@ -72,5 +91,9 @@ def statistics(store: Store, session_id: str | None = None) -> list[dict[str, An
             "failure_kinds": dict(Counter(v.failure for v in attempts if v.failure)),
             "median_speedup_vs_parent": median(speedups) if speedups else None,
             "best_speedup_vs_parent": max(speedups) if speedups else None,
+            # what later tunes of these versions gained over their submitted times: tune's, not the text's
+            "tuned_later": len(tunes), "median_tune_speedup": median(tunes) if tunes else None,
+            # passing versions whose submitted time a tune replaced before it was kept: no verdict on the text
+            "submitted_time_unknown": sum(v.submitted_timing is None and v.timing is not None for v in applied),
         })
     return out

@@ -4,6 +4,7 @@ the best validated, checked at other sizes and timed in full before the version 
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from peak_mcp.core.errors import InvalidInput, Unavailable
@@ -122,6 +123,9 @@ class Tuner:
                 report.stopped += (f"; the fastest configuration {Config(params=report.best.params).label()} then "
                                    f"failed its full checks ({tuned.failure}), so v{v.number} keeps its configuration: "
                                    f"{(tuned.message or '')[:300]}")
+        # The time the version's text earned as submitted outlives every tune (tune after tune overwrite `timing`).
+        report.submitted = v.tuning.submitted if v.tuning else v.timing
+        report.at = time.time()
         self.ctx.store.update_version(session_id, v.number, tuning=report.model_dump(mode="json"), **columns)
         return report
 
