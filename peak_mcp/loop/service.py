@@ -92,7 +92,8 @@ class PeakService:
         self.problems = ProblemRegistry(settings.problem_dirs, defined=settings.defined_problems,
                                         classes=BUILTIN_CLASSES.values(), sandbox=settings.sandbox,
                                         defined_on=self.defining_allowed,
-                                        memory_bytes=settings.problem_memory_mb << 20)
+                                        memory_bytes=settings.problem_memory_mb << 20,
+                                        cache_dir=settings.data_dir / "cache" / "described")
         self.ctx = LoopContext(settings, self.store, self.pool, self.problems, self.devices)
         self.problem_files = ProblemFiles(settings, self.problems, self.defining_allowed)
         self.versions = Versions(self.ctx)

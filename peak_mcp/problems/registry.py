@@ -40,6 +40,7 @@ from peak_mcp.core.text_safety import clean
 from peak_mcp.problems.base import Problem
 from peak_mcp.problems.declaration import ProblemDeclaration
 from peak_mcp.problems.declared import DeclaredProblem
+from peak_mcp.problems.described_cache import DescribedCache
 
 log = structlog.get_logger("peak_mcp.problems")
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
@@ -218,10 +219,11 @@ class ProblemRegistry:
     def __init__(self, folders: Iterable[Path] = (), *, defined: Path | None = None,
                  builtin_dir: Path | None = BUILTIN_DIR, classes: Iterable[Problem] = (), sandbox: bool = True,
                  timeout_s: float = DESCRIBE_TIMEOUT_S, defined_on: Callable[[], bool] | None = None,
-                 memory_bytes: int = DESCRIBE_MEMORY_BYTES) -> None:
+                 memory_bytes: int = DESCRIBE_MEMORY_BYTES, cache_dir: Path | None = None) -> None:
         """`defined_on`: asked at every look at the folders; while it says False the `defined` folder is not
         looked at (its files are neither read nor served): a server that refuses define_problem never imports
-        what another server defined in the same data dir."""
+        what another server defined in the same data dir. `cache_dir`: where files already read are kept across
+        restarts (described_cache); None keeps them in this process only."""
         self.defined_on = defined_on or (lambda: True)
         self.sources: list[Source] = []
         if defined is not None:
@@ -231,6 +233,7 @@ class ProblemRegistry:
             self.sources.append(Source(builtin_dir, "shipped"))
         self.classes = {p.name: p for p in classes}
         self.sandbox, self.timeout_s, self.memory_bytes = sandbox, timeout_s, memory_bytes
+        self.kept = DescribedCache(cache_dir) if cache_dir is not None else None
         self._entries: dict[Path, _Entry] = {}
         self._by_name: dict[str, Problem] = {}
         self._errors: list[ProblemFileError] = []
@@ -283,10 +286,14 @@ class ProblemRegistry:
         key = (str(path), print_)
         with _described_lock:
             cached = _described.get(key)
+        if cached is None and self.kept is not None:
+            cached = self.kept.get(path, print_)
         if cached is None:
             try:
                 cached = describe_in_subprocess(path, sandbox=self.sandbox, timeout_s=self.timeout_s,
                                                 folder_readable=folder_readable, memory_bytes=self.memory_bytes)
+                if self.kept is not None:
+                    self.kept.put(path, print_, cached)
             except DescribeFailed as exc:
                 log.warning("problem file left out", file=str(path), line=exc.line, error=exc.message)
                 return _Entry(print_, error=ProblemFileError(file=str(path), line=exc.line, message=exc.message))

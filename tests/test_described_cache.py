@@ -1,0 +1,67 @@
+"""Issue 35: reading 100 KernelBench files took 306 s, and every restart read them again. A file read once is kept
+in the data dir by its fingerprint and the reader's version, so a new server (a restart) describes nothing that did
+not change; a changed file, a torn cache entry or a failure is read again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import peak_mcp.problems.registry as registry_module
+from peak_mcp.problems.registry import ProblemRegistry
+from tests.test_problem_files import GOOD, write
+
+
+@pytest.fixture
+def described(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Each file the registry sends to the (real, confined) describe subprocess; none from this process's memo."""
+    monkeypatch.setattr(registry_module, "_described", {})
+    seen: list[Path] = []
+    real = registry_module.describe_in_subprocess
+
+    def counted(path: Path, **kwargs: object) -> object:
+        seen.append(path)
+        return real(path, **kwargs)
+
+    monkeypatch.setattr(registry_module, "describe_in_subprocess", counted)
+    return seen
+
+
+def _fresh(folder: Path, cache: Path) -> ProblemRegistry:
+    registry_module._described.clear()  # a new process: nothing in memory
+    return ProblemRegistry([folder], builtin_dir=None, cache_dir=cache)
+
+
+def test_a_restart_reads_no_file_that_did_not_change(tmp_path: Path, described: list[Path]) -> None:
+    folder, cache = tmp_path / "problems", tmp_path / "data" / "cache" / "described"
+    folder.mkdir()
+    path = write(folder, "scale", GOOD.format(name="scale2"))
+    first = _fresh(folder, cache).get("scale2")
+    assert described == [path] and len(list(cache.glob("*.json"))) == 1
+    again = _fresh(folder, cache).get("scale2")
+    assert described == [path]  # kept: not read again
+    assert again.declaration == first.declaration and again.source == str(path)
+    path.write_text(path.read_text().replace("Scale: y = 2 x.", "Scale: y = 2 x, changed."))
+    changed = _fresh(folder, cache).get("scale2")
+    assert described == [path, path] and "changed" in changed.declaration.doc
+
+
+def test_a_torn_entry_is_read_again_and_replaced(tmp_path: Path, described: list[Path]) -> None:
+    folder, cache = tmp_path / "problems", tmp_path / "cache"
+    folder.mkdir()
+    path = write(folder, "scale", GOOD.format(name="scale2"))
+    _fresh(folder, cache).get("scale2")
+    (entry,) = cache.glob("*.json")
+    entry.write_text('{"path": "/etc/passwd", "na')  # torn (or written by something else)
+    assert _fresh(folder, cache).get("scale2").source == str(path)
+    assert described == [path, path] and entry.read_text().startswith("{") and "scale2" in entry.read_text()
+
+
+def test_a_file_that_fails_is_not_kept(tmp_path: Path, described: list[Path]) -> None:
+    folder, cache = tmp_path / "problems", tmp_path / "cache"
+    folder.mkdir()
+    write(folder, "broken", 'NAME = "broken"\nraise RuntimeError("no")\n')
+    for _ in range(2):
+        assert any("broken" in e.file for e in _fresh(folder, cache).errors)
+    assert len(described) == 2 and not list(cache.glob("*.json"))
