@@ -4,9 +4,11 @@ prompts say holds for every problem."""
 
 from __future__ import annotations
 
+import mcp.types as types
 import pytest
 
 from tests.conftest import has_device
+from tests.test_apply import BROKEN, ScriptedLLM, _start, fenced
 from tests.test_tuning import TUNED as PARENT
 from tests.test_tuning import slow_by_default
 
@@ -41,3 +43,52 @@ async def test_stats_credit_the_text_as_submitted_and_the_tune_apart(make_client
         assert row["median_speedup_vs_parent"] == pytest.approx(submitted, rel=0.01), (row, submitted)
         assert row["successes"] == 0 and row["slowdowns"] + row["within_noise"] == 1, row
         assert row["tuned_later"] == 1 and row["median_tune_speedup"] > 2, row  # REPEAT 8 -> 1: tune's gain
+
+
+class DecliningLLM(ScriptedLLM):
+    """Answers its scripted replies, then declines as a user does (a JSON-RPC error for sampling/createMessage)."""
+
+    async def __call__(self, context, params: types.CreateMessageRequestParams):
+        if not self.replies:
+            self.prompts.append(params.messages[-1].content.text)
+            return types.ErrorData(code=-1, message="declined by user")
+        return await super().__call__(context, params)
+
+
+async def test_a_declined_sampling_request_ends_in_an_answer_with_the_attempts(make_client) -> None:
+    """Sampling over the back-channel (a client before 2026-07-28): the first reply is recorded (a compile error),
+    the second request is declined. The answer says so, names the attempt and how to go on without sampling."""
+    llm = DecliningLLM([fenced(BROKEN)])
+    async with make_client(sampling_callback=llm, mode="legacy") as (client, _):
+        sid = await _start(client)
+        result = await client.call_tool("apply_transformation", {"session_id": sid,
+                                                                 "transformation": "shared-memory-tiling"})
+        assert not result.is_error, result.content[0].text
+        step = result.structured_content
+        assert len(llm.prompts) == 2 and not step["done"] and len(step["attempts"]) == 1
+        message = step["message"]
+        assert "sampling was declined by the client (declined by user)" in message, message
+        assert "1 attempt(s) recorded: v1 compile_error (compile)" in message, message
+        assert "get_transformation(transformation='shared-memory-tiling')" in message
+        assert f"submit_kernel(session_id={sid!r}" in message
+        # The no-sampling path it names works: the submission is the run's next attempt.
+        report = await call(client, "submit_kernel", {"session_id": sid, "source": BROKEN.replace(
+            " + missing_symbol", ""), "transformation": "shared-memory-tiling"})
+        assert report["origin"] == "apply" and report["status"] == "compiled", report["message"]
+
+
+async def test_what_the_tools_and_prompt_say_holds_for_a_non_matmul_problem(make_client, settings, tmp_path) -> None:
+    from tests.test_reference_kernel import NO_REFERENCE
+
+    settings.allow_define_problem = True
+    async with make_client() as (client, _):
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        dtype = tools["start_session"].input_schema["properties"]["dtype"]["description"]
+        assert "accumulation and output" not in dtype and "ABI" in dtype, dtype
+        prompt = await client.get_prompt("optimize_kernel", {"problem": "rmsnorm"})
+        text = prompt.messages[0].content.text
+        assert "M=4096,N=4096,K=4096" not in text and "sizes ROWS=" in text, text[:300]
+        defined = await client.call_tool("define_problem", {"source": NO_REFERENCE})
+        assert not defined.is_error, defined.content[0].text
+        answer = defined.content[0].text
+        assert "start_session needs reference_kernel" in answer and "first submission is its v0" not in answer, answer

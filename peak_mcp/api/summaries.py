@@ -224,7 +224,8 @@ def session_list(d: dict[str, Any]) -> list[str]:
 def problem_defined(d: dict[str, Any]) -> list[str]:
     """define_problem's answer: the problem in one line, as list_problems shows it, and where its ABIs are."""
     line = problems({"problems": [d]})[0]
-    naive = "" if d.get("naive") is None or d["naive"] else \
+    # Without a Python reference the line's `reference:` says what v0 is (start_session's reference_kernel).
+    naive = "" if d.get("naive") is None or d["naive"] or d.get("reference") else \
         "; no naive kernel: a session's first submission is its v0"
     return [f"defined {line}{naive}", "each backend's ABI is in the structured content (abi); start_session's brief "
                                       "gives the session's own"]

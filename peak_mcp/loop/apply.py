@@ -171,6 +171,20 @@ class Applier:
         step.message = f"attempt {run.attempts + 1} of {run.max_attempts}: waiting for a kernel"
         return step
 
+    def declined(self, run_id: str, why: str) -> ApplyStep:
+        """The run where the client declined (or failed) a sampling request: still open, with what its attempts came
+        to and how the agent goes on without sampling."""
+        step = self.step(run_id)
+        done = "; ".join(f"v{a.version} {a.status}" + (f" ({a.failure})" if a.failure else "") for a in step.attempts)
+        step.message = (f"sampling was declined by the client ({why}); "
+                        + (f"{len(step.attempts)} attempt(s) recorded: {done}. " if step.attempts
+                           else "no attempt was recorded. ")
+                        + f"The run stays open: write the kernel yourself from the brief (or the text from "
+                        f"get_transformation(transformation={step.resolved_transformation!r})) and call "
+                        f"submit_kernel(session_id={step.session_id!r}, source=..., "
+                        f"transformation={step.transformation!r}); it is recorded as this run's next attempt")
+        return step
+
     def answer(self, run_id: str, reply: str, progress: Progress = quiet) -> ApplyStep:
         """Record one LLM reply as an attempt and advance the run."""
         run = self.service.store.apply_run(run_id)

@@ -62,10 +62,8 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
                     reply = await ctx.session.create_message(
                         messages=[_user_message(step.brief or "")], system_prompt=step.system_prompt,
                         max_tokens=SAMPLING_MAX_TOKENS)
-            except Exception as exc:
-                step.message = (f"sampling failed ({exc}); the run stays open: rewrite the kernel yourself from "
-                                "the brief and call submit_kernel with transformation set")
-                return _answer(step)
+            except Exception as exc:  # declined by the user, or the client's LLM failed: the attempts stand
+                return _answer(await call(None, applier.declined, step.run_id, str(exc) or type(exc).__name__))
             step = await call(ctx, applier.answer, step.run_id, _reply_text(reply), progress=None)
         return _answer(step)
 

@@ -98,8 +98,13 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
 
     @mcp.prompt()
     def optimize_kernel(problem: str = "matmul", backend: str = "cuda", dtype: str = "f32",
-                        sizes: str = "M=4096,N=4096,K=4096", goal: str = "beat the yardstick the session names") -> str:
-        """How an agent runs the PEAK loop with this server."""
+                        sizes: str | None = None, goal: str = "beat the yardstick the session names") -> str:
+        """How an agent runs the PEAK loop with this server (sizes: the problem's defaults unless given)."""
+        if sizes is None:  # the problem's own symbols: matmul's M,N,K mean nothing to a LayerNorm
+            try:
+                sizes = ",".join(f"{s}={v}" for s, v in service.problem(problem).default_sizes.items())
+            except PeakError:
+                sizes = "the problem's defaults (list_problems)"
         return OPTIMIZE_PROMPT.format(problem=problem, backend=backend, dtype=dtype, sizes=sizes, goal=goal)
 
     @mcp.tool(annotations=READ_ONLY)

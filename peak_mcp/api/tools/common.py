@@ -28,7 +28,8 @@ RECORDS = types.ToolAnnotations(read_only_hint=False, destructive_hint=False, id
 MOVES_HEAD = types.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                    open_world_hint=False)
 BACKEND = Field(description="cuda, hip or hlsl", json_schema_extra={"enum": sorted(BACKENDS)})
-DTYPE = Field(description="f32, f16 or bf16 (inputs; f32 accumulation and output)",
+DTYPE = Field(description="f32, f16 or bf16: the inputs' element type (the session's ABI says each output's "
+                          "type and how the kernel accumulates)",
               json_schema_extra={"enum": ["f32", "f16", "bf16"]})
 # Strict: JSON true is not 1. Bounded: SQLite integers are 64-bit, and a version number past them is no version.
 VersionNumber = Annotated[int, Field(strict=True, ge=0, le=2**31 - 1)]
