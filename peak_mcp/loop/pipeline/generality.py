@@ -39,12 +39,14 @@ def with_generality(ctx: LoopContext, session: SessionRow, source: str, outcome:
     if sanitized and outcome.validation is not None:  # kept with the verdict at the session's sizes
         update["validation"] = outcome.validation.model_copy(update={"sanitizer": sanitized})
     outcome = outcome.model_copy(update=update)
-    problem = ctx.problem(session.problem)
+    def above(failure: SizeFailure) -> bool:
+        return above_session(ctx.problem(session.problem), session.sizes, failure.sizes)
+
     # A wrong result at a sampled size is the kernel's fault and what to fix; a hang there is secondary to it (an
     # attention kernel wrong at 11 of 13 sizes was once reported as one timeout, "this machine is busy").
     wrong = [f for f in generality.failures if f.check not in DEVICE_FAULTS]
     unsafe = next((f for f in generality.failures if f.check in DEVICE_FAULTS
-                   and not (f.check == "timeout" and (wrong or above_session(problem, session.sizes, f.sizes)))),
+                   and not (f.check == "timeout" and (wrong or above(f)))),
                   None)
     if unsafe:
         return outcome.model_copy(update={"status": Status.FAILED, "failure": unsafe.check,
@@ -58,8 +60,8 @@ def with_generality(ctx: LoopContext, session: SessionRow, source: str, outcome:
     if generality.passed is False and generality.failures:
         hung = [f for f in generality.failures if f.check == "timeout"]
         # Not general, or failed where it also never finished at a size no larger than the session's.
-        status = Status.FAILED if any(not above_session(problem, session.sizes, f.sizes) for f in hung) \
-            else Status.NOT_GENERAL
+        status = Status.FAILED if any(not above(f) for f in hung) else Status.NOT_GENERAL
+        problem = ctx.problem(session.problem)
         return outcome.model_copy(update={"status": status,
                                           "failure": f"generality_{(wrong or generality.failures)[0].check}",
                                           "message": not_general_message(
