@@ -77,6 +77,15 @@ class SessionRow(BaseModel):
         return self.baseline.median_ms if self.baseline and self.baseline.available else None
 
 
+class Timeline(BaseModel):
+    """Where one submission's seconds went (loop/timeline.py): the phases' sums, and its first steps as stamped
+    (seconds since it was admitted, the progress line)."""
+
+    total_s: float
+    phases: dict[str, float] = {}
+    steps: list[tuple[float, str]] = []
+
+
 class VersionRow(BaseModel):
     """A version as stored: its source, its state and what each phase found."""
 
@@ -96,6 +105,7 @@ class VersionRow(BaseModel):
     timing: Timing | None = None
     generality: Generality | None = None
     tuning: TuneReport | None = None
+    timeline: Timeline | None = None
     created_at: float
     owner: str | None = None  # the lease of the server that recorded it (store.py); None before leases
 

@@ -17,6 +17,7 @@ from peak_mcp.loop.pipeline.admit import admit
 from peak_mcp.loop.pipeline.configuration import configuration
 from peak_mcp.loop.pipeline.evaluate import evaluate
 from peak_mcp.loop.pipeline.generality import with_generality
+from peak_mcp.loop.timeline import Recorder
 from peak_mcp.loop.versions import Versions
 
 log = structlog.get_logger("peak_mcp.loop.service")
@@ -47,6 +48,7 @@ class Pipeline:
                transformation: str | None, progress: Progress, apply_id: str | None = None,
                attempt: int | None = None, require_generality: bool = True) -> Submission:
         started = time.perf_counter()
+        progress = Recorder(progress)  # the timeline of this submission, stored with its verdict
         store = self.ctx.store
         session = store.session(session_id)
         admit(source)
@@ -63,6 +65,7 @@ class Pipeline:
         outcome = notes.judged(outcome, session, self.ctx.problem(session.problem), origin=origin,
                                require_generality=require_generality)
         record.final(store, session, number, outcome, require_generality=require_generality)
+        store.update_version(session_id, number, timeline=progress.timeline().model_dump(mode="json"))
         report = Submission(**dict(self.versions.version_report(session_id, number)),
                             note=self.versions.standing_note(session_id, number))
         report.seconds = time.perf_counter() - started

@@ -1,0 +1,53 @@
+"""Where a submission's seconds went: every progress line stamped as it passes, summed by phase for the record.
+
+PEAK spends most of its time evaluating; making that faster starts with knowing where it goes. The worker already
+says what it is doing (each progress line names its step), so the timeline needs no probe of its own: a step lasts
+from its line to the next one, and a step's phase is read from its words.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from peak_mcp.loop.context import Progress
+from peak_mcp.store.records import Timeline
+
+MAX_STEPS = 64  # steps kept verbatim in the record (the phases' sums cover all of them)
+# A step's phase, from the first pattern its line matches.
+PHASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(pattern)) for name, pattern in (
+    ("sanitizer", r"sanitiz"),
+    ("generality", r"^generality"),
+    ("reference", r"inputs and reference|reference kernel|from the problem file|problem's answer|receiving the answer"),
+    ("yardsticks", r"^yardsticks|vendor baseline"),
+    ("benchmark", r"^benchmark|timed launches|re-?check"),
+    ("validate", r"^validate|race check|fresh inputs"),
+    ("compile", r"compil"),
+    ("queue", r"queue|waiting|lease|worker start"),
+))
+
+
+def phase_of(line: str) -> str:
+    return next((name for name, pattern in PHASES if pattern.search(line)), "other")
+
+
+class Recorder:
+    """A Progress that stamps each line and passes it on; `timeline()` sums the steps by phase."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.started = time.perf_counter()
+        self.steps: list[tuple[float, str]] = [(0.0, "admit")]
+
+    def __call__(self, line: str) -> None:
+        self.steps.append((time.perf_counter() - self.started, line))
+        self.progress(line)
+
+    def timeline(self) -> Timeline:
+        total = time.perf_counter() - self.started
+        phases: dict[str, float] = {}
+        for (at, line), (until, _) in zip(self.steps, [*self.steps[1:], (total, "")], strict=True):
+            phase = "admit" if line == "admit" else phase_of(line)
+            phases[phase] = phases.get(phase, 0.0) + (until - at)
+        return Timeline(total_s=round(total, 3), phases={k: round(v, 3) for k, v in phases.items()},
+                        steps=[(round(at, 3), line[:120]) for at, line in self.steps[:MAX_STEPS]])

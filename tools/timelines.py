@@ -1,0 +1,43 @@
+"""Where submissions' seconds went, from a data dir's records (issue 35's per-phase table): each version's total and
+phases (loop/timeline.py), and the median of each phase over the versions shown.
+
+    python tools/timelines.py --data-dir DIR [--session ID] [--last N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+from peak_mcp.store.database import Store
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--session", default=None)
+    parser.add_argument("--last", type=int, default=20)
+    args = parser.parse_args()
+    store = Store(args.data_dir / "peak.sqlite3")
+    sessions = [store.session(args.session)] if args.session else store.sessions()
+    rows = [(s, v) for s in sessions for v in store.versions(s.id) if v.timeline is not None][-args.last:]
+    if not rows:
+        print("no version with a timeline in", args.data_dir)
+        return 1
+    phases = sorted({p for _, v in rows for p in v.timeline.phases})
+    print("| session | version | problem | status | total s | " + " | ".join(phases) + " |")
+    print("|---" * (5 + len(phases)) + "|")
+    for session, v in rows:
+        cells = [f"{v.timeline.phases.get(p, 0.0):.2f}" for p in phases]
+        print(f"| {session.id} | v{v.number} | {session.problem} | {v.status.value} | {v.timeline.total_s:.2f} | "
+              + " | ".join(cells) + " |")
+    medians = [f"{statistics.median(v.timeline.phases.get(p, 0.0) for _, v in rows):.2f}" for p in phases]
+    total = statistics.median(v.timeline.total_s for _, v in rows)
+    print(f"| median | | | | {total:.2f} | " + " | ".join(medians) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
