@@ -65,3 +65,18 @@ def test_a_file_that_fails_is_not_kept(tmp_path: Path, described: list[Path]) ->
     for _ in range(2):
         assert any("broken" in e.file for e in _fresh(folder, cache).errors)
     assert len(described) == 2 and not list(cache.glob("*.json"))
+
+
+@pytest.mark.anyio
+async def test_define_problem_reads_the_file_once(make_client, settings, described: list[Path]) -> None:
+    """define_problem read a file confined before saving it, then the refresh read the saved file again: twice the
+    wait (a KernelBench module's describe is tens of seconds)."""
+    from tests.test_define_problem import NEGATE
+
+    async with make_client() as (client, _):
+        defined = await client.call_tool("define_problem", {"source": NEGATE})
+        assert not defined.is_error, defined.content[0].text
+        listed = await client.call_tool("list_problems", {})
+        assert not listed.is_error and "negate" in listed.content[0].text
+    assert len([p for p in described if p.name == "negate.py"]) == 1, described
+    assert (settings.defined_problems / "negate.py").exists()

@@ -282,6 +282,18 @@ class ProblemRegistry:
             self._settle(files, errors)
             self._loaded = True
 
+    def remember(self, path: Path, declaration: ProblemDeclaration) -> None:
+        """`declaration`, read from the same bytes staged elsewhere, taken as `path`'s: define_problem reads a file
+        before it saves it, and the refresh after the save then reads nothing again."""
+        declaration = declaration.model_copy(update={"path": str(path)})
+        print_ = fingerprint(path)
+        if declaration.sha256 != hashlib.sha256(path.read_bytes()).hexdigest():
+            return  # not the bytes that were read: the refresh reads the file itself
+        with _described_lock:
+            _described[(str(path), print_)] = declaration
+        if self.kept is not None:
+            self.kept.put(path, print_, declaration)
+
     def _read(self, path: Path, print_: str, folder_readable: bool) -> _Entry:
         key = (str(path), print_)
         with _described_lock:
