@@ -80,3 +80,31 @@ async def test_define_problem_reads_the_file_once(make_client, settings, describ
         assert not listed.is_error and "negate" in listed.content[0].text
     assert len([p for p in described if p.name == "negate.py"]) == 1, described
     assert (settings.defined_problems / "negate.py").exists()
+
+
+def test_a_session_on_a_known_problem_waits_on_no_other_reading(tmp_path: Path, described: list[Path]) -> None:
+    """start_session read every new or changed file of every folder first: a session on one problem waited on the
+    reading of others (a folder of 100 KernelBench files: minutes). It now reads only what its own problem needs."""
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    path = write(folder, "scale", GOOD.format(name="scale2"))
+    registry = ProblemRegistry([folder], builtin_dir=None, cache_dir=tmp_path / "cache")
+    registry.get("scale2")
+    slow = write(folder, "slow", 'NAME = "slow"\nimport time\ntime.sleep(60)\n')
+    registry.refresh_for("scale2")
+    assert described == [path]  # the new file is left for list_problems or the background
+    path.write_text(path.read_text().replace("Scale: y = 2 x.", "Scale: y = 2 x, changed."))
+    registry.timeout_s = 3
+    registry.refresh_for("scale2")  # its own file changed: read again (a refresh: the slow one too, stopped at 3 s)
+    assert described.count(path) == 2 and slow in described
+    assert "changed" in registry.get("scale2").declaration.doc
+
+
+def test_the_background_reading_leaves_the_folders_read(tmp_path: Path, described: list[Path]) -> None:
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    path = write(folder, "scale", GOOD.format(name="scale2"))
+    registry = ProblemRegistry([folder], builtin_dir=None)
+    registry.refresh_in_background().join(timeout=120)
+    assert described == [path]
+    assert registry.get("scale2").source == str(path) and described == [path]  # read already: not again

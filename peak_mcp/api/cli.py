@@ -131,6 +131,9 @@ def main(argv: list[str] | None = None) -> None:
         except PeakError as exc:  # a bad setting, or --ray without Ray: say so and stop
             print(f"peak-mcp: {exc}", file=sys.stderr)
             sys.exit(2)
+        if options is not None:
+            service.http = True  # set before the reading below looks at the defined folder (define_problem's)
+        service.problems.refresh_in_background()  # the folders read while the client connects, not when it asks
         try:
             if options is not None:
                 service.http = True  # define_problem only where PEAK_MCP_ALLOW_DEFINE_PROBLEM says so

@@ -38,7 +38,7 @@ class Sessions:
                       reference_kernel: str | None = None, *, naive: bool = True) -> SessionInfo:
         """`naive=False`: no naive v0 even where the problem has one (a batch evaluates only the kernel given)."""
         label = checked_label(label)
-        self.ctx.problems.refresh()
+        self.ctx.problems.refresh_for(problem)
         spec = self.ctx.problem(problem)
         spec.check_dtype(dtype, backend if backend in BACKENDS else None)
         if isinstance(sizes, str):

@@ -101,6 +101,13 @@ _described: dict[tuple[str, str], ProblemDeclaration] = {}
 _described_lock = threading.Lock()
 
 
+def _unchanged(path: Path, print_: str) -> bool:
+    try:
+        return fingerprint(path) == print_
+    except OSError:
+        return False
+
+
 def fingerprint(path: Path) -> str:
     """The file's sha256, and the size and time of every other file in its folder (kernel texts it names)."""
     digest = hashlib.sha256(path.read_bytes())
@@ -251,6 +258,30 @@ class ProblemRegistry:
                 continue
             found += [(source, p.resolve()) for p in paths if p.is_file()]
         return found
+
+    def refresh_for(self, name: str) -> None:
+        """What a session on `name` needs read: where `name` is known and its file has not changed, nothing (other
+        files new or changed are not read: a session never waits on another problem's reading); else a refresh."""
+        with self._lock:
+            known = self._by_name.get(name) if self._loaded else None
+            path = Path(known.source) if known is not None and getattr(known, "declaration", None) else None
+            entry = self._entries.get(path) if path is not None else None
+        if known is not None and (path is None or (entry is not None and _unchanged(path, entry.fingerprint))):
+            return  # a built-in class, or a file as it was read
+        self.refresh()
+
+    def refresh_in_background(self) -> threading.Thread:
+        """Read every file now, on a thread of its own (a server's start): list_problems and sessions then find
+        them read, and nothing waits for them before it asks."""
+        thread = threading.Thread(target=self._quiet_refresh, name="peak-problem-reading", daemon=True)
+        thread.start()
+        return thread
+
+    def _quiet_refresh(self) -> None:
+        try:
+            self.refresh()
+        except Exception as exc:  # the next refresh (list_problems, start_session) reads again and says why
+            log.warning("reading problem files in the background failed", error=str(exc))
 
     def refresh(self) -> None:
         """Read the files that are new or changed since the last look (in parallel, each confined), then settle
