@@ -1,11 +1,14 @@
 """suggest_next: transformations ranked for a session's head, each with one line of why.
 
-The ranking reads only what is recorded: which transformations the head's lineage already went through, what its
-source visibly has (shared memory, vector loads, tensor-core instructions ...), the catalog's order hints (`after`:
-what a text usually follows, among the texts that exist for the session; the "Expected effect" section naming next
-steps), the session's backend, problem, dtype, device and sizes, and a text's own `measured` speeds: a text measured
-slower than its parent on the session's device ranks after every text that was not. Only texts that apply to the
-session are proposed. It is a heuristic for where to look next, not a prediction of speed.
+The ranking reads only what is recorded: which transformations the head's lineage already went through (a label
+whose work the head's code does not show is not taken as done), what its code visibly has (catalog.features: shared
+tiles, vector loads, tensor-core instructions ...), the catalog's order hints (`after`: what a text usually follows,
+among the texts that exist for the session; the "Expected effect" section naming next steps), the session's
+backend, problem, dtype, device and sizes, the session's earlier attempts at each text, and a text's own `measured`
+speeds. Ranked last, in this order of weight: a text that failed repeatedly in the session and never passed, one
+whose prerequisites (`after`) the head has not done (named as what to apply first), one measured slower than its
+parent on the session's device. Only texts that apply to the session are proposed. It is a heuristic for where to
+look next, not a prediction of speed.
 """
 
 from __future__ import annotations
@@ -15,47 +18,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from peak_mcp.catalog.features import SHARED_TILES, source_features
 from peak_mcp.catalog.transformations import Catalog, DeviceDescriptor, Transformation
 from peak_mcp.core.devices import Device
 from peak_mcp.core.errors import InvalidInput
 from peak_mcp.problems.base import Problem
-from peak_mcp.problems.shipped import get_problem
 from peak_mcp.store.records import SessionRow, Status, VersionRow
 
-# Source features, and the transformations whose work a feature shows is already done.
-FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "shared memory": (r"__shared__|\bgroupshared\b", ("shared-memory-tiling", "hlsl-groupshared-tiling",
-                                                      "coalesced-access")),
-    "register micro-tile (2-D)": (r"\bacc\s*\[[^\]]+\]\s*\[|\bc[0-7][0-7]\b", ("register-blocking-2d",
-                                                                              "register-blocking-1d")),
-    "register micro-tile (1-D)": (r"\bacc\s*\[", ("register-blocking-1d",)),
-    "128-bit vectors": (r"\bfloat4\b|\buint4\b|\.Load4\s*\(|Store4\s*\(", ("vectorized-loads",
-                                                                        "vectorized-row-access")),
-    "cp.async": (r"cp\.async|__pipeline_memcpy_async|cuda::memcpy_async", ("cuda-cp-async", "double-buffering")),
-    "WMMA": (r"\bwmma::", ("tensor-cores",)),
-    "mma.sync": (r"mma\.sync", ("mma-sync-ptx", "tensor-cores")),
-    "wgmma": (r"wgmma\.", ("hopper-wgmma", "mma-sync-ptx", "tensor-cores")),
-    "MFMA": (r"__builtin_amdgcn_mfma", ("amd-mfma", "tensor-cores")),
-    "__launch_bounds__": (r"__launch_bounds__", ("loop-unrolling-and-launch-bounds",)),
-    "clusters": (r"__cluster_dims__|cluster\.sync|cluster_ctarank", ("thread-block-clusters",)),
-    "split K": (r"\bsplit_?k\b|\bSPLIT_?K\b|\bsplitK\b", ("split-k",)),
-    "grouped block order": (r"\bGROUP_M\b", ("grid-rasterization",)),
-    "wave intrinsics": (r"\bWave(ReadLaneAt|ActiveSum|GetLaneIndex|GetLaneCount)\b", ("hlsl-wave-tiling",)),
-    "16-bit packed reads": (r"\bf16tof32\b", ("hlsl-16bit-types",)),
-    # the reductions of row problems (softmax, norms, sums)
-    "warp shuffles": (r"__shfl(_xor|_down|_up)?(_sync)?\s*\(", ("warp-shuffle-reduction",)),
-    "a row per warp": (r"for\s*\([^;]*=\s*lane\b[^;]*;[^;]*;[^)]*\+=\s*(32|64|warpSize|WARP)\b", ("row-per-warp",)),
-    "wave reductions": (r"\bWaveActive(Sum|Max|Min|Product)\b", ("hlsl-wave-reduction",)),
-    "threads striding over a row": (r"for\s*\([^;]*=\s*(threadIdx\.x|tid|gi|lane|lt\.x)\b[^;]*;[^;]*;[^)]*\+=\s*"
-                                    r"(blockDim\.x|BLOCK|NT|THREADS)\b", ("row-per-block-reduction",)),
-    # a running sum rescaled as its max grows: s * exp(m - m_new) (__expf, exp2f, exp2 and expf alike)
-    "online rescaling": (r"\*=?\s*(__)?exp2?f?\s*\(\s*\(?\s*[A-Za-z_]\w*\s*-\s*[A-Za-z_]\w*\s*\)",
-                         ("online-softmax",)),
-    "rows strided over the grid": (r"\+=\s*(gridDim\.x|GRID)\b", ("persistent-rows",)),
-    "cache-eviction hints": (r"__ldcs|__stcs|L2::cache_hint|L1::no_allocate|__builtin_nontemporal_(?:load|store)",
-                             ("cache-eviction-hints",)),
-}
-_DOUBLE_BUFFER = re.compile(r"(__shared__|groupshared)[^;]*\w+\s*\[\s*(2|STAGES|NSTAGES)\s*\]\s*\[")
 _NEXT_STEP = re.compile(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`")
 TENSOR_TAGS = {"tensor-cores", "mfma", "wgmma", "mma"}
 
@@ -65,6 +34,10 @@ class Suggestion(BaseModel):
     title: str
     score: float
     why: str
+    tried: list[str] = Field(default_factory=list, description="this text's earlier attempts in the session, "
+                             "outside the head's lineage, with their outcomes")
+    first: list[str] = Field(default_factory=list, description="what the text usually comes after and the head "
+                             "has not done: apply one of these first")
 
 
 class Suggestions(BaseModel):
@@ -80,18 +53,6 @@ class Suggestions(BaseModel):
     features: list[str] = Field(description="what the ranked version's source visibly has")
     suggestions: list[Suggestion]
     note: str | None = Field(None, description="when there is no suggestion: why")
-
-
-def source_features(source: str, problem: Problem | None = None) -> dict[str, tuple[str, ...]]:
-    """Feature name -> the transformations it stands for, for the features found in a kernel source: the generic
-    ones, and the problem's own (`Problem.source_hints`; matmul's by default)."""
-    found = {name: covers for name, (pattern, covers) in FEATURES.items() if re.search(pattern, source)}
-    if _DOUBLE_BUFFER.search(source):
-        found["multi-buffered shared tiles"] = ("double-buffering",)
-    found.update((problem or get_problem("matmul")).source_hints(source))
-    if "register micro-tile (2-D)" in found:
-        found.pop("register micro-tile (1-D)", None)
-    return found
 
 
 def lineage(versions: list[VersionRow], head: int) -> list[VersionRow]:
@@ -118,6 +79,18 @@ def require_head(session: SessionRow) -> None:
                            "submit a kernel that compiles and validates first; suggestions start from the head.")
 
 
+# Lineage labels the head's source must bear out before the text counts as done: a version labelled
+# vectorized-loads whose code reads nothing through a vector pointer did not do vectorized-loads.
+LABEL_SHOWS: dict[str, str] = {
+    "shared-memory-tiling": SHARED_TILES, "hlsl-groupshared-tiling": SHARED_TILES,
+    "vectorized-loads": "128-bit vectors", "vectorized-row-access": "128-bit vectors",
+    "cuda-cp-async": "cp.async", "warp-shuffle-reduction": "warp shuffles",
+    "hlsl-wave-reduction": "wave reductions", "thread-block-clusters": "clusters",
+}
+_FAILED = {Status.INVALID_ANNOTATION, Status.INVALID_REPLY, Status.COMPILE_ERROR, Status.FAILED, Status.ERROR}
+REPEATED_FAILURES = 2  # a text that failed this often (and never passed) in the session ranks after untried ones
+
+
 def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRow], device: Device, problem: Problem,
                  best: int | None, limit: int = 5) -> Suggestions:
     """The catalog's texts ranked for a session's head (`versions`: all of the session's; `best`: the fastest general
@@ -134,17 +107,22 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
     features = source_features(chain[-1].source, problem)
 
     done: set[str] = set()
+    unshown: dict[str, str] = {}  # a lineage label whose work the head's code does not show: not done
     for name in applied:  # the text the session resolved it to, and whatever that one extends, are done
         cursor = catalog.resolve(name, backend, descriptor, dtype) if name in catalog else None
+        if LABEL_SHOWS.get(cursor.id if cursor else name, "") not in ("", *features):
+            unshown[cursor.id if cursor else name] = LABEL_SHOWS[cursor.id if cursor else name]
+            continue
         while cursor is not None and cursor.id not in done:
             done.add(cursor.id)
             cursor = catalog.get(cursor.extends) if cursor.extends in catalog else None
         done.add(name)
     by_feature = {id for covers in features.values() for id in covers}
-    hinted = {step for name in done for step in _next_steps(catalog.get(name))}
+    hinted = {step for name in done if name in catalog for step in _next_steps(catalog.get(name))}
+    in_lineage = {v.number for v in chain}
 
     ranked: dict[str, Suggestion] = {}
-    slower: set[str] = set()  # measured slower than the parent on this device: ranked after the rest
+    later: dict[str, tuple[bool, int, bool]] = {}  # (failed repeatedly, steps before it applies, measured slower)
     listed = catalog.list(backend=backend, device=descriptor, problem=session.problem, dtype=dtype,
                           traits=problem.traits)
     exists = {t.id for t in listed}  # an `after` naming a text that does not exist for the session is no hint
@@ -156,14 +134,28 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
                 and target.for_problem(session.problem, problem.traits)):
             continue
         score, reasons = _score(target, done | by_feature, hinted, features, dtype, sizes, device, problem, exists)
+        if target.id in unshown:
+            reasons.insert(0, f"the head's lineage is labelled {target.id}, but its code shows no "
+                              f"{unshown[target.id]}: not done")
         measured = target.measured_on(descriptor)
-        if measured and measured[1] < 1:
-            slower.add(target.id)
+        slower = bool(measured and measured[1] < 1)
+        if measured and slower:
             reasons.append(f"its text measured {measured[1]:g}× its parent on {measured[0]} (this device): ranked "
                            "after the texts not measured slower here; time it")
+        tried = [v for v in versions if v.transformation in {t.id, target.id} and v.number not in in_lineage]
+        outcomes = [_outcome(v, versions) for v in tried]
+        failures = sum(v.status in _FAILED or v.status is Status.NOT_GENERAL for v in tried)
+        repeated = failures >= REPEATED_FAILURES and not any(v.status.passed_here for v in tried)
+        if outcomes:
+            reasons.append(f"tried in this session: {', '.join(outcomes)}"
+                           + ("; ranked after the untried texts" if repeated else ""))
+        after = [a for a in target.after if a in exists or a in done | by_feature]
+        steps = _steps_away(catalog, target.id, done | by_feature, exists)
+        later[target.id] = (repeated, steps, slower)
         ranked[target.id] = Suggestion(id=target.id, title=target.title, score=round(score, 2),
-                                       why="; ".join(reasons) or target.summary)
-    order = sorted(ranked.values(), key=lambda s: (s.id in slower, -s.score, s.id))
+                                       why="; ".join(reasons) or target.summary,
+                                       tried=outcomes, first=after[:2] if steps else [])
+    order = sorted(ranked.values(), key=lambda s: (*later[s.id], -s.score, s.id))
     return Suggestions(session_id=session_id, head=session.head, best=best,
                        ranked_from=basis if basis != session.head else None, backend=backend, dtype=dtype,
                        device=device.name or session.device, applied=applied,
@@ -171,6 +163,34 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
                        note=None if order else _nothing_left(catalog, listed, backend, session.problem, dtype,
                                                              descriptor, problem.traits,
                                                              _tune_hint(chain[-1].source, session.runs)))
+
+
+def _steps_away(catalog: Catalog, id: str, done: set[str], exists: set[str], seen: frozenset[str] = frozenset()) -> int:
+    """How many texts the head needs before `id` (its `after` chain among the session's texts): 0 when it has no
+    prerequisite or the head did one, so a text two steps away ranks after one whose prerequisite is ready."""
+    t = catalog.get(id) if id in catalog else None
+    after = [a for a in (t.after if t else []) if a in exists or a in done]
+    if not after or set(after) & done:
+        return 0
+    nearer = [_steps_away(catalog, a, done, exists, seen | {id}) for a in after if a not in seen | {id}]
+    return 1 + min(nearer, default=0)
+
+
+def _outcome(v: VersionRow, versions: list[VersionRow]) -> str:
+    """One attempt in words: v5 failed (the verdict's check), wrong at other sizes, 1.3× faster or 0.8× (slower)
+    than its parent, compiled (not timed)."""
+    if v.status in _FAILED:
+        check = v.validation.check if v.validation is not None and not v.validation.passed else None
+        return f"v{v.number} failed ({check or v.failure or v.status.value})"
+    if v.status is Status.NOT_GENERAL:
+        return f"v{v.number} failed (wrong at other sizes: generality)"
+    parent = next((p for p in versions if p.number == v.parent), None)
+    if v.median_ms and parent is not None and parent.median_ms:
+        speed = parent.median_ms / v.median_ms
+        return f"v{v.number} {speed:.2g}× its parent ({'faster' if speed > 1 else 'slower'})"
+    if v.status.passed_here:
+        return f"v{v.number} passed (not timed)"
+    return f"v{v.number} {v.status.value}" + (" (not timed)" if v.status is Status.COMPILED else "")
 
 
 _PARAMS_LINE = re.compile(r"^\s*//\s*peak\s*:\s*params\b", re.MULTILINE)
@@ -206,15 +226,16 @@ def _score(t: Transformation, done: set[str], hinted: set[str], features: dict[s
     if followed:
         score += 2.0 + 0.5 * (len(followed) - 1)
         reasons.append(f"usually follows {', '.join(followed)}, which the head has")
-    elif after:
+    elif after:  # ranked after the texts whose prerequisites are met (suggest_next)
         score -= 1.0
-        reasons.append(f"usually comes after {' or '.join(after[:2])}, not done yet")
+        reasons.append(f"usually comes after {' or '.join(after[:2])}, not done yet: apply "
+                       f"{'one of them' if len(after) > 1 else 'it'} first")
     if t.id in hinted:
         score += 1.5
         reasons.append("named as the next step by a transformation already applied")
-    if "basics" in t.tags and "shared memory" not in features:
+    if "basics" in t.tags and SHARED_TILES not in features:
         score += 4.0 if "tiling" in t.tags else 2.0
-        reasons.append("the head stages nothing in shared memory: " +
+        reasons.append("the head stages no tiles in shared memory: " +
                        ("the first large step" if "tiling" in t.tags else "a basic step"))
     if t.devices:
         score += 1.0
