@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from peak_mcp.api.responses import whole_answer
 from tests.conftest import has_device
 
 pytestmark = pytest.mark.anyio
@@ -68,7 +69,7 @@ void main(uint3 lt : SV_GroupThreadID, uint3 g : SV_GroupID, uint gi : SV_GroupI
 async def call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     result = await client.call_tool(tool, args)
     assert not result.is_error, result.content[0].text
-    return result.structured_content
+    return whole_answer(tool, result)  # the long parts (source, ABI, ...) back from the text
 
 
 async def softmax_session(client: Any) -> str:
@@ -293,7 +294,7 @@ async def test_list_problems_text_shows_each_backends_dtypes_and_the_hlsl_abi_it
         text = answer.content[0].text
         matmul = next(line for line in text.splitlines() if line.startswith("matmul:"))
         assert "hlsl (f32, f16)" in matmul and "cuda (f32, f16, bf16)" in matmul, matmul
-        abi = next(p for p in answer.structured_content["problems"] if p["name"] == "matmul")["abi"]
+        abi = (await call(client, "list_problems", {"problem": "matmul"}))["problems"][0]["abi"]
         for sentence in ("sizes need not be multiples of any tile", "C is poisoned before every launch and must be "
                                                                     "fully written"):
             assert sentence.lower() in abi["hlsl"].lower() and sentence.lower() in abi["cuda"].lower(), sentence

@@ -5,6 +5,7 @@ from __future__ import annotations
 import mcp.types as types
 import pytest
 
+from peak_mcp.api.responses import whole_answer
 from tests.conftest import EXAMPLES, has_device, skip_reason, step_of
 
 pytestmark = pytest.mark.anyio
@@ -148,7 +149,7 @@ async def test_a_stateless_llm_fixes_its_failed_attempt_from_the_retry_brief(mak
         assert "--- v0\n+++ v1" in retry and f"+        {bad}" in retry  # the diff from the parent
         assert "Head and best (the fastest general version): version 0: " in retry and " ms" in retry
         assert "Yardstick:" in retry
-        source = (await client.call_tool("get_version", {"session_id": sid})).structured_content["source"]
+        source = whole_answer("get_version", await client.call_tool("get_version", {"session_id": sid}))["source"]
         assert source == tiled.rstrip() + "\n"
 
 

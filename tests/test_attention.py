@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from peak_mcp.api.responses import whole_answer
 from peak_mcp.backends.registry import launch_spec
 from peak_mcp.problems.file_calls import HOST_CHECK_FLOPS
 from peak_mcp.problems.shipped import get_problem
@@ -171,7 +172,7 @@ def test_the_f32_bound_holds_a_correct_f32_computation_and_not_a_half_one() -> N
 async def call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     result = await client.call_tool(tool, args)
     assert not result.is_error, result.content[0].text
-    return result.structured_content or {}
+    return whole_answer(tool, result)  # the long parts (source, ABI, ...) back from the text
 
 
 @VULKAN

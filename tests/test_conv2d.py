@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from peak_mcp.api.responses import whole_answer
 from peak_mcp.core.errors import InvalidInput
 from peak_mcp.core.expressions import evaluate_condition
 from peak_mcp.evaluation.generality import sample_sizes, satisfies
@@ -222,7 +223,7 @@ def test_samples_is_general_and_checked(tmp_path: Path) -> None:
 async def call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     result = await client.call_tool(tool, args)
     assert not result.is_error, result.content[0].text
-    return result.structured_content or {}
+    return whole_answer(tool, result)  # the long parts (source, ABI, ...) back from the text
 
 
 @VULKAN

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from peak_mcp.api.responses import whole_answer
 from tests.conftest import has_device
 
 pytestmark = pytest.mark.anyio
@@ -36,7 +37,7 @@ void main(uint3 id : SV_DispatchThreadID) { if (id.x < p.N) y[id.x] = BODY; }
 async def call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     result = await client.call_tool(tool, args)
     assert not result.is_error, result.content[0].text
-    return result.structured_content or {}
+    return whole_answer(tool, result)  # the long parts (source, ABI, ...) back from the text
 
 
 async def refused(client: Any, args: dict[str, Any]) -> str:
@@ -425,8 +426,7 @@ async def test_a_session_carries_its_own_abi_and_what_the_problem_computes(make_
     """start_session answers with the session's ABI (its backend and dtype) and the problem's own definition: for a
     problem file, its reference's source. list_problems promised them there; an agent found neither."""
     async with make_client() as (client, _):
-        listed = await call(client, "list_problems", {})
-        row_sum = next(p for p in listed["problems"] if p["name"] == "row_sum")
+        row_sum = (await call(client, "list_problems", {"problem": "row_sum"}))["problems"][0]
         assert row_sum["definition"].startswith("reference, the file's own source:\ndef reference(x, *, xp):")
         session = await call(client, "start_session", {"problem": "row_sum", "backend": "cuda", "dtype": "bf16",
                                                        "sizes": {"ROWS": 4, "COLS": 8}})

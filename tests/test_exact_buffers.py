@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from peak_mcp.api.responses import whole_answer
 from tests.conftest import has_device
 
 pytestmark = pytest.mark.anyio
@@ -20,7 +21,7 @@ MIRROR = Path("/work/.mirror/ScalingIntelligence+KernelBench/repo")
 async def call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     result = await client.call_tool(tool, args)
     assert not result.is_error, result.content[0].text
-    return result.structured_content or {}
+    return whole_answer(tool, result)  # the long parts (source, ABI, ...) back from the text
 
 
 ARGMAX = '''"""Row argmax: i[r] = the first c where x[r, c] is largest."""
@@ -215,7 +216,8 @@ async def test_kernelbench_files_with_integer_and_bool_tensors(make_client, sett
     async with make_client() as (client, _):
         listed = await call(client, "list_problems", {})
         assert not listed.get("errors"), listed.get("errors")
-        abi = {p["name"]: p["abi"] for p in listed["problems"] if p["name"].startswith("kb_")}
+        abi = {p["name"]: (await call(client, "list_problems", {"problem": p["name"]}))["problems"][0]["abi"]
+               for p in listed["problems"] if p["name"].startswith("kb_")}
         assert "const float* x, long long* out" in abi["kb_51_argmax_over_a_dimension"]["cuda"]
         assert "out is int64, compared exactly" in abi["kb_51_argmax_over_a_dimension"]["cuda"]
         assert "const float* x, const bool* mask, float* out" in abi["kb_93_masked_cumsum"]["cuda"]

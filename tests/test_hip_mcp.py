@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from peak_mcp.api.responses import whole_answer
 from peak_mcp.backends import amd_offline
 from tests.conftest import EXAMPLES, has_device
 
@@ -26,7 +27,7 @@ async def _start(client, **extra) -> dict:
 async def _submit(client, session_id: str, source: str) -> dict:
     result = await client.call_tool("submit_kernel", {"session_id": session_id, "source": source})
     assert not result.is_error, result.content[0].text
-    return result.structured_content
+    return whole_answer("submit_kernel", result)  # its compile log: in the text
 
 
 async def test_doctor_reports_hips_compilers_and_what_is_missing(make_client) -> None:
@@ -95,6 +96,6 @@ async def test_session_with_an_sm_target_runs_hip_through_the_cuda_header(make_c
 
 async def test_list_problems_offers_hip_with_its_abi(make_client) -> None:
     async with make_client() as (client, _):
-        problems = (await client.call_tool("list_problems", {})).structured_content
+        problems = whole_answer("list_problems", await client.call_tool("list_problems", {"problem": "matmul"}))
         matmul = next(p for p in problems["problems"] if p["name"] == "matmul")
         assert "hip" in matmul["backends"] and "<hip/hip_runtime.h>" in matmul["abi"]["hip"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from peak_mcp.api.responses import whole_answer
 from tests.conftest import EXAMPLES, ROOT, has_device, probe, skip_reason
 
 pytestmark = [pytest.mark.vulkan, pytest.mark.anyio]
@@ -17,7 +18,7 @@ HANG = (ROOT / "examples" / "faults" / "hang.hlsl").read_text()
 async def _submit(client, session_id: str, source: str) -> dict:
     result = await client.call_tool("submit_kernel", {"session_id": session_id, "source": source})
     assert not result.is_error, result.content[0].text
-    return result.structured_content
+    return whole_answer("submit_kernel", result)  # its compile log: in the text
 
 
 async def test_examples_run_the_loop(make_client) -> None:

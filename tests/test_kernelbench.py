@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from peak_mcp.api.responses import whole_answer
 from peak_mcp.core.errors import InvalidInput
 from peak_mcp.problems.kernelbench.fitting import Expr, fit_dimension, latin_rounds, probe_rounds
 from peak_mcp.problems.kernelbench.fitting import evaluate_expression as _evaluate
@@ -669,7 +670,7 @@ async def test_a_problem_of_fixed_shapes_runs_the_loop(make_client) -> None:
     async with make_client() as (client, _):
         result = await client.call_tool("define_problem", {"source": textwrap.dedent(TIED), "name": "tied"})
         assert not result.is_error, result.content[0].text
-        info = result.structured_content
+        info = whole_answer("define_problem", result)
         assert "No push constants" in info["abi"]["hlsl"] and "x: 8 x 16; out: 8 x 4" in info["abi"]["hlsl"]
         started = await client.call_tool("start_session", {"problem": info["name"], "backend": "hlsl"})
         assert not started.is_error, started.content[0].text

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from peak_mcp.api.responses import whole_answer
 from tests.conftest import has_device
 
 pytestmark = pytest.mark.anyio
@@ -31,7 +32,7 @@ void main(uint3 id : SV_DispatchThreadID) {
 async def call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     result = await client.call_tool(tool, args)
     assert not result.is_error, result.content[0].text
-    return result.structured_content or {}
+    return whole_answer(tool, result)  # the long parts (source, ABI, ...) back from the text
 
 
 @VULKAN
@@ -46,7 +47,7 @@ async def test_a_kernelbench_file_through_mcp(make_client, settings, tmp_path: P
     async with make_client() as (client, _):
         listed = await call(client, "list_problems", {})
         assert not [e for e in listed.get("errors", []) if "relu" in e["file"]], listed.get("errors")
-        relu = next(p for p in listed["problems"] if p["name"] == "relu")
+        relu = (await call(client, "list_problems", {"problem": "relu"}))["problems"][0]
         assert relu["sizes"] == ["BATCH_SIZE", "DIM"] and relu["default_sizes"] == {"BATCH_SIZE": 16, "DIM": 16384}
         assert relu["naive"] == [] and "hlsl" in relu["backends"]
         assert "[[vk::binding(0)]] x (float, BATCH_SIZE×DIM)" in relu["abi"]["hlsl"]

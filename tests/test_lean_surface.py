@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from peak_mcp.api.responses import whole_answer
 from peak_mcp.api.tools.arguments import closest
 from peak_mcp.evaluation.phases import CompileInfo
 from peak_mcp.store.reports import compile_failure
@@ -32,7 +33,7 @@ async def _start(client, backend: str = "cuda", sizes=SMALL) -> str:
 async def _submit(client, sid: str, source: str) -> dict:
     result = await client.call_tool("submit_kernel", {"session_id": sid, "source": source})
     assert not result.is_error, result.content[0].text
-    return result.structured_content
+    return whole_answer("submit_kernel", result)  # its compile log: in the text
 
 
 # (e) unknown argument names -------------------------------------------------------------------------------------
@@ -75,7 +76,8 @@ async def test_a_compile_error_is_told_once_per_answer(make_client) -> None:
     async with make_client() as (client, _):
         sid = await _start(client)
         answer = await client.call_tool("submit_kernel", {"session_id": sid, "source": CUDA_SYNTAX_ERROR})
-        report = answer.structured_content
+        assert "log" not in answer.structured_content["compile"]  # the log is in the text, not said twice
+        report = whole_answer("submit_kernel", answer)
         assert report["status"] == "compile_error"
         assert answer.content[0].text.count("undeclared_name") == report["compile"]["log"].count(
             "undeclared_name") + 1  # the log once, and the message's one-line summary

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from peak_mcp.api.app import build
+from peak_mcp.api.responses import whole_answer
 from tests.conftest import EXAMPLES, ROOT
 
 pytestmark = pytest.mark.anyio
@@ -83,7 +84,8 @@ async def test_compile_only_session_and_compile_errors(make_client) -> None:
             pytest.skip("a CUDA device is present: tests/test_cuda_gpu.py covers the running loop")
         assert v0["status"] == "compiled" and v0["compile"]["resources"]["registers"] > 0
         bad = (await client.call_tool("submit_kernel", {"session_id": session["session_id"],
-                                                        "source": SYNTAX_ERROR})).structured_content
+                                                        "source": SYNTAX_ERROR}))
+        bad = whole_answer("submit_kernel", bad)
         assert bad["status"] == "compile_error"
         assert "kernel.cu(4)" in bad["compile"]["log"] and "undeclared_name" in bad["compile"]["log"]
         good = (await client.call_tool("submit_kernel", {"session_id": session["session_id"], "source":
@@ -159,13 +161,13 @@ async def test_history_chart_diff_revert_and_persistence(make_client, settings) 
         assert [c.type for c in history.content] == ["text", "image"]
         assert base64.b64decode(history.content[1].data).startswith(b"\x89PNG")
         assert "| 0 (head) |" in history.content[0].text  # compiled versions never ran: head stays on v0
-        diff = (await client.call_tool("diff", {"session_id": sid, "a": 1, "b": 2})).structured_content
+        diff = whole_answer("diff", await client.call_tool("diff", {"session_id": sid, "a": 1, "b": 2}))
         assert "matmul_rb2d" in diff["diff"] and diff["diff"].startswith("--- v1")
         refused = await client.call_tool("revert", {"session_id": sid, "version": 1})
         assert refused.is_error and "only compiled (nothing ran" in refused.content[0].text
         reverted = (await client.call_tool("revert", {"session_id": sid, "version": 0})).structured_content
         assert reverted["head"] == 0
-        source = (await client.call_tool("get_version", {"session_id": sid, "version": 1})).structured_content
+        source = whole_answer("get_version", await client.call_tool("get_version", {"session_id": sid, "version": 1}))
         assert "matmul_tiled" in source["source"]
     # A new server on the same data directory sees the whole history.
     server, service = build(settings)
@@ -190,7 +192,8 @@ async def test_problems_and_progress(make_client) -> None:
         events.append(message or "")
 
     async with make_client() as (client, _):
-        problems = (await client.call_tool("list_problems", {})).structured_content["problems"]
+        problems = whole_answer("list_problems", await client.call_tool("list_problems", {"problem": "matmul"}))[
+            "problems"]
         matmul = next(p for p in problems if p["name"] == "matmul")
         assert matmul["dtypes"] == ["f32", "f16", "bf16"] and "const float* A" in matmul["abi"]["cuda"]
         await client.call_tool("start_session", {"backend": "cuda", "sizes": SMALL}, progress_callback=progress)

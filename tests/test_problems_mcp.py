@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from peak_mcp.api.responses import whole_answer
 from peak_mcp.core.config import Settings
 from tests.conftest import has_device
 from tests.hostile.harness import describe, judge, load_manifest, tagged
@@ -64,7 +65,7 @@ def write(folder: Path, stem: str, name: str, extra: str = "", body: str = "retu
 async def call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     result = await client.call_tool(tool, args)
     assert not result.is_error, result.content[0].text
-    return result.structured_content or {}
+    return whole_answer(tool, result)  # the long parts (source, ABI, ...) back from the text
 
 
 async def test_list_problems_shows_each_problem_with_its_abi_per_backend(make_client) -> None:
@@ -75,7 +76,11 @@ async def test_list_problems_shows_each_problem_with_its_abi_per_backend(make_cl
     softmax = problems["softmax"]
     assert softmax["sizes"] == ["ROWS", "COLS"] and softmax["default_sizes"] == {"ROWS": 8192, "COLS": 8192}
     assert softmax["source"] == "<peak-mcp>/problems/builtin/softmax.py"  # a label, not this host's path
-    assert softmax["dtypes_by_backend"]["hlsl"] == ["f32", "f16"]
+    assert softmax["dtypes_by_backend"]["hlsl"] == ["f32", "f16"] and "abi" not in softmax  # one problem's ABI:
+    async with make_client() as (client, _):  # list_problems(problem=...)
+        problems = {name: (await call(client, "list_problems", {"problem": name}))["problems"][0]
+                    for name in ("softmax", "rmsnorm", "row_sum")}
+    softmax = problems["softmax"]
     assert 'void <entry>(const float* x, float* y, int ROWS, int COLS)' in softmax["abi"]["cuda"]
     assert 'void <entry>(const float* x, float* y, int ROWS, int COLS)' in softmax["abi"]["hip"]
     assert 'void <entry>(const float* x, const float* w, float* y, int ROWS, int COLS)' in \

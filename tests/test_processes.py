@@ -18,6 +18,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from peak_mcp.api.responses import whole_answer
 from peak_mcp.core.config import Settings
 from peak_mcp.loop.service import PeakService
 from peak_mcp.runner.messages import EvaluateJob
@@ -173,7 +174,7 @@ ABANDONING_SERVER = textwrap.dedent("""
 async def _report(client, sid: str, number: int) -> dict:
     answer = await client.call_tool("get_version", {"session_id": sid, "version": number})
     assert not answer.is_error, answer.content[0].text
-    return answer.structured_content
+    return whole_answer("get_version", answer)
 
 
 @pytest.mark.anyio

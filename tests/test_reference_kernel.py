@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from peak_mcp.api.responses import whole_answer
 from peak_mcp.evaluation.kernel_reference import _one_ulp
 from peak_mcp.problems.declared import prelude
 from tests.conftest import has_device
@@ -45,7 +46,7 @@ def scaled_element(eps: float) -> str:
 async def call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     result = await client.call_tool(tool, args)
     assert not result.is_error, result.content[0].text
-    return result.structured_content or {}
+    return whole_answer(tool, result)  # the long parts (source, ABI, ...) back from the text
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from peak_mcp.api.responses import whole_answer
+
 pytestmark = pytest.mark.anyio
 DATA = Path(__file__).resolve().parent / "data" / "kernelbench"
 
@@ -17,7 +19,7 @@ DATA = Path(__file__).resolve().parent / "data" / "kernelbench"
 async def start(client: Any, args: dict[str, Any]) -> tuple[dict[str, Any], str]:
     result = await client.call_tool("start_session", args)
     assert not result.is_error, result.content[0].text
-    return result.structured_content, result.content[0].text
+    return whole_answer("start_session", result), result.content[0].text
 
 
 async def test_a_compile_only_session_says_its_rules_and_that_nothing_runs(make_client, settings,

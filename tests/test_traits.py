@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from peak_mcp.api.responses import whole_answer
 from peak_mcp.catalog.transformations import Catalog, builtin_transformations_dir
 from peak_mcp.core.errors import InvalidInput
 from peak_mcp.problems.declared import DeclaredProblem
@@ -185,7 +186,7 @@ void main(uint3 g : SV_GroupID, uint t : SV_GroupIndex) {
 async def call(client: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
     result = await client.call_tool(tool, args)
     assert not result.is_error, result.content[0].text
-    return result.structured_content or {}
+    return whole_answer(tool, result)  # the long parts (source, ABI, ...) back from the text
 
 
 @pytest.mark.anyio

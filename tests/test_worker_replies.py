@@ -11,6 +11,7 @@ import pytest
 from mcp import Client
 from stand_in_worker import FINDING  # tests/ is on sys.path (no __init__.py: pytest's rootdir import)
 
+from peak_mcp.api.responses import whole_answer
 from peak_mcp.api.server import create_server
 from peak_mcp.catalog.transformations import Catalog, builtin_transformations_dir
 from peak_mcp.core.config import Settings
@@ -153,7 +154,8 @@ async def test_a_sanitizer_finding_fails_the_version_not_the_server(tmp_path: Pa
             assert history["head"] == 0
             rows = {row["version"]: row for row in history["rows"]}
             assert (rows[1]["status"], rows[1]["failure"], rows[1]["head"]) == ("failed", "sanitizer_memcheck", False)
-            detail = (await client.call_tool("get_version", {"session_id": sid, "version": 1})).structured_content
+            detail = whole_answer("get_version", await client.call_tool("get_version", {"session_id": sid,
+                                                                                         "version": 1}))
             assert detail["report"]["status"] == "failed" and detail["report"]["message"] == report["message"]
             assert "SANITIZER_FINDING" in detail["source"]
             assert service.store.version(sid, 1).status == "failed"  # recorded, not left pending

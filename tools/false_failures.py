@@ -37,6 +37,7 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
+from peak_mcp.api.responses import whole_answer
 from peak_mcp.problems.declared import C_TYPE, prelude
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,7 +121,7 @@ async def call(client: Client, tool: str, arguments: dict[str, Any]) -> dict[str
     result = await client.call_tool(tool, arguments)
     if result.is_error:
         raise RuntimeError(f"{tool}: {result.content[0].text}")
-    return result.structured_content or {}
+    return whole_answer(tool, result)  # the long parts (a source, an ABI) back from the text
 
 
 def verdict(report: dict[str, Any]) -> tuple[bool, str]:

@@ -27,6 +27,8 @@ from typing import Any
 import anyio
 from mcp import Client
 
+from peak_mcp.api.responses import whole_answer
+
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = {"M": 64, "N": 64, "K": 64}
 
@@ -112,8 +114,8 @@ class Soak:
                 if begun.is_error:
                     raise RuntimeError(begun.content[0].text)
                 session_id = begun.structured_content["session_id"]
-                naive = (await client.call_tool("get_version", {"session_id": session_id, "version": 0})
-                         ).structured_content["source"]
+                naive = whole_answer("get_version", await client.call_tool(
+                    "get_version", {"session_id": session_id, "version": 0}))["source"]
             async with anyio.create_task_group() as tasks:
                 for number in range(self.args.clients):
                     tasks.start_soon(self._client, number, session_id, naive, deadline)

@@ -4,8 +4,8 @@ structuredContent is the whole record; the text used to be the same JSON again, 
 it is the facts a next step depends on, in lines: what happened (status, the failing check, the message), the
 times and what they mean (speedups with their noise verdict, % of vendor and peak, how each side was timed), and
 where head and best stand. Text that is the point of a call (a kernel's source, a compile log, a diff, a brief, a
-transformation's text, the ABI) is given whole. Every function reads the lean dict that is the structured content,
-so the two cannot disagree.
+transformation's text, the ABI) follows the summary whole, once (responses.LONG_PARTS), not here. Every function
+reads the lean dict that is the structured content, so the two cannot disagree.
 """
 
 from __future__ import annotations
@@ -77,9 +77,6 @@ def version(d: dict[str, Any]) -> list[str]:
              + f" [{parent}{what}]".replace(" []", "")]
     if d.get("message"):
         lines.append(f"message: {d['message']}")
-    log = (d.get("compile") or {}).get("log")
-    if log and d["status"] == "compile_error" and log.strip() not in d.get("message", ""):
-        lines.append("compile log:\n" + log)
     lines += performance(d.get("performance"))
     generality = d.get("generality")
     if generality and generality.get("passed") is not None and d["status"] != "not_general":
@@ -135,14 +132,6 @@ def session(d: dict[str, Any]) -> list[str]:
         lines.append(f"note: {d['note']}")
     if d.get("version_0"):
         lines += version({**d["version_0"], "head": d.get("head"), "best": d.get("best")})[:-1]
-    if d.get("brief"):
-        lines.append(d["brief"])
-    if d.get("abi"):
-        lines.append(f"ABI ({d['backend']}, {d['dtype']}):\n{d['abi']}")
-    if d.get("definition"):
-        lines.append(f"What {d['problem']} computes (its own definition):\n{d['definition']}")
-    if d.get("rules"):
-        lines.append(f"Rules of this session:\n{d['rules']}")
     lines.append(standing(d))
     return lines
 
@@ -202,11 +191,13 @@ def detail(d: dict[str, Any]) -> list[str]:
     lines = version(d["report"])
     if d.get("configuration"):
         lines.append(f"configuration: {d['configuration']}")
-    return [*lines, "source:", d.get("source", "")]
+    return lines
 
 
 def diff(d: dict[str, Any]) -> list[str]:
-    return [f"diff v{d['a']} -> v{d['b']}:", d.get("diff", "")]
+    changed = [line for line in d.get("diff", "").splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+    added = sum(line.startswith("+") for line in changed)
+    return [f"diff v{d['a']} -> v{d['b']}: {added} lines added, {len(changed) - added} removed"]
 
 
 def session_list(d: dict[str, Any]) -> list[str]:
@@ -227,8 +218,7 @@ def problem_defined(d: dict[str, Any]) -> list[str]:
     # Without a Python reference the line's `reference:` says what v0 is (start_session's reference_kernel).
     naive = "" if d.get("naive") is None or d["naive"] or d.get("reference") else \
         "; no naive kernel: a session's first submission is its v0"
-    return [f"defined {line}{naive}", "each backend's ABI is in the structured content (abi); start_session's brief "
-                                      "gives the session's own"]
+    return [f"defined {line}{naive}"]
 
 
 def problems(d: dict[str, Any]) -> list[str]:
@@ -242,14 +232,15 @@ def problems(d: dict[str, Any]) -> list[str]:
                      f"{_sizes(p.get('default_sizes'))}); dtypes by backend: {offers}"
                      + (f"; a naive kernel only for {', '.join(p['naive']) or 'no backend'}" if p.get("naive")
                         is not None else "")
-                     + (f"; reference: {p['reference']}" if p.get("reference") else ""))
+                     + (f"; traits {', '.join(p['traits'])}" if p.get("traits") else "")
+                     + (f"; reference: {p['reference']}" if p.get("reference") else "")
+                     + (f"; from {p['source']}" if p.get("source") else ""))
     lines += [f"problem file {e.get('level', 'error')}: {e.get('file')}" + (f" line {e['line']}" if e.get("line")
                                                                              else "") + f": {e.get('message')}"
               for e in d.get("errors") or []]
-    if d.get("problems"):
-        lines.append("Each backend's kernel ABI (signature or bindings, launch annotation, what outputs must hold) is "
-                     "in the structured content, problems[].abi; start_session and every brief of a session give its "
-                     "own.")
+    if d.get("problems") and not any(p.get("abi") for p in d["problems"]):
+        lines.append("A problem's kernel ABI (signature or bindings, launch annotation, what outputs must hold) for "
+                     "every backend and dtype: list_problems(problem=NAME); start_session gives the session's own.")
     return lines
 
 
@@ -285,7 +276,7 @@ def transformation(d: dict[str, Any]) -> list[str]:
         facts.append(f"extends {d['extends']}")
     if d.get("resolved_from"):
         facts.append(f"resolved from {d['resolved_from']}")
-    return [f"{d['id']}: {d['title']} ({'; '.join(facts)})", "", d.get("body", "")]
+    return [f"{d['id']}: {d['title']} ({'; '.join(facts)})"]
 
 
 def tune(d: dict[str, Any]) -> list[str]:

@@ -43,7 +43,10 @@ class ProblemInfo(BaseModel):
     default_sizes: dict[str, int]
     dtypes: list[str]
     backends: list[str]
-    abi: dict[str, str]  # per backend, for its first dtype
+    # per backend, for its first dtype; abi_by_dtype: its other dtypes'. Only in one problem's detail (list_problems
+    # with problem=, define_problem); the listing of all problems leaves them out.
+    abi: dict[str, str] = Field(default_factory=dict)
+    abi_by_dtype: dict[str, dict[str, str]] = Field(default_factory=dict)
     dtypes_by_backend: dict[str, list[str]] = Field(default_factory=dict)
     source: str = "built-in"  # built-in, or the problem file's path
     naive: list[str] | None = None  # backends whose sessions start from a naive kernel, where not all do

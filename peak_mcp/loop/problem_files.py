@@ -23,17 +23,21 @@ REFERENCE_KERNEL_NEEDED = ("none in Python: start_session needs reference_kernel
                            "every candidate is checked against it on the same inputs")
 
 
-def problem_info(p: Problem) -> ProblemInfo:
-    """A problem as list_problems and define_problem show it: symbols, dtypes, the ABI per backend."""
+def problem_info(p: Problem, detail: bool = True) -> ProblemInfo:
+    """A problem as list_problems shows it: symbols, dtypes, traits; with `detail`, also its ABI per backend and
+    dtype and its definition (what list_problems(problem=...) and define_problem answer)."""
     backends = [b for b in p.backends if b in BACKENDS]
+    dtypes = {b: list(p.dtypes_for(b)) for b in backends}
     return ProblemInfo(
         name=p.name, title=p.title, sizes=list(p.symbols), default_sizes=p.default_sizes, dtypes=list(p.dtypes),
-        backends=backends, source=p.source, dtypes_by_backend={b: list(p.dtypes_for(b)) for b in backends},
-        abi={b: p.abi(b, p.dtypes_for(b)[0]) for b in backends},
-        naive=None if all(p.has_naive(b, p.dtypes_for(b)[0]) for b in backends) else
-        [b for b in backends if p.has_naive(b, p.dtypes_for(b)[0])],
-        reference=REFERENCE_KERNEL_NEEDED if p.needs_reference_kernel else None, definition=p.definition or None,
-        traits=list(p.traits))
+        backends=backends, source=p.source, dtypes_by_backend=dtypes,
+        abi={b: p.abi(b, dtypes[b][0]) for b in backends} if detail else {},
+        abi_by_dtype={b: {d: p.abi(b, d) for d in dtypes[b][1:]} for b in backends if dtypes[b][1:]} if detail
+        else {},
+        naive=None if all(p.has_naive(b, dtypes[b][0]) for b in backends) else
+        [b for b in backends if p.has_naive(b, dtypes[b][0])],
+        reference=REFERENCE_KERNEL_NEEDED if p.needs_reference_kernel else None,
+        definition=(p.definition or None) if detail else None, traits=list(p.traits))
 
 
 def defined_problem_stem(source: str, name: str | None) -> str:
@@ -75,9 +79,13 @@ class ProblemFiles:
     def __init__(self, settings: Settings, problems: ProblemRegistry, allowed: Callable[[], bool]) -> None:
         self.settings, self.problems, self.defining_allowed = settings, problems, allowed
 
-    def list_problems(self) -> ProblemList:
+    def list_problems(self, problem: str | None = None) -> ProblemList:
+        """Every problem in brief (the ABIs grow with each problem: 25K for the 7 shipped ones); with `problem`,
+        that one in full: its ABI for every backend and dtype, and its definition."""
         self.problems.refresh()
-        return ProblemList(problems=[problem_info(p) for p in self.problems.problems()],
+        if problem is not None:
+            return ProblemList(problems=[problem_info(self.problems.get(problem))], errors=[])
+        return ProblemList(problems=[problem_info(p, detail=False) for p in self.problems.problems()],
                            errors=[e.model_dump() for e in self.problems.client_errors()])
 
     def define_problem(self, source: str, name: str | None = None) -> ProblemInfo:
@@ -110,6 +118,7 @@ class ProblemFiles:
         temporary = folder / f".{declaration.name}.{os.getpid()}.tmp"
         temporary.write_text(source)
         temporary.replace(target)  # a file of the same name is replaced whole, never half written
+        self.problems.remember(target, declaration)  # read once: the refresh takes it as read, not a second time
         self.problems.refresh()
         return problem_info(self.problems.get(declaration.name))
 

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 import mcp.types as types
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from pydantic import Field, create_model
 
-from peak_mcp.api.responses import result
+from peak_mcp.api.responses import answer_model, result
 from peak_mcp.api.tools.common import BACKEND, DTYPE, READ_ONLY, SessionId, call
 from peak_mcp.catalog.suggest import Suggestions
 from peak_mcp.catalog.transformations import Catalog, DeviceDescriptor, Transformation
@@ -18,6 +18,15 @@ from peak_mcp.core.errors import NotFound, PeakError
 from peak_mcp.loop.apply import Applier
 from peak_mcp.loop.models import StatsReport, TransformationList, TransformationSummary, TransformationText
 from peak_mcp.loop.service import PeakService
+
+TextAnswer = answer_model(TransformationText)  # its body: in the answer's text
+
+
+class ListedText(TransformationSummary):
+    summary: str | None = Field(None, description="in the answer's text, on the transformation's line")
+
+
+ListAnswer = create_model("TransformationList", __base__=TransformationList, transformations=(list[ListedText], ...))
 
 
 def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Applier) -> None:
@@ -44,7 +53,7 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         dtype: Annotated[str | None, DTYPE] = None,
         session_id: Annotated[str | None, Field(
             description="a session: its problem, backend, dtype and device filter where not given")] = None,
-    ) -> Annotated[types.CallToolResult, TransformationList]:
+    ) -> Annotated[types.CallToolResult, ListAnswer]:
         """The natural-transformation catalog, filtered (by a session's problem, backend, dtype and device with
         session_id)."""
         descriptor = _device_descriptor(device)
@@ -69,7 +78,7 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         transformation: Annotated[str, Field(description="catalog id, see list_transformations")],
         backend: Annotated[str | None, BACKEND] = None,
         device: Annotated[str | None, Field(description="pick the most specific text for this device")] = None,
-    ) -> Annotated[types.CallToolResult, TransformationText]:
+    ) -> Annotated[types.CallToolResult, TextAnswer]:
         """The full text of one transformation; with backend (and device) the most specific specialization."""
         try:
             t = (catalog.resolve(transformation, backend, _device_descriptor(device)) if backend

@@ -12,7 +12,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from peak_mcp.api.host_paths import for_agent, problems_for_agent
-from peak_mcp.api.responses import lean, result
+from peak_mcp.api.responses import answer_model, lean, result
 from peak_mcp.api.summaries import summary
 from peak_mcp.api.tools.common import (
     BACKEND,
@@ -48,6 +48,7 @@ from peak_mcp.loop.models import (
 from peak_mcp.loop.service import PeakService
 from peak_mcp.store.reports import markdown_table
 
+VersionAnswer, DiffAnswer = answer_model(VersionDetail), answer_model(DiffReport)  # source, diff: in the text
 HISTORY_TEXT_ROWS = 20  # rows of history's text table; its structured rows hold every version
 
 
@@ -61,9 +62,13 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         return result(for_agent(await call(None, service.doctor, catalog.info())))
 
     @mcp.tool(annotations=READ_ONLY)
-    async def list_problems() -> Annotated[types.CallToolResult, ProblemList]:
-        """Problems the server can check and time, with size symbols, dtypes and the kernel ABI per backend."""
-        return result(problems_for_agent(await call(None, service.list_problems)))
+    async def list_problems(problem: Annotated[str | None, Field(
+            description="one problem's name: it in full, with its kernel ABI for every backend and dtype")] = None
+                            ) -> Annotated[types.CallToolResult, ProblemList]:
+        """Problems the server can check and time, one line each: size symbols and defaults, dtypes per backend,
+        traits. With problem, that one in full: its kernel ABI for every backend and dtype (start_session gives the
+        session's own)."""
+        return result(problems_for_agent(await call(None, service.problem_files.list_problems, problem)))
 
     @mcp.tool(annotations=RECORDS)
     async def define_problem(
@@ -188,14 +193,14 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
 
     @mcp.tool(annotations=READ_ONLY)
     async def get_version(session_id: SessionId,
-                          version: Version = None) -> Annotated[types.CallToolResult, VersionDetail]:
+                          version: Version = None) -> Annotated[types.CallToolResult, VersionAnswer]:
         """One version's source and report (default: head)."""
         return result(await call(None, service.get_version, session_id, version))
 
     @mcp.tool(annotations=READ_ONLY)
     async def diff(session_id: SessionId, a: Annotated[VersionNumber, Field(description="the older version")],
                    b: Annotated[VersionNumber | None, Field(description="the newer version (default: head)")] = None
-                   ) -> Annotated[types.CallToolResult, DiffReport]:
+                   ) -> Annotated[types.CallToolResult, DiffAnswer]:
         """Unified diff between two versions' sources (b defaults to head)."""
         return result(await call(None, service.diff, session_id, a, b))
 
