@@ -54,11 +54,11 @@ def above_session(problem: Problem, session_sizes: dict[str, int], sizes: dict[s
 
 
 def not_general_message(outcome: Outcome, generality: Generality, symbols: Sequence[str] = ("M", "N", "K"),
-                        bound_declarable: bool = False, failed: bool = False) -> str:
+                        bound_declarable: bool = False) -> str:
     """What a version right at the session's sizes and wrong at others says: not a success, where it failed first
     (with the check's numbers), where else, and what would make it one. Wrong results lead; sizes where the job
     ran past its limit follow, as secondary, when any size gave a wrong result (the hang may be the machine's, the
-    wrong result is the kernel's). `failed`: one of those hangs was at a size no larger than the session's."""
+    wrong result is the kernel's)."""
     wrong = [f for f in generality.failures if f.check != "timeout"]
     hung = [f for f in generality.failures if f.check == "timeout"]
     first, *rest = wrong or hung
@@ -66,7 +66,7 @@ def not_general_message(outcome: Outcome, generality: Generality, symbols: Seque
     where = f"{len(wrong)} of {finished}" if wrong else f"{len(hung)} of {finished}"
     timing = outcome.timing
     here = f" (median {timing.median_ms:.4g} ms, {speed(timing.tflops, timing.gbps) or 'n/a'})" if timing else ""
-    text = (f"{'failed' if failed else 'not general'}: right at the session's sizes{here} but wrong at {where} "
+    text = (f"not general: right at the session's sizes{here} but wrong at {where} "
             f"sampled other sizes, so not a success. First at {_sizes(first.sizes)}: {first.check}: "
             f"{(first.message or '').strip().rstrip('.')}")
     if rest:
@@ -74,9 +74,8 @@ def not_general_message(outcome: Outcome, generality: Generality, symbols: Seque
         text += f" and {len(rest) - 4} more" if len(rest) > 4 else ""
     if wrong and hung:
         text += (f". Secondary: at {', '.join(_sizes(f.sizes) for f in hung)} the check ran past the job's time "
-                 "limit (timeout) and was stopped; fix the wrong results first, then see whether it still "
-                 "times out there (a hang at a size no larger than the session's is the kernel's: loop bounds, "
-                 "barriers)")
+                 "limit (timeout) and was stopped, at more work than the session's; fix the wrong results first, "
+                 "then see whether it still times out there")
     allowed = f"every size meeting the session's constraints {generality.constraints}" if generality.constraints \
         else "any size (the session declares no constraints)"
     text += (f". A kernel must be right at {allowed}: handle the edges (guard loads and stores past "
