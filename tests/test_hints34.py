@@ -22,9 +22,12 @@ def _scaled_for_64_and_hanging() -> str:
     source = (EXAMPLES / "hlsl" / "naive.hlsl").read_text()
     source = source.replace("C[row * p.N + col] = acc;",
                             "C[row * p.N + col] = acc * sqrt(64.0 / float(p.K));")
+    # llvmpipe ends a loop after ~65535 iterations: 64 unrolled loads per iteration keep it past the fence timeout
+    # (as tests/test_verdicts.py's hang does).
     return source.replace("float acc = 0.0;",
-                          f"float acc = 0.0;\n    uint spin = 0;\n    [loop] while (p.M == {HANG_M} && A[0] < 1e30) "
-                          "{ spin += 1; C[0] = float(spin); }")
+                          f"float acc = 0.0;\n    uint i = 0;\n    [loop] while (p.M == {HANG_M} && A[0] < 1e30) "
+                          "{ i += 1; float s = 0.0; [unroll] for (uint u = 0; u < 64; ++u) "
+                          "s += A[(i + u) % (p.M * p.K)]; C[row * p.N + col] = s + float(i); }")
 
 
 async def test_a_timeout_at_one_size_does_not_hide_the_wrong_results_at_the_others(make_client, settings) -> None:
@@ -43,3 +46,39 @@ async def test_a_timeout_at_one_size_does_not_hide_the_wrong_results_at_the_othe
     assert "First at M=1,N=1,K=1: wrong_result" in message, message
     assert f"Secondary: at M={HANG_M},N=7,K=67 the check ran past the job's time limit (timeout)" in message, message
     assert "this machine is busy" not in message and "PEAK_MCP_JOB_TIMEOUT" not in message, message
+
+
+async def _submitted(make_client, session: dict, source: str) -> dict:
+    async with make_client() as (client, _):
+        started = await client.call_tool("start_session", session)
+        assert not started.is_error, started.content[0].text
+        sid = started.structured_content["session_id"]
+        result = await client.call_tool("submit_kernel", {"session_id": sid, "source": source})
+        assert not result.is_error, result.content[0].text
+        return result.structured_content
+
+
+async def test_nan_on_the_stress_trial_after_passed_trials_is_called_an_overflow(make_client) -> None:
+    """A softmax without the row's max subtracted passes the usual inputs and overflows on the stress trial's large
+    ones: every element NaN, which was answered with "if the kernel adds into y (y[i] += ...)"."""
+    source = (EXAMPLES.parent / "softmax" / "hlsl" / "1_groupshared.hlsl").read_text()
+    source = source.replace("m = group_reduce(m, tid, true);", "m = 0.0 * group_reduce(m, tid, true);")
+    report = await _submitted(make_client, {"backend": "hlsl", "problem": "softmax",
+                                            "sizes": {"ROWS": 16, "COLS": 100}}, source)
+    message = report["message"]
+    assert report["status"] == "failed" and report["failure"] == "nan_or_inf", message
+    assert "stress ranges" in message and "trials with the usual inputs passed, so this is an overflow" in message
+    assert "exp without the row's maximum subtracted" in message, message
+    assert "adds into" not in message and "start as NaN" not in message, message
+
+
+async def test_a_read_past_an_input_names_that_input_and_its_extents(make_client) -> None:
+    """A matmul indexing A with N's stride reads past A's last rows; the hint said "(i < K, not i <= K)", the
+    problem's last symbol, as it said "(i < D ...)" for an attention kernel reading K and V rows past S."""
+    source = (EXAMPLES / "hlsl" / "naive.hlsl").read_text().replace("A[row * p.K + k]", "A[row * p.N + k]")
+    report = await _submitted(make_client, {"backend": "hlsl", "sizes": {"M": 70, "N": 45, "K": 33}}, source)
+    message = report["message"]
+    assert report["status"] == "failed" and report["failure"] == "out_of_bounds_read", message
+    assert "NaN guards around A (M=70, K=33) alone bring the NaN back" in message, message
+    assert "check every index into A against those extents" in message, message
+    assert "i < K" not in message, message

@@ -95,11 +95,13 @@ def _rows(flat: Any, itemsize: int) -> Any:
 
 
 def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance,
-                  withhold: str | None = None, poison: int = POISON) -> tuple[Finding | None, dict[str, Any]]:
+                  withhold: str | None = None, poison: int = POISON,
+                  passed_before: int = 0) -> tuple[Finding | None, dict[str, Any]]:
     """Unwritten elements, NaN/Inf, then the error against the reference. Returns (finding, error statistics).
     `withhold`: why the output's values must not be quoted (values_withheld): a wrong result then gives where and
     how many, the expected values and bounds, and this reason instead of what the kernel wrote. `poison`: the byte
-    the outputs were filled with before the launch. Every pass goes over the output in chunks (core.chunks)."""
+    the outputs were filled with before the launch. `passed_before`: trials this kernel passed on other inputs (the
+    poison read back is then not the cause). Every pass goes over the output in chunks (core.chunks)."""
     xp = ws.xp
     stats: dict[str, Any] = {}
     for buf in ws.outputs:
@@ -119,7 +121,7 @@ def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance,
             return Finding("unwritten_output",
                            f"{count} of {stored.size} elements of {buf.arg.name} were never written (they still hold "
                            f"the NaN poison written before the launch); first at {at}"
-                           + _accumulation_hint(buf.arg.name, count, stored.size),
+                           + _accumulation_hint(buf.arg.name, count, stored.size, passed_before),
                            buf.arg.name, {"count": count, "indices": at}), stats
         if ref.exact:
             finding = check_exact(xp, buf.arg.name, buf.arg.dtype, stored, ref.values, shape, withhold)
@@ -127,7 +129,7 @@ def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance,
                 return finding, stats
             stats = stats or {"checked_elements": int(stored.size), "total_elements": int(stored.size)}
             continue
-        finding = _check_finite(xp, buf.arg.name, buf.arg.dtype, stored, shape)
+        finding = _check_finite(xp, buf.arg.name, buf.arg.dtype, stored, shape, passed_before)
         if finding:
             return finding, stats
         finding, stats = _check_error(xp, buf.arg.name, buf.arg.dtype, stored, shape, ref, tol, withhold)
@@ -136,7 +138,8 @@ def check_outputs(ws: Workspace, refs: dict[str, Reference], tol: Tolerance,
     return None, stats
 
 
-def _check_finite(xp: Any, name: str, dtype: str, stored: Any, shape: tuple[int, ...]) -> Finding | None:
+def _check_finite(xp: Any, name: str, dtype: str, stored: Any, shape: tuple[int, ...],
+                  passed_before: int = 0) -> Finding | None:
     count = nan = 0
     first: list[int] = []
     for part in spans_of(stored.size):
@@ -149,7 +152,8 @@ def _check_finite(xp: Any, name: str, dtype: str, stored: Any, shape: tuple[int,
         return None
     at = where(first, shape)
     return Finding("nan_or_inf", f"{count} elements of {name} are NaN or Inf; first at {at}"
-                   + _accumulation_hint(name, nan, stored.size), name, {"count": count, "indices": at})
+                   + _accumulation_hint(name, nan, stored.size, passed_before), name,
+                   {"count": count, "indices": at})
 
 
 def _check_error(xp: Any, name: str, dtype: str, stored: Any, shape: tuple[int, ...], ref: Reference,
@@ -278,10 +282,12 @@ def wrong_pattern(mask: Any) -> str | None:
     return "wrong elements: " + "; ".join(parts) if parts else None
 
 
-def _accumulation_hint(name: str, nan: int, size: int) -> str:
+def _accumulation_hint(name: str, nan: int, size: int, passed_before: int = 0) -> str:
     """A kernel that adds into its output (C[i] += acc) reads the NaN poison back everywhere: say that outputs
-    start as NaN, not zero. Only when every element is NaN: a partial NaN has another cause."""
-    if nan < size or size == 0:
+    start as NaN, not zero. Only when every element is NaN (a partial NaN has another cause), and only before the
+    kernel passed a trial: the poison is the same on every trial, so one that passed did not read it back (an exp
+    overflowing on the stress trial after two passed was sent to look for o[i] += ...)."""
+    if nan < size or size == 0 or passed_before:
         return ""
     return (f". Every element is NaN: if the kernel adds into {name} ({name}[i] += ...), note that outputs start as "
             f"NaN, not zero (the validator fills them with NaN before each launch, to catch elements never "
@@ -313,3 +319,13 @@ def check_same(ws: Workspace, first: dict[str, Any], withhold: str | None = None
                            + (f". The values the kernel wrote are withheld: {withhold}" if withhold else ""),
                            buf.arg.name, {"count": count})
     return None
+
+
+def overflow_hint(dtype: str, stress: str, passed: int) -> str:
+    """What NaN or Inf on the stress trial means after `passed` trials with the usual inputs passed: the same
+    kernel, with larger values, overflowed. Said in place of the accumulation hint, which those trials rule out."""
+    return (f". {passed} trial{'s' if passed != 1 else ''} with the usual inputs passed, so this is an overflow on "
+            f"large values ({stress}), not an output read before it was written: e.g. an exp without the row's "
+            f"maximum subtracted first, or a sum of squares or a product past {dtype}'s range; subtract the max "
+            "before exp, scale before squaring, or accumulate in float32")
+

@@ -35,10 +35,11 @@ from peak_mcp.evaluation.checks import (
     check_inputs,
     check_outputs,
     check_same,
+    overflow_hint,
     where,
 )
 from peak_mcp.evaluation.phases import Recheck, Timing, Verdict
-from peak_mcp.evaluation.workspace import ALT_POISON, POISON, Workspace
+from peak_mcp.evaluation.workspace import ALT_POISON, GUARD_PATTERN, POISON, Workspace
 from peak_mcp.problems.base import PROBLEM_CODE, BufferArg, Problem, Reference, Tolerance
 
 HOST_REFERENCE_MAX_FLOPS = 2e11  # above this a host reference checks sampled rows; a device reference is whole
@@ -160,24 +161,25 @@ def values_withheld(executor: Executor, kernel: Compiled) -> str | None:
 
 
 def _launch_and_check(executor: Executor, kernel: Compiled, geometry: dict[str, Any], s: InputSet,
-                      problem: Problem, dtype: str) -> tuple[Finding | None, dict[str, Any]]:
+                      problem: Problem, dtype: str, passed_before: int = 0) -> tuple[Finding | None, dict[str, Any]]:
     s.ws.poison_outputs()
     executor.run(kernel, s.ws.handles, s.ws.scalars, geometry)
     finding = check_guards(s.ws) or check_inputs(s.ws, s.inputs)
     if finding:
         return finding, {}
-    return check_outputs(s.ws, s.refs, problem.tolerance(dtype, s.ws.sizes), values_withheld(executor, kernel))
+    return check_outputs(s.ws, s.refs, problem.tolerance(dtype, s.ws.sizes), values_withheld(executor, kernel),
+                         passed_before=passed_before)
 
 
 def _explain_nan(executor: Executor, kernel: Compiled, geometry: dict[str, Any], s: InputSet, problem: Problem,
                  dtype: str, finding: Finding) -> Finding:
     """NaN in the output: launch with zero guards, then with NaN guards again. The kernel read past an input only
     if the NaN goes with the zero guards and comes back with the NaN ones (stale shared memory can change between
-    launches by itself)."""
+    launches by itself); then NaN guards around one input at a time name the inputs it reads past."""
 
-    def nan_now(pattern: np.ndarray | None) -> bool:
+    def nan_now(pattern: np.ndarray | None, only: str | None = None) -> bool:
         if pattern is not None:
-            s.ws.fill_guards(pattern)
+            s.ws.fill_guards(pattern, only)
         s.ws.poison_outputs()
         executor.run(kernel, s.ws.handles, s.ws.scalars, geometry)
         again, _ = check_outputs(s.ws, s.refs, problem.tolerance(dtype, s.ws.sizes))
@@ -185,17 +187,36 @@ def _explain_nan(executor: Executor, kernel: Compiled, geometry: dict[str, Any],
 
     try:
         from_guards = not nan_now(np.zeros(4, np.uint8))
+        if from_guards and nan_now(GUARD_PATTERN):
+            # Which input: NaN guards around one at a time, zeros around the others.
+            read_past = [b for b in s.ws.buffers if not b.arg.is_output and nan_now(GUARD_PATTERN, only=b.arg.name)]
+        else:
+            return finding  # the kernel makes NaN or Inf by itself (or not reproducibly)
     finally:
         s.ws.fill_guards()
-    if not from_guards or not nan_now(None):
-        return finding  # the kernel makes NaN or Inf by itself (or not reproducibly)
-    size = problem.symbols[-1] if problem.symbols else "N"  # the problem's own bound: COLS, not matmul's N
     return Finding("out_of_bounds_read",
                    f"the kernel reads outside its input buffers: with NaN guard bytes around every buffer, "
                    f"{finding.details.get('count')} elements of {finding.buffer} came out NaN (first at "
-                   f"{finding.details.get('indices')}); with zero guards they did not. Check the loop bounds "
-                   f"(i < {size}, not i <= {size}) and the guards on every load at the edges",
-                   finding.buffer, finding.details)
+                   f"{finding.details.get('indices')}); with zero guards they did not. "
+                   + _read_past(read_past, s.ws.sizes), finding.buffer, finding.details)
+
+
+def _read_past(buffers: list[Any], sizes: dict[str, int]) -> str:
+    """Where to look: the inputs read past, each with its extents named by the size symbols they equal (an
+    attention kernel reading K and V rows past S was told "(i < D, not i <= D)", the problem's last symbol)."""
+    if not buffers:
+        return "Check every index against its buffer's extents (index < extent, not <=) and the guards on every " \
+               "load at the edges"
+    said = []
+    for buf in buffers:
+        dims = []
+        for extent in buf.arg.shape(sizes):
+            named = [k for k, v in sizes.items() if v == extent]
+            dims.append(f"{named[0]}={extent}" if len(named) == 1 else str(extent))
+        said.append(f"{buf.arg.name} ({', '.join(dims)})")
+    return (f"NaN guards around {' and '.join(said)} alone bring the NaN back, so the kernel reads past "
+            f"{'it' if len(said) == 1 else 'each'}: check every index into {' and '.join(b.arg.name for b in buffers)} "
+            "against those extents (index < extent, not <=) and the guards on every load at the edges")
 
 
 def _confirm_unwritten(executor: Executor, kernel: Compiled, geometry: dict[str, Any], s: InputSet,
@@ -278,7 +299,7 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
             s.refs = _reference(xp, problem, s.inputs, sizes, dtype, seed + trial, spot_check=trial == 0)
             progress(f"validate trial {trial + 1}/{trials}" + (" (stress ranges)" if stressed else ""))
             s.ws.load(s.inputs)
-            finding, stats = _launch_and_check(executor, kernel, geometry, s, problem, dtype)
+            finding, stats = _launch_and_check(executor, kernel, geometry, s, problem, dtype, passed_before=trial)
             if finding and finding.check == "unwritten_output":
                 finding = _confirm_unwritten(executor, kernel, geometry, s, finding,
                                              problem.tolerance(dtype, sizes))
@@ -287,6 +308,8 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
             if finding and stressed:
                 finding.message = (f"with inputs from the problem's stress ranges ({stress}), after {trial} trials "
                                    f"with its usual ones passed: {finding.message}")
+                if finding.check == "nan_or_inf":
+                    finding.message += overflow_hint(dtype, stress, trial)
             if finding:
                 return _fail(finding, trial + 1, made, label)
             if trial == 0:

@@ -110,11 +110,14 @@ class Workspace:
         for buf in self.outputs:
             self.executor.write(buf.handle, self.host.full(buf.nbytes, byte, np.uint8), FRONT_GUARD_BYTES)
 
-    def fill_guards(self, input_pattern: np.ndarray = GUARD_PATTERN) -> None:
+    def fill_guards(self, input_pattern: np.ndarray = GUARD_PATTERN, only: str | None = None) -> None:
         """Fill every input's guards with `input_pattern` (the NaN pattern, or zeros to tell a read past an
-        input from a kernel that makes NaN itself) and every output's with the canary."""
+        input from a kernel that makes NaN itself) and every output's with the canary. `only`: that input's guards
+        get `input_pattern`, the other inputs' zeros (which input a kernel reads past)."""
         for buf in self.buffers:
             pattern = CANARY_PATTERN if buf.arg.is_output else input_pattern
+            if only is not None and not buf.arg.is_output and buf.arg.name != only:
+                pattern = np.zeros(4, np.uint8)
             self.executor.write(buf.handle, self._tiled(pattern, FRONT_GUARD_BYTES), 0)
             self.executor.write(buf.handle, self._tiled(pattern, buf.tail), FRONT_GUARD_BYTES + buf.nbytes)
 
