@@ -82,3 +82,23 @@ async def test_a_read_past_an_input_names_that_input_and_its_extents(make_client
     assert "NaN guards around A (M=70, K=33) alone bring the NaN back" in message, message
     assert "check every index into A against those extents" in message, message
     assert "i < K" not in message, message
+
+
+async def test_a_read_past_x_behind_a_select_names_both_equal_buffers_honestly_and_the_select(make_client) -> None:
+    """A softmax padding its max loop by 8 and guarding the read with `?:`: glslang emits a select, so the last row
+    reads past x; the layer's message gives only the descriptor's size, which x and y share. It said "buffer x or
+    y", and nothing of the `?:`."""
+    source = (EXAMPLES.parent / "softmax" / "hlsl" / "1_groupshared.hlsl").read_text()
+    old = "    for (uint c = tid; c < p.COLS; c += NT)\n        m = max(m, x[base + c]);"
+    assert old in source
+    source = source.replace(old, "    for (uint c = tid; c < p.COLS + 8; c += NT)\n"
+                                 "        m = max(m, (c < p.COLS) ? x[base + c] : LOWEST);")
+    report = await _submitted(make_client, {"backend": "hlsl", "problem": "softmax",
+                                            "sizes": {"ROWS": 16, "COLS": 100}}, source)
+    message = report["message"]
+    assert (report["status"], report["failure"]) == ("failed", "sanitizer_vulkan_oob"), message
+    assert "one of x, y: they are the same size" in message and "cannot tell them apart" in message, message
+    assert "x or y" not in message, message
+    line = next(n for n, text in enumerate(source.splitlines(), 1) if "? x[" in text)
+    assert f"Line {line} reads x inside a `?:`" in message, message
+    assert "HLSL's `?:` evaluates both sides (glslang emits a select)" in message, message

@@ -36,7 +36,7 @@ peak-vulkan-sanitizer: launched
 
 
 def test_an_out_of_bounds_message_fails_naming_the_buffer() -> None:
-    report = vulkan_sanitizer.parse(OOB, 0, buffers={21200: "A", 16324: "B"})
+    report = vulkan_sanitizer.parse(OOB, 0, buffers={21200: ["A"], 16324: ["B"]})
     assert report.available and report.passed is False
     (finding,) = report.failures
     assert finding.check == "sanitizer_vulkan_oob"

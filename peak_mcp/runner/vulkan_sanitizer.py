@@ -103,12 +103,34 @@ def run(job: LaunchTarget, progress: Callable[[str], None] | None = None) -> San
         if proc.poll() is None:
             kill_tree(proc.pid)
         shutil.rmtree(workdir, ignore_errors=True)
-    report = parse(text, proc.returncode, timed_out, _buffer_bytes(job))
+    buffers = _buffer_bytes(job)
+    report = parse(text, proc.returncode, timed_out, buffers)
+    if report.failures:
+        report.failures[0].message += select_note(job.source, [n for names in buffers.values() for n in names])
     return report.model_copy(update={"sizes": job.sizes, "seconds": round(time.perf_counter() - started, 3)})
 
 
-def _buffer_bytes(job: LaunchTarget) -> dict[int, str]:
-    """{bytes: buffer name(s)} of the launch's buffers, to name the one a message's descriptor size belongs to."""
+def select_note(source: str, buffers: list[str]) -> str:
+    """Where an HLSL kernel reads a buffer inside a `?:` (`v = i < n ? x[i] : 0`), what a read past the buffer owes to
+    it: HLSL's `?:` evaluates both sides (glslang emits an OpSelect), so the guard does not stop the read. Every
+    HLSL author meets it; the layer's message does not say it. Empty where no `?:` reads a buffer."""
+    if not buffers:
+        return ""
+    read = re.compile(r"\b(" + "|".join(map(re.escape, buffers)) + r")\s*(\[|\.Load)")
+    for number, line in enumerate(source.splitlines(), 1):
+        code = line.split("//")[0]
+        question = code.find("?")
+        colon = code.find(":", question + 1) if question >= 0 else -1
+        hit = read.search(code, question) if colon > question >= 0 else None
+        if hit:
+            return (f". Line {number} reads {hit.group(1)} inside a `?:` ({' '.join(code.split())[:120]}): HLSL's "
+                    "`?:` evaluates both sides (glslang emits a select), so the condition does not stop that read; "
+                    "guard it with an if, or clamp the index (min(i, n - 1)) and select the value afterwards")
+    return ""
+
+
+def _buffer_bytes(job: LaunchTarget) -> dict[int, list[str]]:
+    """{bytes: buffer names} of the launch's buffers, to name the one a message's descriptor size belongs to."""
     from peak_mcp.core.dtypes import itemsize
     from peak_mcp.problems.base import BufferArg
     from peak_mcp.problems.shipped import worker_problem
@@ -118,11 +140,11 @@ def _buffer_bytes(job: LaunchTarget) -> dict[int, str]:
         if isinstance(arg, BufferArg):
             nbytes = max(4, (arg.count(job.sizes) * itemsize(arg.dtype) + 3) // 4 * 4)
             named.setdefault(nbytes, []).append(arg.name)
-    return {n: " or ".join(names) for n, names in named.items()}
+    return named
 
 
 def parse(text: str, returncode: int | None, timed_out: bool = False,
-          buffers: dict[int, str] | None = None) -> SanitizerReport:
+          buffers: dict[int, list[str]] | None = None) -> SanitizerReport:
     """The report for one child's output: an out-of-bounds message fails it; a shader the layer could not
     instrument, or a launch that did not happen, leaves it unchecked."""
     messages = _messages(text)
@@ -130,7 +152,7 @@ def parse(text: str, returncode: int | None, timed_out: bool = False,
     if oob:
         size = re.search(r"Descriptor size is (\d+)", oob[0])
         which = (buffers or {}).get(int(size.group(1))) if size else None
-        what = f"an access past the end of buffer {which} ({size.group(1)} bytes): " if which else ""
+        what = _which(which, int(size.group(1))) if size and which else ""
         finding = SanitizerFinding(check=f"sanitizer_{TOOL}",
                                    message=f"Vulkan GPU-assisted validation: {what}{_clean(oob[0])}"
                                            + (f" (and {len(oob) - 1} more)" if len(oob) > 1 else ""))
@@ -147,6 +169,17 @@ def parse(text: str, returncode: int | None, timed_out: bool = False,
     if why:
         return SanitizerReport(available=True, passed=None, unchecked=[UncheckedTool(tool=TOOL, message=why)])
     return SanitizerReport(available=True, passed=True, clean=[TOOL])
+
+
+def _which(names: list[str], nbytes: int) -> str:
+    """The buffer an out-of-bounds message's descriptor size names. This layer's message gives only that size (no
+    binding), so buffers of one size cannot be told apart from it: said so, with a way to find out."""
+    if len(names) == 1:
+        return f"an access past the end of buffer {names[0]} ({nbytes} bytes): "
+    return (f"an access past the end of a {nbytes}-byte buffer, one of {', '.join(names)}: they are the same size "
+            "at these sizes and the layer's message names only the size, not the binding, so it cannot tell them "
+            f"apart. To find out, guard every index into one of them and submit again (the finding stays if it "
+            f"is another). The layer says: ")
 
 
 def _messages(text: str) -> list[str]:
