@@ -207,6 +207,12 @@ async def test_a_child_starts_from_its_parents_tuned_configuration(make_client) 
         assert perf["vs_parent"] == (f"v{child['version']} at {label} (v{v}'s tuned) vs v{v} at {label} (tuned): "
                                      "like for like (the same values)"), perf
 
+        # Wrong at every configuration: not told that tuning is all it needs (issue 34).
+        wrong = (await client.call_tool("submit_kernel", {"session_id": sid, "parent": v, "source": CHILD.replace(
+            "C[row * p.N + col] = acc[w];", "C[row * p.N + col] = 2.0 * acc[w];")})).structured_content
+        assert wrong["failure"] == "wrong_result" and "tune it to search its own" not in wrong["message"], wrong
+        assert "the failure may be this configuration's" in wrong["message"], wrong["message"]
+
         # Parameters under other names cannot take it: defaults, and the comparison says it is not like for like.
         renamed = (await client.call_tool("submit_kernel", {"session_id": sid, "source": RENAMED, "parent": v})
                    ).structured_content

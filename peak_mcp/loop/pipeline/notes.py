@@ -35,7 +35,9 @@ def at_configuration(outcome: Outcome, config: Configuration, parent: int | None
         outcome.message = (f"{message}{separator}evaluated at its parent v{parent}'s tuned configuration "
                            f"{Config(params={k: x for k, x in params.items() if k not in own}).label()}"
                            + (f" with its own defaults {Config(params=own).label()}" if own else "")
-                           + " (tune it to search its own)")
+                           + (" (tune it to search its own)" if outcome.status.passed else
+                              ": the failure may be this configuration's; tune tries the kernel's own "
+                              "configurations and says whether any passes"))
     return outcome
 
 
