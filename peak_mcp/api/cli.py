@@ -101,6 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="the p of fast_p (default 0 1 1.5 2)")
     batch.add_argument("--out", type=Path, default=Path("."), metavar="DIR",
                        help="writes batch.json and batch.md here (default .)")
+    experiment = commands.add_parser("experiment", parents=[common],
+                                     help="run a plan of transformations x repeats through apply_transformation, "
+                                          "the model answered by a folder exchange or a replay (README: Experiments)")
+    experiment.add_argument("spec", type=Path, metavar="SPEC.json")
+    experiment.add_argument("--out", type=Path, default=None, metavar="DIR",
+                            help="results.jsonl, exchanges.jsonl and the reports (default: SPEC without .json); a "
+                                 "re-run skips the cells finished there")
     return parser
 
 
@@ -165,6 +172,15 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(run_demo(args.backend, args.dtype, args.sizes, args.kernels, args.data_dir))
     elif args.command == "batch":
         sys.exit(_batch(args))
+    elif args.command == "experiment":
+        from peak_mcp.api.app import build
+        from peak_mcp.research.command import experiment
+
+        def in_process() -> tuple[Any, Any]:
+            server, service = build(data_dir=args.data_dir)
+            return server, service.close
+
+        sys.exit(experiment(args.spec, args.out, args.data_dir, in_process))
     else:
         sys.exit(_view(args))
 

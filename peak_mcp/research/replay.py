@@ -1,0 +1,29 @@
+"""The replay backend: the replies of a recorded run (its exchanges.jsonl) answered again, so a run can be
+reproduced without the model. A request is found by its hash; failing that (a brief quotes times measured on the
+run, so its text differs on a re-run) by its cell: model, transformation, repeat and attempt."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from peak_mcp.research.exchanges import Cell, Reply, Request, read_exchanges
+
+
+class NotRecorded(LookupError):
+    pass
+
+
+class Replay:
+    def __init__(self, recording: Path, by_cell: bool = True) -> None:
+        exchanges = [e for e in read_exchanges(recording) if e.reply is not None]
+        self.by_key = {e.key: e.reply for e in exchanges}
+        self.by_cell = {e.cell.coordinates: e.reply for e in exchanges} if by_cell else {}
+        self.recording = recording
+
+    async def __call__(self, request: Request, cell: Cell) -> Reply:
+        if request.key in self.by_key:
+            return Reply(text=self.by_key[request.key], note="replayed by hash")
+        if cell.coordinates in self.by_cell:
+            return Reply(text=self.by_cell[cell.coordinates], note="replayed by cell")
+        raise NotRecorded(f"{self.recording} holds no reply for this request ({cell.transformation} repeat "
+                          f"{cell.repeat} attempt {cell.attempt})")

@@ -1,0 +1,42 @@
+"""An experiment's plan, read from SPEC.json: one problem at one backend, dtype and sizes; the catalog
+transformations to apply, each from the same base version, `repeats` times; the model that answers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class ModelSpec(BaseModel):
+    label: str = Field(description="the model's name in the results and reports")
+    backend: Literal["exchange", "replay"]
+    folder: Path | None = Field(None, description="exchange: where request-<n>.json and reply-<n>.txt pass")
+    recording: Path | None = Field(None, description="replay: an earlier run's exchanges.jsonl")
+    timeout_s: float = Field(3600.0, gt=0, description="exchange: how long a reply may take")
+    poll_s: float = Field(0.5, gt=0, description="exchange: how often the folder is looked at")
+
+
+class ExperimentSpec(BaseModel):
+    problem: str = "matmul"
+    backend: str = "hlsl"
+    dtype: str = "f32"
+    sizes: dict[str, int] | None = None
+    transformations: list[str] = Field(min_length=1)
+    repeats: int = Field(5, ge=1, description="runs per transformation (PEAK: five)")
+    max_attempts: int = Field(3, ge=1, le=10, description="apply_transformation's attempts per run")
+    base_version: int = Field(0, ge=0, description="every run transforms this version")
+    model: ModelSpec
+    server: Literal["in-process", "stdio"] = "in-process"
+
+    @classmethod
+    def read(cls, path: Path) -> ExperimentSpec:
+        """The spec, its relative paths taken from the spec file's folder."""
+        spec = cls.model_validate(json.loads(path.read_text()))
+        for name in ("folder", "recording"):
+            value = getattr(spec.model, name)
+            if value is not None and not value.is_absolute():
+                setattr(spec.model, name, (path.parent / value).resolve())
+        return spec
