@@ -4,13 +4,19 @@ agent; validator-level ones run on lavapipe directly."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.conftest import EXAMPLES, has_device, skip_reason
 
-pytestmark = [pytest.mark.vulkan, pytest.mark.anyio]
-if not has_device("hlsl"):
-    pytestmark.append(pytest.mark.skip(reason=f"no Vulkan device: {skip_reason('hlsl')}"))
+pytestmark = pytest.mark.anyio
+
+
+def lavapipe(test: Any) -> Any:
+    """A test that runs HLSL kernels: on lavapipe here, skipped without a Vulkan device."""
+    return pytest.mark.vulkan(pytest.mark.skipif(not has_device("hlsl"),
+                                                 reason=f"no Vulkan device: {skip_reason('hlsl')}")(test))
 
 SESSION = {"M": 64, "N": 64, "K": 64}
 HANG_M = 1031  # the 8th of matmul's 12 sampled sizes around 64^3; four come after it
@@ -30,6 +36,7 @@ def _scaled_for_64_and_hanging() -> str:
                           "s += A[(i + u) % (p.M * p.K)]; C[row * p.N + col] = s + float(i); }")
 
 
+@lavapipe
 async def test_a_timeout_at_one_size_does_not_hide_the_wrong_results_at_the_others(make_client, settings) -> None:
     settings.vk_fence_timeout_s = 3
     settings.inactivity_timeout_s = 20
@@ -58,6 +65,7 @@ async def _submitted(make_client, session: dict, source: str) -> dict:
         return result.structured_content
 
 
+@lavapipe
 async def test_nan_on_the_stress_trial_after_passed_trials_is_called_an_overflow(make_client) -> None:
     """A softmax without the row's max subtracted passes the usual inputs and overflows on the stress trial's large
     ones: every element NaN, which was answered with "if the kernel adds into y (y[i] += ...)"."""
@@ -72,6 +80,7 @@ async def test_nan_on_the_stress_trial_after_passed_trials_is_called_an_overflow
     assert "adds into" not in message and "start as NaN" not in message, message
 
 
+@lavapipe
 async def test_a_read_past_an_input_names_that_input_and_its_extents(make_client) -> None:
     """A matmul indexing A with N's stride reads past A's last rows; the hint said "(i < K, not i <= K)", the
     problem's last symbol, as it said "(i < D ...)" for an attention kernel reading K and V rows past S."""
@@ -84,6 +93,7 @@ async def test_a_read_past_an_input_names_that_input_and_its_extents(make_client
     assert "i < K" not in message, message
 
 
+@lavapipe
 async def test_a_read_past_x_behind_a_select_names_both_equal_buffers_honestly_and_the_select(make_client) -> None:
     """A softmax padding its max loop by 8 and guarding the read with `?:`: glslang emits a select, so the last row
     reads past x; the layer's message gives only the descriptor's size, which x and y share. It said "buffer x or
@@ -102,3 +112,23 @@ async def test_a_read_past_x_behind_a_select_names_both_equal_buffers_honestly_a
     line = next(n for n, text in enumerate(source.splitlines(), 1) if "? x[" in text)
     assert f"Line {line} reads x inside a `?:`" in message, message
     assert "HLSL's `?:` evaluates both sides (glslang emits a select)" in message, message
+
+
+def test_a_timeout_is_counted_apart_from_wrong_results() -> None:
+    """The verdict's counts: wrong results over the sizes that finished, a timeout apart (it finished no check)."""
+    from peak_mcp.evaluation.phases import Generality, SizeFailure
+    from peak_mcp.loop.pipeline.verdicts import not_general_message
+    from peak_mcp.store.records import Outcome, Status
+
+    finished = [{"M": m, "N": 7, "K": 5} for m in range(1, 12)]
+    hung = SizeFailure(sizes={"M": 4101, "N": 33, "K": 19}, check="timeout", message="no progress for 30 s")
+    only_hung = not_general_message(Outcome(status=Status.BENCHMARKED),
+                                    Generality(passed=False, sizes_checked=finished, failures=[hung]))
+    assert "but did not finish at 1 of 12 sampled other sizes" in only_hung, only_hung
+    assert "First at M=4101,N=33,K=19: timeout: no progress for 30 s" in only_hung, only_hung
+    wrong = [SizeFailure(sizes=s, check="wrong_result", message="off") for s in finished[:3]]
+    both = not_general_message(Outcome(status=Status.BENCHMARKED),
+                               Generality(passed=False, sizes_checked=finished, failures=[hung, *wrong]))
+    assert "but wrong at 3 of 11 sampled other sizes" in both and "First at M=1,N=7,K=5: wrong_result" in both
+    assert "Secondary: at M=4101,N=33,K=19 the check ran past the job's time limit" in both, both
+    assert "no progress for 30 s" not in both, both

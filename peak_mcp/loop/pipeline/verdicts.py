@@ -63,10 +63,12 @@ def not_general_message(outcome: Outcome, generality: Generality, symbols: Seque
     hung = [f for f in generality.failures if f.check == "timeout"]
     first, *rest = wrong or hung
     finished = len(generality.sizes_checked) or len(generality.failures)
-    where = f"{len(wrong)} of {finished}" if wrong else f"{len(hung)} of {finished}"
+    # a size that timed out finished no check: it counts among the sizes reached, not those checked
+    where = f"wrong at {len(wrong)} of {finished}" if wrong else \
+        f"did not finish at {len(hung)} of {len(generality.sizes_checked) + len(hung)}"
     timing = outcome.timing
     here = f" (median {timing.median_ms:.4g} ms, {speed(timing.tflops, timing.gbps) or 'n/a'})" if timing else ""
-    text = (f"not general: right at the session's sizes{here} but wrong at {where} "
+    text = (f"not general: right at the session's sizes{here} but {where} "
             f"sampled other sizes, so not a success. First at {_sizes(first.sizes)}: {first.check}: "
             f"{(first.message or '').strip().rstrip('.')}")
     if rest:
