@@ -4,6 +4,7 @@ operator allows it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -205,8 +206,10 @@ async def test_define_problem_answers_a_summary_not_raw_json(make_client) -> Non
         result = await client.call_tool("define_problem", {"source": NEGATE})
         text = result.content[0].text
         assert text.startswith("defined negate: Negate: y = -x.") and not text.lstrip().startswith("{")
-        assert "first submission is its v0" in text and "structured content" in text
-        assert "[[vk::binding" not in text  # the ABIs stay in the structured content
+        assert "first submission is its v0" in text and "\n\nABI hlsl f32:\n" in text
+        # each ABI once: in the text, under its header; the structured content gives its length
+        assert "abi" not in result.structured_content and result.structured_content["abi_chars"]["hlsl"] > 0
+        assert "[[vk::binding" not in json.dumps(result.structured_content)
 
 
 KB_RELU = (Path(__file__).resolve().parent / "data" / "kernelbench" / "np_relu.py").read_text()
