@@ -213,7 +213,7 @@ def session_list(d: dict[str, Any]) -> list[str]:
 
 
 def problem_defined(d: dict[str, Any]) -> list[str]:
-    """define_problem's answer: the problem in one line, as list_problems shows it, and where its ABIs are."""
+    """define_problem's answer: the problem in one line, as list_problems shows it (its ABIs follow, LONG_PARTS)."""
     line = problems({"problems": [d]})[0]
     # Without a Python reference the line's `reference:` says what v0 is (start_session's reference_kernel).
     naive = "" if d.get("naive") is None or d["naive"] or d.get("reference") else \
