@@ -110,10 +110,12 @@ def test_replayed_experiment_reports_success_rates_and_error_classes_and_resumes
     assert len(paths["attempts"].read_text().splitlines()) == 1 + 6
     assert paths["png"].read_bytes()[:4] == b"\x89PNG"
 
-    # A crash during the last cell: its line never written. The re-run starts that cell only.
+    # A crash during the last cell: its line never written. The re-run starts that cell only, here in the first
+    # run's session (the server on the same data dir keeps it).
     lines = (out / RESULTS).read_text().splitlines()
     (out / RESULTS).write_text("\n".join(lines[:-1]) + "\n")
-    again = run(settings, plan, out)
+    again = run(settings, plan.model_copy(update={"session_id": cells[0].session_id}), out)
+    assert again[-1].session_id == cells[0].session_id
     assert [(c.transformation, c.repeat, c.succeeded) for c in again] == [
         (TILING, 1, True), (TILING, 2, True), (UNROLL, 1, False), (UNROLL, 2, True)]
     new = read_exchanges(out / EXCHANGES)[6:]

@@ -125,12 +125,7 @@ async def run_experiment(spec: ExperimentSpec, out: Path, target: Any,
         return [c for c in read_results(out) if c.finished]
     recorder = Recorder(make_backend(spec.model), out / EXCHANGES)
     async with Client(target, sampling_callback=recorder) as client:
-        started = await client.call_tool("start_session", {
-            "problem": spec.problem, "backend": spec.backend, "dtype": spec.dtype, "sizes": spec.sizes,
-            "label": f"experiment {spec.model.label}"})
-        if started.is_error:
-            raise ExperimentError(f"start_session failed: {started.content[0].text}")
-        session = started.structured_content["session_id"]
+        session = spec.session_id or await _start(client, spec)
         progress(f"session {session}: {len(todo)} cells to run, {len(finished)} finished before")
         for transformation, repeat in todo:
             recorder.begin(spec.model.label, transformation, repeat)
@@ -150,6 +145,15 @@ async def run_experiment(spec: ExperimentSpec, out: Path, target: Any,
                 f" after {len(cell.attempts)} attempt(s), " + " ".join(a.outcome for a in cell.attempts) +
                 f" ({cell.wall_s:.0f} s)")
     return [c for c in read_results(out) if c.finished]
+
+
+async def _start(client: Client, spec: ExperimentSpec) -> str:
+    started = await client.call_tool("start_session", {
+        "problem": spec.problem, "backend": spec.backend, "dtype": spec.dtype, "sizes": spec.sizes,
+        "label": f"experiment {spec.model.label}"})
+    if started.is_error:
+        raise ExperimentError(f"start_session failed: {started.content[0].text}")
+    return started.structured_content["session_id"]
 
 
 def _cell(spec: ExperimentSpec, session: str, transformation: str, repeat: int, answer: Any,

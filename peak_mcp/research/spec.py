@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 
 class ModelSpec(BaseModel):
@@ -27,9 +27,18 @@ class ExperimentSpec(BaseModel):
     transformations: list[str] = Field(min_length=1)
     repeats: int = Field(5, ge=1, description="runs per transformation (PEAK: five)")
     max_attempts: int = Field(3, ge=1, le=10, description="apply_transformation's attempts per run")
-    base_version: int = Field(0, ge=0, description="every run transforms this version")
+    session_id: str | None = Field(None, description="run in this existing session (its problem, sizes and device) "
+                                                      "instead of starting one")
+    base_version: int = Field(0, ge=0, description="every run transforms this version; past 0 only with session_id, "
+                                                   "since a new session holds only v0")
     model: ModelSpec
     server: Literal["in-process", "stdio"] = "in-process"
+
+    @model_validator(mode="after")
+    def _base_exists(self) -> ExperimentSpec:
+        if self.base_version and self.session_id is None:
+            raise ValueError(f"base_version {self.base_version} needs session_id: a new session holds only v0")
+        return self
 
     @classmethod
     def read(cls, path: Path) -> ExperimentSpec:
