@@ -166,3 +166,22 @@ def test_folder_exchange_is_the_model_and_an_unanswered_cell_runs_again(settings
     finally:
         stop.set()
         worker.join(5)
+
+
+def test_replay_finds_a_reply_by_cell_then_by_the_request_text(tmp_path: Path) -> None:
+    """A re-run of the plan is answered by cell (its brief quotes new times); a request of another cell that asks
+    exactly what was asked is answered by its hash; one never recorded is refused."""
+    from peak_mcp.research.replay import NotRecorded, Replay
+
+    replay = Replay(recording(tmp_path / "r.jsonl", {(TILING, 1, 1): "first", (TILING, 1, 2): "second"}))
+    asked = Request(messages=[{"role": "user", "text": f"{TILING} 1 2"}], max_tokens=1)  # what (1, 2) was asked
+    other = Request(messages=[{"role": "user", "text": "a brief with new times"}], max_tokens=1)
+
+    def answer(request: Request, repeat: int, attempt: int):
+        cell = Cell(model="recorded", transformation=TILING, repeat=repeat, attempt=attempt)
+        return anyio.run(replay, request, cell)
+
+    assert (answer(other, 1, 1).text, answer(other, 1, 1).note) == ("first", "replayed by cell")
+    assert (answer(asked, 5, 1).text, answer(asked, 5, 1).note) == ("second", "replayed by hash")
+    with pytest.raises(NotRecorded, match="repeat 5 attempt 1"):
+        answer(other, 5, 1)

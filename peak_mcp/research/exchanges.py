@@ -28,7 +28,7 @@ class Request(BaseModel):
 
     @property
     def key(self) -> str:
-        """sha256 of the request's text: the replay backend's first lookup."""
+        """sha256 of the request's text: the replay backend's second lookup."""
         return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
 
     @property
@@ -37,8 +37,8 @@ class Request(BaseModel):
 
 
 class Cell(BaseModel):
-    """Where a request belongs in the plan: the replay backend's second lookup, when the text changed (a brief
-    quotes times measured on the run, so a re-run's text differs even where the plan is the same)."""
+    """Where a request belongs in the plan: the replay backend's first lookup (a brief quotes times measured on
+    its run, so a re-run's text differs even where the plan is the same)."""
 
     model: str
     transformation: str

@@ -1,6 +1,9 @@
 """The replay backend: the replies of a recorded run (its exchanges.jsonl) answered again, so a run can be
-reproduced without the model. A request is found by its hash; failing that (a brief quotes times measured on the
-run, so its text differs on a re-run) by its cell: model, transformation, repeat and attempt."""
+reproduced without the model. A request is found by its cell (model, transformation, repeat, attempt), else by its
+text's hash. The cell comes first: a brief quotes the times measured on its run and a failed attempt's expected
+values (the inputs are drawn per session), so on a re-run the same request never has the same text (measured on
+lavapipe: 0 of 2 found by hash); and repeats of one cell may well have the same text, which the hash cannot tell
+apart. The hash serves a plan that differs from the recorded one but asks what was asked."""
 
 from __future__ import annotations
 
@@ -21,9 +24,9 @@ class Replay:
         self.recording = recording
 
     async def __call__(self, request: Request, cell: Cell) -> Reply:
-        if request.key in self.by_key:
-            return Reply(text=self.by_key[request.key], note="replayed by hash")
         if cell.coordinates in self.by_cell:
             return Reply(text=self.by_cell[cell.coordinates], note="replayed by cell")
+        if request.key in self.by_key:
+            return Reply(text=self.by_key[request.key], note="replayed by hash")
         raise NotRecorded(f"{self.recording} holds no reply for this request ({cell.transformation} repeat "
                           f"{cell.repeat} attempt {cell.attempt})")
