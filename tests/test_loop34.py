@@ -77,6 +77,30 @@ async def test_a_declined_sampling_request_ends_in_an_answer_with_the_attempts(m
         assert report["origin"] == "apply" and report["status"] == "compiled", report["message"]
 
 
+async def test_a_decline_in_input_required_rounds_leaves_the_run_open_for_submit_kernel(make_client) -> None:
+    """A 2026-07-28 client declines inside its own driver (the SDK raises; the server never hears of it), so no
+    answer can carry the summary there: the tool's description says where the attempts are and how to go on, and
+    that way works."""
+    from mcp.shared.exceptions import MCPError
+
+    llm = DecliningLLM([fenced(BROKEN)])
+    async with make_client(sampling_callback=llm, mode="auto") as (client, _):
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert "A declined sampling request leaves the run open" in tools["apply_transformation"].description
+        sid = await _start(client)
+        with pytest.raises(MCPError, match="declined by user"):
+            await client.call_tool("apply_transformation", {"session_id": sid,
+                                                            "transformation": "shared-memory-tiling"})
+        rows = (await call(client, "history", {"session_id": sid}))["rows"]
+        assert [(r["transformation"], r["attempt"], r["status"]) for r in rows[1:]] == [
+            ("shared-memory-tiling", 1, "compile_error")]
+        report = await call(client, "submit_kernel", {"session_id": sid, "source": BROKEN.replace(
+            " + missing_symbol", ""), "transformation": "shared-memory-tiling"})
+        assert report["origin"] == "apply" and report["status"] == "compiled", report["message"]
+        rows = (await call(client, "history", {"session_id": sid}))["rows"]
+        assert rows[-1]["attempt"] == 2  # recorded as the open run's next attempt
+
+
 async def test_what_the_tools_and_prompt_say_holds_for_a_non_matmul_problem(make_client, settings, tmp_path) -> None:
     from tests.test_reference_kernel import NO_REFERENCE
 

@@ -40,7 +40,8 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
     ) -> Annotated[types.CallToolResult, ApplyStep] | types.InputRequiredResult:
         """Have the client's LLM apply a transformation (MCP sampling), then compile, validate and benchmark,
         retrying with the compiler or validation feedback. Without sampling it returns the brief: rewrite the
-        kernel yourself and call submit_kernel with transformation set."""
+        kernel yourself and call submit_kernel with transformation set. A declined sampling request leaves the run
+        open with its attempts recorded (history); submit_kernel with transformation set answers it."""
         capabilities = ctx.client_capabilities
         if capabilities is None or capabilities.sampling is None:
             step = await call(ctx, applier.begin, session_id, transformation, version, instructions, max_attempts,
