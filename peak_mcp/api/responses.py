@@ -5,13 +5,12 @@ Fields left at their defaults are dropped (the schemas mark them optional) and f
 a next step depends on, for clients and LLMs that read only text; structuredContent is the record.
 
 One rule for every tool: a long part (a kernel's source, a diff, a compile log, a transformation's text, a brief,
-an ABI, the session's rules) is said once, whole, in the text, after the summary, under a line naming it
-(LONG_PARTS); the structured content gives in its place its length (`<field>_chars`), and `whole()` puts it back.
-Why the text: hosts give the model one of the two, and the text is what MCP's content is for (the spec's
-structuredContent is for programs, with a text copy "for backwards compatibility"). Claude Desktop, claude.ai and
-ChatGPT give the model the text; Claude Code and VS Code give it only the structured content when there is one
-(anthropics/claude-code#55677, #79944): they see each answer's facts and the long part's length, not the part.
-Saying it in both doubled the answers (a 14K brief twice) for every host that reads both.
+an ABI, the session's rules) is said once in each of the two views, whole: in the text after the summary, under a
+line naming it (LONG_PARTS), and in the structured content as its field. Hosts give the model one view, not both:
+Claude Desktop, claude.ai and ChatGPT the text; Claude Code and VS Code only the structured content when there is
+one (anthropics/claude-code#55677, #79944), as the spec intends (structuredContent for clients that read it, the
+text "for backwards compatibility"). A long part left out of either view is lost to the agents of those hosts (an
+agent in Claude Code saw `source_chars: 5227` and no source); what an agent pays is one view's size.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 import mcp.types as types
-from pydantic import BaseModel, Field, create_model
+from pydantic import BaseModel
 
 SIGNIFICANT = 4
 
@@ -57,8 +56,7 @@ def result(model: BaseModel | dict[str, Any], *extra: types.ContentBlock, text: 
     kind = kind or type(model).__name__
     body = text if text is not None else summary(kind, structured)
     if text is None:
-        structured, parts = said_once(kind, structured)
-        body += "".join(f"\n\n{header}:\n{part}" for header, part in parts)
+        body += "".join(f"\n\n{header}:\n{part}" for header, part in long_parts(kind, structured))
     return types.CallToolResult(content=[types.TextContent(type="text", text=body), *extra],
                                 structured_content=structured)
 
@@ -97,11 +95,6 @@ LONG_PARTS: dict[str, tuple[tuple[str, Header], ...]] = {
 }
 
 
-# Fields the summary gives inline, on their item's line (list_transformations: `id: title [backends]: summary`):
-# left out of the structured content, with no length (each is a sentence or two; whole() cannot take them back).
-INLINE_PARTS: dict[str, tuple[str, ...]] = {"TransformationList": ("transformations.*.summary",)}
-
-
 def _holders(record: Any, path: list[str]) -> list[dict[str, Any]]:
     """The dicts that hold the last field of `path`, in order."""
     if not path:
@@ -122,50 +115,14 @@ def _lengths(value: Any) -> Any:
     return {k: _lengths(v) for k, v in value.items()} if isinstance(value, dict) else len(value)
 
 
-def said_once(kind: str, structured: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-    """`structured` without its long parts (each replaced by `<field>_chars`), and the parts as (header, text) in
-    the order the text gives them."""
-    structured = json_copy(structured)
+def long_parts(kind: str, structured: dict[str, Any]) -> list[tuple[str, str]]:
+    """The long parts of an answer as (header, text), in the order the text gives them after its summary."""
     parts: list[tuple[str, str]] = []
     for path, header in LONG_PARTS.get(kind, ()):
         *above, field = path.split(".")
         for holder in _holders(structured, above):
-            value = holder.get(field)
-            if not _leaves(value):
-                continue
-            parts += [(header(holder, keys), text) for keys, text in _leaves(value)]
-            holder[f"{field}_chars"] = _lengths(value)
-            del holder[field]
-    for path in INLINE_PARTS.get(kind, ()):
-        *above, field = path.split(".")
-        for holder in _holders(structured, above):
-            holder.pop(field, None)
-    return structured, parts
-
-
-def whole(kind: str, text: str, structured: dict[str, Any]) -> dict[str, Any]:
-    """A client's inverse of said_once: the structured content of an answer of model `kind` with each long part
-    taken back from the text (by its header and `<field>_chars`)."""
-    structured, at = json_copy(structured), 0
-
-    def take(header: str, length: int) -> str:
-        nonlocal at
-        start = text.index(f"\n\n{header}:\n", at) + len(header) + 4
-        at = start + length
-        return text[start:at]
-
-    def rebuild(holder: dict[str, Any], shape: Any, keys: tuple[str, ...], header: Header) -> Any:
-        if isinstance(shape, dict):
-            return {k: rebuild(holder, v, (*keys, k), header) for k, v in shape.items()}
-        return take(header(holder, keys), shape)
-
-    for path, header in LONG_PARTS.get(kind, ()):
-        *above, field = path.split(".")
-        for holder in _holders(structured, above):
-            shape = holder.pop(f"{field}_chars", None)
-            if shape is not None:
-                holder[field] = rebuild(holder, shape, (), header)
-    return structured
+            parts += [(header(holder, keys), text) for keys, text in _leaves(holder.get(field))]
+    return parts
 
 
 def json_copy(value: Any) -> Any:
@@ -176,26 +133,6 @@ def json_copy(value: Any) -> Any:
     return value
 
 
-# The tools whose answers have long parts, by the model their answer is (a client's whole() needs the kind).
-TOOL_KINDS = {"get_version": "VersionDetail", "diff": "DiffReport", "get_transformation": "TransformationText",
-              "start_session": "SessionInfo", "submit_kernel": "Submission", "revert": "VersionReport",
-              "list_problems": "ProblemList", "define_problem": "ProblemInfo"}
-
-
 def whole_answer(tool: str, answer: types.CallToolResult) -> dict[str, Any]:
-    """A tool answer's structured content with its long parts back in it, as the record was before said_once."""
-    text = "".join(c.text for c in answer.content[:1] if isinstance(c, types.TextContent))
-    kind = TOOL_KINDS.get(tool)
-    return whole(kind, text, answer.structured_content or {}) if kind else dict(answer.structured_content or {})
-
-
-def answer_model(model: type[BaseModel]) -> type[BaseModel]:
-    """`model` as its answer's schema: each top-level long part optional (it is in the text), with its length."""
-    fields: dict[str, Any] = {}
-    for path, _header in LONG_PARTS.get(model.__name__, ()):
-        if "." in path or path not in model.model_fields:
-            continue
-        fields[path] = (model.model_fields[path].annotation | None, None)
-        fields[f"{path}_chars"] = (int | dict[str, Any] | None, Field(
-            None, description=f"the length of {path}, which the text gives whole under its header"))
-    return create_model(model.__name__, __base__=model, **fields)
+    """A tool answer's record: its structured content, which holds every long part (the text repeats them)."""
+    return dict(answer.structured_content or {})

@@ -29,7 +29,7 @@ the session's sizes and at sampled other sizes); head may be slower. A version r
 A kernel is one source text with one `// peak:` annotation line giving the entry point and launch geometry.
 Answers are JSON objects (structuredContent) with a text summary of the facts that matter (status, check, message,
 times and their noise verdicts, head and best); a long part (a source, a diff, a compile log, a transformation's
-text, an ABI, the session's rules) follows the summary in the text, once: the JSON gives its length (<field>_chars).
+text, an ABI, the session's rules) is in the JSON and, once, after the summary in the text: read either, not both.
 The resource peak://output-schemas holds their schemas."""
 OUTPUT_SCHEMAS = "peak://output-schemas"
 

@@ -187,10 +187,8 @@ class ApplyStep(BaseModel):
     speed: str | None = Field(None, description="the result against its parent, once succeeded: 'faster beyond "
                                                 "noise' (a success in get_transformation_stats), 'within noise' or "
                                                 "'slower beyond noise'")
-    brief: str | None = Field(None, description="the prompt to send to an LLM when not done: whole in the text "
-                                                "block (after 'brief:'), not repeated here (see brief_chars)")
-    brief_chars: int | None = Field(None, description="the brief's length in characters")
-    brief_sha256: str | None = Field(None, description="the first 16 hex digits of the brief's SHA-256 (UTF-8)")
+    brief: str | None = Field(None, description="the prompt to send to an LLM when not done (the text block "
+                                                "has it too, after 'brief:')")
     system_prompt: str | None = None
     attempts: list[VersionReport] = Field(default_factory=list)
     result: int | None = Field(None, description="the version the run ended with (its report is the last of "

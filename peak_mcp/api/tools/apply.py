@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import warnings
 from typing import Annotated, Any
 
@@ -97,13 +96,9 @@ def register(mcp: MCPServer, service: PeakService, applier: Applier) -> None:
 
 
 def _answer(step: ApplyStep) -> types.CallToolResult:
-    """The step with its brief said once: whole in the text (a client that cannot sample needs it, and its LLM reads
-    text), and in the structured content only its length and hash."""
-    text = summary("ApplyStep", rounded(step.model_dump(mode="json")))
-    if step.brief is not None:
-        step = step.model_copy(update={"brief": None, "brief_chars": len(step.brief),
-                                       "brief_sha256": hashlib.sha256(step.brief.encode()).hexdigest()[:16]})
-    return result(step, text=text, defaults=True)
+    """The step, its brief whole in the text after the summary and in the record (responses.py: a host gives its
+    model one of the two)."""
+    return result(step, text=summary("ApplyStep", rounded(step.model_dump(mode="json"))), defaults=True)
 
 
 def _user_message(text: str) -> types.SamplingMessage:

@@ -10,7 +10,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field, create_model
 
-from peak_mcp.api.responses import answer_model, result
+from peak_mcp.api.responses import result
 from peak_mcp.api.tools.common import BACKEND, DTYPE, READ_ONLY, SessionId, call
 from peak_mcp.catalog.suggest import Suggestions
 from peak_mcp.catalog.transformations import Catalog, DeviceDescriptor, Transformation
@@ -19,7 +19,7 @@ from peak_mcp.loop.apply import Applier
 from peak_mcp.loop.models import StatsReport, TransformationList, TransformationSummary, TransformationText
 from peak_mcp.loop.service import PeakService
 
-TextAnswer = answer_model(TransformationText)  # its body: in the answer's text
+TextAnswer = TransformationText
 
 
 class ListedText(TransformationSummary):

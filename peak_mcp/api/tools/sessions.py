@@ -12,7 +12,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 
 from peak_mcp.api.host_paths import for_agent, problems_for_agent
-from peak_mcp.api.responses import answer_model, lean, result
+from peak_mcp.api.responses import lean, result
 from peak_mcp.api.summaries import summary
 from peak_mcp.api.tools.common import (
     BACKEND,
@@ -48,7 +48,7 @@ from peak_mcp.loop.models import (
 from peak_mcp.loop.service import PeakService
 from peak_mcp.store.reports import markdown_table
 
-VersionAnswer, DiffAnswer = answer_model(VersionDetail), answer_model(DiffReport)  # source, diff: in the text
+VersionAnswer, DiffAnswer = VersionDetail, DiffReport
 HISTORY_TEXT_ROWS = 20  # rows of history's text table; its structured rows hold every version
 
 
