@@ -204,4 +204,5 @@ async def test_a_noisy_search_is_retimed_before_its_best_is_chosen(tmp_path: Pat
         assert configuration == ("timed with A=1 B=2 (tuned): compiled as `#define A 1 #define B 2` before this "
                                  "source; the params line's first values (A=8 B=20) are only the defaults, not what "
                                  "was timed"), configuration
-        assert f"configuration: {configuration}\nsource:\n" in detail.content[0].text
+        text = detail.content[0].text  # the summary's lines, then each long part under its header
+        assert f"\nconfiguration: {configuration}\n" in text and "\n\nsource:\n" in text
