@@ -108,3 +108,37 @@ def test_the_background_reading_leaves_the_folders_read(tmp_path: Path, describe
     registry.refresh_in_background().join(timeout=120)
     assert described == [path]
     assert registry.get("scale2").source == str(path) and described == [path]  # read already: not again
+
+
+def test_a_file_below_the_folder_changing_is_read_again(tmp_path: Path, described: list[Path]) -> None:
+    """A NAIVE kernel may sit in a subfolder: a change there must reach the kept declaration (review finding)."""
+    folder, cache = tmp_path / "problems", tmp_path / "cache"
+    (folder / "kernels").mkdir(parents=True)
+    (folder / "kernels" / "naive.hlsl").write_text("// one\n")
+    path = write(folder, "scale", GOOD.format(name="scale2"))
+    _fresh(folder, cache).get("scale2")
+    (folder / "kernels" / "naive.hlsl").write_text("// two, longer\n")
+    _fresh(folder, cache).get("scale2")
+    assert described == [path, path]
+
+
+def test_a_declaration_of_other_bytes_is_never_kept_nor_served(tmp_path: Path, described: list[Path]) -> None:
+    """A file that changed between its fingerprint and its reading must not leave one content's declaration under
+    another content's key."""
+    from peak_mcp.problems.described_cache import DescribedCache
+    from peak_mcp.problems.registry import fingerprint
+
+    folder, cache = tmp_path / "problems", tmp_path / "cache"
+    folder.mkdir()
+    path = write(folder, "scale", GOOD.format(name="scale2"))
+    declaration = _fresh(folder, cache).get("scale2").declaration
+    kept = DescribedCache(cache)
+    print_ = fingerprint(path)
+    assert kept.get(path, print_) == declaration
+    other = declaration.model_copy(update={"sha256": "0" * 64})
+    for entry in cache.glob("*.json"):
+        entry.unlink()
+    kept.put(path, print_, other)  # not the file's bytes: refused
+    assert not list(cache.glob("*.json"))
+    (cache / kept._file(path, print_).name).write_text(other.model_dump_json())  # written there anyway
+    assert kept.get(path, print_) is None

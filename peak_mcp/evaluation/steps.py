@@ -255,8 +255,10 @@ def set_bytes(problem: Problem, dtype: str, sizes: dict[str, int]) -> int:
 
 def sets_that_fit(problem: Problem, dtype: str, sizes: dict[str, int], sets: int, where: ArrayModule) -> int:
     """`sets`, or fewer where that many would take more than SETS_SHARE of the device's memory (a 1.6G-element
-    KernelBench softmax holds 45 GB a set). One set is as safe against a kernel that caches its result: the
-    benchmark's audit changes an input element before every launch."""
+    KernelBench softmax holds 45 GB a set). What one set gives up: timed launches alternating inputs at two
+    addresses. A kernel that would replay a result still finds nowhere to keep one: a module's state between
+    launches is refused at compile time, inputs are checked unchanged and outputs poisoned before every launch, and
+    where the problem can perturb (matmul) the audit changes an input element before each."""
     if sets <= 1 or where.xp is np:
         return sets
     try:

@@ -34,6 +34,15 @@ def reader_version() -> str:
     return digest.hexdigest()
 
 
+def _same_bytes(path: Path, declaration: ProblemDeclaration) -> bool:
+    """The file holds the bytes the declaration was read from (a file changed between its fingerprint and its
+    reading must not leave one content's declaration under another's key)."""
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest() == declaration.sha256
+    except OSError:
+        return False
+
+
 class DescribedCache:
     """`get` and `put` declarations under `folder` (created on the first put), one JSON file each."""
 
@@ -54,10 +63,13 @@ class DescribedCache:
             with contextlib.suppress(OSError):
                 file.unlink()
             return None
-        return declaration if declaration.path == str(path) else None
+        return declaration if declaration.path == str(path) and _same_bytes(path, declaration) else None
 
     def put(self, path: Path, fingerprint: str, declaration: ProblemDeclaration) -> None:
-        """Written whole or not at all (a temporary file renamed); a data dir that cannot be written keeps nothing."""
+        """Written whole or not at all (a temporary file renamed); a data dir that cannot be written keeps nothing,
+        and nor does a file whose bytes are no longer those the declaration was read from (it changed meanwhile)."""
+        if not _same_bytes(path, declaration):
+            return
         with contextlib.suppress(OSError):
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, temporary = tempfile.mkstemp(dir=self.folder, prefix=".described-", suffix=".json")

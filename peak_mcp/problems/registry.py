@@ -108,13 +108,24 @@ def _unchanged(path: Path, print_: str) -> bool:
         return False
 
 
+FINGERPRINT_FILES = 2000  # the most files below a problem's folder a fingerprint looks at
+
+
 def fingerprint(path: Path) -> str:
-    """The file's sha256, and the size and time of every other file in its folder (kernel texts it names)."""
+    """The file's sha256, and the path, size and time of every file below its folder that is not Python (the kernel
+    texts its NAIVE names, which may sit in subfolders), the first FINGERPRINT_FILES of them in order. Other problem
+    files are left out: one added beside a hundred must not make the hundred read again. A declaration kept across
+    restarts (described_cache) is served only while this is unchanged."""
     digest = hashlib.sha256(path.read_bytes())
-    for sibling in sorted(path.parent.iterdir()):
-        if sibling != path and sibling.is_file() and sibling.suffix != ".py":
-            stat = sibling.stat()
-            digest.update(f"{sibling.name}:{stat.st_size}:{stat.st_mtime_ns}".encode())
+    folder = path.parent
+    others = (p for p in sorted(folder.rglob("*")) if p.suffix != ".py" and "__pycache__" not in p.parts)
+    for count, other in enumerate(others):
+        if count >= FINGERPRINT_FILES:
+            break
+        with contextlib.suppress(OSError):
+            if other.is_file():
+                stat = other.stat()
+                digest.update(f"{other.relative_to(folder)}:{stat.st_size}:{stat.st_mtime_ns}".encode())
     return digest.hexdigest()
 
 

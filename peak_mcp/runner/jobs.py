@@ -191,7 +191,7 @@ def torch_timings(call: Callable[..., Any], shaped: list[Any], dtype: str, budge
         if len(paths) > 1:
             out["torch_eager_path"], out["torch_eager_paths"] = fastest, by_path
     else:
-        out["torch_note"] = f"torch eager: {by_path[paths[0]]}"
+        out["torch_note"] = f"torch eager: {by_path.get(torch_paths.DEFAULT, by_path[paths[0]])}"
     progress("yardsticks: torch.compile")
     timed = yardsticks.time_torch(call, shaped, compile=True, budget_s=budget, dtype=dtype)
     if timed.available and timed.median_ms:

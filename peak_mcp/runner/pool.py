@@ -324,6 +324,13 @@ class DevicePool:
                     self._kill(worker)
                     self.restarts += 1
                     elapsed = time.monotonic() - started
+                    if elapsed >= total_s and PROBLEM_CODE in last_stage:
+                        raise JobFailed(
+                            "problem_error",
+                            f"the problem's own code, not the kernel, was still running after {elapsed:.0f} s (the "
+                            f"limit for one job) during '{last_stage}' and was stopped; the worker was restarted.",
+                            "fix the problem file (its inputs or reference take too long at these sizes), or raise "
+                            "PEAK_MCP_JOB_MAX_SECONDS on a slow machine.")
                     if elapsed >= total_s:
                         raise JobFailed(
                             "timeout",
