@@ -60,3 +60,15 @@ def test_without_the_layer_it_says_what_is_missing(monkeypatch: pytest.MonkeyPat
                        dtype="f32", sizes={"M": 100, "N": 77, "K": 53}, device=0, backend="hlsl")
     report = vulkan_sanitizer.run(job)
     assert report.available is False and "vulkan-validationlayers" in report.fix and not report.failures
+
+
+def test_a_select_is_named_only_where_it_reads_a_buffer_the_fault_can_be_in() -> None:
+    """The agent's case: the layer reported B (by its size); line 18 reads A inside a `?:`, line 19 reads B plainly.
+    Naming line 18 sent it to the wrong buffer."""
+    from peak_mcp.runner.vulkan_sanitizer import select_note, suspects
+
+    source = "\n" * 17 + "float a = i < n ? A[i] : 0.0;\nfloat b = B[i * 64 + j];\n"
+    buffers = {4096: ["A"], 8192: ["B"], 16384: ["C"]}
+    message = "Descriptor index 0 access out of bounds. Descriptor size is 8192 and highest byte accessed was 8196"
+    assert suspects(message, buffers) == ["B"] and select_note(source, suspects(message, buffers)) == ""
+    assert "Line 18 reads A inside a `?:`" in select_note(source, suspects("no size given", buffers))

@@ -106,8 +106,16 @@ def run(job: LaunchTarget, progress: Callable[[str], None] | None = None) -> San
     buffers = _buffer_bytes(job)
     report = parse(text, proc.returncode, timed_out, buffers)
     if report.failures:
-        report.failures[0].message += select_note(job.source, [n for names in buffers.values() for n in names])
+        report.failures[0].message += select_note(job.source, suspects(text, buffers))
     return report.model_copy(update={"sizes": job.sizes, "seconds": round(time.perf_counter() - started, 3)})
+
+
+def suspects(text: str, buffers: dict[int, list[str]]) -> list[str]:
+    """The buffers an out-of-bounds message can be about: those of the descriptor size it gives, else every one (a
+    `?:` reading another buffer is not the fault's: an agent was sent to line 18's read of A for a fault in B)."""
+    size = re.search(r"Descriptor size is (\d+)", text)
+    named = buffers.get(int(size.group(1))) if size else None
+    return named or [n for names in buffers.values() for n in names]
 
 
 def select_note(source: str, buffers: list[str]) -> str:
