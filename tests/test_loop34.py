@@ -38,7 +38,10 @@ async def test_stats_credit_the_text_as_submitted_and_the_tune_apart(make_client
         submitted = child["performance"]["speedup_vs_parent"]
         tuned = await call(client, "tune", {"session_id": sid, "version": child["version"], "max_configs": 6})
         assert tuned["recorded"] and tuned["best"]["params"]["REPEAT"] == 1, tuned
-        stats = (await call(client, "get_transformation_stats", {"session_id": sid}))["transformations"]
+        answer = await client.call_tool("get_transformation_stats", {"session_id": sid})
+        stats = answer.structured_content["transformations"]
+        line = next(line for line in answer.content[0].text.splitlines() if line.startswith(f"{TEXT}:"))
+        assert "as submitted" in line and "tuned later: 1, tune gained a median" in line, line  # said, not only kept
         row = next(s for s in stats if s["transformation"] == TEXT)
         assert row["median_speedup_vs_parent"] == pytest.approx(submitted, rel=0.01), (row, submitted)
         assert row["successes"] == 0 and row["slowdowns"] + row["within_noise"] == 1, row
@@ -116,3 +119,13 @@ async def test_what_the_tools_and_prompt_say_holds_for_a_non_matmul_problem(make
         assert not defined.is_error, defined.content[0].text
         answer = defined.content[0].text
         assert "start_session needs reference_kernel" in answer and "first submission is its v0" not in answer, answer
+
+
+def test_stats_say_what_they_left_uncompared() -> None:
+    """An agent read '2 general and passed: 0 faster, 0 within noise, 1 slower' and could not tell where the second
+    went (its parent had failed to compile: no time to compare with)."""
+    from peak_mcp.api.summaries import stats
+
+    [line] = stats({"transformations": [{"transformation": "t", "attempts": 2, "applied": 2, "successes": 0,
+                                         "within_noise": 0, "slowdowns": 1, "median_speedup_vs_parent": 0.5}]})
+    assert "1 slower, 1 not compared (no timed parent to compare with)" in line and "0.5× as submitted" in line

@@ -316,11 +316,16 @@ def tune(d: dict[str, Any]) -> list[str]:
 def stats(d: dict[str, Any]) -> list[str]:
     lines = [f"scope: {d['scope']}"] if d.get("scope") else []
     for s in d.get("transformations") or []:
-        median = s.get("median_speedup_vs_parent")
+        median, tuned = s.get("median_speedup_vs_parent"), s.get("median_tune_speedup")
+        judged = s.get("successes", 0) + s.get("within_noise", 0) + s.get("slowdowns", 0)
+        uncompared = s.get("applied", 0) - judged  # passed, but no like-for-like parent time (a failed parent)
         lines.append(f"{s['transformation']}: {s['attempts']} attempts, {s.get('applied', 0)} general and passed: "
                      f"{s.get('successes', 0)} faster beyond noise (successes), {s.get('within_noise', 0)} within "
                      f"noise, {s.get('slowdowns', 0)} slower"
-                     + (f"; median speedup {median:.3g}×" if median is not None else "")
+                     + (f", {uncompared} not compared (no timed parent to compare with)" if uncompared > 0 else "")
+                     + (f"; median speedup {median:.3g}× as submitted" if median is not None else "")
+                     + (f"; tuned later: {s['tuned_later']}, tune gained a median {tuned:.3g}× more (tune's gain, "
+                        "not the text's)" if tuned is not None else "")
                      + (f"; failures {s['failure_kinds']}" if s.get("failure_kinds") else ""))
     return lines if d.get("transformations") else [*lines, "no transformation attempted yet"]
 
