@@ -129,3 +129,19 @@ def test_stats_say_what_they_left_uncompared() -> None:
     [line] = stats({"transformations": [{"transformation": "t", "attempts": 2, "applied": 2, "successes": 0,
                                          "within_noise": 0, "slowdowns": 1, "median_speedup_vs_parent": 0.5}]})
     assert "1 slower, 1 not compared (no timed parent to compare with)" in line and "0.5× as submitted" in line
+
+
+async def test_traits_read_from_shapes_alone_are_said_to_be_a_guess(make_client) -> None:
+    """An agent's LayerNorm was given 'traits elementwise' (its output is shaped like its input) without a word, and
+    got matmul and elementwise texts instead of the row texts. A guess is now said to be one, with the fix."""
+    from tests.test_define_problem import NEGATE
+
+    async with make_client() as (client, _):
+        defined = await client.call_tool("define_problem", {"source": NEGATE})
+        assert not defined.is_error, defined.content[0].text
+        line = defined.content[0].text.splitlines()[0]
+        assert "traits elementwise (guessed from the buffer shapes" in line and "TRAITS = [" in line, line
+        assert "only for no backend" not in line and "no naive kernel" in line, line
+        listed = (await client.call_tool("list_problems", {})).content[0].text
+        softmax = next(x for x in listed.splitlines() if x.startswith("softmax:"))
+        assert "guessed" not in softmax, softmax  # its TRAITS are declared

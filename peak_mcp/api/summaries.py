@@ -221,6 +221,10 @@ def problem_defined(d: dict[str, Any]) -> list[str]:
     return [f"defined {line}{naive}"]
 
 
+def _naive(backends: list[str]) -> str:
+    return f"; a naive kernel only for {', '.join(backends)}" if backends else "; no naive kernel"
+
+
 def problems(d: dict[str, Any]) -> list[str]:
     """One line per problem: the ABIs (a few hundred characters per backend, most of it the same rules each time)
     stay in the structured content, and a session's briefs carry its own."""
@@ -230,9 +234,11 @@ def problems(d: dict[str, Any]) -> list[str]:
         offers = "; ".join(f"{b} ({', '.join(by_backend.get(b, p['dtypes']))})" for b in p["backends"])
         lines.append(f"{p['name']}: {p['title']}; sizes {', '.join(p['sizes'])} (defaults "
                      f"{_sizes(p.get('default_sizes'))}); dtypes by backend: {offers}"
-                     + (f"; a naive kernel only for {', '.join(p['naive']) or 'no backend'}" if p.get("naive")
-                        is not None else "")
+                     + (_naive(p['naive']) if p.get("naive") is not None else "")
                      + (f"; traits {', '.join(p['traits'])}" if p.get("traits") else "")
+                     + (" (guessed from the buffer shapes: the file declares no TRAITS; a wrong guess gives the "
+                        "wrong catalog texts, so declare them, e.g. TRAITS = ['normalization'] for a LayerNorm)"
+                        if p.get("traits_guessed") else "")
                      + (f"; reference: {p['reference']}" if p.get("reference") else "")
                      + (f"; from {p['source']}" if p.get("source") else ""))
     lines += [f"problem file {e.get('level', 'error')}: {e.get('file')}" + (f" line {e['line']}" if e.get("line")

@@ -53,6 +53,7 @@ class ProblemInfo(BaseModel):
     reference: str | None = None  # said only where the problem has no Python reference
     definition: str | None = None  # what it computes, in the problem's own words (Problem.definition)
     traits: list[str] = Field(default_factory=list)  # what kind of computation: the catalog texts it gets
+    traits_guessed: bool = False  # read from the buffer shapes alone (the file declares no TRAITS): may be wrong
 
 
 class VersionReport(BaseModel):

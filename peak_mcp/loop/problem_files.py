@@ -37,7 +37,15 @@ def problem_info(p: Problem, detail: bool = True) -> ProblemInfo:
         naive=None if all(p.has_naive(b, dtypes[b][0]) for b in backends) else
         [b for b in backends if p.has_naive(b, dtypes[b][0])],
         reference=REFERENCE_KERNEL_NEEDED if p.needs_reference_kernel else None,
-        definition=(p.definition or None) if detail else None, traits=list(p.traits))
+        definition=(p.definition or None) if detail else None, traits=list(p.traits), traits_guessed=_guessed(p))
+
+
+def _guessed(p: Problem) -> bool:
+    """Its traits come from its buffer shapes alone: a problem file (not KernelBench's, whose traits are the
+    operations its forward runs) that declares no TRAITS. An output shaped like its input reads as elementwise,
+    which a LayerNorm is not."""
+    declaration = getattr(p, "declaration", None)
+    return declaration is not None and not declaration.traits
 
 
 def defined_problem_stem(source: str, name: str | None) -> str:
