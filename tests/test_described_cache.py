@@ -25,6 +25,9 @@ def described(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
         return real(path, **kwargs)
 
     monkeypatch.setattr(registry_module, "describe_in_subprocess", counted)
+    import peak_mcp.loop.problem_files as problem_files  # define_problem's own reading (bound at its import)
+
+    monkeypatch.setattr(problem_files, "describe_in_subprocess", counted)
     return seen
 
 
