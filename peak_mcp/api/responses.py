@@ -111,10 +111,6 @@ def _leaves(value: Any, keys: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...
     return [(keys, value)] if isinstance(value, str) and value else []
 
 
-def _lengths(value: Any) -> Any:
-    return {k: _lengths(v) for k, v in value.items()} if isinstance(value, dict) else len(value)
-
-
 def long_parts(kind: str, structured: dict[str, Any]) -> list[tuple[str, str]]:
     """The long parts of an answer as (header, text), in the order the text gives them after its summary."""
     parts: list[tuple[str, str]] = []
@@ -123,14 +119,6 @@ def long_parts(kind: str, structured: dict[str, Any]) -> list[tuple[str, str]]:
         for holder in _holders(structured, above):
             parts += [(header(holder, keys), text) for keys, text in _leaves(holder.get(field))]
     return parts
-
-
-def json_copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: json_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [json_copy(v) for v in value]
-    return value
 
 
 def whole_answer(tool: str, answer: types.CallToolResult) -> dict[str, Any]:

@@ -44,6 +44,12 @@ def known(paths: Iterable[Any]) -> tuple[str, ...]:
     return (*(path for path in PATHS if path in given), DEFAULT)
 
 
+def fastest(by_path: dict[str, float | str]) -> tuple[str, float] | None:
+    """The path with the least median of those timed (a value that is a note says why a path did not run)."""
+    ran = {path: ms for path, ms in by_path.items() if isinstance(ms, float)}
+    return min(ran.items(), key=lambda item: item[1]) if ran else None
+
+
 @contextlib.contextmanager
 def _pinned(torch: Any, path: str) -> Iterator[None]:
     if path.startswith("sdpa "):

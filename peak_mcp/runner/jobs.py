@@ -184,12 +184,11 @@ def torch_timings(call: Callable[..., Any], shaped: list[Any], dtype: str, budge
                                       dtype=dtype)
         by_path[path] = round(timed.median_ms, 5) if timed.available and timed.median_ms else \
             f"unavailable: {timed.why}"
-    ran = {path: ms for path, ms in by_path.items() if isinstance(ms, float)}
-    if ran:
-        fastest = min(ran, key=ran.__getitem__)
-        out["torch_eager_ms"] = ran[fastest]
+    best = torch_paths.fastest(by_path)
+    if best:
+        out["torch_eager_ms"] = best[1]
         if len(paths) > 1:
-            out["torch_eager_path"], out["torch_eager_paths"] = fastest, by_path
+            out["torch_eager_path"], out["torch_eager_paths"] = best[0], by_path
     else:
         out["torch_note"] = f"torch eager: {by_path.get(torch_paths.DEFAULT, by_path[paths[0]])}"
     progress("yardsticks: torch.compile")

@@ -111,11 +111,11 @@ class RemoteCode:
         if len(paths) > 1 and isinstance(by_path, dict):  # the paths this side asked for, and the fastest of them
             kept = {path: float(value) if _positive(value) else clean(str(value), 200)
                     for path, value in by_path.items() if path in paths}
-            ran = {path: ms for path, ms in kept.items() if isinstance(ms, float)}
             out.pop("torch_eager_ms", None)  # read from the paths' times, never taken on the host's word
-            if ran:
-                out["torch_eager_path"] = min(ran, key=ran.__getitem__)
-                out["torch_eager_ms"], out["torch_eager_paths"] = ran[out["torch_eager_path"]], kept
+            best = torch_paths.fastest(kept)
+            if best:
+                out["torch_eager_path"], out["torch_eager_ms"] = best
+                out["torch_eager_paths"] = kept
         return out
 
     # --- transport ------------------------------------------------------------------------------------------
