@@ -38,9 +38,11 @@ COMPUTE_ROUNDOFF = 2.0**-24  # kernels compute in f32 whatever the storage type
 HOST_CHECK_FLOPS = 2e10
 
 
-def magnitude_of(ref: Any, xp: Any) -> Any:
-    """m = max(|ref|, rms(ref)) per element: the magnitude every bound is relative to."""
-    rms = float(xp.sqrt(xp.mean(ref * ref))) if ref.size else 0.0
+def magnitude_of(ref: Any, xp: Any, rms: float | None = None) -> Any:
+    """m = max(|ref|, rms) per element: the magnitude every bound is relative to. `rms`: the whole reference's, where
+    `ref` is a chunk of it (else ref's own)."""
+    if rms is None:
+        rms = float(xp.sqrt(xp.mean(ref * ref))) if ref.size else 0.0
     return xp.maximum(xp.abs(ref), rms or 1.0)
 
 
@@ -234,7 +236,7 @@ class FileCalls:
         for part in spans_of(ref.size):
             r = ref[part]
             lp = to_float64(from_float(rough[part].astype(np.float32), out_dtype), out_dtype)
-            magnitude = xp.maximum(xp.abs(r), rms or 1.0)
+            magnitude = magnitude_of(r, xp, rms)
             deviation = xp.abs(lp - r)
             if ref.size == 1:  # one value (a loss): see SINGLE_VALUE
                 magnitude = xp.maximum(magnitude, deviation / COMPUTE_ROUNDOFF)
