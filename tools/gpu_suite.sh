@@ -27,7 +27,7 @@ python3 -m peak_mcp doctor > "$RESULTS/doctor.json" 2> "$RESULTS/doctor.log"; ec
 
 # PARTS picks what runs, so the suite can be split over calls that each fit the device's per-call limit.
 # Not in the default PARTS: hostile, hostile_tests (the hostile-kernel corpus, tests/hostile/), lavapipe, ladder,
-# hlsl_ladder, f32ladder, hlsl_reference, problems, conv2d, kernelbench, false_failures, false_failures_kernel.
+# hlsl_ladder, f32ladder, hlsl_reference, problems, attention, conv2d, kernelbench, false_failures, false_failures_kernel.
 bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $RESULTS
     local name=$1; shift
     echo "== bench $name"
@@ -111,6 +111,12 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
         timeout "${PROBLEMS_TIMEOUT:-400}" python3 tools/bench_problems.py --problems ${PROBLEMS:-softmax rmsnorm} \
             --dtypes ${DTYPES:-f32 bf16} --tune "${TUNE:-0}" --out "$RESULTS/problems.json" \
             2> "$RESULTS/problems.log" | tee "$RESULTS/problems.txt" ;;
+    attention)  # issue 34's yardstick: the Hopper attention step (as v0 and resubmitted) at 4x32x4096x128, every
+        # torch path SDPA offers timed beside it (the fastest is the yardstick), its CUDA kernels named
+        timeout "${ATTN_TIMEOUT:-300}" python3 tools/bench_problems.py --problems attention attention_causal \
+            --dtypes ${ATTN_DTYPES:-bf16} --v0 5_hopper_wgmma --kernels 5_hopper_wgmma --torch-kernels \
+            --data-dir /tmp/peak-attention --out "$RESULTS/attention.json" 2> "$RESULTS/attention.log" \
+            | tee "$RESULTS/attention.txt" ;;
     conv2d)  # conv2d's ladder on a ResNet-50 3x3 layer and a 1x1 layer, % of cuDNN through torch, cuDNN's kernels named
         for layer in N=32,H=56,W=56,C=64,K=64,R=3,S=3,STRIDE=1,PAD=1,DIL=1 N=32,H=56,W=56,C=256,K=64,R=1,S=1,STRIDE=1,PAD=0,DIL=1; do
             tag=$(echo "$layer" | cut -d, -f4,6 | tr -d '=,')
