@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict
 from peak_mcp.backends.base import Compiled, Executor
 from peak_mcp.core.dtypes import STORAGE, to_float64
 from peak_mcp.core.errors import PeakError
+from peak_mcp.core.expressions import evaluate
 from peak_mcp.core.launch import LaunchSpec
 from peak_mcp.problems.base import Reference, Sizes, Tolerance
 from peak_mcp.problems.declaration import UNIT_ROUNDOFF, ProblemDeclaration
@@ -75,7 +76,36 @@ class KernelReferenced(DeclaredProblem):
         return f"the reference kernel (v{self.kernel_source.version})"
 
     def tolerance(self, dtype: str, sizes: Sizes | None = None) -> Tolerance:
-        return replace(super().tolerance(dtype, sizes), against_kernel=True)
+        return replace(super().tolerance(dtype, sizes), against_kernel=True,
+                       reduction=self.reduction_words(sizes) if sizes else None)
+
+    def reduction_length(self, sizes: Sizes) -> int:
+        """L of the bound. A Python reference's |lp - ref| term already holds its own sum's rounding in float32; a
+        kernel reference has none, so L must reach the longest sum behind an output element: REDUCTION where
+        declared, else the estimate (input over output elements), which for a scan (a cumsum: as many inputs as
+        outputs, yet its last element sums a whole row) is raised to the longest output axis, the most a prefix
+        along one axis can sum."""
+        estimate = super().reduction_length(sizes)
+        if self.declaration.reduction is None and "scan" in self.traits:
+            return max(estimate, self._longest_axis(sizes))
+        return estimate
+
+    def _longest_axis(self, sizes: Sizes) -> int:
+        return max((evaluate(e, sizes) for buf in self.declaration.outputs for e in buf.shape), default=1)
+
+    def reduction_words(self, sizes: Sizes) -> str:
+        """L at these sizes and where it came from; how to declare it where it was estimated."""
+        length = self.reduction_length(sizes)
+        if self.declaration.reduction is not None:
+            return f"here {length} (the problem's REDUCTION = {self.declaration.reduction})"
+        if "scan" in self.traits:
+            return (f"here {length}, the longest output axis (a scan that declares no REDUCTION; declare "
+                    "REDUCTION = \"<expression of the sizes>\" in the problem file if its prefixes are longer)")
+        return (f"here {length}, estimated as input elements per output element, since the problem file declares no "
+                "REDUCTION: if each output element sums more terms than that in the reference kernel (a scan, a "
+                "running or windowed sum), declare REDUCTION = \"<the longest sum's length, an expression of the "
+                "sizes>\" (or TRAITS = [\"scan\"] for a prefix along an axis) in the problem file and define it "
+                "again (docs/problems.md, Tolerance)")
 
     def _kernel(self) -> Compiled:
         if self._compiled is None:

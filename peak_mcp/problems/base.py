@@ -57,6 +57,7 @@ class Tolerance:
     scale_words: str = "the error scale"
     with_lp: bool = False
     against_kernel: bool = False  # the reference is a kernel's output (problems/kernel_reference.py)
+    reduction: str | None = None  # against a kernel: L at the checked sizes and where it came from, in words
 
     @property
     def elementwise(self) -> float:
@@ -67,7 +68,8 @@ class Tolerance:
         if self.against_kernel:
             return (f"{self.factor:g} × (spread + {self.floor:g} × (u_out × m + u_f32 × √L × max(m, s))); ref: the "
                     "reference kernel's output, spread: its run-to-run difference, m = max(|ref|, rms(ref)), s: its "
-                    "change per unit roundoff when each input moves one ulp, L: the reduction length")
+                    "change per unit roundoff when each input moves one ulp, L: the reduction length"
+                    + (f", {self.reduction}" if self.reduction else ""))
         if self.with_lp:
             m = "max(|ref|, rms(ref))"
             scaled = (f"(u_out + u_f32) × {m}" if self.scale_words == m  # no error scale of its own: s is m
