@@ -23,7 +23,7 @@ import ast
 import keyword
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
@@ -175,13 +175,15 @@ PORTABLE_GROUPS = (65535, 65535, 65535)
 PORTABLE_CLUSTER = 8  # blocks in a thread block cluster
 
 
-def beyond_portable_limits(geometry: Mapping[str, Any]) -> str | None:
-    """Why a launch (LaunchSpec.evaluate's geometry) may not run on every device, or None."""
-    for name, limits in (("grid", PORTABLE_GRID), ("block", PORTABLE_BLOCK), ("groups", PORTABLE_GROUPS)):
+def beyond_portable_limits(geometry: Mapping[str, Any], groups: Sequence[int] | None = None) -> str | None:
+    """Why a launch (LaunchSpec.evaluate's geometry) may not run on every device, or None. `groups`: a Vulkan
+    device's own maxComputeWorkGroupCount, in place of the portable one (NVIDIA's takes 2**31 - 1 along x)."""
+    for name, limits in (("grid", PORTABLE_GRID), ("block", PORTABLE_BLOCK), ("groups", groups or PORTABLE_GROUPS)):
         dims = geometry.get(name)
         for axis, (d, limit) in enumerate(zip(dims or (), limits, strict=False)):
             if d > limit:
-                most = "every Vulkan device launches" if name == "groups" else "any device launches"
+                most = ("the device launches (maxComputeWorkGroupCount)" if name == "groups" and groups else
+                        "every Vulkan device launches" if name == "groups" else "any device launches")
                 return f"{name} dimension {'xyz'[axis]}={d} is over {limit}, the most {most}"
     cluster = geometry.get("cluster")
     if cluster and cluster[0] * cluster[1] * cluster[2] > PORTABLE_CLUSTER:

@@ -5,9 +5,12 @@ says those are the only sizes it will ever see (its constraints)."""
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 
 from peak_mcp.core.errors import InvalidInput, PeakError
 from peak_mcp.core.expressions import evaluate_condition
+from peak_mcp.core.launch import LaunchSpec, beyond_portable_limits
+from peak_mcp.evaluation.phases import SizeFailure
 from peak_mcp.problems.base import Problem, Sizes
 
 DEFAULT_COUNT = 9
@@ -74,6 +77,97 @@ def _fit(problem: Problem, candidate: dict[str, int], constraints: list[str],
         except PeakError:
             continue
     return None
+
+
+# The largest value a size symbol takes: every size reaches the kernel as a 32-bit int.
+MAX_SIZE = 2**31 - 1
+LAUNCH_LIMIT = "launch_limit"  # the check name of a launch past the limits at the largest sizes
+
+
+def largest_sizes(problem: Problem, sizes: Sizes, constraints: list[str]) -> list[dict[str, int]]:
+    """For each extent symbol above the session's, the largest value the problem allows (its buffers' max_elements,
+    its own constraints, a 32-bit int) that meets the session's constraints: sizes generality never runs (far too
+    big), where only the launch expressions are evaluated. Problems declare no size ranges, so the largest is what
+    check_sizes admits. The other symbols stay at the session's values or the problem's defaults, whichever is
+    larger: a shape in use grown along one axis. From a toy session's sizes (a CPU device's, a test's COLS=8) one
+    axis would grow to billions, a shape nobody launches, and every one-thread-per-row kernel would be refused."""
+    base = {k: v if k in problem.sampled else max(v, problem.default_sizes.get(k, v)) for k, v in sizes.items()}
+    found: list[dict[str, int]] = []
+    for symbol in problem.symbols:
+        if symbol in problem.sampled:  # a parameter (stride, filter size): its values are sampled, not grown
+            continue
+
+        def fitted(value: int, symbol: str = symbol) -> dict[str, int] | None:
+            # the value, or its rounding down to a tile multiple, that the constraints (e.g. M % 128 == 0) admit
+            for r in (1, *_ROUNDINGS):
+                variant = {**base, symbol: value // r * r}
+                try:
+                    if variant[symbol] >= 1 and satisfies(variant, constraints) and \
+                            problem.check_sizes(variant) == variant:
+                        return variant
+                except PeakError:
+                    continue
+            return None
+
+        low, high = sizes[symbol], MAX_SIZE  # fitted(low) may fail (an odd session size): bisect from there anyway
+        if fitted(high) is not None:
+            low = high
+        while high - low > 1:  # the buffers' sizes grow with the symbol: the admitted values are a prefix
+            middle = (low + high) // 2
+            low, high = (middle, high) if fitted(middle) is not None else (low, middle)
+        best = fitted(low)
+        if best is not None and best[symbol] > sizes[symbol] and best not in found:
+            found.append(best)
+    return found
+
+
+def launch_breach(spec: LaunchSpec, sizes_list: Sequence[Sizes], params: dict[str, int] | None = None,
+                  groups: Sequence[int] | None = None) -> SizeFailure | None:
+    """The first of these sizes at which the launch expressions give a launch past the limits (beyond_portable_limits;
+    `groups`: the Vulkan device's maxComputeWorkGroupCount where known), evaluated without running anything; the
+    message names the size, the expression, the limit, the largest size that still launches and the way out."""
+    for sizes in sizes_list:
+        try:
+            if spec.violated(sizes, params):  # this configuration does not claim those sizes (its `where`)
+                continue
+            why = beyond_portable_limits(spec.evaluate(sizes, params), groups)
+        except PeakError as exc:  # e.g. a dimension below 1, a value past the expression grammar's range
+            why = str(exc)
+        if why is None:
+            continue
+        return SizeFailure(sizes=dict(sizes), check=LAUNCH_LIMIT, message=(
+            f"{_launch_text(spec, why)} cannot be launched at these sizes, which the problem allows (evaluated, "
+            f"not run): {why}; {_fits_up_to(spec, sizes, params, groups)}use a grid-stride loop (a fixed grid, "
+            "each block looping over its rows or tiles) or spread the blocks over y as well as x, or declare the "
+            "bound as a session constraint"))
+    return None
+
+
+def _launch_text(spec: LaunchSpec, why: str) -> str:
+    """The annotation's expressions the breach is about (`why` starts with their key), else the whole line's."""
+    keys = [k for k in ("grid", "block", "groups", "cluster") if getattr(spec, k) is not None]
+    named = [k for k in keys if why.startswith(k)] or keys
+    return " ".join(f"{k}=({', '.join(getattr(spec, k))})" for k in named)
+
+
+def _fits_up_to(spec: LaunchSpec, sizes: Sizes, params: dict[str, int] | None, groups: Sequence[int] | None) -> str:
+    """"it launches up to ROWS=65535; " where one symbol grown past the session's is to blame, else ""."""
+    for symbol, value in sorted(sizes.items(), key=lambda item: -item[1]):  # the grown symbol first
+        low, high = 1, value
+
+        def launches(v: int, symbol: str = symbol) -> bool:
+            try:
+                return beyond_portable_limits(spec.evaluate({**sizes, symbol: v}, params), groups) is None
+            except PeakError:
+                return False
+
+        if launches(high) or not launches(low):
+            continue
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if launches(middle) else (low, middle)
+        return f"it launches up to {symbol}={low:,} (constraint '{symbol} <= {low}'); "
+    return ""
 
 
 def _symbols_in(constraints: list[str]) -> set[str]:

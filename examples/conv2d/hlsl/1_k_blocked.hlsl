@@ -1,6 +1,7 @@
 // Step 1 (HLSL), register blocking over filters: one thread per output pixel and KB consecutive filters, so each
-// input element read feeds KB products; the tail of K is guarded. Any sizes.
-// peak: entry=main groups=(cdiv(N * P * Q * cdiv(K, 4), 64), 1, 1)
+// input element read feeds KB products; the tail of K is guarded. Any sizes: the groups spread over y past 65,535
+// along x (every Vulkan device's limit).
+// peak: entry=main groups=(min(cdiv(N * P * Q * cdiv(K, 4), 64), 65535), cdiv(cdiv(N * P * Q * cdiv(K, 4), 64), 65535), 1)
 typedef float T;  // the session's dtype: float or half
 float to_f32(T v) { return (float)v; }
 T from_f32(float v) { return (T)v; }
@@ -15,7 +16,7 @@ struct Params { uint N; uint H; uint W; uint C; uint K; uint R; uint S; uint STR
 void main(uint3 id : SV_DispatchThreadID)
 {
     uint kgroups = (p.K + KB - 1) / KB;
-    uint i = id.x;
+    uint i = id.y * 65535u * 64u + id.x;
     if (i >= p.N * p.P * p.Q * kgroups) return;
     uint k0 = (i % kgroups) * KB;
     uint pix = i / kgroups;

@@ -10,7 +10,7 @@ from typing import Any
 
 from peak_mcp.backends.registry import backend_spec
 from peak_mcp.core.text_safety import clean
-from peak_mcp.evaluation.generality import PASSED, UNJUDGED, read_size_note, sample_sizes
+from peak_mcp.evaluation.generality import PASSED, UNJUDGED, largest_sizes, launch_breach, read_size_note, sample_sizes
 from peak_mcp.evaluation.phases import Generality, SanitizerReport, SizeFailure
 from peak_mcp.loop.context import WORKER_TEXT_CHARS, LoopContext, Progress
 from peak_mcp.loop.pipeline.verdicts import above_session, also_wrong, named_sizes, not_general_message
@@ -93,12 +93,19 @@ def sizes_and_sanitizer(ctx: LoopContext, session: SessionRow, source: str, prog
                            note=f"no sampled size meets the constraints {constraints}: generality is unchecked"
                            if problem.symbols else "the problem's shapes are fixed (no size symbols): no other "
                            "sizes to check")
-    if not sizes_list and sanitize_at is None:
-        return unchecked, None
     started = time.perf_counter()
     spec = ctx.spec(session, source)
     if params:
         spec = spec.bind(params)
+    # Sizes too big to run, where a launch line still has to fit the device (a 1-D dispatch of ROWS groups passed
+    # every sampled size and broke the 65,535-group limit at ROWS=70,000): its expressions evaluated, nothing run.
+    beyond = launch_breach(spec, largest_sizes(problem, session.sizes, constraints), groups=_group_limits(ctx, session))
+    if not sizes_list and sanitize_at is None:
+        if beyond is None:
+            return unchecked, None
+        return Generality(passed=False, sizes_checked=[beyond.sizes], failures=[beyond], constraints=constraints,
+                          note="no sampled size meets the constraints: only the launch line was checked, at the "
+                          "largest sizes"), None  # type: ignore[list-item]
     found = _Found()
     pending, sanitized, compiled = list(sizes_list), None, True
     while True:
@@ -140,10 +147,23 @@ def sizes_and_sanitizer(ctx: LoopContext, session: SessionRow, source: str, prog
     generality = found.generality() if compiled else Generality()
     if not sizes_list:
         generality = unchecked
+    if beyond is not None and compiled:  # after the sampled sizes' failures: a wrong result there leads
+        generality.failures.append(beyond)
+        generality.sizes_checked.append(beyond.sizes)  # type: ignore[arg-type]
+        generality.passed = False
     generality.seconds = round(time.perf_counter() - started, 3)
     if constraints:
         generality.constraints = constraints
     return generality, sanitized
+
+
+def _group_limits(ctx: LoopContext, session: SessionRow) -> list[int] | None:
+    """The Vulkan device's maxComputeWorkGroupCount (an HLSL session's), where the device reported it; None: the
+    portable 65,535 per dimension."""
+    if session.backend != "hlsl" or session.device_index < 0:
+        return None
+    limits = ctx.device_of(session).prop("max_compute_workgroup_count")
+    return [int(n) for n in limits] if isinstance(limits, list) and len(limits) == 3 else None
 
 
 MAX_STOPS = 2  # sampled sizes that may end the job (a hang, a crash) before the rest are given up: each costs a wait

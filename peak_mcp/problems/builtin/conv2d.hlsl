@@ -1,6 +1,7 @@
 // Naive convolution: one thread per output element y[n, p, q, k] (k fastest), summing C*R*S products in f32;
-// taps outside the input (the padding) are skipped, as they read 0.
-// peak: entry=main groups=(cdiv(N * P * Q * K, 64), 1, 1)
+// taps outside the input (the padding) are skipped, as they read 0. The groups spread over y past 65,535 along x
+// (every Vulkan device's limit): row y of groups starts at element y * 65535 * 64.
+// peak: entry=main groups=(min(cdiv(N * P * Q * K, 64), 65535), cdiv(cdiv(N * P * Q * K, 64), 65535), 1)
 struct Params { uint N; uint H; uint W; uint C; uint K; uint R; uint S; uint STRIDE; uint PAD; uint DIL; uint P; uint Q; };
 [[vk::push_constant]] ConstantBuffer<Params> p;
 [[vk::binding(0)]] StructuredBuffer<T> x;
@@ -10,7 +11,7 @@ struct Params { uint N; uint H; uint W; uint C; uint K; uint R; uint S; uint STR
 [numthreads(64, 1, 1)]
 void main(uint3 id : SV_DispatchThreadID)
 {
-    uint i = id.x;
+    uint i = id.y * 65535u * 64u + id.x;
     if (i >= p.N * p.P * p.Q * p.K) return;
     uint k = i % p.K;
     uint pix = i / p.K;
