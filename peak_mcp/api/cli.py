@@ -108,6 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     experiment.add_argument("--out", type=Path, default=None, metavar="DIR",
                             help="results.jsonl, exchanges.jsonl and the reports (default: SPEC without .json); a "
                                  "re-run skips the cells finished there")
+    from peak_mcp.research.agent_command import add_arguments
+
+    add_arguments(commands.add_parser("agent", parents=[common],
+                                      help="let an LLM drive one session to a budget through the server's tools and "
+                                           "print what it reached (README: An agent run)"), parse_sizes)
     return parser
 
 
@@ -181,6 +186,10 @@ def main(argv: list[str] | None = None) -> None:
             return server, service.close
 
         sys.exit(experiment(args.spec, args.out, args.data_dir, in_process))
+    elif args.command == "agent":
+        from peak_mcp.research.agent_command import agent
+
+        sys.exit(agent(args))
     else:
         sys.exit(_view(args))
 

@@ -1,0 +1,227 @@
+"""`peak-mcp agent` (issue 36): a pydantic-ai model drives one session of the real server (a stdio child on
+lavapipe, HLSL matmul at small sizes) to its budget. The models: a FunctionModel policy that reads the server's
+answers, the folder exchange answered by a thread (then replayed from the run's recording), and the `openai:`
+provider path against a stub chat-completions server on loopback. Nothing reaches the network."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anyio
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
+
+from peak_mcp.research.agent_budget import Budget
+from peak_mcp.research.agent_codec import parts_of, reply_text
+from peak_mcp.research.agent_models import Recording, make_model
+from peak_mcp.research.agent_run import AgentPlan, run_agent, stdio_toolset
+from peak_mcp.research.exchanges import read_exchanges
+from tests.conftest import EXAMPLES, has_device, skip_reason
+from tests.test_cli import cli
+
+TILED = (EXAMPLES / "hlsl" / "tiled_groupshared.hlsl").read_text()
+SIZES = "M=40,N=24,K=20"
+TILING = "hlsl-groupshared-tiling"
+
+
+@pytest.fixture
+def quick(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stdio child inherits this environment: short timing, no validation layer (seconds per version)."""
+    monkeypatch.setenv("PEAK_MCP_BENCH_SECONDS", "0.2")
+    monkeypatch.setenv("PEAK_MCP_SANITIZER", "0")
+
+
+def test_reply_codec_and_model_strings(tmp_path: Path) -> None:
+    calls = parts_of('{"tool_calls": [{"name": "history", "args": {"chart": false}}], "text": "looking"}')
+    assert [type(p).__name__ for p in calls] == ["TextPart", "ToolCallPart"]
+    assert (calls[1].tool_name, calls[1].args) == ("history", {"chart": False})
+    assert json.loads(reply_text(ModelResponse(parts=calls))) == {
+        "tool_calls": [{"name": "history", "args": {"chart": False}}], "text": "looking"}
+    assert [p.content for p in parts_of("{not json, just text}")] == ["{not json, just text}"]
+    assert reply_text(ModelResponse(parts=[TextPart("done")])) == "done"
+    assert isinstance(make_model("test"), TestModel)
+    assert make_model(f"exchange:{tmp_path}").model_name == f"exchange:{tmp_path}"
+    with pytest.raises(ValueError, match=r"recorded exchanges\.jsonl"):
+        make_model(f"replay:{tmp_path / 'none.jsonl'}")
+
+
+def _tool_answer(messages: list[ModelMessage], tool: str) -> Any:
+    return next(p.content for m in reversed(messages) for p in m.parts
+                if p.part_kind == "tool-return" and p.tool_name == tool)
+
+
+@pytest.mark.usefixtures("quick")
+@pytest.mark.vulkan
+@pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")
+def test_function_model_runs_a_session_to_its_version_budget(tmp_path: Path) -> None:
+    """suggest_next, a kernel written by the model (submit_kernel), then a catalog transformation whose kernel the
+    server asks the same model for by sampling (apply_transformation): 2 versions, the budget, so the run stops
+    there although the policy would go on."""
+    seen: dict[str, Any] = {"sampled": 0, "turns": 0}
+
+    def policy(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if not info.function_tools:  # the server's sampling request: the kernel, fenced
+            seen["sampled"] += 1
+            return ModelResponse(parts=[TextPart(f"Tiled.\n\n```hlsl\n{TILED}```\n")])
+        seen["turns"] += 1
+        seen["tools"] = {t.name for t in info.function_tools}
+        if seen["turns"] == 1:
+            seen["instructions"] = info.instructions
+            return ModelResponse(parts=[ToolCallPart("suggest_next", {"session_id": "not-mine"})])
+        if seen["turns"] == 2:
+            seen["suggested"] = _tool_answer(messages, "suggest_next")
+            return ModelResponse(parts=[ToolCallPart("submit_kernel", {"source": TILED, "parent": 0})])
+        if seen["turns"] == 3:
+            seen["submitted"] = _tool_answer(messages, "submit_kernel")
+            return ModelResponse(parts=[ToolCallPart("apply_transformation", {
+                "transformation": TILING, "version": 0, "max_attempts": 1})])
+        return ModelResponse(parts=[ToolCallPart("submit_kernel", {"source": TILED})])  # past the budget
+
+    plan = AgentPlan(backend="hlsl", sizes={"M": 40, "N": 24, "K": 20}, model="function",
+                     budget=Budget(max_versions=2, max_minutes=5))
+    recording = tmp_path / "exchanges.jsonl"
+    report = anyio.run(run_agent, plan, Recording(FunctionModel(policy), recording),
+                       stdio_toolset(tmp_path / "data"))
+
+    assert report.stop_reason == "version budget spent: 2 version(s) made (--max-versions 2)"
+    assert (seen["turns"], seen["sampled"], report.versions_made, report.model_requests) == (3, 1, 2, 3)
+    assert "start_session" not in seen["tools"] and {"submit_kernel", "apply_transformation"} <= seen["tools"]
+    assert report.session_id in seen["instructions"] and "2 new versions" in seen["instructions"]
+    assert seen["suggested"]["session_id"] == report.session_id  # the call was pinned to the run's session
+    assert seen["submitted"]["version"] == 1 and seen["submitted"]["status"] == "benchmarked"
+    assert [(t.tool, [v["version"] for v in t.versions], t.error) for t in report.tried] == [
+        ("suggest_next", [], None), ("submit_kernel", [1], None), ("apply_transformation", [2], None)]
+    assert report.tried[1].args["source"] == f"<{len(TILED)} chars>"
+    # the best is history's, its lineage runs from v0, and its speedup is against v0's time
+    assert report.best is not None and report.lineage[0]["version"] == 0
+    assert report.lineage[-1]["version"] == report.best["version"] and report.v0_ms and report.v0_ms > 0
+    if report.best["version"]:
+        assert report.best["speedup_vs_v0"] == pytest.approx(report.v0_ms / report.best["median_ms"], rel=0.02)
+    text = report.markdown()
+    assert "stopped: version budget spent" in text and "| 3 | apply_transformation |" in text
+    assert "v2 benchmarked" in text
+    # every exchange was recorded, the sampling request among them (no tools offered there)
+    exchanges = read_exchanges(recording)
+    assert len(exchanges) == 4 and sum(not json.loads(line)["request"]["tools"]
+                                       for line in recording.read_text().splitlines()) == 1
+
+
+def _replier(folder: Path, replies: list[str], requests: list[dict[str, Any]], stop: threading.Event) -> None:
+    """Answers request-<n>.json with the n-th reply, as a person would: written aside, then renamed."""
+    for n, reply in enumerate(replies, start=1):
+        request = folder / f"request-{n}.json"
+        while not request.exists():
+            if stop.wait(0.1):
+                return
+        requests.append(json.loads(request.read_text()))
+        (folder / f".reply-{n}.part").write_text(reply)
+        (folder / f".reply-{n}.part").rename(folder / f"reply-{n}.txt")
+
+
+@pytest.mark.usefixtures("quick")
+@pytest.mark.vulkan
+@pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")
+def test_exchange_model_answered_by_files_then_replayed(tmp_path: Path, capsys) -> None:
+    exchange, out = tmp_path / "exchange", tmp_path / "report"
+    exchange.mkdir()
+    requests: list[dict[str, Any]] = []
+    stop = threading.Event()
+    replier = threading.Thread(target=_replier, args=(exchange, [
+        json.dumps({"tool_calls": [{"name": "history", "args": {}}]}), "Nothing to gain here; stopping."],
+        requests, stop), daemon=True)
+    replier.start()
+    try:
+        code, printed, err = cli("agent", "--backend", "hlsl", "--sizes", SIZES, "--model", f"exchange:{exchange}",
+                                 "--max-versions", "3", "--report-dir", str(out), "--data-dir",
+                                 str(tmp_path / "data"), capsys=capsys)
+    finally:
+        stop.set()
+        replier.join(5)
+    assert code == 0, err
+    first, second = requests
+    assert first["reply_file"] == "reply-1.txt" and "tool_calls" in first["reply_format"]
+    assert {"submit_kernel", "history"} <= {t["name"] for t in first["tools"]}
+    assert "start_session" not in {t["name"] for t in first["tools"]}
+    session = json.loads((out / "agent-report.json").read_text())["session_id"]
+    assert session in first["system_prompt"]
+    answered = [m for m in second["messages"] if m["role"] == "tool"]
+    assert answered and answered[0]["text"].startswith("history (call") and session in answered[0]["text"]
+    assert "stopped: the model stopped by itself" in printed and "Nothing to gain here" in printed
+    report = json.loads((out / "agent-report.json").read_text())
+    assert (report["versions_made"], [t["tool"] for t in report["tried"]]) == (0, ["history"])
+    assert report["best"]["version"] == 0 and (out / "agent-report.md").read_text() in printed
+
+    # The recording replays: same calls, same last words, no one answering.
+    code, printed, err = cli("agent", "--backend", "hlsl", "--sizes", SIZES, "--model",
+                             f"replay:{out / 'exchanges.jsonl'}", "--data-dir", str(tmp_path / "data"),
+                             capsys=capsys)
+    assert code == 0, err
+    assert "stopped: the model stopped by itself" in printed and "Nothing to gain here" in printed
+    assert "| 1 | history |" in printed
+
+
+class _StubOpenAI(BaseHTTPRequestHandler):
+    """/v1/chat/completions with canned answers: first a call of `history`, then text."""
+
+    bodies: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).bodies.append({"path": self.path, **body})
+        if len(type(self).bodies) == 1:
+            message = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "history", "arguments": "{}"}}]}
+            finish = "tool_calls"
+        else:
+            message, finish = {"role": "assistant", "content": "stub: the naive kernel stays."}, "stop"
+        answer = json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "created": int(time.time()),
+                             "model": body["model"], "choices": [{"index": 0, "message": message,
+                                                                  "finish_reason": finish}],
+                             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.usefixtures("quick")
+@pytest.mark.vulkan
+@pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")
+def test_openai_provider_against_a_local_compatible_server(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "stub-key")
+    _StubOpenAI.bodies = []
+    stub = ThreadingHTTPServer(("127.0.0.1", 0), _StubOpenAI)
+    threading.Thread(target=stub.serve_forever, daemon=True).start()
+    try:
+        code, printed, err = cli("agent", "--backend", "hlsl", "--sizes", SIZES, "--model", "openai:stub-model",
+                                 "--base-url", f"http://127.0.0.1:{stub.server_port}/v1", "--max-versions", "2",
+                                 "--data-dir", str(tmp_path / "data"), capsys=capsys)
+    finally:
+        stub.shutdown()
+    assert code == 0, err
+    first, second = _StubOpenAI.bodies
+    assert first["path"] == "/v1/chat/completions" and first["model"] == "stub-model"
+    offered = {t["function"]["name"] for t in first["tools"]}
+    assert {"submit_kernel", "apply_transformation", "history"} <= offered and "start_session" not in offered
+    tool_message = next(m for m in second["messages"] if m["role"] == "tool")
+    assert tool_message["tool_call_id"] == "call_1" and '"rows"' in tool_message["content"]
+    assert "stopped: the model stopped by itself" in printed and "stub: the naive kernel stays." in printed
+    assert "| 1 | history |" in printed and "model: openai:stub-model" in printed
+
+
+def test_agent_command_refuses_what_it_cannot_run(tmp_path: Path, capsys) -> None:
+    code, _, err = cli("agent", "--model", "replay:" + str(tmp_path / "missing.jsonl"), capsys=capsys)
+    assert code == 2 and "recorded exchanges.jsonl" in err
+    code, _, err = cli("agent", "--model", "test", "--max-versions", "0", capsys=capsys)
+    assert code == 2 and "max_versions" in err
