@@ -39,6 +39,7 @@ DEFAULT_KERNELS = {"attention": LADDER, "attention_causal": LADDER,
                    "row_sum": ["2_warp_shuffle", "3_vectorized"],
                    "conv2d": ["1_implicit_gemm", "2_smem_tiled", "3_tensor_cores", "4_filter_specialized",
                               "5_mma_swizzled", "6_hopper_tma_wgmma"]}
+ROW_PROBLEMS = {"softmax", "rmsnorm", "row_sum"}
 SIXTEEN_BIT_ONLY = "static_assert(sizeof(T) == 2"  # a tensor-core step: not submitted to f32 sessions
 
 
@@ -80,11 +81,13 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
     async with Client(server, read_timeout_seconds=1800) as client:
         for problem in args.problems:
             for dtype in args.dtypes:
-                sizes = args.sizes or {"ROWS": args.rows, "COLS": args.cols}
+                # --rows/--cols are the row problems' sizes; any other problem runs at its own default sizes
+                sizes = args.sizes or ({"ROWS": args.rows, "COLS": args.cols} if problem in ROW_PROBLEMS else None)
                 first_kernel = ({"reference_kernel": kernel_source(problem, args.backend, dtype, args.v0)}
                                 if args.v0 else {})
+                given = {"sizes": sizes} if sizes else {}
                 started, wall = await call(client, "start_session", {"problem": problem, "backend": args.backend,
-                                                                    "dtype": dtype, "sizes": sizes, **first_kernel})
+                                                                    "dtype": dtype, **given, **first_kernel})
                 record: dict[str, Any] = {"problem": problem, "dtype": dtype, "start": started, "versions": []}
                 out["sessions"].append(record)
                 if "error" in started:
@@ -94,7 +97,8 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 v0 = started.get("version_0") or {}
                 print(f"== {problem} {dtype} {sizes} on {started.get('device')}", flush=True)
                 if args.torch_kernels:
-                    record["torch_kernels"] = torch_kernels(problem, dtype, sizes, args.problem_dir)
+                    record["torch_kernels"] = torch_kernels(problem, dtype, started.get("sizes") or sizes or {},
+                                                            args.problem_dir)
                     print(f"torch_reference's CUDA kernels: {record['torch_kernels']}", flush=True)
                 name = f"{args.v0 or 'naive'} (v0)"
                 print(line(name, v0, wall) if v0 else "no naive kernel: the first submission is v0", flush=True)
