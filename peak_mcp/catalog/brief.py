@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from peak_mcp.catalog.contract import own_contract
 from peak_mcp.catalog.rendering import TUNING_HEADING, split_section
 from peak_mcp.core.devices import Device
 from peak_mcp.core.errors import InvalidInput
@@ -146,34 +147,6 @@ TUNING_RULE = (f"{TUNING_HEADING}\nThis kernel declares tuning parameters (`// p
                "numbers; a new choice the transformation introduces becomes another parameter with its candidate "
                "values (first = default) and, where some combinations are invalid, a `// peak: where=` line. The "
                "tune tool then searches them, starting from this kernel's best configurations.")
-
-
-KEEP_HEADING = "## Keep unchanged"
-# A "Keep unchanged" item that names a kernel contract: the text's own problem's signature, bindings or push constants
-# (a LayerNorm brief was told to keep matmul's `(const T* A, const T* B, float* C, int M, int N, int K)`).
-_NAMES_ABI = re.compile(r"\b(?:signature|ABI|bindings?|push[- ]constants?|argument list)\b|`[^`]*\([^`]*,[^`]*\)`",
-                        re.IGNORECASE)
-
-
-def own_contract(body: str, problem: str) -> str:
-    """`body` with its Keep unchanged section stated for the session's problem: the items that name a kernel
-    contract (written for the text's own problem) give way to one line pointing at the session's ABI above."""
-    span = re.search(rf"^{re.escape(KEEP_HEADING)}[ \t]*\n(.*?)(?=^## |\Z)", body, re.MULTILINE | re.DOTALL)
-    if span is None:
-        return body
-    items: list[list[str]] = []
-    for line in span.group(1).rstrip("\n").splitlines():  # an item goes with its indented continuation lines
-        if items and (line[:1].isspace() and line.strip()):
-            items[-1].append(line)
-        else:
-            items.append([line])
-    kept = [line for item in items if not _NAMES_ABI.search(" ".join(item)) for line in item]
-    if len(kept) == sum(map(len, items)):
-        return body
-    own = (f"- The kernel contract (ABI) stated above for {problem}: its arguments, their order and types, and the "
-           "entry name; one `peak:` line in step with the launch.")
-    text = "\n".join([own, *(line for line in kept if line.strip())])
-    return body[:span.start(1)] + text + "\n\n" + body[span.end(1):].lstrip("\n")
 
 
 def build_brief(task: KernelTask, standing: Standing, source: str, *, max_attempts: int = 1,

@@ -194,11 +194,84 @@ def staged_in_shared(code: str) -> bool:
                for statement in re.split(r"[;{}]", code))
 
 
+# What a row-per-block reduction looks like whatever its names: threads start at their index in the group and step
+# by the group's width (an agent's `for (uint c = t; c < p.COLS; c += 256)` under [numthreads(256, 1, 1)]), and the
+# partials meet in a shared tree (a loop halving its stride around a barrier, combining slots `[t + s]`).
+STRIDED_ROW = "threads striding over a row"
+TREE_REDUCTION = "a shared-memory tree reduction"
+_HLSL_INDEX = re.compile(r"\b(u?int3?)\s+(\w+)\s*:\s*SV_Group(?:ThreadID|Index)\b")
+# an extent written as one word or number (`32 * WARPS` is a block of warps, not a width threads stride by)
+_WIDTH_DECLARED = re.compile(r"\[\s*numthreads\s*\(\s*(\w+)\s*,|__launch_bounds__\s*\(\s*(\w+)\s*[,)]")
+_BLOCK_LINE = re.compile(r"//\s*peak\s*:[^\n]*\bblock\s*=\s*\(\s*(\w+)\s*,")
+_CONSTANT = re.compile(r"#define\s+(\w+)\s+\(?\s*(\d+)[uU]?\s*\)?\s*$|"
+                       r"\bstatic\s+const(?:expr)?\s+(?:unsigned\s+)?\w+\s+(\w+)\s*=\s*(\d+)[uU]?\s*;", re.MULTILINE)
+_HALVING = re.compile(r"(\w+)\s*(?:>>=\s*1|/=\s*2)\b|(\w+)\s*=\s*(\w+)\s*(?:>>\s*1|/\s*2)\b")
+
+
+def _alternatives(words: set[str]) -> str:
+    return "|".join(re.escape(w).replace(r"\.", r"\s*\.\s*") for w in sorted(words, key=len, reverse=True))
+
+
+def _thread_indices(code: str) -> set[str]:
+    """How the code names a thread's index in its group: threadIdx.x, an HLSL SV_GroupThreadID's .x or an
+    SV_GroupIndex, and the variables set from those (`uint t = gtid.x;`)."""
+    found = {"threadIdx.x", "tid", "gi", "lane", "lt.x"}  # the usual names, helper functions' parameters too
+    found |= {f"{m.group(2)}.x" if m.group(1).endswith("3") else m.group(2) for m in _HLSL_INDEX.finditer(code)}
+    while True:
+        alias = re.compile(r"\b(\w+)\s*=\s*(?:\(\s*\w+\s*\)\s*)?(?:" + _alternatives(found) + r")\s*[;,)]")
+        more = {m.group(1) for m in alias.finditer(code)} - found
+        if not more:
+            return found
+        found |= more
+
+
+def _group_widths(source: str, code: str) -> set[str]:
+    """The group's width as the code writes it: blockDim.x, the first extent of [numthreads] or __launch_bounds__
+    or of the annotation's block=, and the named constants that hold the same number."""
+    widths = {"blockDim.x", "BLOCK", "NT", "THREADS"}
+    widths |= {m.group(1) or m.group(2) for m in _WIDTH_DECLARED.finditer(code)}
+    widths |= {m.group(1) for m in _BLOCK_LINE.finditer(source)}
+    constants = {(m.group(1) or m.group(3)): (m.group(2) or m.group(4)) for m in _CONSTANT.finditer(code)}
+    widths |= {constants[w] for w in list(widths) if w in constants}
+    widths |= {name for name, value in constants.items() if value in widths}
+    return widths
+
+
+def strided_over_row(source: str, code: str) -> bool:
+    """A loop that starts at a thread's index in its group and steps by the group's width."""
+    start, step = _alternatives(_thread_indices(code)), _alternatives(_group_widths(source, code))
+    loop = re.compile(r"\bfor\s*\([^;]*=\s*(?:" + start + r")(?=\s*[;+])[^;]*;[^;]*;[^)]*\+=\s*\(?\s*(?:" + step
+                      + r")\b")
+    return bool(loop.search(code))
+
+
+def tree_reduction(code: str) -> bool:
+    """A loop whose stride halves each trip, with a barrier inside, combining shared slots `[i + stride]`."""
+    names = shared_names(code)
+    if not names:
+        return False
+    shared = "|".join(map(re.escape, names))
+    for header, start, end in loops(code):
+        strides = [m.group(1) or m.group(2) for m in _HALVING.finditer(header)
+                   if m.group(1) or m.group(2) == m.group(3)]  # `s >>= 1`, `s = s / 2`; not `s = NT / 2`
+        if not strides:
+            continue
+        stride = re.escape(strides[0])
+        pair = re.compile(rf"\b(?:{shared})\s*\[[^\]]*\+\s*{stride}\s*\]|\b(?:{shared})\s*\[\s*{stride}\s*\+")
+        if _BARRIER.search(code, start, end) and pair.search(code, start, end):
+            return True
+    return False
+
+
 def source_features(source: str, problem: Problem | None = None) -> dict[str, tuple[str, ...]]:
     """Feature name -> the transformations it stands for, for the features found in a kernel's code (comments
     left out): the generic ones, and the problem's own (`Problem.source_hints`; matmul's by default)."""
     code = code_only(source)
     found = {name: covers for name, (pattern, covers) in FEATURES.items() if re.search(pattern, code)}
+    if STRIDED_ROW not in found and strided_over_row(source, code):
+        found[STRIDED_ROW] = FEATURES[STRIDED_ROW][1]
+    if tree_reduction(code):
+        found[TREE_REDUCTION] = ("row-per-block-reduction",)
     if _SHARED_DECL.search(code):
         if tiled_in_shared(code):
             found[SHARED_TILES] = _TILING

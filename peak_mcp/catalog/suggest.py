@@ -139,9 +139,12 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
                               f"{unshown[target.id]}: not done")
         measured = target.measured_on(descriptor)
         slower = bool(measured and measured[1] < 1)
-        if measured and slower:
-            reasons.append(f"its text measured {measured[1]:g}× its parent on {measured[0]} (this device): ranked "
-                           "after the texts not measured slower here; time it")
+        if measured and slower:  # a figure is quoted with where it was taken, never as if this session's
+            where = target.measured_where(measured[0])
+            figure = (f"measured {measured[1]:g}× its parent on {measured[0]} ({where}, the text's own "
+                      "measurement, not this session's)" if where else
+                      f"records a slowdown on {measured[0]} (on which problem, it does not say)")
+            reasons.append(f"its text {figure}: ranked after the texts not measured slower on this device; time it")
         tried = [v for v in versions if v.transformation in {t.id, target.id} and v.number not in in_lineage]
         outcomes = [_outcome(v, versions) for v in tried]
         failures = sum(v.status in _FAILED or v.status is Status.NOT_GENERAL for v in tried)

@@ -61,6 +61,18 @@ class CatalogError(BaseModel):
         return f"{self.level}: {where}: {self.message}"
 
 
+class Measurement(BaseModel):
+    """A text's own measurement on one device: the transformed kernel's speed over its parent, and the problem and
+    backend it was measured on (a figure quoted without them reads as this session's)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    speed: float = Field(gt=0, lt=1000)
+    problem: str | None = None
+    dtype: Literal["f32", "f16", "bf16"] | None = None
+    backend: Literal["cuda", "hip", "hlsl"] | None = None
+
+
 class Transformation(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -76,9 +88,10 @@ class Transformation(BaseModel):
     after: list[str] = Field(default_factory=list)
     extends: str | None = None
     # The text's own measurements, as its Expected effect reports them: device pattern (as in `devices`) -> the
-    # speed of the transformed kernel over its parent there (0.29: a slowdown). suggest_next ranks a text measured
-    # slower on the session's device after the rest.
-    measured: dict[str, float] = Field(default_factory=dict)
+    # speed of the transformed kernel over its parent there (0.29: a slowdown), or that with where it was measured
+    # (`{speed: 0.43, problem: row_sum, dtype: f32, backend: hlsl}`). suggest_next ranks a text measured slower on the
+    # session's device after the rest, and quotes the figure only with its problem and backend.
+    measured: dict[str, Measurement] = Field(default_factory=dict)
     summary: str = Field(min_length=1)
     body: str = Field(min_length=1)
     source: Path
@@ -92,13 +105,18 @@ class Transformation(BaseModel):
             raise ValueError(f"{value!r} is not kebab-case (lowercase letters, digits and single hyphens)")
         return value
 
-    @field_validator("measured")
+    @field_validator("measured", mode="before")
     @classmethod
-    def _speeds(cls, value: dict[str, float]) -> dict[str, float]:
-        bad = [f"{k}: {v}" for k, v in value.items() if not 0 < v < 1000 or not k.strip()]
+    def _speeds(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        plain = {k: v for k, v in value.items() if not isinstance(v, Mapping)}
+        bad = [f"{k}: {v}" for k, v in plain.items()
+               if not isinstance(v, int | float) or not 0 < v < 1000 or not str(k).strip()]
         if bad:
-            raise ValueError(f"each entry is a device pattern and its speed over the parent (0.29, 1.5); not {bad}")
-        return value
+            raise ValueError(f"each entry is a device pattern and its speed over the parent (0.29, 1.5), or "
+                             f"{{speed: 0.29, problem: softmax, backend: hlsl}}; not {bad}")
+        return {k: {"speed": v} if k in plain else v for k, v in value.items()}
 
     @field_validator("traits", "problems", "devices", "tags", "after", "dtypes", mode="before")
     @classmethod
@@ -138,7 +156,14 @@ class Transformation(BaseModel):
         """The text's measurement on `device` (pattern, speed over the parent), if it records one."""
         if device is None:
             return None
-        return next(((p, r) for p, r in self.measured.items() if device.matches(p)), None)
+        return next(((p, m.speed) for p, m in self.measured.items() if device.matches(p)), None)
+
+    def measured_where(self, pattern: str) -> str | None:
+        """Where the text's measurement on `pattern` was taken ("row_sum f32 hlsl"), None when it does not say."""
+        m = self.measured.get(pattern)
+        if m is None:
+            return None
+        return " ".join(w for w in (m.problem, m.dtype, m.backend) if w) or None
 
     def for_device(self, device: DeviceDescriptor | None) -> bool:
         """Portable texts (no devices) match every device; device texts need a known device that matches."""

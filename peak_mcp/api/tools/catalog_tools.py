@@ -12,6 +12,8 @@ from pydantic import Field, create_model
 
 from peak_mcp.api.responses import result
 from peak_mcp.api.tools.common import BACKEND, DTYPE, READ_ONLY, SessionId, call
+from peak_mcp.catalog.contract import contract_note, own_contract, written_for
+from peak_mcp.catalog.rendering import render_body
 from peak_mcp.catalog.suggest import Suggestions
 from peak_mcp.catalog.transformations import Catalog, DeviceDescriptor, Transformation
 from peak_mcp.core.errors import NotFound, PeakError
@@ -78,19 +80,19 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         transformation: Annotated[str, Field(description="catalog id, see list_transformations")],
         backend: Annotated[str | None, BACKEND] = None,
         device: Annotated[str | None, Field(description="pick the most specific text for this device")] = None,
+        session_id: Annotated[str | None, Field(
+            description="a session: the text for its backend, dtype and device, its Keep unchanged stating the "
+                        "session's own kernel contract (ABI) instead of the text's example's")] = None,
     ) -> Annotated[types.CallToolResult, TextAnswer]:
-        """The full text of one transformation; with backend (and device) the most specific specialization."""
-        try:
-            t = (catalog.resolve(transformation, backend, _device_descriptor(device)) if backend
-                 else catalog.get(transformation))
-        except PeakError as exc:
-            raise ToolError(str(exc)) from None
+        """The full text of one transformation; with backend (and device) the most specific specialization; with
+        session_id, as that session's brief gives it (its backend's items and its own ABI)."""
+        t, body = await call(None, _text_for, service, catalog, transformation, session_id, backend, device)
         return result(TransformationText(id=t.id, title=t.title, backends=list(t.backends),
                                          devices=list(t.devices),
                                   traits=list(t.traits) or (["any"] if t.for_any_problem else []),
                                   problems=list(t.problems), tags=list(t.tags), after=list(t.after),
                                   extends=t.extends, resolved_from=transformation if t.id != transformation else None,
-                                  body=t.body))
+                                  body=body))
 
     @mcp.resource("transformation://{transformation_id}", mime_type="text/markdown")
     def transformation_text(transformation_id: str) -> str:
@@ -123,6 +125,30 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         """Transformations ranked for the session's head (lineage, source features, catalog order, backend, dtype,
         device), each with one line of why; apply one with apply_transformation."""
         return result(await call(None, service.suggest_next, catalog, session_id, limit))
+
+
+def _text_for(service: PeakService, catalog: Catalog, transformation: str, session_id: str | None,
+              backend: str | None, device: str | None) -> tuple[Transformation, str]:
+    """A text and its body as get_transformation gives it. Without a session: as written, its Keep unchanged
+    saying whose contract its items cite (the problems' own argument names tell) and that a session's governs.
+    With one: resolved for its backend, dtype and device (those given win), the items for other backends left out,
+    and its Keep unchanged stating the session's own ABI (a LayerNorm session was shown matmul's
+    `bindings 0, 1, 2, M, N, K`)."""
+    if session_id is None:
+        t = (catalog.resolve(transformation, backend, _device_descriptor(device)) if backend
+             else catalog.get(transformation))
+        cites, whose = written_for(t, service.ctx.problems.problems())
+        return t, contract_note(t.body, whose) if cites else t.body
+    session = service.store.session(session_id)
+    backend = backend or session.backend
+    found = service.device_of(session)
+    t = catalog.resolve(transformation, backend, _device_descriptor(device) or DeviceDescriptor.of(found),
+                        session.dtype)
+    problem = service.problem(session.problem)
+    body = render_body(t.body, backend, found.arch)
+    if session.dtype not in problem.dtypes_for(backend):  # no contract of the problem to state for that backend
+        return t, contract_note(body, None)
+    return t, own_contract(body, f"{problem.name} ({backend}, {session.dtype})", problem.abi(backend, session.dtype))
 
 
 def _traits(service: PeakService, problem: str | None) -> tuple[str, ...]:
