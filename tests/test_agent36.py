@@ -6,6 +6,10 @@ provider path against a stub chat-completions server on loopback. Nothing reache
 from __future__ import annotations
 
 import json
+import re
+import socket
+import subprocess
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -225,3 +229,37 @@ def test_agent_command_refuses_what_it_cannot_run(tmp_path: Path, capsys) -> Non
     assert code == 2 and "recorded exchanges.jsonl" in err
     code, _, err = cli("agent", "--model", "test", "--max-versions", "0", capsys=capsys)
     assert code == 2 and "max_versions" in err
+
+
+@pytest.mark.usefixtures("quick")
+@pytest.mark.vulkan
+@pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")
+def test_agent_joins_a_running_http_server(tmp_path: Path, capsys) -> None:
+    """--url: the session is made in the running server's data dir; `test` is pydantic-ai's TestModel."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    data = tmp_path / "served"
+    server = subprocess.Popen([sys.executable, "-m", "peak_mcp", "serve", "--http", "--port", str(port),
+                               "--data-dir", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "the HTTP server did not start"
+                time.sleep(0.2)
+        code, printed, err = cli("agent", "--url", f"http://127.0.0.1:{port}/mcp", "--backend", "hlsl",
+                                 "--sizes", SIZES, "--model", "test", "--data-dir", str(tmp_path / "unused"),
+                                 capsys=capsys)
+    finally:
+        server.terminate()
+        server.wait(30)
+    assert code == 0, err
+    assert "model: test" in printed and "| 1 | history |" in printed and "done (TestModel)" in printed
+    session = re.search(r"session ([0-9a-f]+)", printed).group(1)
+    code, listed, _ = cli("sessions", "--data-dir", str(data), capsys=capsys)
+    assert code == 0 and listed.startswith(session)  # the session is the HTTP server's
+    assert not (tmp_path / "unused").exists()  # no stdio child was started

@@ -105,8 +105,9 @@ async def run_agent(plan: AgentPlan, model: Model, connect: Callable[..., MCPToo
                                     or "no new version") + f" ({tried.seconds:.0f} s)")
         return answer
 
+    # The server's instructions (how its loop goes) are read: it is the server this command was pointed at.
     toolset = connect(sampling_model=model, process_tool_call=guard, tool_error_behavior="failed",
-                      init_timeout=120, read_timeout=1800)
+                      include_instructions=True, init_timeout=120, read_timeout=1800)
     with warnings.catch_warnings():
         # pydantic-ai warns that a modern MCP session cannot sample; fastmcp answers the server's input-required
         # rounds with the sampling handler all the same (apply_transformation's kernels come back through it).
