@@ -22,7 +22,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
-from peak_mcp.research.agent_budget import Budget
+from peak_mcp.research.agent_budget import Budget, Tracker
 from peak_mcp.research.agent_codec import parts_of, reply_text
 from peak_mcp.research.agent_models import Recording, make_model
 from peak_mcp.research.agent_run import AgentPlan, run_agent, stdio_toolset
@@ -56,6 +56,26 @@ def test_reply_codec_and_model_strings(tmp_path: Path) -> None:
         make_model(f"replay:{tmp_path / 'none.jsonl'}")
 
 
+def test_stop_rules_read_the_servers_history() -> None:
+    """Versions past those at the start; the best version's share of the roofline, else of the vendor library;
+    minutes since the run began (the session's start included)."""
+    def history(*rows: dict[str, Any], best: int = 0) -> dict[str, Any]:
+        return {"best": best, "rows": [{"version": 0, "median_ms": 2.0, "pct_of_vendor": 10.0}, *rows]}
+
+    tracker = Tracker(Budget(max_versions=2, target_percent=50), history())
+    assert tracker.stop_reason() is None
+    new = tracker.observe(history({"version": 1, "status": "failed"}))
+    assert [r["version"] for r in new] == [1] and tracker.made == 1 and tracker.stop_reason() is None
+    tracker.observe(history({"version": 1}, {"version": 2, "pct_of_vendor": 60.0, "pct_of_roofline": 40.0}, best=2))
+    assert tracker.stop_reason().startswith("version budget spent: 2 version(s)")
+    tracker.budget = Budget(max_versions=5, target_percent=50)  # roofline first: 40% is short of it
+    assert tracker.stop_reason() is None
+    tracker.observe(history({"version": 1}, {"version": 2, "pct_of_vendor": 60.0}, best=2))  # no roofline
+    assert tracker.stop_reason() == "target reached: best v2 at 60.0% vendor (--target-percent 50)"
+    late = Tracker(Budget(max_minutes=1), history(), started=time.monotonic() - 61)
+    assert late.stop_reason().startswith("time budget spent: 1.0 min")
+
+
 def _tool_answer(messages: list[ModelMessage], tool: str) -> Any:
     return next(p.content for m in reversed(messages) for p in m.parts
                 if p.part_kind == "tool-return" and p.tool_name == tool)
@@ -65,9 +85,9 @@ def _tool_answer(messages: list[ModelMessage], tool: str) -> Any:
 @pytest.mark.vulkan
 @pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")
 def test_function_model_runs_a_session_to_its_version_budget(tmp_path: Path) -> None:
-    """suggest_next, a kernel written by the model (submit_kernel), then a catalog transformation whose kernel the
-    server asks the same model for by sampling (apply_transformation): 2 versions, the budget, so the run stops
-    there although the policy would go on."""
+    """suggest_next, a catalog transformation whose kernel the server asks the same model for by sampling
+    (apply_transformation), then two kernels written by the model in one response with one version of the budget
+    left: the first is made, the second refused, and the run stops although the policy would go on."""
     seen: dict[str, Any] = {"sampled": 0, "turns": 0}
 
     def policy(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -81,11 +101,12 @@ def test_function_model_runs_a_session_to_its_version_budget(tmp_path: Path) -> 
             return ModelResponse(parts=[ToolCallPart("suggest_next", {"session_id": "not-mine"})])
         if seen["turns"] == 2:
             seen["suggested"] = _tool_answer(messages, "suggest_next")
-            return ModelResponse(parts=[ToolCallPart("submit_kernel", {"source": TILED, "parent": 0})])
-        if seen["turns"] == 3:
-            seen["submitted"] = _tool_answer(messages, "submit_kernel")
             return ModelResponse(parts=[ToolCallPart("apply_transformation", {
                 "transformation": TILING, "version": 0, "max_attempts": 1})])
+        if seen["turns"] == 3:  # two kernels at once, one version of budget left: the second is refused
+            seen["applied"] = _tool_answer(messages, "apply_transformation")
+            return ModelResponse(parts=[ToolCallPart("submit_kernel", {"source": TILED, "parent": 0}),
+                                        ToolCallPart("submit_kernel", {"source": TILED, "parent": 1})])
         return ModelResponse(parts=[ToolCallPart("submit_kernel", {"source": TILED})])  # past the budget
 
     plan = AgentPlan(backend="hlsl", sizes={"M": 40, "N": 24, "K": 20}, model="function",
@@ -99,18 +120,22 @@ def test_function_model_runs_a_session_to_its_version_budget(tmp_path: Path) -> 
     assert "start_session" not in seen["tools"] and {"submit_kernel", "apply_transformation"} <= seen["tools"]
     assert report.session_id in seen["instructions"] and "2 new versions" in seen["instructions"]
     assert seen["suggested"]["session_id"] == report.session_id  # the call was pinned to the run's session
-    assert seen["submitted"]["version"] == 1 and seen["submitted"]["status"] == "benchmarked"
-    assert [(t.tool, [v["version"] for v in t.versions], t.error) for t in report.tried] == [
-        ("suggest_next", [], None), ("submit_kernel", [1], None), ("apply_transformation", [2], None)]
-    assert report.tried[1].args["source"] == f"<{len(TILED)} chars>"
+    assert seen["applied"]["succeeded"] and seen["applied"]["result"] == 1
+    assert [(t.tool, [v["version"] for v in t.versions], t.error) for t in report.tried[:2]] == [
+        ("suggest_next", [], None), ("apply_transformation", [1], None)]
+    submitted = sorted(report.tried[2:], key=lambda t: t.refused is not None)
+    assert [(t.tool, [v["version"] for v in t.versions]) for t in submitted] == [
+        ("submit_kernel", [2]), ("submit_kernel", [])]
+    assert submitted[1].refused.startswith("version budget spent: 2 version(s)")
+    assert submitted[0].args["source"] == f"<{len(TILED)} chars>"
     # the best is history's, its lineage runs from v0, and its speedup is against v0's time
     assert report.best is not None and report.lineage[0]["version"] == 0
     assert report.lineage[-1]["version"] == report.best["version"] and report.v0_ms and report.v0_ms > 0
     if report.best["version"]:
         assert report.best["speedup_vs_v0"] == pytest.approx(report.v0_ms / report.best["median_ms"], rel=0.02)
     text = report.markdown()
-    assert "stopped: version budget spent" in text and "| 3 | apply_transformation |" in text
-    assert "v2 benchmarked" in text
+    assert "stopped: version budget spent" in text and "| 2 | apply_transformation |" in text
+    assert "v2 benchmarked" in text and "refused: version budget spent" in text
     # every exchange was recorded, the sampling request among them (no tools offered there)
     exchanges = read_exchanges(recording)
     assert len(exchanges) == 4 and sum(not json.loads(line)["request"]["tools"]

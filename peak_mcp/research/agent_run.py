@@ -79,8 +79,17 @@ async def run_agent(plan: AgentPlan, model: Model, connect: Callable[..., MCPToo
     tracker: Tracker | None = None
     session_tools: set[str] = set()
     session_id = ""
+    # Calls that make versions run one at a time (pydantic-ai runs a response's tool calls concurrently), so each
+    # one is checked against the budget the one before it left; the server queues them per device anyway.
+    one_at_a_time = anyio.Lock()
 
     async def guard(ctx: Any, call_tool: Callable[..., Any], name: str, args: dict[str, Any]) -> Any:
+        if name not in MAKES_VERSIONS:
+            return await checked(call_tool, name, args)
+        async with one_at_a_time:
+            return await checked(call_tool, name, args)
+
+    async def checked(call_tool: Callable[..., Any], name: str, args: dict[str, Any]) -> Any:
         assert tracker is not None
         if name in session_tools:
             args = {**args, "session_id": session_id}
