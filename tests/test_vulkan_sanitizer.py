@@ -8,7 +8,7 @@ import pytest
 from peak_mcp.backends.registry import launch_spec
 from peak_mcp.runner import vulkan_sanitizer
 from peak_mcp.runner.messages import LaunchTarget
-from tests.conftest import EXAMPLES
+from tests.conftest import EXAMPLES, ROOT
 
 # What vulkan-validationlayers 1.3.239 (Debian 12) printed for tests/hostile/hlsl/oob_read_masked.hlsl on lavapipe.
 OOB = """device llvmpipe (LLVM 15.0.6, 256 bits)
@@ -72,3 +72,36 @@ def test_a_select_is_named_only_where_it_reads_a_buffer_the_fault_can_be_in() ->
     message = "Descriptor index 0 access out of bounds. Descriptor size is 8192 and highest byte accessed was 8196"
     assert suspects(message, buffers) == ["B"] and select_note(source, suspects(message, buffers)) == ""
     assert "Line 18 reads A inside a `?:`" in select_note(source, suspects("no size given", buffers))
+
+
+def _hostile_job(name: str) -> LaunchTarget:
+    source = (ROOT / "tests" / "hostile" / "hlsl" / name).read_text()
+    return LaunchTarget(source=source, spec=launch_spec(source, "hlsl", ("M", "N", "K")), problem="matmul",
+                        dtype="f32", sizes={"M": 100, "N": 77, "K": 53}, device=0, backend="hlsl")
+
+
+@pytest.mark.vulkan
+@pytest.mark.skipif(vulkan_sanitizer.layer_manifest() is None, reason="no Vulkan validation layer")
+def test_a_run_started_beside_other_work_finishes_to_the_same_verdict_and_an_aborted_one_leaves_nothing() -> None:
+    """Issue 35: on a GPU the worker starts the layer's run before generality's sizes and finishes it after them.
+    Started early, the run still names the fault; ended early (a fault at one of the sizes ends the job), its
+    process and folder are gone."""
+    import os
+    from pathlib import Path
+
+    from tests.conftest import has_device, skip_reason
+
+    if not has_device("hlsl"):
+        pytest.skip(f"no Vulkan device: {skip_reason('hlsl')}")
+    running = vulkan_sanitizer.start(_hostile_job("oob_read_masked.hlsl"))
+    assert isinstance(running, vulkan_sanitizer.Running)
+    report = running.finish()
+    assert report.passed is False and report.failures[0].check == "sanitizer_vulkan_oob"
+    assert not Path(running.workdir).exists()
+    aborted = vulkan_sanitizer.start(_hostile_job("oob_read_masked.hlsl"))
+    assert isinstance(aborted, vulkan_sanitizer.Running) and aborted.proc is not None
+    aborted.abort()
+    aborted.proc.wait(timeout=10)
+    assert aborted.proc.returncode is not None and not Path(aborted.workdir).exists()
+    with pytest.raises(ProcessLookupError):
+        os.kill(aborted.proc.pid, 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from peak_mcp.backends import confined
 from peak_mcp.backends.base import Compiled, CompileFailed, Executor
@@ -13,7 +13,7 @@ from peak_mcp.core.launch import LaunchSpec, with_params
 from peak_mcp.evaluation import torch_paths
 from peak_mcp.evaluation.generality import PASSED, UNJUDGED, size_note
 from peak_mcp.evaluation.kernel_reference import KernelReferenced, ReferenceKernelFailed
-from peak_mcp.evaluation.phases import Baseline, CompileInfo, Generality, SizeFailure
+from peak_mcp.evaluation.phases import Baseline, CompileInfo, Generality, SanitizerReport, SizeFailure
 from peak_mcp.evaluation.steps import benchmark, validate
 from peak_mcp.problems.base import PROBLEM_CODE, BufferArg, Problem
 from peak_mcp.problems.shipped import worker_problem
@@ -21,6 +21,10 @@ from peak_mcp.runner import problem_link
 from peak_mcp.runner.heartbeat import heartbeat
 from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, LaunchTarget, TuneJob
 from peak_mcp.runner.replies import EvaluateResult, GeneralityResult
+
+if TYPE_CHECKING:
+    from peak_mcp.runner import sanitizer as cuda_sanitizer
+    from peak_mcp.runner import vulkan_sanitizer as vk_sanitizer
 
 Progress = Callable[[str], None]
 
@@ -210,6 +214,25 @@ def generality(executor: Executor, job: GeneralityJob | dict[str, Any], progress
     if kernel is None:
         return GeneralityResult(compile=compiled)
     seed = _seed(job)
+    # On a GPU the sanitizer runs beside the sizes (its own processes, one small launch; nothing here is timed), so
+    # the verdict waits for the longer of the two, not their sum. A CPU device (lavapipe) has no cores to spare.
+    beside = executor.facts.properties.get("device_type") != "cpu"
+    checking = _start_sanitizer(executor, job) if beside else None
+    try:
+        result = _sizes(executor, kernel, problem, job, seed, progress)
+        if not beside:
+            checking = _start_sanitizer(executor, job)
+        if checking is not None:
+            result.sanitizer = checking if isinstance(checking, SanitizerReport) else checking.finish(progress)
+    finally:
+        if checking is not None and not isinstance(checking, SanitizerReport):
+            checking.abort()  # a fault at one of the sizes ends the job: its sanitizer runs go with it
+    return result
+
+
+def _sizes(executor: Executor, kernel: Compiled, problem: Problem, job: GeneralityJob, seed: int,
+           progress: Progress) -> GeneralityResult:
+    """One trial at each of job.sizes_list, each size's verdict said as soon as it is known."""
     checked: list[dict[str, int]] = []
     failures: list[SizeFailure] = []
     unjudged: list[str] = []  # sizes where the reference kernel itself fails: nothing to judge a candidate by
@@ -230,26 +253,26 @@ def generality(executor: Executor, job: GeneralityJob | dict[str, Any], progress
         progress(size_note(label, failure.check or "failed", failure.message) if failure else size_note(label, PASSED))
     note = (f"not checked at {len(unjudged)} sampled sizes where the reference kernel fails: {unjudged[0]}"
             if unjudged else None)
-    result = GeneralityResult(generality=Generality(passed=not failures if checked or not unjudged else None,
-                                                    sizes_checked=checked, failures=failures,
-                                                    note=note))
-    if job.sanitize_sizes and executor.sanitizer and executor.facts.index >= 0 and executor.backend == "hlsl":
+    return GeneralityResult(generality=Generality(passed=not failures if checked or not unjudged else None,
+                                                  sizes_checked=checked, failures=failures, note=note))
+
+
+def _start_sanitizer(executor: Executor, job: GeneralityJob
+                     ) -> cuda_sanitizer.Running | vk_sanitizer.Running | SanitizerReport | None:
+    """compute-sanitizer (CUDA, HIP on NVIDIA) or the Vulkan validation layer started on one launch at
+    job.sanitize_sizes; None where the job asks for none."""
+    if not (job.sanitize_sizes and executor.sanitizer and executor.facts.index >= 0):
+        return None
+    target = LaunchTarget(source=job.source, spec=job.spec, problem=job.problem, declaration=job.declaration,
+                          dtype=job.dtype, sizes=job.sanitize_sizes, device=executor.facts.index,
+                          backend=executor.backend)
+    if executor.backend == "hlsl":
         from peak_mcp.runner import vulkan_sanitizer
 
-        result.sanitizer = vulkan_sanitizer.run(LaunchTarget(source=job.source, spec=job.spec, problem=job.problem,
-                                                             declaration=job.declaration,
-                                                             dtype=job.dtype, sizes=job.sanitize_sizes,
-                                                             device=executor.facts.index, backend="hlsl"),
-                                                progress)
-    elif job.sanitize_sizes and executor.sanitizer and executor.facts.index >= 0:
-        from peak_mcp.runner import sanitizer
+        return vulkan_sanitizer.start(target)
+    from peak_mcp.runner import sanitizer
 
-        result.sanitizer = sanitizer.run(LaunchTarget(source=job.source, spec=job.spec, problem=job.problem,
-                                                      declaration=job.declaration,
-                                                      dtype=job.dtype, sizes=job.sanitize_sizes,
-                                                      device=executor.facts.index, backend=executor.backend),
-                                         progress)
-    return result
+    return sanitizer.start(target)
 
 
 def _validate_at(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int],

@@ -398,9 +398,10 @@ class DevicePool:
             worker.control = None
         if worker.process is None:
             return
-        if worker.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(worker.process.pid, signal.SIGKILL)
+        # The group, even when its leader has died: a worker that crashed leaves its sanitizer runs behind otherwise
+        # (they run beside generality's sizes). A group with members left keeps its id; none left: nothing to kill.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(worker.process.pid, signal.SIGKILL)
         try:
             worker.process.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -45,40 +45,71 @@ class _ToolRun(NamedTuple):
 
 def run(job: LaunchTarget, progress: Callable[[str], None] | None = None,
         tools: tuple[str, ...] = TOOLS) -> SanitizerReport:
-    """Run every tool on one launch of the job's kernel at once; never raises.
+    """Run every tool on one launch of the job's kernel at once; never raises."""
+    started = start(job, tools)
+    return started if isinstance(started, SanitizerReport) else started.finish(progress)
 
-    The tools stay in the worker's process group, so a worker killed as hung takes them along; a heartbeat every
-    two seconds keeps the worker's hang detector from taking a slow sanitizer for a hung kernel."""
+
+def start(job: LaunchTarget, tools: tuple[str, ...] = TOOLS) -> Running | SanitizerReport:
+    """The tools started on one launch of the job's kernel, to be finished later (the worker checks generality's
+    sizes meanwhile: neither is timed); the report at once where compute-sanitizer is missing.
+
+    The tools stay in the worker's process group, so a worker killed as hung takes them along."""
     path = find_tool("compute-sanitizer")
     if path is None:
         return SanitizerReport(available=False, **sanitizer_missing())
-    started = time.perf_counter()
-    workdir = tempfile.mkdtemp(prefix="peak-sanitize-", dir=safe_cwd())
-    job_file = Path(workdir, "job.json")
-    job_file.write_text(with_inputs(job, workdir).model_dump_json())
-    where = " ".join(f"{k}={v}" for k, v in job.sizes.items())
-    running = {tool: _start(path, tool, job_file, workdir) for tool in tools}
-    results: dict[str, _ToolRun] = {}
-    beat = 0.0
-    try:
-        while len(results) < len(tools):
-            for tool, proc in running.items():
-                if tool in results:
-                    continue
-                if proc.poll() is not None:
-                    results[tool] = _result(tool, proc, Path(workdir, f"{tool}.log"))
-                elif time.perf_counter() - started > TIMEOUT_S:
-                    kill_tree(proc.pid)
-                    results[tool] = _ToolRun(0, False, f"{tool} did not finish within {TIMEOUT_S:.0f} s")
-            if progress and time.perf_counter() - beat > 2.0:
-                beat = time.perf_counter()
-                progress(f"compute-sanitizer at {where}: {len(results)} of {len(tools)} tools done")
-            time.sleep(0.05)
-    finally:
-        for proc in running.values():
+    return Running(path, job, tools)
+
+
+class Running:
+    """compute-sanitizer's tools at work on one launch: finish() waits for them, abort() ends them."""
+
+    def __init__(self, path: str, job: LaunchTarget, tools: tuple[str, ...]) -> None:
+        self.job, self.tools = job, tools
+        self.started = time.perf_counter()
+        self.workdir = tempfile.mkdtemp(prefix="peak-sanitize-", dir=safe_cwd())
+        try:
+            job_file = Path(self.workdir, "job.json")
+            job_file.write_text(with_inputs(job, self.workdir).model_dump_json())
+            self.running = {tool: _start(path, tool, job_file, self.workdir) for tool in tools}
+        except BaseException:
+            self.running = {}
+            self.abort()
+            raise
+
+    def finish(self, progress: Callable[[str], None] | None = None) -> SanitizerReport:
+        """Wait for every tool (a heartbeat every two seconds keeps the worker's hang detector from taking a slow
+        sanitizer for a hung kernel); never raises."""
+        where = " ".join(f"{k}={v}" for k, v in self.job.sizes.items())
+        results: dict[str, _ToolRun] = {}
+        beat = 0.0
+        try:
+            while len(results) < len(self.tools):
+                for tool, proc in self.running.items():
+                    if tool in results:
+                        continue
+                    if proc.poll() is not None:
+                        results[tool] = _result(tool, proc, Path(self.workdir, f"{tool}.log"))
+                    elif time.perf_counter() - self.started > TIMEOUT_S:
+                        kill_tree(proc.pid)
+                        results[tool] = _ToolRun(0, False, f"{tool} did not finish within {TIMEOUT_S:.0f} s")
+                if progress and time.perf_counter() - beat > 2.0:
+                    beat = time.perf_counter()
+                    progress(f"compute-sanitizer at {where}: {len(results)} of {len(self.tools)} tools done")
+                time.sleep(0.05)
+        finally:
+            self.abort()
+        return _report(self.job, results, self.started)
+
+    def abort(self) -> None:
+        """End whatever still runs and remove the working folder (idempotent)."""
+        for proc in self.running.values():
             if proc.poll() is None:
                 kill_tree(proc.pid)
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _report(job: LaunchTarget, results: dict[str, _ToolRun], started: float) -> SanitizerReport:
     # Lean for the agent: clean tools by name; only a failing or unchecked tool says more.
     failures = [SanitizerFinding(check=f"sanitizer_{tool}", message=r.message) for tool, r in results.items()
                 if r.errors]

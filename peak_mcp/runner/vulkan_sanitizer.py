@@ -71,43 +71,73 @@ def layer_environment(settings_file: str | None = None) -> dict[str, str]:
 
 
 def run(job: LaunchTarget, progress: Callable[[str], None] | None = None) -> SanitizerReport:
-    """One launch under GPU-assisted validation; never raises. The child stays in the worker's process group (a
-    worker killed as hung takes it along); a heartbeat every two seconds keeps the hang detector off."""
+    """One launch under GPU-assisted validation; never raises."""
+    started = start(job)
+    return started if isinstance(started, SanitizerReport) else started.finish(progress)
+
+
+def start(job: LaunchTarget) -> Running | SanitizerReport:
+    """One launch under GPU-assisted validation, started, to be finished later (the worker checks generality's
+    sizes meanwhile); the report at once where the layer is missing. The child stays in the worker's process group
+    (a worker killed as hung takes it along)."""
     if layer_manifest() is None:
         return SanitizerReport(available=False, **validation_layer_missing())
-    started = time.perf_counter()
-    workdir = tempfile.mkdtemp(prefix="peak-vk-sanitize-", dir=safe_cwd())
-    job_file = Path(workdir, "job.json")
-    job_file.write_text(with_inputs(job, workdir).model_dump_json())
-    log_file = Path(workdir, "layer.log")
-    settings_file = Path(workdir, "vk_layer_settings.txt")
-    settings_file.write_text(SETTINGS)
-    where = " ".join(f"{k}={v}" for k, v in job.sizes.items())
-    with log_file.open("wb") as log:
-        proc = subprocess.Popen(python_command(sys.executable, "peak_mcp.runner.vulkan_sanitizer", str(job_file)),
-                                cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
-                                env={**os.environ, **layer_environment(str(settings_file))})
-    beat, timed_out = 0.0, False
-    try:
-        while proc.poll() is None:
-            if time.perf_counter() - started > TIMEOUT_S:
-                kill_tree(proc.pid)
-                timed_out = True
-                break
-            if progress and time.perf_counter() - beat > 2.0:
-                beat = time.perf_counter()
-                progress(f"Vulkan GPU-assisted validation at {where}")
-            time.sleep(0.05)
-        text = log_file.read_text(errors="replace") if log_file.exists() else ""
-    finally:
-        if proc.poll() is None:
-            kill_tree(proc.pid)
-        shutil.rmtree(workdir, ignore_errors=True)
-    buffers = _buffer_bytes(job)
-    report = parse(text, proc.returncode, timed_out, buffers)
-    if report.failures:
-        report.failures[0].message += select_note(job.source, suspects(text, buffers))
-    return report.model_copy(update={"sizes": job.sizes, "seconds": round(time.perf_counter() - started, 3)})
+    return Running(job)
+
+
+class Running:
+    """The validation layer's run of one launch: finish() waits for it, abort() ends it."""
+
+    def __init__(self, job: LaunchTarget) -> None:
+        self.job = job
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started = time.perf_counter()
+        self.workdir = tempfile.mkdtemp(prefix="peak-vk-sanitize-", dir=safe_cwd())
+        try:
+            job_file = Path(self.workdir, "job.json")
+            job_file.write_text(with_inputs(job, self.workdir).model_dump_json())
+            self.log_file = Path(self.workdir, "layer.log")
+            settings_file = Path(self.workdir, "vk_layer_settings.txt")
+            settings_file.write_text(SETTINGS)
+            with self.log_file.open("wb") as log:
+                self.proc = subprocess.Popen(
+                    python_command(sys.executable, "peak_mcp.runner.vulkan_sanitizer", str(job_file)),
+                    cwd=self.workdir, stdout=log, stderr=subprocess.STDOUT,
+                    env={**os.environ, **layer_environment(str(settings_file))})
+        except BaseException:
+            self.abort()
+            raise
+
+    def finish(self, progress: Callable[[str], None] | None = None) -> SanitizerReport:
+        """Wait for the run (a heartbeat every two seconds keeps the hang detector off); never raises."""
+        proc, job = self.proc, self.job
+        assert proc is not None
+        where = " ".join(f"{k}={v}" for k, v in job.sizes.items())
+        beat, timed_out = 0.0, False
+        try:
+            while proc.poll() is None:
+                if time.perf_counter() - self.started > TIMEOUT_S:
+                    kill_tree(proc.pid)
+                    timed_out = True
+                    break
+                if progress and time.perf_counter() - beat > 2.0:
+                    beat = time.perf_counter()
+                    progress(f"Vulkan GPU-assisted validation at {where}")
+                time.sleep(0.05)
+            text = self.log_file.read_text(errors="replace") if self.log_file.exists() else ""
+        finally:
+            self.abort()
+        buffers = _buffer_bytes(job)
+        report = parse(text, proc.returncode, timed_out, buffers)
+        if report.failures:
+            report.failures[0].message += select_note(job.source, suspects(text, buffers))
+        return report.model_copy(update={"sizes": job.sizes, "seconds": round(time.perf_counter() - self.started, 3)})
+
+    def abort(self) -> None:
+        """End the run if it still runs and remove the working folder (idempotent)."""
+        if self.proc is not None and self.proc.poll() is None:
+            kill_tree(self.proc.pid)
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 def suspects(text: str, buffers: dict[int, list[str]]) -> list[str]:
