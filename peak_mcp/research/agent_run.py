@@ -68,7 +68,8 @@ def instructions(session: dict[str, Any], plan: AgentPlan) -> str:
         "Work in steps: suggest_next ranks catalog transformations for the head; get_transformation gives one's "
         "text; apply_transformation has the server ask you (by sampling) for the transformed kernel and checks it, "
         "or write a kernel yourself and submit_kernel it; tune searches a kernel's `// peak: params`; history shows "
-        "every version with its time. Only versions that pass validation count. When you see no further gain, "
+        "every version with its time. Every version made counts against the budget, failed ones too; only one that "
+        "passes its checks can be the best. When you see no further gain, "
         "answer with a short summary instead of a tool call.\n\n" + about[:ABOUT_CHARS])
 
 
