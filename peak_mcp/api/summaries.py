@@ -94,6 +94,9 @@ def version(d: dict[str, Any]) -> list[str]:
         timed = "its full time above; " if tuning.get("recorded") else ""
         lines.append(f"tuned: {tuning.get('tried')} configurations, best {label} ({timed}the search's estimate "
                      f"{_g(best['median_ms'])} ms){chosen}")
+    if tuning and tuning.get("failures"):
+        lines.append(f"tune: {len(tuning['failures'])} configurations failed")
+        lines += tune_failures(tuning["failures"], d["version"], shown=len(tuning["failures"]))
     lines.append(d["note"] if d.get("note") else standing(d))
     return lines
 
@@ -236,7 +239,8 @@ def problems(d: dict[str, Any]) -> list[str]:
                      f"{_sizes(p.get('default_sizes'))}); dtypes by backend: {offers}"
                      + (_naive(p['naive']) if p.get("naive") is not None else "")
                      + (f"; traits {', '.join(p['traits'])}" if p.get("traits") else "")
-                     + (" (guessed from the buffer shapes: the file declares no TRAITS; a wrong guess gives the "
+                     + (" (guessed from the buffer shapes and a probe of the reference (which outputs move when one "
+                        "input element does): the file declares no TRAITS; a wrong guess gives the "
                         "wrong catalog texts, so declare them, e.g. TRAITS = ['normalization'] for a LayerNorm)"
                         if p.get("traits_guessed") else "")
                      + (f"; reference: {p['reference']}" if p.get("reference") else "")
@@ -285,9 +289,18 @@ def transformation(d: dict[str, Any]) -> list[str]:
     return [f"{d['id']}: {d['title']} ({'; '.join(facts)})"]
 
 
+def tune_failures(failures: list[str], version: int, shown: int = 8) -> list[str]:
+    """Each configuration a tune tried that failed, with its cause (the first `shown`; get_version has them all)."""
+    lines = [f"failed: {f}" for f in failures[:shown]]
+    if len(failures) > shown:
+        lines.append(f"and {len(failures) - shown} more failed: get_version(version={version}) lists them")
+    return lines
+
+
 def tune(d: dict[str, Any]) -> list[str]:
-    lines = [f"tuned v{d['version']} ({d['strategy']}): {d['tried']} of {d['valid_size']} valid configurations "
-             f"(space {d['space_size']}, {d.get('where_pruned', 0)} ruled out by where); {d['stopped']}"]
+    lines = [f"reused: {d['reused']}"] if d.get("reused") else []
+    lines.append(f"tuned v{d['version']} ({d['strategy']}): {d['tried']} of {d['valid_size']} valid configurations "
+                 f"(space {d['space_size']}, {d.get('where_pruned', 0)} ruled out by where); {d['stopped']}")
     best, recorded = d.get("best"), d.get("recorded")
     if best:
         label = " ".join(f"{k}={v}" for k, v in best["params"].items())
@@ -314,6 +327,7 @@ def tune(d: dict[str, Any]) -> list[str]:
     pruned = d.get("pruned_count", 0)
     if failed or pruned:
         lines.append(f"{failed} failed their checks, {pruned} pruned (each in the record)")
+    lines += tune_failures(d.get("failures") or [], d["version"])
     if d.get("tried") and not d.get("passed_count"):
         lines.append(f"none of the {d['tried']} configurations tried passed its checks: the version keeps what it had")
     return [*lines, standing(d, "best_version")]

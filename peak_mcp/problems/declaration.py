@@ -117,6 +117,9 @@ class ProblemDeclaration(BaseModel):
     # What kind of computation it is (TRAITS; a KernelBench translation records it from the ops its forward runs);
     # empty: DeclaredProblem derives it from the rest of the declaration (problems/traits.py).
     traits: tuple[str, ...] = ()
+    # Without TRAITS: what the reference's behaviour showed when describe probed it (problems/trait_probe.py); the
+    # shapes' guess where empty.
+    probed_traits: tuple[str, ...] = ()
     # False: no Python reference; its sessions start with the user's kernel (start_session's reference_kernel), and
     # candidates are checked against that kernel (problems/kernel_reference.py).
     has_reference: bool = True

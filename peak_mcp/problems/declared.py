@@ -117,7 +117,7 @@ class DeclaredProblem(FileCalls, Problem):
         self.sampled = types.MappingProxyType(dict(d.samples))
         self.derived = types.MappingProxyType({s.name: s.expr for s in d.scalars if s.name not in d.sizes})
         self.traits = declared_traits(d.traits, d.tensor_cores, d.reduction, [b.shape for b in d.inputs],
-                                      [b.shape for b in d.outputs])
+                                      [b.shape for b in d.outputs], probed=d.probed_traits)
         # The file's functions: imported here (describe, a problem host, a shipped file in a worker), or reached
         # through a problem host's link (a worker serving an operator's or a client's file sets it).
         self.code: ProblemCode = LocalCode(declaration)

@@ -17,6 +17,7 @@ import json
 import os
 import sys
 import textwrap
+import time
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,6 +28,7 @@ from pydantic import ValidationError
 from peak_mcp.core.dtypes import EXACT_DTYPES
 from peak_mcp.core.errors import PeakError
 from peak_mcp.problems.declaration import MAX_DEFINITION_CHARS
+from peak_mcp.problems.trait_probe import probe_traits
 
 NAIVE_SUFFIXES = (".cu", ".hip", ".hlsl", ".txt")
 KEYS = ("NAME", "TITLE", "SIZES", "DTYPES", "INPUTS", "OUTPUTS", "SCALARS", "FLOPS", "BYTES", "CONSTRAINTS",
@@ -149,12 +151,15 @@ def describe_file(path: Path) -> dict[str, Any]:
         where = f"{key}: " if key and not message.startswith(key) else ""
         raise DescribeError(f"{where}{message}", lines.get(key or "")) from None
     loading._modules[(str(path), sha256)] = module  # the smoke test uses this import, not a second one
-    _smoke_test(DeclaredProblem(checked))
+    ran = _smoke_test(DeclaredProblem(checked))
+    if ran is not None and not checked.traits:  # the shapes alone cannot tell a LayerNorm from an activation
+        checked = checked.model_copy(update={"probed_traits": probe_traits(DeclaredProblem(checked), *ran)})
     return checked.model_dump(mode="json")
 
 
-def _smoke_test(problem: Any) -> None:
-    """Inputs and the reference at one small size set: every output the declared shape, finite."""
+def _smoke_test(problem: Any) -> tuple[dict[str, int], dict[str, Any], dict[str, Any], float] | None:
+    """Inputs and the reference at one small size set: every output the declared shape, finite. Returns (sizes,
+    inputs, outputs, the reference's seconds) for trait_probe; None where nothing ran."""
     # Distinct values first: at equal sizes a transposed or swapped-axis result has the declared shape too.
     distinct = {symbol: problem.sampled[symbol][0] if problem.sampled.get(symbol) else value
                 for symbol, value in zip(problem.symbols, DISTINCT_SIZES, strict=False)}
@@ -168,15 +173,18 @@ def _smoke_test(problem: Any) -> None:
             continue
         break
     else:
-        return  # no small size meets the constraints: the first session's validation tries the code
+        return None  # no small size meets the constraints: the first session's validation tries the code
     import numpy as np
 
     try:
         inputs = problem.make_inputs(sizes, problem.dtypes[0], 0, np)
-        if problem.declaration.has_reference:  # else the session's reference kernel is, checked when it runs
-            problem.reference(inputs, sizes, problem.dtypes[0], 0, float("inf"), np)
+        if not problem.declaration.has_reference:  # the session's reference kernel is, checked when it runs
+            return None
+        started = time.perf_counter()
+        outputs = problem.reference(inputs, sizes, problem.dtypes[0], 0, float("inf"), np)
     except PeakError as exc:
         raise DescribeError(f"at sizes {sizes}: {exc.message}", getattr(exc, "line", None)) from None
+    return dict(sizes), inputs, outputs, time.perf_counter() - started
 
 
 def _definition(names: Mapping[str, Any]) -> str:

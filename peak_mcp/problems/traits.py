@@ -9,7 +9,8 @@ Where a problem's traits come from:
 - a problem file (the built-ins under problems/builtin/ and define_problem's): its `TRAITS` list where it has one,
   else derived from the declaration (`declared_traits`): TENSOR_CORES -> gemm; an output that drops the trailing
   axes of an input -> row_reduction (gemv where a second input is the vector); an output shaped like an input ->
-  row_reduction with a REDUCTION, elementwise without; a 0-d output -> row_reduction.
+  row_reduction with a REDUCTION, elementwise without, unless the reference's behaviour said more when describe
+  probed it (`trait_probe`: a LayerNorm's outputs move along the whole row); a 0-d output -> row_reduction.
 - a KernelBench file: the aten operations its forward runs (recorded while it is probed, `OpRecorder`), mapped by
   `traits_of_ops`.
 """
@@ -57,9 +58,12 @@ def closed(traits: Iterable[str]) -> tuple[str, ...]:
 
 # --- problem files --------------------------------------------------------------------------------------------
 def declared_traits(declared: Sequence[str], tensor_cores: bool, reduction: str | None,
-                    inputs: Sequence[Sequence[str]], outputs: Sequence[Sequence[str]]) -> tuple[str, ...]:
+                    inputs: Sequence[Sequence[str]], outputs: Sequence[Sequence[str]],
+                    probed: Sequence[str] = ()) -> tuple[str, ...]:
     """A problem file's traits: its TRAITS if it declares them, else what its flags and buffer shapes (expressions
-    over the size symbols) say. A guess where the file says nothing; a file states its own with TRAITS."""
+    over the size symbols) say, where an output shaped like an input is read from the reference's behaviour when
+    describe could probe it (`probed`, problems/trait_probe.py). A guess where the file says nothing; a file states
+    its own with TRAITS."""
     if declared:
         return closed(declared)
     found: set[str] = set()
@@ -76,7 +80,7 @@ def declared_traits(declared: Sequence[str], tensor_cores: bool, reduction: str 
                 gemv = len(shape) == 2 and any(other in ((shape[1],), (shape[1], "1")) for other in ins)
                 found.add("gemv" if gemv else "row_reduction")
             elif shape == out and not tensor_cores:
-                found.add("row_reduction" if reduction not in (None, "1") else "elementwise")
+                found.update(probed or ("row_reduction" if reduction not in (None, "1") else "elementwise",))
     return closed(found)
 
 
