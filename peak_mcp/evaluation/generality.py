@@ -81,16 +81,20 @@ def _fit(problem: Problem, candidate: dict[str, int], constraints: list[str],
 
 # The largest value a size symbol takes: every size reaches the kernel as a 32-bit int.
 MAX_SIZE = 2**31 - 1
+# How far past the shape in use a symbol is grown: two orders of magnitude. Problems declare no size ranges, and
+# their buffers' cap (max_elements, 2**31) protects the server rather than saying what anyone runs: grown to it, a
+# 1-D problem's N reaches 2**31 and every one-thread-per-element dispatch is refused. 64x reaches what users do run
+# (an agent's one-group-per-row dispatch broke at 70,000 rows, 17x the default 4,096).
+GROWTH = 64
 LAUNCH_LIMIT = "launch_limit"  # the check name of a launch past the limits at the largest sizes
 
 
 def largest_sizes(problem: Problem, sizes: Sizes, constraints: list[str]) -> list[dict[str, int]]:
-    """For each extent symbol above the session's, the largest value the problem allows (its buffers' max_elements,
-    its own constraints, a 32-bit int) that meets the session's constraints: sizes generality never runs (far too
-    big), where only the launch expressions are evaluated. Problems declare no size ranges, so the largest is what
-    check_sizes admits. The other symbols stay at the session's values or the problem's defaults, whichever is
-    larger: a shape in use grown along one axis. From a toy session's sizes (a CPU device's, a test's COLS=8) one
-    axis would grow to billions, a shape nobody launches, and every one-thread-per-row kernel would be refused."""
+    """For each extent symbol, the largest value up to GROWTH times its value in use that the problem allows (its
+    buffers' max_elements, its own constraints, a 32-bit int) and the session's constraints meet: sizes generality
+    never runs (far too big), where only the launch expressions are evaluated. The value in use, and the other
+    symbols' values, are the session's or the problem's defaults, whichever is larger: a shape in use grown along
+    one axis (from a toy session's sizes, a CPU device's or a test's, the growth would stay toy-sized too)."""
     base = {k: v if k in problem.sampled else max(v, problem.default_sizes.get(k, v)) for k, v in sizes.items()}
     found: list[dict[str, int]] = []
     for symbol in problem.symbols:
@@ -109,7 +113,7 @@ def largest_sizes(problem: Problem, sizes: Sizes, constraints: list[str]) -> lis
                     continue
             return None
 
-        low, high = sizes[symbol], MAX_SIZE  # fitted(low) may fail (an odd session size): bisect from there anyway
+        low, high = sizes[symbol], min(MAX_SIZE, GROWTH * base[symbol])  # fitted(low) may fail: bisect anyway
         if fitted(high) is not None:
             low = high
         while high - low > 1:  # the buffers' sizes grow with the symbol: the admitted values are a prefix
