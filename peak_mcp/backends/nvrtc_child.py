@@ -13,8 +13,10 @@ Protocol: one JSON line per request on the child's stdin ({source, options}), on
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import dataclasses
+import hashlib
 import io
 import json
 import os
@@ -89,13 +91,31 @@ class _Child:
 class NvrtcChildren:
     """A pool of warm NVRTC children; `compile` may be called from several threads at once."""
 
+    KEPT = 16  # compiled modules remembered: a submission's evaluate and generality jobs compile the same source
+
     def __init__(self) -> None:
         self._idle: list[_Child] = []
         self._lock = threading.Lock()
+        self._compiled: collections.OrderedDict[str, tuple[bytes, str]] = collections.OrderedDict()
 
     def compile(self, source: str, options: dict[str, Any], source_name: str) -> tuple[bytes, str]:
         """(cubin, NVRTC log) for `source` compiled with cuda.core ProgramOptions(**options); CompileFailed with the
-        raw NVRTC error text (the caller cleans it), or with reason `resources`."""
+        raw NVRTC error text (the caller cleans it), or with reason `resources`. The same source and options compile
+        once: a Hopper kernel takes NVRTC 7 s, and the jobs of one submission would pay it each (the include
+        folders are the server's own, so the same text always gives the same module)."""
+        key = hashlib.sha256(json.dumps([source, options, source_name], sort_keys=True).encode()).hexdigest()
+        with self._lock:
+            if key in self._compiled:
+                self._compiled.move_to_end(key)
+                return self._compiled[key]
+        compiled = self._compile(source, options, source_name)
+        with self._lock:
+            self._compiled[key] = compiled
+            while len(self._compiled) > self.KEPT:
+                self._compiled.popitem(last=False)
+        return compiled
+
+    def _compile(self, source: str, options: dict[str, Any], source_name: str) -> tuple[bytes, str]:
         with self._lock:
             child = self._idle.pop() if self._idle else None
         if child is None or not child.alive():

@@ -217,11 +217,11 @@ def generality(executor: Executor, job: GeneralityJob | dict[str, Any], progress
     # On a GPU the sanitizer runs beside the sizes (its own processes, one small launch; nothing here is timed), so
     # the verdict waits for the longer of the two, not their sum. A CPU device (lavapipe) has no cores to spare.
     beside = executor.facts.properties.get("device_type") != "cpu"
-    checking = _start_sanitizer(executor, job) if beside else None
+    checking = _start_sanitizer(executor, job, kernel) if beside else None
     try:
         result = _sizes(executor, kernel, problem, job, seed, progress)
         if not beside:
-            checking = _start_sanitizer(executor, job)
+            checking = _start_sanitizer(executor, job, kernel)
         if checking is not None:
             result.sanitizer = checking if isinstance(checking, SanitizerReport) else checking.finish(progress)
     finally:
@@ -257,10 +257,10 @@ def _sizes(executor: Executor, kernel: Compiled, problem: Problem, job: Generali
                                                   sizes_checked=checked, failures=failures, note=note))
 
 
-def _start_sanitizer(executor: Executor, job: GeneralityJob
+def _start_sanitizer(executor: Executor, job: GeneralityJob, kernel: Compiled
                      ) -> cuda_sanitizer.Running | vk_sanitizer.Running | SanitizerReport | None:
-    """compute-sanitizer (CUDA, HIP on NVIDIA) or the Vulkan validation layer started on one launch at
-    job.sanitize_sizes; None where the job asks for none."""
+    """compute-sanitizer (CUDA, HIP on NVIDIA: on the module the worker compiled) or the Vulkan validation layer
+    started on one launch at job.sanitize_sizes; None where the job asks for none."""
     if not (job.sanitize_sizes and executor.sanitizer and executor.facts.index >= 0):
         return None
     target = LaunchTarget(source=job.source, spec=job.spec, problem=job.problem, declaration=job.declaration,
@@ -272,7 +272,7 @@ def _start_sanitizer(executor: Executor, job: GeneralityJob
         return vulkan_sanitizer.start(target)
     from peak_mcp.runner import sanitizer
 
-    return sanitizer.start(target)
+    return sanitizer.start(target, module=kernel.binary)
 
 
 def _validate_at(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int],

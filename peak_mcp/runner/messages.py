@@ -79,6 +79,7 @@ class LaunchTarget(_KernelJob):
     sizes: Sizes
     device: int
     inputs_file: str | None = None  # the inputs, saved by the worker (runner.target_inputs)
+    module_file: str | None = None  # the worker's compiled module (a cubin), so the target does not compile again
     backend: Literal["cuda", "hip", "hlsl"] = "cuda"  # hip: HIP source on NVIDIA, through the CUDA driver; hlsl: under
     # the Vulkan validation layer (vulkan_sanitizer.target)
 

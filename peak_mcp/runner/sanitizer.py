@@ -50,26 +50,30 @@ def run(job: LaunchTarget, progress: Callable[[str], None] | None = None,
     return started if isinstance(started, SanitizerReport) else started.finish(progress)
 
 
-def start(job: LaunchTarget, tools: tuple[str, ...] = TOOLS) -> Running | SanitizerReport:
+def start(job: LaunchTarget, tools: tuple[str, ...] = TOOLS, module: bytes | None = None) -> Running | SanitizerReport:
     """The tools started on one launch of the job's kernel, to be finished later (the worker checks generality's
-    sizes meanwhile: neither is timed); the report at once where compute-sanitizer is missing.
+    sizes meanwhile: neither is timed); the report at once where compute-sanitizer is missing. `module`: the
+    worker's compiled cubin of the same source, which the targets load instead of compiling it again.
 
     The tools stay in the worker's process group, so a worker killed as hung takes them along."""
     path = find_tool("compute-sanitizer")
     if path is None:
         return SanitizerReport(available=False, **sanitizer_missing())
-    return Running(path, job, tools)
+    return Running(path, job, tools, module)
 
 
 class Running:
     """compute-sanitizer's tools at work on one launch: finish() waits for them, abort() ends them."""
 
-    def __init__(self, path: str, job: LaunchTarget, tools: tuple[str, ...]) -> None:
+    def __init__(self, path: str, job: LaunchTarget, tools: tuple[str, ...], module: bytes | None = None) -> None:
         self.job, self.tools = job, tools
         self.started = time.perf_counter()
         self.workdir = tempfile.mkdtemp(prefix="peak-sanitize-", dir=safe_cwd())
         try:
             job_file = Path(self.workdir, "job.json")
+            if module is not None:
+                Path(self.workdir, "module.cubin").write_bytes(module)
+                job = job.model_copy(update={"module_file": str(Path(self.workdir, "module.cubin"))})
             job_file.write_text(with_inputs(job, self.workdir).model_dump_json())
             self.running = {tool: _start(path, tool, job_file, self.workdir) for tool in tools}
         except BaseException:
@@ -160,6 +164,7 @@ def target(job_file: str) -> int:
     import cupy
 
     cupy.cuda.set_allocator(None)  # every buffer its own cudaMalloc: the sanitizer knows each one's bounds
+    from peak_mcp.backends.base import Compiled
     from peak_mcp.backends.cuda import CudaExecutor
     from peak_mcp.backends.hip import HipOnCudaExecutor
     from peak_mcp.backends.tensor_maps import launch_geometry
@@ -172,7 +177,11 @@ def target(job_file: str) -> int:
     problem, dtype, sizes = worker_problem(job.problem, job.declaration), job.dtype, job.sizes
     executor = (HipOnCudaExecutor if job.backend == "hip" else CudaExecutor)(job.device, flush=False)
     spec = job.spec
-    kernel = executor.compile(with_params(job.source, spec.config()), spec)
+    if job.module_file:  # the worker's module of this source: checked there, compiled once
+        cubin = Path(job.module_file).read_bytes()
+        kernel = executor.load(Compiled(handle=None, spec=spec, binary=cubin, pending=cubin))
+    else:
+        kernel = executor.compile(with_params(job.source, spec.config()), spec)
     inputs = load_inputs(job)  # made by the worker: no problem code here, no cupy kernels under the sanitizer
     args = problem.arguments(dtype)
     buffers = []
