@@ -154,7 +154,11 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
                            + ("; ranked after the untried texts" if repeated else ""))
         after = [a for a in target.after if a in exists or a in done | by_feature]
         steps = _steps_away(catalog, target.id, done | by_feature, exists)
-        later[target.id] = (repeated, steps, slower)
+        tuned_out = "tuning" in target.tags and _searched_in_full(chain[-1])
+        if tuned_out:  # tune would return its record: only other values, in a new version, can be searched
+            reasons.append(f"v{chain[-1].number}'s parameters were already searched in full (tune): ranked after "
+                           "the others; it applies only by declaring other values or parameters in a new version")
+        later[target.id] = (repeated or tuned_out, steps, slower)
         ranked[target.id] = Suggestion(id=target.id, title=target.title, score=round(score, 2),
                                        why="; ".join(reasons) or target.summary,
                                        tried=outcomes, first=after[:2] if steps else [])
@@ -165,7 +169,8 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
                        features=sorted(features), suggestions=order[:limit],
                        note=None if order else _nothing_left(catalog, listed, backend, session.problem, dtype,
                                                              descriptor, problem.traits,
-                                                             _tune_hint(chain[-1].source, session.runs)))
+                                                             _tune_hint(chain[-1].source, session.runs,
+                                                                        _searched_in_full(chain[-1]))))
 
 
 def _steps_away(catalog: Catalog, id: str, done: set[str], exists: set[str], seen: frozenset[str] = frozenset()) -> int:
@@ -199,11 +204,18 @@ def _outcome(v: VersionRow, versions: list[VersionRow]) -> str:
 _PARAMS_LINE = re.compile(r"^\s*//\s*peak\s*:\s*params\b", re.MULTILINE)
 
 
-def _tune_hint(source: str, runs: bool) -> str:
+def _searched_in_full(v: VersionRow) -> bool:
+    """tune already measured every valid configuration of this version's space (tuning/tune.py reuses that)."""
+    return v.tuning is not None and v.tuning.complete
+
+
+def _tune_hint(source: str, runs: bool, searched: bool = False) -> str:
     """What tune can do for the head: search its parameters, or first declare some; nothing without a device (tune
-    times configurations)."""
+    times configurations), nor where its space was searched in full."""
     if not runs:
         return ""
+    if searched:
+        return "its parameters were searched in full: declare other values in a new version to tune further"
     if _PARAMS_LINE.search(source):
         return "tune its parameters (tune)"
     return "declare tuning parameters (`// peak: params BLOCK=[128, 256]`) and tune them"

@@ -63,6 +63,17 @@ class BestConfig(BaseModel):
     gbps: float | None = None
 
 
+class SearchedSpace(BaseModel):
+    """What a search's results hold for: the version's parameters and `where` lines (its source, which never
+    changes), the sizes they were measured at and the device model. A complete search of the same space on the same
+    kind of device is not run again (tuning/tune.py)."""
+
+    params: dict[str, list[int]]
+    where: list[str] = Field(default_factory=list)
+    sizes: dict[str, int]
+    device: str
+
+
 class TuneReport(BaseModel):
     version: int
     strategy: str
@@ -91,6 +102,18 @@ class TuneReport(BaseModel):
     # tune's gain to tune.
     submitted: Timing | None = None
     at: float | None = None
+    # The space this search covered (None for reports from before it was kept); `failures`: each configuration that
+    # was tried and failed its checks or its build, in a phrase ("TILE=8 WPT=4: compile error: ..."), the first 64
+    # and a count of the rest (the answer's `results` keep only the fastest); `reused`: set on an answer that returns this record instead of
+    # searching again (never stored).
+    searched: SearchedSpace | None = None
+    failures: list[str] = Field(default_factory=list)
+    reused: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Every valid configuration of the space was measured: searching it again would measure the same ones."""
+        return self.searched is not None and 0 < self.valid_size <= self.tried
 
     def top(self, k: int = KEEP_TOP) -> list[dict[str, int]]:
         """The k fastest configurations, fastest first: what a child's tuning is seeded with."""

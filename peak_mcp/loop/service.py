@@ -217,9 +217,9 @@ class PeakService:
 
     # --- tuning, profiling, re-checks ------------------------------------------------------------------------
     def tune(self, session_id: str, version: int | None, *, strategy: str = "auto", max_configs: int = 64,
-             budget_s: float | None = None, progress: Progress = quiet) -> TuneReport:
+             budget_s: float | None = None, again: bool = False, progress: Progress = quiet) -> TuneReport:
         return self.tuner.tune(session_id, version, strategy=strategy, max_configs=max_configs, budget_s=budget_s,
-                               progress=progress)
+                               again=again, progress=progress)
 
     def tuning_devices(self, session: SessionRow) -> list[int]:
         return self.devices.tuning_devices(session)

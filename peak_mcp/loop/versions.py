@@ -27,7 +27,8 @@ def _tuning_brief(report: TuneReport | None) -> dict[str, Any] | None:
     return {"strategy": report.strategy, "space_size": report.space_size, "tried": report.tried,
             "pruned": len(report.pruned) + report.where_pruned, "stopped": report.stopped, "devices": report.devices,
             "best": report.best.model_dump() if report.best else None, "chosen_by": report.chosen_by,
-            "fastest": [{"params": r.params, "median_ms": r.median_ms} for r in timed[:5]]}
+            "fastest": [{"params": r.params, "median_ms": r.median_ms} for r in timed[:5]],
+            "complete": report.complete, "failures": report.failures}
 
 
 class Versions:

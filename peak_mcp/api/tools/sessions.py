@@ -222,14 +222,18 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         = "auto",
         max_configs: Annotated[int, Field(strict=True, ge=1, le=4096, description="configurations to try")] = 64,
         budget_s: Annotated[float | None, Field(ge=1, le=3600, description="stop after this many seconds")] = None,
+        again: Annotated[bool, Field(description="search again even where this version's space was already "
+                                                 "searched in full at these sizes on this device (its record is "
+                                                 "returned otherwise)")] = False,
     ) -> Annotated[types.CallToolResult, TuneAnswer]:
         """Search a version's tuning parameters (`// peak: params` / `where` lines): configurations compiled in
         parallel, invalid ones pruned with the reason, the rest validated and timed briefly; where the fastest few
         are within noise of each other they are timed again before choosing (chosen_by says how); the best is then
         validated and timed in full and becomes the version's performance. Every configuration is stored (history,
-        get_version); this answer lists the 16 fastest and 10 pruned."""
+        get_version); this answer lists the 16 fastest and 10 pruned, and each failed configuration with its cause.
+        A space already searched in full is not searched again unless again=true."""
         report = await call(ctx, service.tune, session_id, version, strategy=strategy, max_configs=max_configs,
-                            budget_s=budget_s, progress=None)
+                            budget_s=budget_s, again=again, progress=None)
         fastest = sorted(report.results, key=lambda r: (r.status != "ok", r.median_ms or 0.0))[:16]
         pruned, retimed = report.pruned[:10], report.retimed
         if len(report.devices) <= 1:  # one device measured them all: `devices` says which, once

@@ -23,6 +23,7 @@ from typing import Any
 from peak_mcp.core.errors import AnnotationError, InvalidInput
 from peak_mcp.core.launch import LaunchSpec
 from peak_mcp.evaluation.configs import BestConfig, Config, ConfigResult, Key, Kind, TuneReport
+from peak_mcp.loop.tuning.failures import failures
 
 STRATEGIES = ("auto", "exhaustive", "random", "optuna")
 WHERE_EXAMPLES = 20  # where-pruned configurations listed in a report (all are counted)
@@ -263,7 +264,8 @@ def run_tuning(space: Space, strategy: Strategy, measure: Measure, *, version: i
     stopped = "space exhausted"
     while True:
         if len(tried) >= max_configs:
-            stopped = f"max_configs={max_configs} reached"
+            # the last configurations may have been the space's last: then the space ran out, not the count
+            stopped = "space exhausted" if strategy.remaining <= 0 else f"max_configs={max_configs} reached"
             break
         if budget_s is not None and clock() - started >= budget_s:
             stopped = f"time budget of {budget_s:g} s spent"
@@ -287,6 +289,7 @@ def run_tuning(space: Space, strategy: Strategy, measure: Measure, *, version: i
                       tried=len(tried), where_pruned=len(space.pruned),
                       pruned=[r for r in tried if r.status == "pruned"] + space.pruned[:WHERE_EXAMPLES],
                       results=[r for r in tried if r.status != "pruned"], best=best, stopped=stopped,
+                      failures=failures(tried),
                       search_s=round(clock() - started, 2),
                       devices=sorted({r.device for r in tried if r.device is not None}))
 

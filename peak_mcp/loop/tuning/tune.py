@@ -10,7 +10,7 @@ from typing import Any
 from peak_mcp.core.errors import InvalidInput, Unavailable
 from peak_mcp.core.launch import LaunchSpec
 from peak_mcp.core.units import speed
-from peak_mcp.evaluation.configs import BestConfig, Config, ConfigResult, TuneReport, beats
+from peak_mcp.evaluation.configs import BestConfig, Config, ConfigResult, SearchedSpace, TuneReport, beats
 from peak_mcp.evaluation.noise import NOISE, SLOWER, change
 from peak_mcp.loop.context import LoopContext, Progress, quiet
 from peak_mcp.loop.pipeline.evaluate import evaluate
@@ -31,11 +31,12 @@ class Tuner:
         self.ctx, self.versions = ctx, versions
 
     def tune(self, session_id: str, version: int | None, *, strategy: str = "auto", max_configs: int = 64,
-             budget_s: float | None = None, progress: Progress = quiet) -> TuneReport:
+             budget_s: float | None = None, again: bool = False, progress: Progress = quiet) -> TuneReport:
         """Search a version's tuning parameters (`// peak: params`): batches of configurations compiled in
         parallel, pruned with their reasons, validated once and timed briefly in the worker; then the fastest is
         validated and timed in full, and becomes the version's performance. Every configuration tried is stored;
-        the kept ones seed the tuning of the version's children."""
+        the kept ones seed the tuning of the version's children. Where the version's space was already searched in
+        full at these sizes on this kind of device, that record is returned (`reused` says so) unless `again`."""
         session = self.ctx.store.session(session_id)
         v = self.versions.resolve_version(session_id, version)
         if session.device_index < 0:
@@ -59,6 +60,10 @@ class Tuner:
                                f"macros in the kernel and in the launch line (e.g. {launch}); README.md, section "
                                "Tuning parameters, has the rules.")
         space = Space(spec, session.sizes)
+        searched = SearchedSpace(params=spec.params, where=list(spec.where), sizes=dict(session.sizes),
+                                 device=session.device)
+        if not again and v.tuning is not None and v.tuning.complete and v.tuning.searched == searched:
+            return _reused(v.tuning, v.number)
         parent = self.ctx.store.version(session_id, v.parent) if v.parent is not None else None
         seeds = parent.tuning.top() if parent and parent.tuning else []
         search = make_strategy(strategy, space, max_configs=max_configs, seed=v.number, seed_configs=seeds)
@@ -81,6 +86,7 @@ class Tuner:
         # is then timed in full on the session's own device alone.
         report = run_tuning(space, search, measure, version=v.number, max_configs=max_configs,
                             budget_s=budget_s, batch_size=fan.plan)
+        report.searched = searched
         self.choose_best(session, v.source, spec, report, progress)
         columns: dict[str, Any] = {}
         if report.best is not None and v.timing and (v.timing.params or spec.config()) == report.best.params:
@@ -185,6 +191,24 @@ class Tuner:
         job = TuneJob(**self.ctx.wire(session), dtype=session.dtype, sizes=session.sizes, source=source, spec=spec,
                       configs=[c.params for c in batch], compile_workers=compile_workers)
         return self.ctx.run_job(session, job, progress, device=device).results
+
+
+def _reused(prior: TuneReport, number: int) -> TuneReport:
+    """The record of a complete search of the same space, returned instead of measuring it again (an agent's second
+    tune of a version, on suggest_next's advice, re-ran the whole exhaustive search to the same end)."""
+    assert prior.searched is not None
+    ago = f", {_ago(time.time() - prior.at)} ago" if prior.at else ""
+    return prior.model_copy(update={"reused": (
+        f"nothing measured: v{number}'s space was already searched in full{ago} ({prior.tried} of "
+        f"{prior.valid_size} valid configurations, the same parameters and where lines, at "
+        f"{' '.join(f'{k}={x}' for k, x in prior.searched.sizes.items())} on {prior.searched.device}); this is that "
+        "search's record. Pass again=true to search it again (only timing noise can change its outcome), or declare "
+        "other values in a new version to search further")})
+
+
+def _ago(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min" if seconds < 7200 else \
+        f"{seconds / 3600:.1f} h"
 
 
 def _estimate_gap(timing: Any, report: TuneReport) -> str | None:
