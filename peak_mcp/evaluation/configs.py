@@ -104,8 +104,8 @@ class TuneReport(BaseModel):
     at: float | None = None
     # The space this search covered (None for reports from before it was kept); `failures`: each configuration that
     # was tried and failed its checks or its build, in a phrase ("TILE=8 WPT=4: compile error: ..."), the first 64
-    # and a count of the rest (the answer's `results` keep only the fastest); `reused`: set on an answer that returns this record instead of
-    # searching again (never stored).
+    # and a count of the rest (the answer's `results` keep only the fastest); `reused`: set on an answer that returns
+    # this record instead of searching again (never stored).
     searched: SearchedSpace | None = None
     failures: list[str] = Field(default_factory=list)
     reused: str | None = None
