@@ -39,6 +39,7 @@ from peak_mcp.evaluation.checks import (
     where,
 )
 from peak_mcp.evaluation.phases import Recheck, Timing, Verdict
+from peak_mcp.evaluation.reference_cache import KEPT
 from peak_mcp.evaluation.workspace import ALT_POISON, GUARD_PATTERN, POISON, Workspace
 from peak_mcp.problems.base import PROBLEM_CODE, BufferArg, Problem, Reference, Tolerance
 
@@ -269,9 +270,11 @@ def sets_that_fit(problem: Problem, dtype: str, sizes: dict[str, int], sets: int
 
 
 def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int], *,
-             trials: int, seed: int, progress: Progress, sets: int = 2, module: ArrayModule | None = None) -> Validated:
+             trials: int, seed: int, progress: Progress, sets: int = 2, module: ArrayModule | None = None,
+             keep: bool = True) -> Validated:
     """Run the checks on `trials` fresh input sets over `sets` workspaces; they stay loaded for the benchmark.
-    `module`: where the validator computes, array_module(executor) unless given (tools compare host and GPU)."""
+    `module`: where the validator computes, array_module(executor) unless given (tools compare host and GPU);
+    `keep`: the input sets and references are kept for the next job with the same seed (reference_cache)."""
     geometry = launch_geometry(kernel.spec, problem, dtype, sizes)
     why = executor.check_geometry(kernel, geometry)
     if why:
@@ -294,12 +297,21 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
         for trial in range(trials):
             s = made[trial % len(made)]
             s.inputs, s.refs = {}, {}  # a reused set's last arrays go before the next are made (device memory)
-            if problem.source != "built-in":  # a hang from here on is the problem file's (see pool.PROBLEM_CODE)
-                progress(f"validate trial {trial + 1}/{trials}: inputs and reference {PROBLEM_CODE} {problem.source}")
             stressed = stress and trial == trials - 1
-            s.inputs = (problem.stress_inputs if stressed else problem.make_inputs)(sizes, dtype, seed + trial, xp)
-            s.refs = _reference(xp, problem, s.inputs, sizes, dtype, seed + trial, spot_check=trial == 0)
-            progress(f"validate trial {trial + 1}/{trials}" + (" (stress ranges)" if stressed else ""))
+            key = KEPT.key(problem, xp, dtype, sizes, seed + trial, bool(stressed)) if keep else None
+            kept = KEPT.get(key, xp)
+            if kept is None:
+                if problem.source != "built-in":  # a hang from here on is the problem file's (pool.PROBLEM_CODE)
+                    progress(f"validate trial {trial + 1}/{trials}: inputs and reference {PROBLEM_CODE} "
+                             f"{problem.source}")
+                s.inputs = (problem.stress_inputs if stressed else problem.make_inputs)(sizes, dtype, seed + trial,
+                                                                                          xp)
+                s.refs = _reference(xp, problem, s.inputs, sizes, dtype, seed + trial, spot_check=trial == 0)
+                KEPT.put(key, xp, s.inputs, s.refs)
+            else:
+                s.inputs, s.refs = kept
+            progress(f"validate trial {trial + 1}/{trials}" + (" (stress ranges)" if stressed else "")
+                     + (" (inputs and reference kept from an earlier submission)" if kept else ""))
             s.ws.load(s.inputs)
             finding, stats = _launch_and_check(executor, kernel, geometry, s, problem, dtype, passed_before=trial)
             if finding and finding.check == "unwritten_output":

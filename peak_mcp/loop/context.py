@@ -4,6 +4,7 @@ its jobs carry, a job run with the worker's text cleaned, its roofline)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
 
@@ -87,8 +88,12 @@ class LoopContext:
         """What every job for this session carries to name its problem (see Problem.wire), and for a problem without
         a Python reference the session's reference kernel (version 0), which the worker checks candidates against."""
         problem = self.problem(session.problem)
+        # One seed per session: its submissions draw the same input sets, whose references the worker then keeps
+        # (evaluation/reference_cache.py) instead of computing them again; a fresh set still checks a version faster
+        # than the vendor library (runner/jobs.py), and the timed launches' audit changes inputs on every launch.
+        wired = {**problem.wire(), "seed": session_seed(session.id)}
         if not problem.needs_reference_kernel:
-            return problem.wire()
+            return wired
         try:
             v0 = self.store.version(session.id, 0)
         except NotFound:
@@ -96,8 +101,7 @@ class LoopContext:
         if v0 is None or v0.origin != "reference":
             raise InvalidInput(f"session {session.id} of {problem.name} has no reference kernel",
                                f"{problem.name} has no Python reference: start a session with reference_kernel=SOURCE.")
-        return {**problem.wire(),
-                "reference_kernel": ReferenceKernel(source=v0.source, spec=self.spec(session, v0.source))}
+        return {**wired, "reference_kernel": ReferenceKernel(source=v0.source, spec=self.spec(session, v0.source))}
 
     @overload
     def run_job(self, session: SessionRow, job: EvaluateJob, progress: Progress) -> EvaluateResult: ...
@@ -147,3 +151,8 @@ class LoopContext:
         if baseline is None or problem.yardstick is not None:
             return baseline
         return baseline.model_copy(update={"reason": no_vendor_reason(problem.name, self.device_of(session))})
+
+
+def session_seed(session_id: str) -> int:
+    """The seed of a session's input sets: fixed by its id, different between sessions."""
+    return int.from_bytes(hashlib.sha256(session_id.encode()).digest()[:4], "big") % 2**31

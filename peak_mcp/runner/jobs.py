@@ -105,8 +105,9 @@ def evaluate(executor: Executor, job: EvaluateJob | dict[str, Any], progress: Pr
         if (job.vendor_ms and timing and timing.recheck and timing.recheck.passed
                 and timing.median_ms < job.vendor_ms):
             progress("faster than the vendor library: validating again on fresh inputs")
-            again = validate(executor, kernel, problem, dtype, sizes, trials=2, seed=seed + 1000, progress=progress,
-                             sets=1)
+            # fresh: not the session's sets (those are kept between submissions), drawn anew each time
+            again = validate(executor, kernel, problem, dtype, sizes, trials=2, seed=time.time_ns() % 2**31,
+                             progress=progress, sets=1, keep=False)
             again.close()
             result.revalidation = again.verdict
     if "baseline" in steps:

@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             out.flush()
 
     from peak_mcp.backends.registry import open_executor
+    from peak_mcp.evaluation.reference_cache import KEPT
     from peak_mcp.runner import device_memory, problem_link
     from peak_mcp.runner.jobs import evaluate, generality
     from peak_mcp.runner.messages import JOB
@@ -113,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         # allocated goes back to the device before the reply, so the next job, or the problem host, finds it free.
         device_memory.release()
         if out_of_memory is not None:
+            KEPT.clear()  # the input sets kept between submissions give way to the next job's
+            device_memory.release()
             error = device_memory.device_memory_error(out_of_memory, "the server's validator (the device worker)")
             failed = Failed(id=job_id, kind=error.kind, error=str(error))
         send(failed or Done(id=job_id, result=result))

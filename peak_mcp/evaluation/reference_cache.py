@@ -1,0 +1,110 @@
+"""Input sets and their references kept in the worker between submissions (issue 35).
+
+A problem file's reference runs in its problem host (torch, float64) and crosses a socket: 10-20 s a submission at
+KernelBench's sizes, paid again by every submission of a session for the same inputs. A session's jobs draw their
+inputs from the session's seed, so (problem, dtype, sizes, seed, stress) names one input set and its reference:
+computed once, kept where the validator computes (device memory on a GPU), handed out as copies (the timed launches'
+audit changes elements of both). Kept only within a budget of memory; cleared when the device runs short.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+
+from peak_mcp.evaluation.kernel_reference import KernelReferenced
+from peak_mcp.problems.base import Problem, Reference
+
+Key = tuple[Any, ...]
+HOST_BUDGET_BYTES = 1 << 30  # numpy (a CPU Vulkan device, a compile-only worker): the worker's own memory
+DEVICE_BUDGET_BYTES = 16 << 30
+DEVICE_BUDGET_SHARE = 0.15  # of the device's memory, whichever is less
+DEVICE_FREE_SHARE = 0.25  # an entry is kept only while this share of the device stays free after it
+
+
+def identity(problem: Problem) -> Any | None:
+    """What names a problem's inputs and reference across jobs: a built-in problem's name, a problem file's path
+    and sha256; None (never kept) for anything else, e.g. a session whose reference is a kernel of its own."""
+    if isinstance(problem, KernelReferenced):
+        return None
+    declaration = getattr(problem, "declaration", None)
+    if declaration is not None:
+        return ("file", declaration.path, declaration.sha256)
+    return ("builtin", problem.name) if getattr(problem, "source", None) == "built-in" else None
+
+
+class ReferenceCache:
+    def __init__(self) -> None:
+        self._kept: OrderedDict[Key, tuple[dict[str, Any], dict[str, Reference], int]] = OrderedDict()
+        self.hits = self.misses = 0
+
+    def key(self, problem: Problem, xp: Any, dtype: str, sizes: dict[str, int], seed: int,
+            stressed: bool) -> Key | None:
+        named = identity(problem)
+        if named is None:
+            return None
+        return (named, xp.__name__, dtype, tuple(sorted(sizes.items())), int(seed), bool(stressed))
+
+    def get(self, key: Key | None, xp: Any) -> tuple[dict[str, Any], dict[str, Reference]] | None:
+        if key is None or key not in self._kept:
+            self.misses += key is not None
+            return None
+        self._kept.move_to_end(key)
+        self.hits += 1
+        inputs, refs, _ = self._kept[key]
+        return _copy_inputs(inputs, xp), {name: _copy_reference(ref, xp) for name, ref in refs.items()}
+
+    def put(self, key: Key | None, xp: Any, inputs: dict[str, Any], refs: dict[str, Reference]) -> None:
+        if key is None:
+            return
+        size = _bytes(inputs, refs)
+        budget = _budget(xp)
+        if size > budget // 2 or not _room_left(xp, size):
+            return
+        self._kept[key] = (_copy_inputs(inputs, xp), {n: _copy_reference(r, xp) for n, r in refs.items()}, size)
+        self._kept.move_to_end(key)
+        while sum(entry[2] for entry in self._kept.values()) > budget:
+            self._kept.popitem(last=False)
+
+    def clear(self) -> None:
+        self._kept.clear()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+
+def _copy_inputs(inputs: dict[str, Any], xp: Any) -> dict[str, Any]:
+    return {name: xp.array(value, copy=True) if hasattr(value, "shape") else value for name, value in inputs.items()}
+
+
+def _copy_reference(ref: Reference, xp: Any) -> Reference:
+    def copied(array: Any) -> Any:
+        return None if array is None else xp.array(array, copy=True)
+
+    return dataclasses.replace(ref, values=copied(ref.values), indices=copied(ref.indices), scale=copied(ref.scale))
+
+
+def _bytes(inputs: dict[str, Any], refs: dict[str, Reference]) -> int:
+    arrays = [v for v in inputs.values() if hasattr(v, "nbytes")]
+    arrays += [a for r in refs.values() for a in (r.values, r.indices, r.scale) if a is not None]
+    return int(sum(int(a.nbytes) for a in arrays))
+
+
+def _budget(xp: Any) -> int:
+    if xp is np:
+        return HOST_BUDGET_BYTES
+    _, total = xp.cuda.runtime.memGetInfo()
+    return int(min(DEVICE_BUDGET_BYTES, DEVICE_BUDGET_SHARE * total))
+
+
+def _room_left(xp: Any, size: int) -> bool:
+    if xp is np:
+        return True
+    free, total = xp.cuda.runtime.memGetInfo()
+    return free - size > DEVICE_FREE_SHARE * total
+
+
+KEPT = ReferenceCache()  # the worker process's own (one device per worker)
