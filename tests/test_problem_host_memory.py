@@ -42,10 +42,10 @@ def _file(folder: Path, name: str, body: str = "") -> Any:
     return describe_in_subprocess(path, timeout_s=120)
 
 
-def _job(declaration: Any, trials: int = 1) -> EvaluateJob:
+def _job(declaration: Any, trials: int = 1, seed: int = 3) -> EvaluateJob:
     spec = parse_annotation(KERNEL, needs=("entry", "groups"), symbols=("ROWS", "COLS"))
     return EvaluateJob(problem=declaration.name, declaration=declaration, dtype="f32", sizes=SIZES, source=KERNEL,
-                       spec=spec, steps=["compile", "validate"], trials=trials, seed=3)
+                       spec=spec, steps=["compile", "validate"], trials=trials, seed=seed)
 
 
 def _passed(result: Any) -> bool:
@@ -99,7 +99,8 @@ def test_a_problem_hosts_notes_keep_a_long_trial_alive(tmp_path: Path) -> None:
         # the worker's start and its first compile outside the measured job
         assert _passed(pool.run("hlsl", 0, _job(declaration), inactivity_s=120, total_s=600))
         notes: list[str] = []
-        result = pool.run("hlsl", 0, _job(declaration), inactivity_s=3, total_s=600, progress=notes.append)
+        # another seed: the worker keeps the first job's inputs and reference (reference_cache), not this one's
+        result = pool.run("hlsl", 0, _job(declaration, seed=4), inactivity_s=3, total_s=600, progress=notes.append)
     finally:
         pool.close()
     assert _passed(result), result

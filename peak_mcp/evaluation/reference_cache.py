@@ -43,10 +43,10 @@ class ReferenceCache:
 
     def key(self, problem: Problem, xp: Any, dtype: str, sizes: dict[str, int], seed: int,
             stressed: bool) -> Key | None:
-        named = identity(problem)
-        if named is None:
+        named, where = identity(problem), getattr(xp, "__name__", None)
+        if named is None or where not in ("numpy", "cupy"):  # an array module of a tool's own: not kept
             return None
-        return (named, xp.__name__, dtype, tuple(sorted(sizes.items())), int(seed), bool(stressed))
+        return (named, where, dtype, tuple(sorted(sizes.items())), int(seed), bool(stressed))
 
     def get(self, key: Key | None, xp: Any) -> tuple[dict[str, Any], dict[str, Reference]] | None:
         if key is None or key not in self._kept:
