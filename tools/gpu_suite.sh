@@ -27,7 +27,7 @@ python3 -m peak_mcp doctor > "$RESULTS/doctor.json" 2> "$RESULTS/doctor.log"; ec
 
 # PARTS picks what runs, so the suite can be split over calls that each fit the device's per-call limit.
 # Not in the default PARTS: hostile, hostile_tests (the hostile-kernel corpus, tests/hostile/), lavapipe, ladder,
-# hlsl_ladder, f32ladder, hlsl_reference, problems, attention, conv2d, kernelbench, false_failures, false_failures_kernel.
+# hlsl_ladder, f32ladder, hlsl_reference, problems, attention, kbround, conv2d, kernelbench, false_failures, false_failures_kernel.
 bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $RESULTS
     local name=$1; shift
     echo "== bench $name"
@@ -117,6 +117,18 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
             --dtypes ${ATTN_DTYPES:-bf16} --v0 5_hopper_wgmma --kernels 5_hopper_wgmma --torch-kernels \
             --data-dir /tmp/peak-attention --out "$RESULTS/attention.json" 2> "$RESULTS/attention.log" \
             | tee "$RESULTS/attention.txt" ;;
+    kbround)  # issue 35: submit_kernel's round trip on KernelBench files at the issue's sizes (carry build/kernelbench,
+        # from PROBLEMS_LIST=tools/kernelbench_batch/agent33.txt tools/kernelbench_batch.sh prepare): the agent's kernel
+        # as v0, then submitted twice more (the session's input sets and references kept from the first)
+        for entry in kb_40_layernorm: kb_89_cumsum:BATCH_SIZE=4096 kb_4_matrix_vector_multiplication:M=2048,K=65536; do
+            name=${entry%%:*} sizes=${entry#*:}
+            kernel=tools/kernelbench_batch/agent33/$name.cu
+            timeout "${KB_TIMEOUT:-300}" python3 tools/bench_problems.py --problem-dir build/kernelbench \
+                --problems "$name" --dtypes f32 ${sizes:+--sizes "$sizes"} --v0 "$kernel" --kernels "$kernel" "$kernel" \
+                --data-dir "/tmp/peak-kbround-$name" --out "$RESULTS/kbround_$name.json" \
+                2> "$RESULTS/kbround_$name.log" | tee "$RESULTS/kbround_$name.txt"
+            python3 tools/timelines.py --data-dir "/tmp/peak-kbround-$name" | tee -a "$RESULTS/kbround_$name.txt"
+        done ;;
     conv2d)  # conv2d's ladder on a ResNet-50 3x3 layer and a 1x1 layer, % of cuDNN through torch, cuDNN's kernels named
         for layer in N=32,H=56,W=56,C=64,K=64,R=3,S=3,STRIDE=1,PAD=1,DIL=1 N=32,H=56,W=56,C=256,K=64,R=1,S=1,STRIDE=1,PAD=0,DIL=1; do
             tag=$(echo "$layer" | cut -d, -f4,6 | tr -d '=,')
