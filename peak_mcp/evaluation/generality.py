@@ -1,6 +1,7 @@
 """Which other sizes a version is validated at after it passes at the session's: PEAK checks every step at many
 execution parameters, because a kernel that only works at tile multiples is a wrong kernel unless the session
-says those are the only sizes it will ever see (its constraints)."""
+says those are the only sizes it will ever see (its constraints). At the largest sizes, too big to run, only the
+launch line is evaluated against the launch limits (largest_sizes, launch_breach)."""
 
 from __future__ import annotations
 

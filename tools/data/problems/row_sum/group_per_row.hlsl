@@ -1,5 +1,6 @@
 // Row sum, one thread group per row: 64 threads stride over the row; partial sums reduced in groupshared memory.
-// peak: entry=main groups=(ROWS, 1, 1)
+// Groups past 65,535 rows spread over y (every Vulkan device's limit along x): row = gid.y * 65535 + gid.x.
+// peak: entry=main groups=(min(ROWS, 65535), cdiv(ROWS, 65535), 1)
 struct Params { uint ROWS; uint COLS; };
 [[vk::push_constant]] ConstantBuffer<Params> p;
 [[vk::binding(0)]] StructuredBuffer<T> x;
@@ -10,7 +11,9 @@ groupshared float partial[THREADS];
 [numthreads(THREADS, 1, 1)]
 void main(uint3 gid : SV_GroupID, uint tid : SV_GroupIndex)
 {
-    uint base = gid.x * p.COLS;
+    uint row = gid.y * 65535 + gid.x;
+    if (row >= p.ROWS) return;  // the same for the whole group: before any barrier
+    uint base = row * p.COLS;
     float sum = 0.0;
     for (uint c = tid; c < p.COLS; c += THREADS)
         sum += to_f32(x[base + c]);
@@ -22,5 +25,5 @@ void main(uint3 gid : SV_GroupID, uint tid : SV_GroupIndex)
         GroupMemoryBarrierWithGroupSync();
     }
     if (tid == 0)
-        y[gid.x] = partial[0];
+        y[row] = partial[0];
 }
