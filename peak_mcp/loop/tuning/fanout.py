@@ -10,7 +10,9 @@ unfinished configurations go again on another device, so no configuration asked 
 from __future__ import annotations
 
 import contextvars
+import math
 import queue
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
@@ -59,74 +61,56 @@ class FanOut:
         self._lanes = self.devices()
         return self.per_device(len(self._lanes)) * len(self._lanes)
 
+    def plan_all(self, remaining: int) -> int:
+        """A batch of everything left (a strategy that learns nothing between batches): the devices pull chunks
+        of it as they finish, so none waits at a batch's end for the slowest (a worker starting, another session's
+        job) and each job's first compile is paid once per chunk, not once per small batch."""
+        self._lanes = self.devices()
+        return remaining
+
+    def chunk_size(self, count: int, lanes: int) -> int:
+        """Configurations per job: the plan's per-device share, or for a larger batch (plan_all) an even split into
+        rounds of at most MAX_CHUNK per device."""
+        share = self.per_device(lanes)
+        if count <= share * lanes:
+            return max(1, min(share, math.ceil(count / lanes)))
+        rounds = math.ceil(count / (lanes * MAX_CHUNK))
+        return math.ceil(count / (lanes * rounds))
+
     def measure(self, batch: list[Config]) -> list[ConfigResult]:
+        """The batch in chunks on the planned devices, each device taking the next chunk when it is done. A chunk
+        whose configuration killed its worker goes on without it; one whose device failed goes to another."""
         lanes = self._lanes or self.devices()
         self._lanes = []  # a plan serves one batch
-        live = list(lanes)
-        pending: list[tuple[list[Config], int | None]] = [(batch[i::len(live)], None) for i in range(len(live))]
-        pending = [(chunk, None) for chunk, _ in pending if chunk]
-        results: list[ConfigResult] = []
-        while pending:
-            rounds = self._assign(pending, live)
-            pending = []
-            for device, chunk, outcome in self._run_round(rounds, len(lanes)):
-                if isinstance(outcome, list):
-                    results.extend(r.model_copy(update={"device": device}) for r in outcome)
-                    continue
-                if outcome.kind == "cancelled":
-                    raise outcome
-                crashed = crashed_config(outcome.stage, chunk)
-                if crashed is not None:  # the configuration killed its worker: it fails, the rest go elsewhere
-                    results.append(ConfigResult(params=crashed.params, status="failed", kind="error",
-                                                reason=str(outcome)[:300], device=device))
-                    rest = [c for c in chunk if c.key != crashed.key]
-                else:  # nothing to blame but the device (its worker did not start, or died between configurations)
-                    if device in live:
-                        live.remove(device)
-                    if not live:
-                        raise outcome
-                    rest = chunk
-                if rest:
-                    pending.append((rest, device))
-        return results
-
-    @staticmethod
-    def _assign(pending: list[tuple[list[Config], int | None]],
-                live: list[int]) -> dict[int, list[list[Config]]]:
-        """Each chunk to the least loaded live device, another than the one it failed on where there is one."""
-        rounds: dict[int, list[list[Config]]] = {d: [] for d in live}
-        for chunk, failed_on in pending:
-            others = [d for d in live if d != failed_on] or live
-            device = min(others, key=lambda d: (len(rounds[d]), live.index(d)))
-            rounds[device].append(chunk)
-        return {d: chunks for d, chunks in rounds.items() if chunks}
-
-    def _run_round(self, rounds: dict[int, list[list[Config]]],
-                   lanes: int) -> list[tuple[int, list[Config], list[ConfigResult] | JobFailed]]:
-        """One thread per device runs its chunks in turn; progress is relayed from this thread (the MCP layer
-        reports progress only from the request's own thread)."""
+        size = self.chunk_size(len(batch), len(lanes))
+        work = _Work([batch[i:i + size] for i in range(0, len(batch), size)], lanes)
         notes: queue.SimpleQueue[str] = queue.SimpleQueue()
 
-        def on_device(device: int) -> list[tuple[int, list[Config], list[ConfigResult] | JobFailed]]:
-            out: list[tuple[int, list[Config], list[ConfigResult] | JobFailed]] = []
-            note = (lambda m: notes.put(f"device {device}: {m}")) if lanes > 1 else notes.put
-            for chunk in rounds[device]:
+        def on_device(device: int) -> None:
+            note = (lambda m: notes.put(f"device {device}: {m}")) if len(lanes) > 1 else notes.put
+            while (chunk := work.take(device)) is not None:
                 try:
-                    out.append((device, chunk, self.run(device, chunk, self.compile_workers(lanes), note)))
+                    outcome: list[ConfigResult] | JobFailed = self.run(device, chunk, self.compile_workers(len(lanes)),
+                                                                       note)
                 except JobFailed as exc:
-                    out.append((device, chunk, exc))
-            return out
+                    outcome = exc
+                except BaseException as exc:  # the server's own fault: the other threads must not wait for it
+                    work.abort(exc)
+                    raise
+                work.done(device, chunk, outcome)
 
-        with ThreadPoolExecutor(max_workers=len(rounds), thread_name_prefix="tune-device") as threads:
+        with ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="tune-device") as threads:
             # each thread runs in a copy of this context: the request's cancel token reaches the pool
             futures: list[Future[Any]] = [threads.submit(contextvars.copy_context().run, on_device, d)
-                                          for d in rounds]
+                                          for d in lanes]
             remaining = set(futures)
             while remaining:
                 _, remaining = wait(remaining, timeout=RELAY_S, return_when=FIRST_COMPLETED)
                 self._relay(notes)
             self._relay(notes)
-            return [item for f in futures for item in f.result()]
+            for future in futures:
+                future.result()
+        return work.outcome()
 
     def _relay(self, notes: queue.SimpleQueue[str]) -> None:
         while True:
@@ -134,3 +118,75 @@ class FanOut:
                 self.progress(notes.get_nowait())
             except queue.Empty:
                 return
+
+
+MAX_CHUNK = 32  # configurations per job at most: a job is bounded in time as a whole
+
+
+class _Work:
+    """The chunks of one batch, taken by the device threads as they come free. A chunk that failed on a device goes
+    to another where one is live; a device whose worker failed (not a configuration that crashed it) takes no more.
+    Threads wait while chunks are out on other devices (a failed one may come back), and leave when nothing is."""
+
+    def __init__(self, chunks: list[list[Config]], lanes: list[int]) -> None:
+        self.pending: list[tuple[list[Config], int | None]] = [(c, None) for c in chunks if c]
+        self.live, self.active, self.out = set(lanes), set(lanes), 0
+        self.results: list[ConfigResult] = []
+        self.failure: BaseException | None = None
+        self.cond = threading.Condition()
+
+    def take(self, device: int) -> list[Config] | None:
+        """The next chunk for `device`, or None once nothing is left for it. A chunk that failed on it waits for
+        another device still at work, and comes back to it only when no other is."""
+        with self.cond:
+            while True:
+                if device not in self.live or self.failure is not None:
+                    return self._leave(device)
+                others = (self.active & self.live) - {device}
+                pick = next((i for i, (_, failed_on) in enumerate(self.pending)
+                             if failed_on != device or not others), None)
+                if pick is not None:
+                    self.out += 1
+                    return self.pending.pop(pick)[0]
+                if not self.out and not self.pending:
+                    return self._leave(device)
+                self.cond.wait()
+
+    def _leave(self, device: int) -> None:
+        self.active.discard(device)
+        self.cond.notify_all()  # a chunk that waited for another device may be this one's now
+        return None
+
+    def done(self, device: int, chunk: list[Config], outcome: list[ConfigResult] | JobFailed) -> None:
+        with self.cond:
+            self.out -= 1
+            self.cond.notify_all()
+            if isinstance(outcome, list):
+                self.results.extend(r.model_copy(update={"device": device}) for r in outcome)
+                return
+            if outcome.kind == "cancelled":
+                self.failure = outcome
+                return
+            crashed = crashed_config(outcome.stage, chunk)
+            if crashed is not None:  # the configuration killed its worker: it fails, the rest go on
+                self.results.append(ConfigResult(params=crashed.params, status="failed", kind="error",
+                                                 reason=str(outcome)[:300], device=device))
+                rest = [c for c in chunk if c.key != crashed.key]
+            else:  # nothing to blame but the device (its worker did not start, or died between configurations)
+                self.live.discard(device)
+                if not self.live:
+                    self.failure = outcome
+                    return
+                rest = chunk
+            if rest:
+                self.pending.append((rest, device))
+
+    def abort(self, error: BaseException) -> None:
+        with self.cond:
+            self.failure = error
+            self.cond.notify_all()
+
+    def outcome(self) -> list[ConfigResult]:
+        if self.failure is not None:
+            raise self.failure
+        return self.results

@@ -83,6 +83,7 @@ class Strategy(ABC):
     """Ask for batches, tell results; never proposes a configuration twice, nor one outside the valid space."""
 
     name = "base"
+    learns = False  # whether a batch's results change what it proposes next (else all may be asked at once)
 
     def __init__(self, space: Space, *, seed: int = 0, seed_configs: Iterable[Mapping[str, int]] = ()) -> None:
         self.space = space
@@ -172,6 +173,7 @@ class OptunaSearch(Strategy):
     `max_attempts` such proposals, a random unasked valid configuration is taken instead."""
 
     name = "optuna"
+    learns = True
 
     def __init__(self, space: Space, *, categorical: bool = False, n_startup: int | None = None,
                  max_attempts: int = 64, **kwargs: Any) -> None:

@@ -82,10 +82,12 @@ class Tuner:
                      + (f", best {best.median_ms:.4g} ms ({Config(params=best.params).label()})" if best else ""))
             return results
 
-        # Each batch: tuning.batch_size configurations per device, on the devices idle when it is asked for. The best
-        # is then timed in full on the session's own device alone.
+        # Each batch: tuning.batch_size configurations per device, on the devices idle when it is asked for; a
+        # strategy that learns nothing between batches asks for all at once (the devices pull chunks of it), unless a
+        # time budget is to be checked between batches. The best is then timed in full on the session's device alone.
+        whole = not search.learns and budget_s is None
         report = run_tuning(space, search, measure, version=v.number, max_configs=max_configs,
-                            budget_s=budget_s, batch_size=fan.plan)
+                            budget_s=budget_s, batch_size=(lambda: fan.plan_all(max_configs)) if whole else fan.plan)
         report.searched = searched
         self.choose_best(session, v.source, spec, report, progress)
         columns: dict[str, Any] = {}
