@@ -8,8 +8,12 @@ OUT=${OUT:-/tmp/peak-out}
 RESULTS=$(mktemp -d /tmp/peak-results.XXXX)
 mkdir -p "$OUT"
 trap 'tar czf "$OUT/results.tgz" -C "$RESULTS" .' EXIT
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || { echo "wheel install failed"; exit 1; }
+# once per machine: suites started side by side (one per GPU) must not install into /tmp/site at the same time
+if [ ! -e /tmp/site/.peak-installed ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        || { echo "wheel install failed"; exit 1; }
+    touch /tmp/site/.peak-installed
+fi
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 if [ -d .gl ]; then for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig; fi
 if [ -d .vk ]; then  # glslang and Mesa's lavapipe, unpacked beside / so they cannot break the image
@@ -27,7 +31,7 @@ python3 -m peak_mcp doctor > "$RESULTS/doctor.json" 2> "$RESULTS/doctor.log"; ec
 
 # PARTS picks what runs, so the suite can be split over calls that each fit the device's per-call limit.
 # Not in the default PARTS: hostile, hostile_tests (the hostile-kernel corpus, tests/hostile/), lavapipe, ladder,
-# hlsl_ladder, f32ladder, hlsl_reference, problems, attention, kbround, conv2d, kernelbench, false_failures, false_failures_kernel.
+# hlsl_ladder, f32ladder, hlsl_reference, problems, attention, kbround, convround, conv2d, kernelbench, false_failures, false_failures_kernel.
 bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $RESULTS
     local name=$1; shift
     echo "== bench $name"
@@ -66,7 +70,8 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
         timeout 300 python3 tools/bench_validate.py --backend hlsl --size "${SIZE:-4096}" --reference both \
             --no-profile examples/matmul/hlsl/register_blocked.hlsl 2>&1 | tee "$RESULTS/bench_validate_hlsl.txt" ;;
     plain)  # the f32 examples alone: round trips and phases without faults or apply in the way
-        bench cuda_plain --backend cuda --dtype f32 --size "${SIZE:-4096}" ;;
+        bench cuda_plain --backend cuda --dtype f32 --size "${SIZE:-4096}"
+        python3 tools/timelines.py --data-dir /tmp/peak-bench-cuda_plain | tee -a "$RESULTS/bench_cuda_plain.txt" ;;
     cuda)  # f32 with the fault cases and a sampled apply round trip
         bench cuda_f32 --backend cuda --dtype f32 --size "${SIZE:-4096}" --faults \
             --apply register-blocking-2d=examples/matmul/cuda/regblock_2d.cu ;;
@@ -129,6 +134,12 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
                 2> "$RESULTS/kbround_$name.log" | tee "$RESULTS/kbround_$name.txt"
             python3 tools/timelines.py --data-dir "/tmp/peak-kbround-$name" | tee -a "$RESULTS/kbround_$name.txt"
         done ;;
+    convround)  # issue 35: the Hopper conv2d step's round trip on the ResNet-50 3x3 layer (step 5 as v0), twice
+        timeout 300 python3 tools/bench_problems.py --problems conv2d --dtypes f16 --v0 5_mma_swizzled \
+            --kernels 6_hopper_tma_wgmma 6_hopper_tma_wgmma --sizes N=32,H=56,W=56,C=64,K=64,R=3,S=3,STRIDE=1,PAD=1,DIL=1 \
+            --data-dir /tmp/peak-convround --out "$RESULTS/convround.json" 2> "$RESULTS/convround.log" \
+            | tee "$RESULTS/convround.txt"
+        python3 tools/timelines.py --data-dir /tmp/peak-convround | tee -a "$RESULTS/convround.txt" ;;
     conv2d)  # conv2d's ladder on a ResNet-50 3x3 layer and a 1x1 layer, % of cuDNN through torch, cuDNN's kernels named
         for layer in N=32,H=56,W=56,C=64,K=64,R=3,S=3,STRIDE=1,PAD=1,DIL=1 N=32,H=56,W=56,C=256,K=64,R=1,S=1,STRIDE=1,PAD=0,DIL=1; do
             tag=$(echo "$layer" | cut -d, -f4,6 | tr -d '=,')
