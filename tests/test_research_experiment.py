@@ -185,3 +185,21 @@ def test_replay_finds_a_reply_by_cell_then_by_the_request_text(tmp_path: Path) -
     assert (answer(asked, 5, 1).text, answer(asked, 5, 1).note) == ("second", "replayed by hash")
     with pytest.raises(NotRecorded, match="repeat 5 attempt 1"):
         answer(other, 5, 1)
+
+
+def test_a_base_that_did_not_pass_stops_the_run_before_any_cell(settings, tmp_path: Path) -> None:
+    """Two experiments on one data dir: the second server's v0 cannot take the lavapipe device (device_busy). The
+    run says so once and runs no cell, instead of recording every cell as an apply_transformation error."""
+    from peak_mcp.research.runner import ExperimentError
+    from peak_mcp.runner.ownership import DeviceLocks
+
+    held = DeviceLocks(settings.data_dir / "locks")
+    held.acquire("hlsl", 0)  # what the other experiment's server holds for its life
+    folder, out = tmp_path / "exchange", tmp_path / "run"
+    plan = spec(tmp_path, [TILING, UNROLL], 2, label="person", backend="exchange", folder=str(folder), timeout_s=3)
+    try:
+        with pytest.raises(ExperimentError, match=r"version 0 has status error \(device_busy"):
+            run(settings, plan, out)
+    finally:
+        held.release_all()
+    assert not (out / RESULTS).exists() and not list(folder.glob("request-*.json"))

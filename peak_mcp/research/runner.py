@@ -22,6 +22,8 @@ from peak_mcp.research.spec import ExperimentSpec, ModelSpec
 
 RESULTS = "results.jsonl"
 EXCHANGES = "exchanges.jsonl"
+# v0 statuses apply_transformation refuses as a base (peak_mcp/loop/apply.py: passing or compiled only)
+BASE_REFUSED = frozenset({"pending", "invalid_annotation", "invalid_reply", "compile_error", "failed", "error"})
 
 
 class ExperimentError(RuntimeError):
@@ -124,9 +126,13 @@ async def run_experiment(spec: ExperimentSpec, out: Path, target: Any,
         progress("every cell is finished")
         return [c for c in read_results(out) if c.finished]
     recorder = Recorder(make_backend(spec.model), out / EXCHANGES)
+    refused: ExperimentError | None = None
     async with Client(target, sampling_callback=recorder) as client:
-        session = spec.session_id or await _start(client, spec)
-        progress(f"session {session}: {len(todo)} cells to run, {len(finished)} finished before")
+        try:  # raised inside, it would leave Client's task group wrapped in an ExceptionGroup
+            session = spec.session_id or await _start(client, spec)
+            progress(f"session {session}: {len(todo)} cells to run, {len(finished)} finished before")
+        except ExperimentError as exc:
+            refused, todo = exc, []
         for transformation, repeat in todo:
             recorder.begin(spec.model.label, transformation, repeat)
             began = time.monotonic()
@@ -144,6 +150,8 @@ async def run_experiment(spec: ExperimentSpec, out: Path, target: Any,
                 "succeeded" if cell.succeeded else "failed" if cell.finished else f"unfinished ({cell.error})") +
                 f" after {len(cell.attempts)} attempt(s), " + " ".join(a.outcome for a in cell.attempts) +
                 f" ({cell.wall_s:.0f} s)")
+    if refused is not None:
+        raise refused
     return [c for c in read_results(out) if c.finished]
 
 
@@ -153,7 +161,13 @@ async def _start(client: Client, spec: ExperimentSpec) -> str:
         "label": f"experiment {spec.model.label}"})
     if started.is_error:
         raise ExperimentError(f"start_session failed: {started.content[0].text}")
-    return started.structured_content["session_id"]
+    info = started.structured_content
+    v0 = info.get("version_0") or {}
+    if v0.get("status") in BASE_REFUSED:  # every cell would fail alike: say why once, run none
+        raise ExperimentError(f"session {info['session_id']}: version 0 has status {v0['status']} "
+                              f"({v0.get('failure')}: {(v0.get('message') or '')[:300]}); "
+                              "apply_transformation needs a passing base")
+    return info["session_id"]
 
 
 def _cell(spec: ExperimentSpec, session: str, transformation: str, repeat: int, answer: Any,
