@@ -57,3 +57,19 @@ async def test_failed_configurations_are_named_with_their_cause_and_a_full_searc
         forced = await call(client, "tune", {"session_id": sid, "version": v["version"], "again": True})
         assert not forced.get("reused") and forced["tried"] == 3
         assert service.store.version(sid, v["version"]).tuning.at > searched_at
+
+
+def test_the_full_timings_gap_is_a_speed_ratio_like_submit_kernels() -> None:
+    """An agent read "the full timing is 1.38× the search's estimate" as faster: it was a time ratio, and slower."""
+    from types import SimpleNamespace
+
+    from peak_mcp.evaluation.configs import BestConfig, ConfigResult, TuneReport
+    from peak_mcp.loop.tuning.tune import _estimate_gap
+
+    estimate = ConfigResult(params={"T": 1}, status="ok", median_ms=1.0, cv=0.01)
+    report = TuneReport(version=1, strategy="random", space_size=1, valid_size=1, tried=1, where_pruned=0, pruned=[],
+                        results=[estimate],
+                        best=BestConfig(params={"T": 1}, median_ms=1.0), stopped="space exhausted")
+    slower = SimpleNamespace(median_ms=1.25, p25_ms=1.24, p75_ms=1.26)
+    text = _estimate_gap(slower, report)
+    assert text is not None and "0.8× the speed the search estimated (slower beyond noise" in text
