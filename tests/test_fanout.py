@@ -194,3 +194,18 @@ def test_a_plan_sizes_the_batch_by_devices_and_cores(monkeypatch) -> None:
     assert {d for d, *_ in seen} <= {3, 5, 7}
     assert fan.plan_all(96) == 96 and fan.chunk_size(96, 3) == 32 and fan.chunk_size(96, 2) == 24
     assert fan.chunk_size(96, 1) == 32 and fan.chunk_size(100, 4) == 25 and fan.chunk_size(24, 3) == 8
+
+
+def test_a_session_starts_its_idle_twins_workers_ahead_of_a_tune(rig) -> None:
+    """Issue 35: a tune's helper devices started their workers inside its first batch (4 s of it on H200s). A
+    session now starts them in the background, without queueing on them (placement and tuning read the queues)."""
+    r = rig([H200, H200, H100])
+    sid, version = r.session(0)
+    deadline = time.monotonic() + 30
+    while ("cuda", 1) not in r.pool._workers and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert r.pool._workers[("cuda", 1)].alive()
+    assert ("cuda", 2) not in r.pool._workers  # another model: no tune of this session would use it
+    assert r.pool.queue_length("cuda", 1) == 0
+    report = r.service.tune(sid, version, max_configs=16)
+    assert report.devices == [0, 1] and report.tried == 16

@@ -3,6 +3,7 @@ a session placed on the least loaded one, and the devices a tune of a session ma
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -92,6 +93,13 @@ class Devices:
                                                                               self.profiles)
         self._devices[session.id] = cached
         return cached
+
+    def warm_twins(self, session: SessionRow) -> None:
+        """Start, in the background, the workers of the devices a tune of this session would spread over (same
+        model, idle), so that its first batch does not wait for them."""
+        for index in self.tuning_devices(session)[1:]:
+            threading.Thread(target=self.pool.warm, args=(session.backend, index), name=f"warm-{index}",
+                             daemon=True).start()
 
     def tuning_devices(self, session: SessionRow) -> list[int]:
         """The devices a tune of this session measures on now: its own, and every idle one of the same model."""

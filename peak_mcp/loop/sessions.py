@@ -64,6 +64,8 @@ class Sessions:
                                                    constraints=constraints, device_info=placed.model_dump(),
                                                    problem_sha256=file_sha256(spec))
         self.ctx.devices.remember(session_id, placed)
+        if index >= 0:  # a tune spreads over the idle twins of its device: their workers start now, not in it
+            self.ctx.devices.warm_twins(self.ctx.store.session(session_id))
         if reference_kernel is not None:  # the user's current kernel is v0, validated against the reference
             report = self.pipeline.submit(session_id, reference_kernel, parent=None, origin="reference",
                                           transformation=None, progress=progress)

@@ -133,6 +133,16 @@ class DeviceQueues:
                 self._queued[key] -= 1
 
 
+    @contextlib.contextmanager
+    def quietly(self, key: tuple[str, int]) -> Iterator[None]:
+        """The device's lock without joining its queue: a worker started ahead of any job leaves the device idle
+        to placement and tuning (they read queue lengths), and a job waits until the start is done."""
+        with self._guard:
+            lock = self._locks[key]
+        with lock:
+            yield
+
+
 class DevicePool:
     """Runs jobs on workers keyed by (backend, device index). Thread-safe; one job at a time per device."""
 
@@ -172,6 +182,18 @@ class DevicePool:
             finally:
                 for host in worker.hosts.values():  # no problem file's code runs while another job is timed
                     host.pause()
+
+    def warm(self, backend: str, index: int) -> None:
+        """Start the device's worker ahead of its first job (a tune's helper devices: their start took 4 s of a
+        tune's first batch); never raises: the first job starts it, or says why it cannot."""
+        key = (backend, index)
+        try:
+            with self.queues.quietly(key):
+                worker = self._workers.get(key)
+                if worker is None or not worker.alive():
+                    self._workers[key] = self._start(backend, index)
+        except Exception as exc:  # a device another server owns, a worker that did not start
+            log.info("worker not started ahead", backend=backend, device=index, reason=str(exc)[:200])
 
     def close(self) -> None:
         for worker in list(self._workers.values()):

@@ -127,6 +127,9 @@ class RayDevicePool:
     def queue_length(self, backend: str, index: int) -> int:
         return self.queues.length((backend, index))
 
+    def warm(self, backend: str, index: int) -> None:
+        """A device's actor starts with its first job (DevicePool.warm starts a worker ahead of it)."""
+
     def run(self, backend: str, index: int, job: Job, *, inactivity_s: float, total_s: float,
             progress: Progress | None = None, cancel: threading.Event | None = None) -> JobResult:
         key = (backend, index)
