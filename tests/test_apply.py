@@ -261,3 +261,20 @@ async def test_an_hlsl_brief_carries_hlsl_only_and_one_tuning_section(make_clien
     assert brief.count("## Tuning parameters") == 1, brief
     tuning = brief.split("## Tuning parameters", 1)[1]
     assert "Keep them" in tuning and "- HLSL on lavapipe" in tuning and "keeps the kernel's own" in tuning
+
+
+@pytest.mark.anyio
+async def test_a_brief_says_when_its_kernel_did_none_of_the_texts_usual_predecessors(make_client) -> None:
+    """An experiment applies every text to v0; double-buffering's text assumes a register-blocked kernel ("keep
+    the tile shape"). Its brief now says the naive kernel did none of its predecessors, and what to do about it;
+    shared-memory-tiling (no predecessor) gets no such section."""
+    async with make_client() as (client, _):
+        sid = await _start(client)
+        step = step_of(await client.call_tool("apply_transformation", {
+            "session_id": sid, "transformation": "double-buffering"}))
+        assert "## Starting point" in step["brief"]
+        assert "usually comes after register-blocking-2d" in step["brief"]
+        assert "version 0 has done none" in step["brief"]
+        plain = step_of(await client.call_tool("apply_transformation", {
+            "session_id": sid, "transformation": "shared-memory-tiling"}))
+        assert "## Starting point" not in plain["brief"]

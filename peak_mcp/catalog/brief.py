@@ -43,6 +43,8 @@ class KernelTask(BaseModel):
     transformation_body: str
     instructions: str | None = None
     language: str
+    # the texts this one usually follows, (id, title), where the kernel it starts from did none of them
+    missing_first: list[tuple[str, str]] = Field(default_factory=list)
 
 
 class Standing(BaseModel):
@@ -157,9 +159,14 @@ def build_brief(task: KernelTask, standing: Standing, source: str, *, max_attemp
     body, suggested = own_contract(task.transformation_body, task.problem), None
     if _TUNED.search(source):  # one Tuning parameters section: the rule, then what the text suggests
         body, suggested = split_section(body, TUNING_HEADING)
-    parts += [f"## Where the session stands\n{describe_standing(standing)}",
+    standing_text = describe_standing(standing)
+    if version is not None and standing.head is not None and version != standing.head:
+        standing_text += f"\nThis step starts from version {version}, not from head."
+    parts += [f"## Where the session stands\n{standing_text}",
               f"## Current kernel{which}\n```{task.language}\n{source.rstrip()}\n```",
               f"## Transformation to apply\n{body.strip()}"]
+    if task.missing_first:
+        parts.append(starting_point(task.missing_first, version))
     if task.instructions:
         parts.append(f"## Additional instructions from the engineer\n{task.instructions.strip()}")
     if _TUNED.search(source):
@@ -171,6 +178,17 @@ def build_brief(task: KernelTask, standing: Standing, source: str, *, max_attemp
     return "\n\n".join(parts)
 
 
+def starting_point(missing: list[tuple[str, str]], version: int | None) -> str:
+    """Where the kernel stands against the text's usual predecessors: none of them done (an experiment applies
+    every text to v0; an agent may skip a step), so the text's 'Keep unchanged' items about them do not hold yet."""
+    kernel = f"version {version}" if version is not None else "the current kernel"
+    names = " or ".join(f"{id} ({title})" for id, title in missing)
+    return (f"## Starting point\nThis text usually comes after {names}; {kernel} has done none of them (judged from "
+            "its lineage and its code). Where the text assumes that step (its 'Keep unchanged' items, the code it "
+            "quotes), carry out what it needs of the step as part of this one, and keep everything else of the "
+            "contract.")
+
+
 def build_retry(task: KernelTask, standing: Standing, failed: FailedAttempt, *, attempt: int, max_attempts: int,
                 earlier: list[str] = ()) -> str:
     """A retry brief for a sampler that remembers nothing: the code that failed, its verdict once, and what it
@@ -178,6 +196,8 @@ def build_retry(task: KernelTask, standing: Standing, failed: FailedAttempt, *, 
     parts = _header(task, attempt, max_attempts)
     parts += [f"## Where the session stands\n{describe_standing(standing)}",
               f"## Transformation being applied\n{own_contract(task.transformation_body, task.problem).strip()}"]
+    if task.missing_first:
+        parts.append(starting_point(task.missing_first, failed.parent))
     if task.instructions:
         parts.append(f"## Additional instructions from the engineer\n{task.instructions.strip()}")
     if earlier:

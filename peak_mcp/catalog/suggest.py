@@ -104,19 +104,7 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
         basis = max((v.number for v in versions if v.status is Status.COMPILED), default=basis)
     chain = lineage(versions, basis)
     applied = [v.transformation for v in chain if v.transformation]
-    features = source_features(chain[-1].source, problem)
-
-    done: set[str] = set()
-    unshown: dict[str, str] = {}  # a lineage label whose work the head's code does not show: not done
-    for name in applied:  # the text the session resolved it to, and whatever that one extends, are done
-        cursor = catalog.resolve(name, backend, descriptor, dtype) if name in catalog else None
-        if LABEL_SHOWS.get(cursor.id if cursor else name, "") not in ("", *features):
-            unshown[cursor.id if cursor else name] = LABEL_SHOWS[cursor.id if cursor else name]
-            continue
-        while cursor is not None and cursor.id not in done:
-            done.add(cursor.id)
-            cursor = catalog.get(cursor.extends) if cursor.extends in catalog else None
-        done.add(name)
+    features, done, unshown = _what_is_done(catalog, chain, backend, descriptor, dtype, problem)
     by_feature = {id for covers in features.values() for id in covers}
     hinted = {step for name in done if name in catalog for step in _next_steps(catalog.get(name))}
     in_lineage = {v.number for v in chain}
@@ -171,6 +159,44 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
                                                              descriptor, problem.traits,
                                                              _tune_hint(chain[-1].source, session.runs,
                                                                         _searched_in_full(chain[-1]))))
+
+
+def _what_is_done(catalog: Catalog, chain: list[VersionRow], backend: str, descriptor: DeviceDescriptor, dtype: str,
+                  problem: Problem) -> tuple[dict[str, Any], set[str], dict[str, str]]:
+    """The last version's code features, the texts its lineage did (each as the session resolved it, and what that
+    one extends), and the lineage labels whose work its code does not show (not done)."""
+    features = source_features(chain[-1].source, problem)
+    done: set[str] = set()
+    unshown: dict[str, str] = {}
+    for name in (v.transformation for v in chain if v.transformation):
+        cursor = catalog.resolve(name, backend, descriptor, dtype) if name in catalog else None
+        if LABEL_SHOWS.get(cursor.id if cursor else name, "") not in ("", *features):
+            unshown[cursor.id if cursor else name] = LABEL_SHOWS[cursor.id if cursor else name]
+            continue
+        while cursor is not None and cursor.id not in done:
+            done.add(cursor.id)
+            cursor = catalog.get(cursor.extends) if cursor.extends in catalog else None
+        done.add(name)
+    return features, done, unshown
+
+
+def missing_prerequisites(catalog: Catalog, session: SessionRow, versions: list[VersionRow], base: int,
+                          problem: Problem, device: Device, text_id: str) -> list[tuple[str, str]]:
+    """The texts (id, title) that `text_id` usually comes after, where version `base` did none of them (by its
+    lineage or its code): its brief says so, since its 'Keep unchanged' items may assume them."""
+    if text_id not in catalog:
+        return []
+    descriptor = DeviceDescriptor.of(device)
+    chain = lineage(versions, base)
+    features, done, _ = _what_is_done(catalog, chain, session.backend, descriptor, session.dtype, problem)
+    done |= {id for covers in features.values() for id in covers}
+    listed = catalog.list(backend=session.backend, device=descriptor, problem=session.problem, dtype=session.dtype,
+                          traits=problem.traits)
+    exists = {t.id for t in listed}
+    after = [a for a in catalog.get(text_id).after if a in exists]
+    if not after or set(after) & done:
+        return []
+    return [(a, catalog.get(a).title) for a in after]
 
 
 def _steps_away(catalog: Catalog, id: str, done: set[str], exists: set[str], seen: frozenset[str] = frozenset()) -> int:

@@ -18,6 +18,7 @@ from peak_mcp.catalog.brief import (
     extract_kernel,
 )
 from peak_mcp.catalog.rendering import render_body
+from peak_mcp.catalog.suggest import missing_prerequisites
 from peak_mcp.catalog.transformations import Catalog
 from peak_mcp.core.errors import InvalidInput, PeakError
 from peak_mcp.evaluation.noise import FASTER, NOISE, SLOWER
@@ -79,7 +80,10 @@ class Applier:
             device=self.service.device_of(session), transformation_id=resolved.id,
             transformation_title=resolved.title,
             transformation_body=render_body(resolved.body, session.backend, self.service.device_of(session).arch),
-            instructions=run.instructions, language=LANGUAGE.get(session.backend, "cpp"))
+            instructions=run.instructions, language=LANGUAGE.get(session.backend, "cpp"),
+            missing_first=missing_prerequisites(self.catalog, session, self.service.store.versions(run.session_id),
+                                                run.base_version, problem, self.service.device_of(session),
+                                                resolved.id))
         return task, resolved.id
 
     def _standing(self, session_id: str) -> Standing:
