@@ -553,7 +553,7 @@ def test_a_where_line_may_be_written_without_its_equals_sign() -> None:
     assert spec.where == ["NT >= 8", "NT <= 64"]
 
 
-def test_a_tuned_configuration_takes_the_version_unless_its_full_timing_is_clearly_slower() -> None:
+def test_a_tuned_configuration_takes_the_version_only_where_its_full_timing_is_faster() -> None:
     from types import SimpleNamespace
 
     from peak_mcp.evaluation.configs import beats
@@ -563,5 +563,6 @@ def test_a_tuned_configuration_takes_the_version_unless_its_full_timing_is_clear
 
     assert beats(timed(1.0), timed(1.2))
     assert not beats(timed(1.2), timed(1.0))  # the search's fastest, slower in full: the version keeps its own
-    assert beats(timed(1.02, 0.05), timed(1.0, 0.05))  # within noise: the searched configuration stands
+    # within noise: the lower median stands (an agent saw 14.41 ms become 16.94 ms "within noise" on lavapipe)
+    assert not beats(timed(1.02, 0.05), timed(1.0, 0.05)) and beats(timed(0.99, 0.05), timed(1.0, 0.05))
     assert beats(timed(1.0), None)  # the same configuration, or a version never timed

@@ -114,8 +114,10 @@ class Tuner:
             own = v.timing if v.timing and (v.timing.params or spec.config()) != report.best.params else None
             if tuned.status.passed and tuned.timing and not beats(tuned.timing, own):
                 report.stopped += (f"; the search's fastest, {Config(params=report.best.params).label()}, timed in "
-                                   f"full at {tuned.timing.median_ms:.4g} ms, slower beyond noise than "
-                                   f"v{v.number}'s own configuration ({own.median_ms:.4g} ms), which it keeps")
+                                   f"full at {tuned.timing.median_ms:.4g} ms, is no faster than "
+                                   f"v{v.number}'s own configuration ({own.median_ms:.4g} ms"
+                                   f"{', slower beyond noise' if change(tuned.timing, own) == SLOWER else ''}), "
+                                   "which it keeps")
             elif tuned.status.passed and tuned.timing:
                 timing = tuned.timing.model_copy(update={"params": report.best.params, "params_from": "tuned"})
                 report.recorded = BestConfig(params=report.best.params, median_ms=timing.median_ms,
