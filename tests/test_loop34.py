@@ -145,3 +145,15 @@ async def test_traits_read_from_shapes_alone_are_said_to_be_a_guess(make_client)
         listed = (await client.call_tool("list_problems", {})).content[0].text
         softmax = next(x for x in listed.splitlines() if x.startswith("softmax:"))
         assert "guessed" not in softmax, softmax  # its TRAITS are declared
+
+
+def test_a_large_speedup_called_noise_says_the_spread_that_makes_it_so() -> None:
+    """An agent read "2.38× v0 (within noise)" as false: other answers called 2.34× faster beyond noise. The spread
+    of a tuned timing on a busy CPU device (cv 0.59) made it so; the answer now says that."""
+    from peak_mcp.api.summaries import performance
+
+    line = performance({"median_ms": 16.94, "cv": 0.59, "speedup_vs_parent": 0.5, "change_vs_parent": "slower "
+                        "beyond noise", "speedup_vs_v0": 2.38, "change_vs_v0": "within noise"})[0]
+    assert "2.38× v0 (within noise: the timings spread widely (this one's cv 0.59)" in line
+    close = performance({"median_ms": 1.0, "cv": 0.3, "speedup_vs_parent": 1.05, "change_vs_parent": "within noise"})
+    assert "1.05× its parent (within noise)" in close[0]  # near 1: noise needs no explaining

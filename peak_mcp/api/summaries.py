@@ -47,6 +47,10 @@ def performance(perf: dict[str, Any] | None) -> list[str]:
         same = key == "v0" and ratio == perf.get("speedup_vs_parent")  # the parent is v0: said once
         if ratio is not None and not same and (key == "parent" or perf.get("change_vs_v0")):
             verdict = perf.get(f"change_vs_{key}")
+            if verdict == "within noise" and not 0.8 <= ratio <= 1.25 and perf.get("cv") is not None:
+                # a large ratio called noise reads as a contradiction unless the spread that makes it so is said
+                verdict += (f": the timings spread widely (this one's cv {perf['cv']:.2g}); time again on a quieter "
+                            "machine")
             parts.append(f"{ratio:.3g}× {who}" + (f" ({verdict})" if verdict else ""))
     if perf.get("pct_of_vendor") is not None:
         parts.append(f"{perf['pct_of_vendor']:.3g}% of vendor ({_g(perf.get('vendor_median_ms'))} ms)")
