@@ -48,6 +48,10 @@ class Settings(BaseSettings):
                            "confined, and then in device workers); over stdio it is always on")
     sanitizer: bool = Field(True, description="after generality, where installed: compute-sanitizer on CUDA, the "
                                               "Vulkan validation layer's GPU-assisted validation on HLSL")
+    sanitizer_beside: bool = Field(
+        False, description="on a GPU, start the sanitizer's runs before generality's sizes and wait for them after "
+                           "(they overlap; nothing there is timed). Off until measured against the hostile corpora "
+                           "on every kind of kernel (a cluster kernel came back not_general once with it on)")
     default_max_attempts: int = Field(
         3, ge=1, le=10, validation_alias=AliasChoices("default_max_attempts", "PEAK_MCP_MAX_ATTEMPTS"),
         description="attempts apply_transformation makes by default")

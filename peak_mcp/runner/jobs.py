@@ -215,9 +215,10 @@ def generality(executor: Executor, job: GeneralityJob | dict[str, Any], progress
     if kernel is None:
         return GeneralityResult(compile=compiled)
     seed = _seed(job)
-    # On a GPU the sanitizer runs beside the sizes (its own processes, one small launch; nothing here is timed), so
-    # the verdict waits for the longer of the two, not their sum. A CPU device (lavapipe) has no cores to spare.
-    beside = executor.facts.properties.get("device_type") != "cpu"
+    # Asked for, on a GPU, the sanitizer runs beside the sizes (its own processes, one small launch; nothing here is
+    # timed), so the verdict waits for the longer of the two, not their sum. A CPU device (lavapipe) has no cores
+    # to spare.
+    beside = job.sanitize_beside and executor.facts.properties.get("device_type") != "cpu"
     checking = _start_sanitizer(executor, job, kernel) if beside else None
     try:
         result = _sizes(executor, kernel, problem, job, seed, progress)

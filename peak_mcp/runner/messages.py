@@ -56,6 +56,7 @@ class GeneralityJob(_KernelJob):
     type: Literal["generality"] = "generality"
     sizes_list: list[Sizes]
     sanitize_sizes: Sizes | None = None
+    sanitize_beside: bool = False  # on a GPU: the sanitizer's runs overlap the sizes (Settings.sanitizer_beside)
 
 
 class TuneJob(_KernelJob):

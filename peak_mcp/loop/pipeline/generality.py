@@ -111,7 +111,8 @@ def sizes_and_sanitizer(ctx: LoopContext, session: SessionRow, source: str, prog
     while True:
         heard = _Heard(progress)
         job = GeneralityJob(**ctx.wire(session), dtype=session.dtype, source=source, spec=spec,
-                            sizes_list=pending, sanitize_sizes=sanitize_at)
+                            sizes_list=pending, sanitize_sizes=sanitize_at,
+                            sanitize_beside=ctx.settings.sanitizer_beside)
         try:
             result = ctx.run_job(session, job, heard)
         except JobFailed as exc:
