@@ -140,7 +140,7 @@ async def test_traits_read_from_shapes_alone_are_said_to_be_a_guess(make_client)
         defined = await client.call_tool("define_problem", {"source": NEGATE})
         assert not defined.is_error, defined.content[0].text
         line = defined.content[0].text.splitlines()[0]
-        assert "traits elementwise (guessed from the buffer shapes" in line and "TRAITS = [" in line, line
+        assert "traits elementwise (read from a probe of the reference" in line and "TRAITS = [" in line, line
         assert "only for no backend" not in line and "no naive kernel" in line, line
         listed = (await client.call_tool("list_problems", {})).content[0].text
         softmax = next(x for x in listed.splitlines() if x.startswith("softmax:"))

@@ -28,6 +28,12 @@ def _g(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def _traits_origin(p: dict[str, Any]) -> str:
+    if p.get("traits_probed"):
+        return "read from a probe of the reference: which outputs move when one input element does"
+    return "guessed from the buffer shapes alone (no Python reference to probe, or the probe showed nothing)"
+
+
 def standing(d: dict[str, Any], best: str = "best") -> str:
     head, top = d.get("head"), d.get(best)
     return (f"head v{head}" if head is not None else "no head") + (f", best v{top}" if top is not None else
@@ -243,10 +249,9 @@ def problems(d: dict[str, Any]) -> list[str]:
                      f"{_sizes(p.get('default_sizes'))}); dtypes by backend: {offers}"
                      + (_naive(p['naive']) if p.get("naive") is not None else "")
                      + (f"; traits {', '.join(p['traits'])}" if p.get("traits") else "")
-                     + (" (guessed from the buffer shapes and a probe of the reference (which outputs move when one "
-                        "input element does): the file declares no TRAITS; a wrong guess gives the "
-                        "wrong catalog texts, so declare them, e.g. TRAITS = ['normalization'] for a LayerNorm)"
-                        if p.get("traits_guessed") else "")
+                     + (f" ({_traits_origin(p)}: the file declares no TRAITS; a wrong guess gives the wrong "
+                        "catalog texts, so declare them, e.g. TRAITS = ['normalization'] for a LayerNorm, ['scan'] "
+                        "for a cumsum)" if p.get("traits_guessed") else "")
                      + (f"; reference: {p['reference']}" if p.get("reference") else "")
                      + (f"; from {p['source']}" if p.get("source") else ""))
     lines += [f"problem file {e.get('level', 'error')}: {e.get('file')}" + (f" line {e['line']}" if e.get("line")

@@ -53,7 +53,8 @@ class ProblemInfo(BaseModel):
     reference: str | None = None  # said only where the problem has no Python reference
     definition: str | None = None  # what it computes, in the problem's own words (Problem.definition)
     traits: list[str] = Field(default_factory=list)  # what kind of computation: the catalog texts it gets
-    traits_guessed: bool = False  # read from the buffer shapes alone (the file declares no TRAITS): may be wrong
+    traits_guessed: bool = False  # not declared (the file has no TRAITS): probed or read from shapes, may be wrong
+    traits_probed: bool = False  # ... from a probe of its Python reference (one input changed, which outputs move)
 
 
 class VersionReport(BaseModel):

@@ -37,7 +37,8 @@ def problem_info(p: Problem, detail: bool = True) -> ProblemInfo:
         naive=None if all(p.has_naive(b, dtypes[b][0]) for b in backends) else
         [b for b in backends if p.has_naive(b, dtypes[b][0])],
         reference=REFERENCE_KERNEL_NEEDED if p.needs_reference_kernel else None,
-        definition=(p.definition or None) if detail else None, traits=list(p.traits), traits_guessed=_guessed(p))
+        definition=(p.definition or None) if detail else None, traits=list(p.traits), traits_guessed=_guessed(p),
+        traits_probed=_guessed(p) and bool(getattr(getattr(p, "declaration", None), "probed_traits", ())))
 
 
 def _guessed(p: Problem) -> bool:
