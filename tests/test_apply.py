@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import mcp.types as types
 import pytest
 
@@ -278,3 +280,18 @@ async def test_a_brief_says_when_its_kernel_did_none_of_the_texts_usual_predeces
         plain = step_of(await client.call_tool("apply_transformation", {
             "session_id": sid, "transformation": "shared-memory-tiling"}))
         assert "## Starting point" not in plain["brief"]
+
+
+@pytest.mark.vulkan
+@pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")
+@pytest.mark.anyio
+async def test_an_hlsl_brief_gives_the_device_limits_its_texts_tell_the_reader_to_check(make_client) -> None:
+    """hlsl-groupshared-tiling says "if 512 threads exceed the device's maxComputeWorkGroupInvocations": the brief's
+    device facts had no such limit (an LLM answering an experiment had to guess)."""
+    async with make_client() as (client, _):
+        sid = await _start(client, backend="hlsl")
+        step = step_of(await client.call_tool("apply_transformation", {
+            "session_id": sid, "transformation": "hlsl-groupshared-tiling"}))
+        device = json.loads(step["brief"].split("## Device\n", 1)[1].split("\n", 1)[0])
+        assert device["max_compute_workgroup_invocations"] >= 128 and len(device["max_compute_workgroup_size"]) == 3
+        assert device["device_type"] == "cpu"  # lavapipe

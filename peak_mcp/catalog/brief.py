@@ -20,7 +20,7 @@ SYSTEM_PROMPT = (
     "including its `peak:` annotation line, and nothing that is not part of that file inside the block. "
     "You never write host code. You keep the kernel's argument list (ABI) exactly as specified."
 )
-_DEVICE_FACTS = ("name", "family", "arch", "sm_count", "warp_size", "shared_per_block_kb",
+_DEVICE_FACTS = ("name", "device_type", "family", "arch", "sm_count", "warp_size", "shared_per_block_kb",
                  "shared_per_block_optin_bytes", "l2_mb", "memory_bandwidth_gbps", "peak_tflops", "subgroup_size",
                  "max_shared_memory")
 DIFF_MAX_LINES = 160
@@ -79,9 +79,17 @@ class FailedAttempt(BaseModel):
     usable: bool = Field(True, description="False when the reply held no kernel (source is then the raw reply)")
 
 
+# Detected limits the texts tell the reader to check ("if 512 threads exceed the device's
+# maxComputeWorkGroupInvocations"): given where the device reported them.
+_DEVICE_LIMITS = ("max_compute_workgroup_invocations", "max_compute_workgroup_size",
+                  "max_compute_workgroup_count", "max_threads_per_block", "subgroup_size_control")
+
+
 def _facts(device: Device) -> dict[str, Any]:
     known = device.model_dump()
-    return {k: known.get(k) for k in _DEVICE_FACTS if known.get(k)}
+    facts = {k: known.get(k) for k in _DEVICE_FACTS if known.get(k)}
+    facts.update({k: device.prop(k) for k in _DEVICE_LIMITS if device.prop(k) is not None})
+    return facts
 
 
 def _header(task: KernelTask, attempt: int, max_attempts: int) -> list[str]:
