@@ -96,6 +96,7 @@ class _Worker:
     control: socket.socket | None = None  # hands the worker its problem hosts' sockets
     sandbox: bool = False  # started isolated: its problem hosts are too
     hosts: dict[tuple[str, str], HostProcess] = field(default_factory=dict)  # by (problem file, sha256)
+    killed: bool = False  # its group was killed and the leader reaped: its pid may belong to another process now
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -418,8 +419,9 @@ class DevicePool:
         if worker.control is not None:
             worker.control.close()
             worker.control = None
-        if worker.process is None:
+        if worker.process is None or worker.killed:  # killed before (close() after a failed job): never again
             return
+        worker.killed = True
         # The group, even when its leader has died: a worker that crashed leaves its sanitizer runs behind otherwise
         # (they run beside generality's sizes). A group with members left keeps its id; none left: nothing to kill.
         with contextlib.suppress(ProcessLookupError, PermissionError):
