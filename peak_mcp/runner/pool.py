@@ -172,6 +172,8 @@ class DevicePool:
         with self.queues.turn(key, cancel):
             worker = self._workers.get(key)
             if worker is None or not worker.alive():
+                if worker is not None:  # died between jobs: its problem hosts, pipes and group go with it
+                    self._kill(worker)
                 worker = self._start(backend, index)
                 self._workers[key] = worker
             try:
@@ -192,6 +194,8 @@ class DevicePool:
             with self.queues.quietly(key):
                 worker = self._workers.get(key)
                 if worker is None or not worker.alive():
+                    if worker is not None:
+                        self._kill(worker)
                     self._workers[key] = self._start(backend, index)
         except Exception as exc:  # a device another server owns, a worker that did not start
             log.info("worker not started ahead", backend=backend, device=index, reason=str(exc)[:200])
