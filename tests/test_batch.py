@@ -23,14 +23,17 @@ from tests.conftest import has_device, stand_in_python
 from tests.test_cli import cli
 
 DATA = Path(__file__).resolve().parent / "data" / "kernelbench"
-ELEMENTWISE = """// peak: entry=main groups=(cdiv(SIZE, 64), 1, 1)
+# 1,024 groups across, rows of them down y: a 1-D dispatch of cdiv(SIZE, 64) groups breaks the 65,535-group limit at
+# sizes the problem allows (generality evaluates the launch line there)
+ELEMENTWISE = """// peak: entry=main groups=(1024, cdiv(SIZE, 65536), 1)
 struct Params { PARAMS };
 [[vk::push_constant]] ConstantBuffer<Params> p;
 [[vk::binding(0)]] StructuredBuffer<float> x;
 [[vk::binding(1)]] RWStructuredBuffer<float> y;
 [numthreads(64, 1, 1)]
 void main(uint3 id : SV_DispatchThreadID) {
-    if (id.x < SIZE) y[id.x] = max(x[id.x], 0.0);
+    uint i = id.y * 65536 + id.x;
+    if (i < SIZE) y[i] = max(x[i], 0.0);
 }
 """
 LEAKY = '''"""Leaky ReLU: y = x where x > 0, else x / 100."""

@@ -17,14 +17,15 @@ from tests.conftest import has_device
 pytestmark = pytest.mark.anyio
 VULKAN = pytest.mark.skipif(not has_device("hlsl"), reason="no Vulkan device")
 DATA = Path(__file__).resolve().parent / "data" / "kernelbench"
-RELU = """// peak: entry=main groups=(cdiv(BATCH_SIZE * DIM, 64), 1, 1)
+RELU = """// peak: entry=main groups=(1024, cdiv(BATCH_SIZE * DIM, 65536), 1)
 struct Params { uint BATCH_SIZE; uint DIM; };
 [[vk::push_constant]] ConstantBuffer<Params> p;
 [[vk::binding(0)]] StructuredBuffer<float> x;
 [[vk::binding(1)]] RWStructuredBuffer<float> y;  // the ABI's `out` is an HLSL keyword: bindings go by number
 [numthreads(64, 1, 1)]
 void main(uint3 id : SV_DispatchThreadID) {
-    if (id.x < p.BATCH_SIZE * p.DIM) y[id.x] = BODY;
+    uint i = id.y * 65536 + id.x;  // 1,024 groups across, rows of them down y: no 65,535-group limit to break
+    if (i < p.BATCH_SIZE * p.DIM) y[i] = BODY;
 }
 """
 
@@ -59,10 +60,10 @@ async def test_a_kernelbench_file_through_mcp(make_client, settings, tmp_path: P
         assert session.get("head") is None and not session.get("version_0")
         assert "Submit your first kernel" in session["brief"] and "vk::binding(1)" in session["abi"]
         first = await call(client, "submit_kernel", {"session_id": sid,
-                                                     "source": RELU.replace("BODY", "max(x[id.x], 0.0)")})
+                                                     "source": RELU.replace("BODY", "max(x[i], 0.0)")})
         assert first["version"] == 0 and first["status"] == "benchmarked", first["message"]
         assert first["generality"]["passed"] is True and first["head"] == 0
-        wrong = await call(client, "submit_kernel", {"session_id": sid, "source": RELU.replace("BODY", "x[id.x]")})
+        wrong = await call(client, "submit_kernel", {"session_id": sid, "source": RELU.replace("BODY", "x[i]")})
         assert wrong["version"] == 1 and wrong["failure"] == "wrong_result", wrong
         history = await call(client, "history", {"session_id": sid})
         assert [r["version"] for r in history["rows"]] == [0, 1] and history["head"] == 0

@@ -45,14 +45,15 @@ def test_a_non_negative_draw_gets_a_signed_stress_trial_where_the_model_allows_i
     assert "STRESS_RANGE" not in normal  # already signed
 
 
-KERNEL = """// peak: entry=main groups=(cdiv(BATCH_SIZE * DIM, 64), 1, 1)
+KERNEL = """// peak: entry=main groups=(1024, cdiv(BATCH_SIZE * DIM, 65536), 1)
 struct Params { uint BATCH_SIZE; uint DIM; };
 [[vk::push_constant]] ConstantBuffer<Params> p;
 [[vk::binding(0)]] StructuredBuffer<float> x;
 [[vk::binding(1)]] RWStructuredBuffer<float> y;
 [numthreads(64, 1, 1)]
 void main(uint3 id : SV_DispatchThreadID) {
-    if (id.x < p.BATCH_SIZE * p.DIM) y[id.x] = BODY;
+    uint i = id.y * 65536 + id.x;  // 1,024 groups across, rows of them down y: no 65,535-group limit to break
+    if (i < p.BATCH_SIZE * p.DIM) y[i] = BODY;
 }
 """
 
@@ -76,10 +77,10 @@ async def test_an_identity_kernel_for_a_leaky_relu_on_rand_inputs_fails(make_cli
                                                            "sizes": {"BATCH_SIZE": 8, "DIM": 200}})
         assert not started.is_error, started.content[0].text
         sid = started.structured_content["session_id"]
-        identity = await submit(client, sid, "x[id.x]")
+        identity = await submit(client, sid, "x[i]")
         assert identity["status"] == "failed" and identity["failure"] == "wrong_result", identity["message"]
         assert "x in (-1, 1)" in identity["message"]  # the verdict names the stress draw it failed on
-        right = await submit(client, sid, "x[id.x] > 0.0 ? x[id.x] : x[id.x] * 0.01")
+        right = await submit(client, sid, "x[i] > 0.0 ? x[i] : x[i] * 0.01")
         assert right["status"] == "benchmarked", right["message"]
 
 
