@@ -11,6 +11,7 @@ from peak_mcp.core.launch import parse_annotation
 from peak_mcp.evaluation.generality import LAUNCH_LIMIT, largest_sizes, launch_breach
 from peak_mcp.problems.shipped import get_problem
 from tests.conftest import has_device
+from tests.test_loop34 import call
 
 pytestmark = pytest.mark.anyio
 
@@ -42,12 +43,6 @@ void main(uint3 gid : SV_GroupID, uint tid : SV_GroupIndex)
 ONE_D = PER_ROW.replace("ROW;", "gid.x;")
 SPREAD = PER_ROW.replace("groups=(ROWS, 1, 1)", "groups=(min(ROWS, 65535), cdiv(ROWS, 65535), 1)").replace(
     "ROW;", "gid.y * 65535 + gid.x;")
-
-
-async def call(client, tool: str, args: dict) -> dict:
-    result = await client.call_tool(tool, args)
-    assert not result.is_error, result.content[0].text
-    return result.structured_content
 
 
 @pytest.mark.vulkan
