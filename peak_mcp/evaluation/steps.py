@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -294,19 +295,20 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
         # With a few trials to spare, the last draws from the problem's stress ranges where it has them (large
         # values: an exp that overflows without the max subtracted, a sum of squares past f16's range).
         stress = trials >= 2 and problem.stress_ranges()
+        fresh = fresh_trial(problem, dtype, sizes, trials) if keep else None
         for trial in range(trials):
             s = made[trial % len(made)]
             s.inputs, s.refs = {}, {}  # a reused set's last arrays go before the next are made (device memory)
             stressed = stress and trial == trials - 1
-            key = KEPT.key(problem, xp, dtype, sizes, seed + trial, bool(stressed)) if keep else None
+            trial_seed = seed + trial if trial != fresh else time.time_ns() % 2**31
+            key = KEPT.key(problem, xp, dtype, sizes, trial_seed, bool(stressed)) if keep and trial != fresh else None
             kept = KEPT.get(key, xp)
             if kept is None:
                 if problem.source != "built-in":  # a hang from here on is the problem file's (pool.PROBLEM_CODE)
                     progress(f"validate trial {trial + 1}/{trials}: inputs and reference {PROBLEM_CODE} "
                              f"{problem.source}")
-                s.inputs = (problem.stress_inputs if stressed else problem.make_inputs)(sizes, dtype, seed + trial,
-                                                                                          xp)
-                s.refs = _reference(xp, problem, s.inputs, sizes, dtype, seed + trial, spot_check=trial == 0)
+                s.inputs = (problem.stress_inputs if stressed else problem.make_inputs)(sizes, dtype, trial_seed, xp)
+                s.refs = _reference(xp, problem, s.inputs, sizes, dtype, trial_seed, spot_check=trial == 0)
                 KEPT.put(key, xp, s.inputs, s.refs)
             else:
                 s.inputs, s.refs = kept
@@ -345,6 +347,21 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
         for s in made:
             s.ws.close()
         raise
+
+
+# Outputs this small are drawn fresh in one trial of every validation, kept sets or not: a wrong result's message
+# quotes expected values, and over a session's fixed inputs an agent could learn a small output's every value and
+# submit constants. Past this size the quoted values cannot add up to an output.
+FRESH_ELEMENTS = 1 << 20
+
+
+def fresh_trial(problem: Problem, dtype: str, sizes: dict[str, int], trials: int) -> int | None:
+    """The trial that draws fresh inputs (never kept) where the outputs are small: the second (the first when there
+    is one), not the stress trial where another is left; None for large outputs."""
+    outputs = sum(a.count(sizes) for a in problem.arguments(dtype) if isinstance(a, BufferArg) and a.is_output)
+    if outputs > FRESH_ELEMENTS:
+        return None
+    return 1 if trials >= 3 else 0
 
 
 class _LaunchAudit:
