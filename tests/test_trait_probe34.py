@@ -78,3 +78,28 @@ async def test_declared_traits_are_never_probed_over(make_client) -> None:
     async with make_client() as (client, _):
         line = (await call(client, "define_problem", {"source": source})).content[0].text.splitlines()[0]
         assert "traits elementwise;" in line and "guessed" not in line, line
+
+
+LAYERNORM_NO_TRAITS = '''NAME = "lnl42"
+SIZES = {"ROWS": 128, "COLS": 512}
+INPUTS = {"x": ("ROWS", "COLS"), "g": ("COLS",), "b": ("COLS",)}
+OUTPUTS = {"y": ("ROWS", "COLS")}
+
+
+def reference(x, g, b, *, xp):
+    m = x.mean(axis=1, keepdims=True)
+    d = x - m
+    v = (d * d).mean(axis=1, keepdims=True)
+    return d / xp.sqrt(v + 1e-5) * g[None, :] + b[None, :]
+'''
+
+
+async def test_a_probed_row_op_bounds_its_error_by_its_row_length(make_client) -> None:
+    """An agent's correct naive LayerNorm (no TRAITS, no REDUCTION) failed by an ulp: L, estimated as input over
+    output elements, was 1. A row op's L is at least its last axis now."""
+    async with make_client() as (client, service):
+        await call(client, "define_problem", {"source": LAYERNORM_NO_TRAITS})
+        problem = service.problem("lnl42")
+        assert {"row_reduction", "normalization"} <= set(problem.traits)
+        assert problem.reduction_length({"ROWS": 128, "COLS": 512}) == 512
+        assert problem.reduction_length({"ROWS": 4096, "COLS": 8}) == 8  # the row, not the longest axis
