@@ -171,3 +171,19 @@ def test_a_row_problem_by_another_name_gets_the_row_texts() -> None:
     ids = {s.id for s in got.suggestions}
     assert {"warp-shuffle-reduction", "vectorized-row-access", "row-per-warp"} <= ids, ids
     assert not {"shared-memory-tiling", "register-blocking-2d"} & ids
+
+
+@pytest.mark.anyio
+async def test_tiling_texts_wait_for_a_row_kernel_to_be_one(make_client) -> None:
+    """An agent's rmsnorm v0 (one thread per row) got loop-unrolling-and-launch-bounds and tile-size-tuning first:
+    their predecessors were GEMM texts, absent for a row problem, so nothing held them back. A row kernel is
+    their predecessor now."""
+    async with make_client() as (client, _):
+        started = await client.call_tool("start_session", {"problem": "rmsnorm", "backend": "cuda",
+                                                           "sizes": {"ROWS": 64, "COLS": 256}})
+        sid = started.structured_content["session_id"]
+        ranked = (await client.call_tool("suggest_next", {"session_id": sid, "limit": 10})).structured_content
+        ids = [s["id"] for s in ranked["suggestions"]]
+        assert ids.index("row-per-block-reduction") < ids.index("tile-size-tuning"), ids
+        tiling = next(s for s in ranked["suggestions"] if s["id"] == "tile-size-tuning")
+        assert tiling["first"] == ["row-per-block-reduction"], tiling
