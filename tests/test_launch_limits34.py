@@ -59,6 +59,9 @@ async def test_a_launch_past_the_group_limit_at_the_largest_sizes_is_not_general
         assert "ROWS=262144" in message.replace(",", ""), message
         assert "groups=(ROWS, 1, 1)" in message and "groups dimension x=262144 is over 65535" in message, message
         assert "it launches up to ROWS=65,535" in message and "grid-stride loop" in message, message
+        # nothing ran wrong there: no "wrong at N sampled sizes", no hint to guard loads and stores
+        assert "cannot run at the largest sizes the problem allows" in message and "wrong at" not in message, message
+        assert "guard loads" not in message, message
         failed = report["generality"]["failures"][-1]
         assert failed["check"] == LAUNCH_LIMIT and failed["sizes"] == {"ROWS": 262144, "COLS": 8192}
         assert report["head"] == 0  # the naive kernel stays head

@@ -10,6 +10,7 @@ from typing import Any
 
 from peak_mcp.core.devices import Device
 from peak_mcp.core.units import speed
+from peak_mcp.evaluation.generality import LAUNCH_LIMIT
 from peak_mcp.evaluation.phases import Generality, Recheck, SizeFailure, Verdict
 from peak_mcp.problems.base import Problem
 from peak_mcp.runner.replies import EvaluateResult
@@ -64,13 +65,14 @@ def not_general_message(outcome: Outcome, generality: Generality, symbols: Seque
     first, *rest = wrong or hung
     finished = len(generality.sizes_checked) or len(generality.failures)
     # a size that timed out finished no check: it counts among the sizes reached, not those checked
-    where = f"wrong at {len(wrong)} of {finished}" if wrong else \
-        f"did not finish at {len(hung)} of {len(generality.sizes_checked) + len(hung)}"
+    launch_only = bool(wrong) and all(f.check == LAUNCH_LIMIT for f in wrong)
+    where = ("its launch line cannot run at the largest sizes the problem allows (evaluated there, not run)"
+             if launch_only else f"wrong at {len(wrong)} of {finished} sampled other sizes" if wrong else
+             f"did not finish at {len(hung)} of {len(generality.sizes_checked) + len(hung)} sampled other sizes")
     timing = outcome.timing
     here = f" (median {timing.median_ms:.4g} ms, {speed(timing.tflops, timing.gbps) or 'n/a'})" if timing else ""
-    text = (f"not general: right at the session's sizes{here} but {where} "
-            f"sampled other sizes, so not a success. First at {_sizes(first.sizes)}: {first.check}: "
-            f"{(first.message or '').strip().rstrip('.')}")
+    text = (f"not general: right at the session's sizes{here} but {where}, so not a success. First at "
+            f"{_sizes(first.sizes)}: {first.check}: {(first.message or '').strip().rstrip('.')}")
     if rest:
         text += ". Also at " + "; ".join(f"{_sizes(f.sizes)} ({f.check})" for f in rest[:4])
         text += f" and {len(rest) - 4} more" if len(rest) > 4 else ""
@@ -80,8 +82,11 @@ def not_general_message(outcome: Outcome, generality: Generality, symbols: Seque
                  "then see whether it still times out there")
     allowed = f"every size meeting the session's constraints {generality.constraints}" if generality.constraints \
         else "any size (the session declares no constraints)"
-    text += (f". A kernel must be right at {allowed}: handle the edges (guard loads and stores past "
-             f"{', '.join(symbols)}), {ACCEPT_SPECIALIZED}.")
+    if all(f.check == LAUNCH_LIMIT for f in wrong or hung):  # nothing ran wrong: the launch line is the fix
+        text += f". A kernel must launch at {allowed}, {ACCEPT_SPECIALIZED}."
+    else:
+        text += (f". A kernel must be right at {allowed}: handle the edges (guard loads and stores past "
+                 f"{', '.join(symbols)}), {ACCEPT_SPECIALIZED}.")
     if bound_declarable and wrong and all(f.check == "wrong_result" for f in wrong):
         text += (" Every failure is a wrong value (none unwritten or out of bounds): if the kernel is right and only "
                  "its rounding differs, the problem file's bound may be too tight for its reductions; it can declare "
