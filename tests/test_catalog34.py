@@ -83,6 +83,8 @@ async def test_get_transformation_in_a_session_states_its_own_contract(make_clie
         sid = (await call(client, "start_session", {"problem": "softmax", "backend": "cuda",
                                                     "sizes": {"ROWS": 8, "COLS": 64}}))["session_id"]
         body, text = await text_of(client, {"transformation": "coalesced-access", "session_id": sid})
+        # not a text for softmax (GEMM-like problems only): said first, with where this session's texts are
+        assert body.startswith("> Not written for softmax: this text is for traits gemm, convolution"), body[:300]
         keep = body.split("## Keep unchanged", 1)[1].split("\n## ", 1)[0]
         for view in (keep, text):
             assert not any(abi in view for abi in MATMUL_CONTRACT), view

@@ -146,6 +146,10 @@ def _text_for(service: PeakService, catalog: Catalog, transformation: str, sessi
                         session.dtype)
     problem = service.problem(session.problem)
     body = render_body(t.body, backend, found.arch)
+    if not t.for_problem(problem.name, problem.traits):  # asked for by id: said before its steps are followed
+        body = (f"> Not written for {problem.name}: this text is for {t.scope()}, and its steps assume that kind of "
+                f"kernel (list_transformations with problem={problem.name} lists the texts for this session).\n\n"
+                + body)
     if session.dtype not in problem.dtypes_for(backend):  # no contract of the problem to state for that backend
         return t, contract_note(body, None)
     return t, own_contract(body, f"{problem.name} ({backend}, {session.dtype})", problem.abi(backend, session.dtype))
