@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from peak_mcp.backends.base import KernelFault
 from peak_mcp.backends.confined import configure
 from peak_mcp.confine.sandbox import Protection, confine, kernel_knobs_safe, worker_policy
-from peak_mcp.core.errors import PeakError
+from peak_mcp.core.errors import DeviceMemory, PeakError
 from peak_mcp.problems.loading import allow_problem_code
 
 
@@ -96,7 +96,19 @@ def main(argv: list[str] | None = None) -> int:
             links.accept()  # the server handed over any problem host this job needs before sending it
             links.progress = progress  # what a problem host says it is doing keeps the job alive
             primer.prime(job, progress)
-            result = run(executor, job, progress)
+            again = False
+            try:
+                result = run(executor, job, progress)
+            except Exception as exc:
+                if not ((isinstance(exc, DeviceMemory) or device_memory.is_out_of_memory(exc)) and len(KEPT)):
+                    raise
+                again = True  # out of the except clause first: its traceback holds the job's arrays
+            if again:
+                # the input sets kept between submissions held memory this job needed: they go, and it runs again
+                KEPT.clear()
+                device_memory.release()
+                progress("out of device memory with earlier submissions' input sets kept: running again without them")
+                result = run(executor, job, progress)
         except KernelFault as fault:
             send(Failed(id=job_id, fatal=True, kind=fault.kind, error=str(fault)))
             return 3  # the device context is unusable now
