@@ -295,3 +295,13 @@ async def test_an_hlsl_brief_gives_the_device_limits_its_texts_tell_the_reader_t
         device = json.loads(step["brief"].split("## Device\n", 1)[1].split("\n", 1)[0])
         assert device["max_compute_workgroup_invocations"] >= 128 and len(device["max_compute_workgroup_size"]) == 3
         assert device["device_type"] == "cpu"  # lavapipe
+
+
+def test_a_briefs_standing_gives_a_memory_bound_version_in_gb_per_s() -> None:
+    """An agent's rmsnorm brief read "Head ... 16.94 ms, 6.19e-05 TFLOP/s" where every report said GB/s."""
+    from peak_mcp.catalog.brief import Standing, describe_standing
+
+    text = describe_standing(Standing(head=2, head_ms=16.94, head_tflops=6.19e-5, head_gbps=0.124))
+    assert "version 2: 16.94 ms, 0.124 GB/s" in text and "TFLOP/s" not in text, text
+    gemm = describe_standing(Standing(head=1, head_ms=3.2, head_tflops=43.0, head_gbps=60.0))
+    assert "43 TFLOP/s" in gemm, gemm

@@ -13,6 +13,7 @@ from peak_mcp.catalog.contract import own_contract
 from peak_mcp.catalog.rendering import TUNING_HEADING, split_section
 from peak_mcp.core.devices import Device
 from peak_mcp.core.errors import InvalidInput
+from peak_mcp.core.units import speed
 
 SYSTEM_PROMPT = (
     "You are an expert GPU performance engineer. You rewrite one GPU kernel at a time by applying one named "
@@ -54,10 +55,12 @@ class Standing(BaseModel):
     head: int | None = None
     head_ms: float | None = None
     head_tflops: float | None = None
+    head_gbps: float | None = None
     head_pct_of_peak: float | None = None
     best: int | None = None
     best_ms: float | None = None
     best_tflops: float | None = None
+    best_gbps: float | None = None
     best_pct_of_peak: float | None = None
     vendor_ms: float | None = None
     vendor_name: str | None = None
@@ -109,12 +112,13 @@ def _header(task: KernelTask, attempt: int, max_attempts: int) -> list[str]:
     ]
 
 
-def _timed(standing: Standing, number: int, ms: float | None, tflops: float | None, pct: float | None) -> str:
+def _timed(standing: Standing, number: int, ms: float | None, tflops: float | None, pct: float | None,
+           gbps: float | None = None) -> str:
     if ms is None:
         return f"version {number} (not timed on this machine: compile-only device)."
     text = f"version {number}: {ms:.4g} ms"
-    if tflops is not None:
-        text += f", {tflops:.3g} TFLOP/s"
+    if speed(tflops, gbps):  # in the unit the version's report uses: GB/s for memory-bound work
+        text += f", {speed(tflops, gbps)}"
     if pct is not None:
         path = f"{standing.peak_path} " if standing.peak_path else ""
         text += f" ({pct:.1f}% of the {path}peak)"
@@ -124,14 +128,15 @@ def _timed(standing: Standing, number: int, ms: float | None, tflops: float | No
 def describe_standing(standing: Standing) -> str:
     """One paragraph: head, the best version when it is another one, and the yardstick, in numbers."""
     head = "no passing version yet." if standing.head is None else _timed(
-        standing, standing.head, standing.head_ms, standing.head_tflops, standing.head_pct_of_peak)
+        standing, standing.head, standing.head_ms, standing.head_tflops, standing.head_pct_of_peak, standing.head_gbps)
     if standing.best is not None and standing.best == standing.head:
         lines = [f"Head and best (the fastest general version): {head}"]
     else:
         lines = [f"Head (where work continues by default): {head}"]
         if standing.best is not None:
             lines.append("Best (the fastest general version): " + _timed(
-                standing, standing.best, standing.best_ms, standing.best_tflops, standing.best_pct_of_peak))
+                standing, standing.best, standing.best_ms, standing.best_tflops, standing.best_pct_of_peak,
+                standing.best_gbps))
     best_ms = standing.best_ms or standing.head_ms
     if standing.vendor_ms is not None:
         yard = f"the vendor library ({standing.vendor_name or 'vendor BLAS'}) takes {standing.vendor_ms:.4g} ms"

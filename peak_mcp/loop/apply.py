@@ -100,11 +100,13 @@ class Applier:
             report = self.service.version_report(session_id, session.head)
             perf = report.performance or {}
             standing.head_ms, standing.head_tflops = perf.get("median_ms"), perf.get("tflops")
+            standing.head_gbps = perf.get("gbps")
             standing.head_pct_of_peak = perf.get("pct_of_peak")
             standing.best = report.best
         if standing.best is not None:
             perf = self.service.version_report(session_id, standing.best).performance or {}
             standing.best_ms, standing.best_tflops = perf.get("median_ms"), perf.get("tflops")
+            standing.best_gbps = perf.get("gbps")
             standing.best_pct_of_peak = perf.get("pct_of_peak")
         return standing
 
