@@ -96,3 +96,29 @@ def test_cuda_launch_lines_are_checked_against_cuda_limits() -> None:
     assert launch_breach(parse_annotation("// peak: entry=k grid=(1, ROWS, 1) block=(B, 1, 1)\n"
                                           "// peak: params B=[64]\n// peak: where=ROWS <= 60000\n",
                                           needs=("grid", "block"), symbols=problem.symbols), sizes) is None
+
+
+TINY_ROWS = '''NAME = "tinyrows42"
+SIZES = {"ROWS": 64, "COLS": 16}
+INPUTS = {"x": ("ROWS", "COLS")}
+OUTPUTS = {"y": ("ROWS",)}
+
+
+def reference(x, *, xp):
+    return x.sum(axis=1)
+'''
+
+
+@pytest.mark.anyio
+async def test_a_problem_files_small_defaults_still_reach_the_group_limit(make_client) -> None:
+    """An agent's groups=(ROWS, 1, 1) passed against a problem file whose defaults were ROWS=64: grown 64x they stayed
+    at 4,096 rows. Each symbol now grows to at least 131,072 where the buffers allow."""
+    async with make_client() as (client, service):
+        await call(client, "define_problem", {"source": TINY_ROWS})
+        problem = service.problem("tinyrows42")
+        sizes = largest_sizes(problem, {"ROWS": 64, "COLS": 16}, [])
+        assert {"ROWS": 131072, "COLS": 16} in sizes, sizes
+        spec = parse_annotation("// peak: entry=main groups=(ROWS, 1, 1)\n", needs=("entry", "groups"),
+                                symbols=problem.symbols)
+        failure = launch_breach(spec, sizes)
+        assert failure is not None and "groups dimension x=131072 is over 65535" in failure.message, failure

@@ -87,6 +87,9 @@ MAX_SIZE = 2**31 - 1
 # 1-D problem's N reaches 2**31 and every one-thread-per-element dispatch is refused. 64x reaches what users do run
 # (an agent's one-group-per-row dispatch broke at 70,000 rows, 17x the default 4,096).
 GROWTH = 64
+# ... and at least this far, where the buffers allow: a problem file's small defaults (ROWS=64) grown 64x stayed under
+# the 65,535 groups a one-group-per-row dispatch breaks, and an agent's groups=(ROWS, 1, 1) passed
+FLOOR = 1 << 17
 LAUNCH_LIMIT = "launch_limit"  # the check name of a launch past the limits at the largest sizes
 
 
@@ -114,7 +117,8 @@ def largest_sizes(problem: Problem, sizes: Sizes, constraints: list[str]) -> lis
                     continue
             return None
 
-        low, high = sizes[symbol], min(MAX_SIZE, GROWTH * base[symbol])  # fitted(low) may fail: bisect anyway
+        # fitted(low) may fail: bisect anyway
+        low, high = sizes[symbol], min(MAX_SIZE, max(GROWTH * base[symbol], FLOOR))
         if fitted(high) is not None:
             low = high
         while high - low > 1:  # the buffers' sizes grow with the symbol: the admitted values are a prefix
