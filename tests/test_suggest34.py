@@ -187,3 +187,21 @@ async def test_tiling_texts_wait_for_a_row_kernel_to_be_one(make_client) -> None
         assert ids.index("row-per-block-reduction") < ids.index("tile-size-tuning"), ids
         tiling = next(s for s in ranked["suggestions"] if s["id"] == "tile-size-tuning")
         assert tiling["first"] == ["row-per-block-reduction"], tiling
+
+
+def test_suggestions_on_a_head_slower_than_the_best_say_so() -> None:
+    """An agent's head moved to a version at 0.26x of v0 and every suggestion built on it, with nothing saying so."""
+    from types import SimpleNamespace
+
+    from peak_mcp.catalog.suggest import _behind_best
+
+    def version(number: int, ms: float) -> SimpleNamespace:
+        return SimpleNamespace(number=number, timing=SimpleNamespace(median_ms=ms, p25_ms=ms * 0.99, p75_ms=ms * 1.01))
+
+    v0, v1 = version(0, 10.0), version(1, 38.5)
+    line = _behind_best([v0, v1], v1, best=0) or ""
+    assert "v1, which these suggestions build on, runs at 0.26x the speed of the best version v0" in line, line
+    assert "revert(version=0)" in line
+    assert _behind_best([v0, v1], v0, best=0) is None  # ranked from the best itself
+    close = version(2, 10.05)
+    assert _behind_best([v0, close], close, best=0) is None  # within noise of the best: nothing to say

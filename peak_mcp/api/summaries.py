@@ -365,6 +365,8 @@ def suggestions(d: dict[str, Any]) -> list[str]:
     lines = [basis + (f" (best v{d['best']})" if d.get("best") is not None else "")
              + f" on {d.get('device')}; applied: {', '.join(d.get('applied') or []) or 'none'}; features: "
              f"{', '.join(d.get('features') or []) or 'none'}"]
+    if d.get("behind_best"):
+        lines.append(f"note: {d['behind_best']}")
     if not d.get("suggestions"):
         return [*lines, d.get("note") or "no suggestion"]
     return lines + [f"{i}. {s['id']}: {s['why']}" for i, s in enumerate(d.get("suggestions") or [], 1)]

@@ -22,6 +22,7 @@ from peak_mcp.catalog.features import SHARED_TILES, source_features
 from peak_mcp.catalog.transformations import Catalog, DeviceDescriptor, Transformation
 from peak_mcp.core.devices import Device
 from peak_mcp.core.errors import InvalidInput
+from peak_mcp.evaluation.noise import SLOWER, change
 from peak_mcp.problems.base import Problem
 from peak_mcp.store.records import SessionRow, Status, VersionRow
 
@@ -53,6 +54,8 @@ class Suggestions(BaseModel):
     features: list[str] = Field(description="what the ranked version's source visibly has")
     suggestions: list[Suggestion]
     note: str | None = Field(None, description="when there is no suggestion: why")
+    behind_best: str | None = Field(None, description="when the ranked version is slower than the best beyond noise: "
+                                    "by how much, and how to build on the best instead")
 
 
 def lineage(versions: list[VersionRow], head: int) -> list[VersionRow]:
@@ -155,10 +158,25 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
                        ranked_from=basis if basis != session.head else None, backend=backend, dtype=dtype,
                        device=device.name or session.device, applied=applied,
                        features=sorted(features), suggestions=order[:limit],
+                       behind_best=_behind_best(versions, chain[-1], best),
                        note=None if order else _nothing_left(catalog, listed, backend, session.problem, dtype,
                                                              descriptor, problem.traits,
                                                              _tune_hint(chain[-1].source, session.runs,
                                                                         _searched_in_full(chain[-1]))))
+
+
+def _behind_best(versions: list[VersionRow], ranked: VersionRow, best: int | None) -> str | None:
+    """A line where the ranked version is slower than the best beyond noise: an agent kept building on a head at
+    0.26x of v0, every suggestion following it, with nothing saying so."""
+    top = next((v for v in versions if v.number == best), None)
+    if top is None or top.number == ranked.number or not (top.timing and ranked.timing):
+        return None
+    if change(ranked.timing, top.timing) != SLOWER or not ranked.timing.median_ms:
+        return None
+    ratio = top.timing.median_ms / ranked.timing.median_ms
+    return (f"v{ranked.number}, which these suggestions build on, runs at {ratio:.2g}x the speed of the best version "
+            f"v{top.number} (slower beyond noise); to build on v{top.number} instead, revert to it first "
+            f"(revert(version={top.number})), or pass parent={top.number} to submit_kernel")
 
 
 def _what_is_done(catalog: Catalog, chain: list[VersionRow], backend: str, descriptor: DeviceDescriptor, dtype: str,
