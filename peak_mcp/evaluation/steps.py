@@ -295,7 +295,10 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
         # With a few trials to spare, the last draws from the problem's stress ranges where it has them (large
         # values: an exp that overflows without the max subtracted, a sum of squares past f16's range).
         stress = trials >= 2 and problem.stress_ranges()
-        fresh = fresh_trial(problem, dtype, sizes, trials) if keep else None
+        # a trial drawn fresh only where sets are kept at all (the array module is numpy's or cupy's; a tool's own
+        # validator draws every set from its seeds, as before)
+        kept_at_all = keep and KEPT.key(problem, xp, dtype, sizes, seed, False) is not None
+        fresh = fresh_trial(problem, dtype, sizes, trials) if kept_at_all else None
         for trial in range(trials):
             s = made[trial % len(made)]
             s.inputs, s.refs = {}, {}  # a reused set's last arrays go before the next are made (device memory)
