@@ -135,7 +135,8 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
             figure = (f"measured {measured[1]:g}× its parent on {measured[0]} ({where}, the text's own "
                       "measurement, not this session's)" if where else
                       f"records a slowdown on {measured[0]} (on which problem, it does not say)")
-            reasons.append(f"its text {figure}: ranked after the texts not measured slower on this device; time it")
+            reasons.append(f"its text {figure}: ranked after any ready text not measured slower on this device "
+                           "(a text that needs this one first still comes after it); time it")
         tried = [v for v in versions if v.transformation in {t.id, target.id} and v.number not in in_lineage]
         outcomes = [_outcome(v, versions) for v in tried]
         failures = sum(v.status in _FAILED or v.status is Status.NOT_GENERAL for v in tried)
