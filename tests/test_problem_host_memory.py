@@ -136,3 +136,34 @@ def test_a_problem_file_out_of_device_memory_is_the_devices_failure(tmp_path: Pa
         assert exc.kind == "device_memory", exc
         assert "ran out of memory" in exc.message and "not because of the kernel" in exc.message
         assert "Tried to allocate 16.00 GiB" in exc.message
+
+
+ONCE_OUT_OF_MEMORY = """
+
+class OutOfMemoryError(RuntimeError):
+    '''What torch and cupy raise.'''
+
+_calls = [0]
+
+def reference(x, *, xp):
+    if x.shape[0] >= 64:  # the job's sizes, not describe's smoke test
+        _calls[0] += 1
+        if _calls[0] == 3:  # the second trial's first reference: the first trial's set is kept by then
+            raise OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 GiB")
+    return x.sum(axis=1)
+"""
+
+
+def test_a_job_out_of_memory_with_kept_sets_runs_again_without_them(tmp_path: Path) -> None:
+    """The hostile review: the input sets kept between submissions could make a later job run short of memory and
+    fail as the validator's fault. Such a job now runs once more without them."""
+    declaration = _file(tmp_path, "rs_once", ONCE_OUT_OF_MEMORY)
+    pool = DevicePool()
+    notes: list[str] = []
+    try:
+        result = pool.run("hlsl", 0, _job(declaration, trials=3, seed=11), inactivity_s=120, total_s=600,
+                          progress=notes.append)
+    finally:
+        pool.close()
+    assert _passed(result), result
+    assert any("running again without them" in note for note in notes), notes
