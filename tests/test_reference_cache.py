@@ -7,8 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from peak_mcp.evaluation.reference_cache import ReferenceCache, identity
-from peak_mcp.evaluation.steps import fresh_trial
+from peak_mcp.evaluation.reference_cache import ReferenceCache, fresh_trial, identity
 from peak_mcp.loop.context import session_seed
 from peak_mcp.problems.base import Reference
 from peak_mcp.problems.shipped import worker_problem

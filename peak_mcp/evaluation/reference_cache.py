@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.evaluation.kernel_reference import KernelReferenced
-from peak_mcp.problems.base import Problem, Reference
+from peak_mcp.problems.base import BufferArg, Problem, Reference
 
 Key = tuple[Any, ...]
 HOST_BUDGET_BYTES = 1 << 30  # numpy (a CPU Vulkan device, a compile-only worker): the worker's own memory
@@ -41,12 +41,17 @@ class ReferenceCache:
         self._kept: OrderedDict[Key, tuple[dict[str, Any], dict[str, Reference], int]] = OrderedDict()
         self.hits = self.misses = 0
 
+    @staticmethod
+    def keeps(problem: Problem, xp: Any) -> bool:
+        """Whether this problem's sets are kept where `xp` computes: a problem with an identity, numpy or cupy (an
+        array module of a tool's own is not)."""
+        return identity(problem) is not None and getattr(xp, "__name__", None) in ("numpy", "cupy")
+
     def key(self, problem: Problem, xp: Any, dtype: str, sizes: dict[str, int], seed: int,
             stressed: bool) -> Key | None:
-        named, where = identity(problem), getattr(xp, "__name__", None)
-        if named is None or where not in ("numpy", "cupy"):  # an array module of a tool's own: not kept
+        if not self.keeps(problem, xp):
             return None
-        return (named, where, dtype, tuple(sorted(sizes.items())), int(seed), bool(stressed))
+        return (identity(problem), xp.__name__, dtype, tuple(sorted(sizes.items())), int(seed), bool(stressed))
 
     def get(self, key: Key | None, xp: Any) -> tuple[dict[str, Any], dict[str, Reference]] | None:
         if key is None or key not in self._kept:
@@ -105,6 +110,21 @@ def _room_left(xp: Any, size: int) -> bool:
         return True
     free, total = xp.cuda.runtime.memGetInfo()
     return free - size > DEVICE_FREE_SHARE * total
+
+
+# Outputs this small are drawn fresh in one trial of every validation, kept sets or not: a wrong result's message
+# quotes expected values, and over a session's fixed inputs an agent could learn a small output's every value and
+# submit constants. Past this size the quoted values cannot add up to an output.
+FRESH_ELEMENTS = 1 << 20
+
+
+def fresh_trial(problem: Problem, dtype: str, sizes: dict[str, int], trials: int) -> int | None:
+    """The trial that draws fresh inputs (never kept) where the outputs are small: the second (the first when there
+    is one), not the stress trial where another is left; None for large outputs."""
+    outputs = sum(a.count(sizes) for a in problem.arguments(dtype) if isinstance(a, BufferArg) and a.is_output)
+    if outputs > FRESH_ELEMENTS:
+        return None
+    return 1 if trials >= 3 else 0
 
 
 KEPT = ReferenceCache()  # the worker process's own (one device per worker)

@@ -40,7 +40,7 @@ from peak_mcp.evaluation.checks import (
     where,
 )
 from peak_mcp.evaluation.phases import Recheck, Timing, Verdict
-from peak_mcp.evaluation.reference_cache import KEPT
+from peak_mcp.evaluation.reference_cache import KEPT, fresh_trial
 from peak_mcp.evaluation.workspace import ALT_POISON, GUARD_PATTERN, POISON, Workspace
 from peak_mcp.problems.base import PROBLEM_CODE, BufferArg, Problem, Reference, Tolerance
 
@@ -295,10 +295,8 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
         # With a few trials to spare, the last draws from the problem's stress ranges where it has them (large
         # values: an exp that overflows without the max subtracted, a sum of squares past f16's range).
         stress = trials >= 2 and problem.stress_ranges()
-        # a trial drawn fresh only where sets are kept at all (the array module is numpy's or cupy's; a tool's own
-        # validator draws every set from its seeds, as before)
-        kept_at_all = keep and KEPT.key(problem, xp, dtype, sizes, seed, False) is not None
-        fresh = fresh_trial(problem, dtype, sizes, trials) if kept_at_all else None
+        # a trial drawn fresh only where sets are kept at all (a tool's own validator draws every set from its seeds)
+        fresh = fresh_trial(problem, dtype, sizes, trials) if keep and KEPT.keeps(problem, xp) else None
         for trial in range(trials):
             s = made[trial % len(made)]
             s.inputs, s.refs = {}, {}  # a reused set's last arrays go before the next are made (device memory)
@@ -350,21 +348,6 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
         for s in made:
             s.ws.close()
         raise
-
-
-# Outputs this small are drawn fresh in one trial of every validation, kept sets or not: a wrong result's message
-# quotes expected values, and over a session's fixed inputs an agent could learn a small output's every value and
-# submit constants. Past this size the quoted values cannot add up to an output.
-FRESH_ELEMENTS = 1 << 20
-
-
-def fresh_trial(problem: Problem, dtype: str, sizes: dict[str, int], trials: int) -> int | None:
-    """The trial that draws fresh inputs (never kept) where the outputs are small: the second (the first when there
-    is one), not the stress trial where another is left; None for large outputs."""
-    outputs = sum(a.count(sizes) for a in problem.arguments(dtype) if isinstance(a, BufferArg) and a.is_output)
-    if outputs > FRESH_ELEMENTS:
-        return None
-    return 1 if trials >= 3 else 0
 
 
 class _LaunchAudit:

@@ -170,12 +170,7 @@ class DevicePool:
         key = (backend, index)
         cancel = cancel if cancel is not None else CANCEL.get()
         with self.queues.turn(key, cancel):
-            worker = self._workers.get(key)
-            if worker is None or not worker.alive():
-                if worker is not None:  # died between jobs: its problem hosts, pipes and group go with it
-                    self._kill(worker)
-                worker = self._start(backend, index)
-                self._workers[key] = worker
+            worker = self._live_worker(backend, index)
             try:
                 self._host_for(worker, job)
                 return self._exchange(worker, job, inactivity_s, total_s, progress, cancel)
@@ -192,13 +187,19 @@ class DevicePool:
         key = (backend, index)
         try:
             with self.queues.quietly(key):
-                worker = self._workers.get(key)
-                if worker is None or not worker.alive():
-                    if worker is not None:
-                        self._kill(worker)
-                    self._workers[key] = self._start(backend, index)
+                self._live_worker(backend, index)
         except Exception as exc:  # a device another server owns, a worker that did not start
             log.info("worker not started ahead", backend=backend, device=index, reason=str(exc)[:200])
+
+    def _live_worker(self, backend: str, index: int) -> _Worker:
+        """The device's worker, started where there is none or it died (held under the device's lock)."""
+        key = (backend, index)
+        worker = self._workers.get(key)
+        if worker is None or not worker.alive():
+            if worker is not None:  # died between jobs: its problem hosts, pipes and group go with it
+                self._kill(worker)
+            worker = self._workers[key] = self._start(backend, index)
+        return worker
 
     def close(self) -> None:
         for worker in list(self._workers.values()):
