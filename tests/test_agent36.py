@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import anyio
 import pytest
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
@@ -26,6 +26,7 @@ from peak_mcp.research.agent_budget import Budget, Tracker
 from peak_mcp.research.agent_codec import parts_of, reply_text
 from peak_mcp.research.agent_models import Recording, make_model
 from peak_mcp.research.agent_run import AgentPlan, run_agent, stdio_toolset
+from peak_mcp.research.agent_state import AgentState, dump_messages, save
 from peak_mcp.research.exchanges import read_exchanges
 from tests.conftest import EXAMPLES, has_device, skip_reason
 from tests.test_cli import cli
@@ -288,3 +289,112 @@ def test_agent_joins_a_running_http_server(tmp_path: Path, capsys) -> None:
     code, listed, _ = cli("sessions", "--data-dir", str(data), capsys=capsys)
     assert code == 0 and listed.startswith(session)  # the session is the HTTP server's
     assert not (tmp_path / "unused").exists()  # no stdio child was started
+
+
+@pytest.mark.usefixtures("quick")
+@pytest.mark.vulkan
+@pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")
+def test_turn_by_turn_run_stops_for_each_reply_and_resumes(tmp_path: Path, capsys) -> None:
+    """--exchange-wait 0: each process runs until a reply is missing, saves the state and exits 3; --resume, in a
+    new process with a new stdio server on the same data dir, answers the pending request from its reply file and
+    goes on in the same session. The budget, the calls and the report span the parts; the recording replays."""
+    exchange, out, data = tmp_path / "exchange", tmp_path / "report", tmp_path / "data"
+    state_file = exchange / "state.json"
+
+    def resume() -> tuple[int, str, str]:
+        return cli("agent", "--resume", str(state_file), "--data-dir", str(data), capsys=capsys)
+
+    def reply(n: int, text: str) -> None:
+        (exchange / f".reply-{n}.part").write_text(text)
+        (exchange / f".reply-{n}.part").rename(exchange / f"reply-{n}.txt")
+
+    code, printed, err = cli("agent", "--backend", "hlsl", "--sizes", SIZES, "--model", f"exchange:{exchange}",
+                             "--exchange-wait", "0", "--max-versions", "3", "--report-dir", str(out),
+                             "--data-dir", str(data), capsys=capsys)
+    assert code == 3, err
+    assert f"waiting for {exchange / 'reply-1.txt'}" in printed and f"--resume {state_file}" in printed
+    state = json.loads(state_file.read_text())
+    session = state["session_id"]
+    assert (state["pending"], state["requests"], state["tried"], state["parts"]) == (1, 0, [], 1)
+    assert state["messages"][-1]["kind"] == "request" and not state["plan"]["sampling"]
+    first = json.loads((exchange / "request-1.json").read_text())
+    assert session in first["system_prompt"] and "returns the brief" in first["system_prompt"]
+
+    # Part 2: the reply's kernel is submitted in the same session, then the run waits for request 2, not 3.
+    reply(1, json.dumps({"tool_calls": [{"name": "submit_kernel", "args": {"source": TILED, "parent": 0}}]}))
+    code, printed, err = resume()
+    assert code == 3, err
+    assert f"waiting for {exchange / 'reply-2.txt'}" in printed and f"session {session}: part 2, from request 1" in err
+    state = json.loads(state_file.read_text())
+    assert (state["session_id"], state["pending"], state["requests"], state["parts"]) == (session, 2, 1, 2)
+    assert [(t["tool"], [v["version"] for v in t["versions"]]) for t in state["tried"]] == [("submit_kernel", [1])]
+    assert sorted(p.name for p in exchange.glob("request-*.json")) == ["request-1.json", "request-2.json"]
+    second = json.loads((exchange / "request-2.json").read_text())
+    assert second["system_prompt"] == first["system_prompt"]  # the same instructions
+    answered = [m["text"] for m in second["messages"] if m["role"] == "tool"]
+    assert len(answered) == 1 and answered[0].startswith("submit_kernel (call")
+
+    code, printed, _ = resume()  # no reply yet: no server is started, the state stays as it was
+    assert (code, printed.strip()) == (3, f"still waiting for {exchange / 'reply-2.txt'}")
+    assert json.loads(state_file.read_text()) == state
+
+    # Part 3: a second kernel on the first; part 4: the last words end the run with the whole run's report.
+    reply(2, json.dumps({"tool_calls": [{"name": "submit_kernel", "args": {"source": TILED, "parent": 1}}]}))
+    code, printed, err = resume()
+    assert code == 3 and f"waiting for {exchange / 'reply-3.txt'}" in printed, err
+    at_three = json.loads(state_file.read_text())
+    reply(3, "Tiled twice; nothing more to gain.")
+    code, printed, err = resume()
+    assert code == 0, err
+    report = json.loads((out / "agent-report.json").read_text())
+    assert (report["session_id"], report["parts"], report["versions_made"], report["model_requests"]) == (
+        session, 4, 2, 3)
+    assert [(t["tool"], [v["version"] for v in t["versions"]]) for t in report["tried"]] == [
+        ("submit_kernel", [1]), ("submit_kernel", [2])]
+    assert report["stop_reason"] == "the model stopped by itself" and report["final_text"].startswith("Tiled twice")
+    assert "in 4 parts" in printed and "| 2 | submit_kernel |" in printed and "Tiled twice" in printed
+    assert report["wall_s"] >= sum(t["seconds"] for t in report["tried"])
+    assert json.loads(state_file.read_text())["done"] == "the model stopped by itself"
+    code, _, err = resume()
+    assert code == 2 and "that run has ended" in err
+    code, listed, _ = cli("sessions", "--data-dir", str(data), capsys=capsys)
+    assert code == 0 and listed.count("\n") == 1 and listed.startswith(session)  # one session, four servers
+
+    # The recording spans the parts: request 1 to 3 in order, and it replays in one process.
+    assert [e.cell.repeat for e in read_exchanges(out / "exchanges.jsonl")] == [1, 2, 3]
+    code, printed, err = cli("agent", "--backend", "hlsl", "--sizes", SIZES, "--model",
+                             f"replay:{out / 'exchanges.jsonl'}", "--no-sampling", "--data-dir",
+                             str(tmp_path / "replayed"), capsys=capsys)
+    assert code == 0, err
+    assert "2 version(s) made, 3 model request(s)" in printed and "Tiled twice" in printed
+
+    # The budget spans the parts: the state at request 3 (2 requests answered, minutes used) resumed under a
+    # request limit of 2, or with its time used raised to the limit, ends before request 3 is sent.
+    def ended(name: str, state: dict[str, Any]) -> str:
+        (tmp_path / name).write_text(json.dumps(state))
+        code, _, err = cli("agent", "--resume", str(tmp_path / name), "--data-dir", str(data), capsys=capsys)
+        assert code == 0, err
+        return json.loads((out / "agent-report.json").read_text())["stop_reason"]
+
+    lines = len((out / "exchanges.jsonl").read_text().splitlines())
+    assert ended("requests.json", {**at_three, "plan": {**at_three["plan"], "max_requests": 2}}).startswith(
+        "request limit: The next request would exceed the request_limit of 2")
+    assert ended("minutes.json", {**at_three, "seconds": 3600.0}).startswith("time budget spent: 60.")
+    assert len((out / "exchanges.jsonl").read_text().splitlines()) == lines  # no request was sent
+
+
+def test_resume_of_a_session_the_store_lacks_fails_clearly(tmp_path: Path, capsys) -> None:
+    """A state names its session; resumed against another data dir, the run stops before any model request."""
+    exchange = tmp_path / "exchange"
+    state = AgentState(plan=AgentPlan(backend="hlsl", model=f"exchange:{exchange}", exchange_wait_s=0),
+                       session_id="0123456789ab", instructions="optimize", at_start=[0], seconds=1.0, requests=0,
+                       turns=0, pending=1, exchange=str(exchange),
+                       messages=dump_messages([ModelRequest(parts=[UserPromptPart("go")])]))
+    save(state, tmp_path / "state.json")
+    exchange.mkdir()
+    (exchange / "reply-1.txt").write_text("done")
+    code, printed, err = cli("agent", "--resume", str(tmp_path / "state.json"), "--data-dir",
+                             str(tmp_path / "other"), capsys=capsys)
+    assert code == 1 and not printed
+    assert "session 0123456789ab is not in this server's store" in err and "--data-dir" in err
+    assert not list(exchange.glob("request-*.json"))  # no model request was made

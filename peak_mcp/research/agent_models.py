@@ -25,10 +25,10 @@ from peak_mcp.research.exchanges import Backend, Exchange
 from peak_mcp.research.replay import Replay
 
 
-def backend_model(backend: Backend, name: str) -> FunctionModel:
+def backend_model(backend: Backend, name: str, turns: int = 0) -> FunctionModel:
     """A pydantic-ai model whose every request goes to a research backend (folder exchange or replay) as an
-    AgentRequest, numbered in order, and whose reply text becomes the response (text or tool calls)."""
-    turns = 0
+    AgentRequest, numbered in order (after `turns` answered in earlier parts of a resumed run), and whose reply text
+    becomes the response (text or tool calls)."""
 
     async def answer(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         nonlocal turns
@@ -44,9 +44,9 @@ def backend_model(backend: Backend, name: str) -> FunctionModel:
 class Recording(WrapperModel):
     """Appends every request and its reply to a JSONL as research Exchange lines (the replay backend's input)."""
 
-    def __init__(self, wrapped: Model, path: Path | None) -> None:
+    def __init__(self, wrapped: Model, path: Path | None, turns: int = 0) -> None:
         super().__init__(wrapped)
-        self.path, self.turns = path, 0
+        self.path, self.turns = path, turns  # a resumed run's cells count on from its earlier parts'
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
 
@@ -70,16 +70,19 @@ class Recording(WrapperModel):
         return response
 
 
-def make_model(spec: str, base_url: str | None = None, exchange_timeout_s: float = 3600.0) -> Model:
+def make_model(spec: str, base_url: str | None = None, exchange_timeout_s: float = 3600.0,
+               exchange_start: int | None = None, turns: int = 0) -> Model:
+    """exchange_start and turns resume a run: its pending exchange number, and the requests answered before."""
     kind, _, rest = spec.partition(":")
     if spec == "test":
         return TestModel(call_tools=["history"], custom_output_text="done (TestModel)")
     if kind == "exchange" and rest:
-        return backend_model(FolderExchange(Path(rest), timeout_s=exchange_timeout_s), spec)
+        return backend_model(FolderExchange(Path(rest), timeout_s=exchange_timeout_s, start=exchange_start), spec,
+                             turns)
     if kind == "replay" and rest:
         if not Path(rest).is_file():
             raise ValueError(f"replay needs a recorded exchanges.jsonl: {rest} is not a file")
-        return backend_model(Replay(Path(rest)), spec)
+        return backend_model(Replay(Path(rest)), spec, turns)
     if base_url and kind in ("openai", "openai-chat"):
         # Local OpenAI-compatible servers (vLLM, llama.cpp, Ollama) speak chat completions, not the Responses API
         # that 'openai:' means to pydantic-ai; a key is required by the client even where the server ignores it.

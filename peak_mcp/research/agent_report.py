@@ -26,7 +26,8 @@ class AgentReport(BaseModel):
     stop_reason: str
     versions_made: int
     model_requests: int
-    wall_s: float
+    wall_s: float = Field(description="time the run's processes took, all parts together")
+    parts: int = Field(1, description="processes the run took (a run resumed from its saved state takes several)")
     v0_ms: float | None = None
     best: dict[str, Any] | None = Field(None, description="the fastest general version (history's best)")
     lineage: list[dict[str, Any]] = Field(default_factory=list, description="v0 first, the best version last")
@@ -39,7 +40,7 @@ class AgentReport(BaseModel):
                  f"- model: {self.model}; session {self.session_id}",
                  f"- stopped: {self.stop_reason}",
                  f"- {self.versions_made} version(s) made, {self.model_requests} model request(s), "
-                 f"{self.wall_s:.0f} s"]
+                 f"{self.wall_s:.0f} s" + (f" in {self.parts} parts" if self.parts > 1 else "")]
         if self.best is None:
             lines.append("- best: none (no general version was timed)")
         else:
@@ -89,7 +90,8 @@ def lineage(rows: list[dict[str, Any]], version: int | None) -> list[dict[str, A
     return chain[::-1]
 
 
-def build(tracker: Tracker, model: str, stop_reason: str, requests: int, final_text: str | None) -> AgentReport:
+def build(tracker: Tracker, model: str, stop_reason: str, requests: int, final_text: str | None,
+          parts: int = 1) -> AgentReport:
     h = tracker.history
     rows = h.get("rows", [])
     best = tracker.best_row()
@@ -97,7 +99,7 @@ def build(tracker: Tracker, model: str, stop_reason: str, requests: int, final_t
     return AgentReport(
         model=model, session_id=h["session_id"], problem=h["problem"], backend=h["backend"], dtype=h["dtype"],
         sizes=h["sizes"], device=h["device"], stop_reason=stop_reason, versions_made=tracker.made,
-        model_requests=requests, wall_s=round(tracker.minutes() * 60, 1), v0_ms=v0.get("median_ms"),
+        model_requests=requests, wall_s=round(tracker.minutes() * 60, 1), parts=parts, v0_ms=v0.get("median_ms"),
         best={k: best.get(k) for k in ROW_KEYS if best.get(k) is not None} if best else None,
         lineage=lineage(rows, best["version"]) if best else [], tried=tracker.tried, final_text=final_text)
 

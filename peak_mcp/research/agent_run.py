@@ -4,7 +4,8 @@ sampling requests (apply_transformation asks the client's LLM to write the kerne
 keeps the budget: after every call that can make versions it reads history; once a rule holds, further calls
 that make versions are refused and the run ends at its next step; past the time budget plus a grace the run is
 cancelled outright. Tools outside the one session (start_session, define_problem, list_sessions) are hidden, and
-every call is pinned to the session."""
+every call is pinned to the session. With an exchange that does not wait, a missing reply stops the run: it returns
+its AgentState, and a later process resumes it from there (research/agent_state.py)."""
 
 from __future__ import annotations
 
@@ -15,33 +16,31 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from pydantic import BaseModel, Field
 from pydantic_ai import Agent, UsageLimits
 from pydantic_ai.exceptions import UsageLimitExceeded
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.models import Model
+from pydantic_ai.usage import RunUsage
 
-from peak_mcp.research.agent_budget import Budget, Tracker, Tried, short_args
+from peak_mcp.research.agent_budget import Tracker, Tried, short_args
 from peak_mcp.research.agent_report import AgentReport, build
+from peak_mcp.research.agent_state import AgentPlan, AgentState, dump_messages
+from peak_mcp.research.exchange import Waiting
+
+__all__ = ["AgentError", "AgentPlan", "AgentState", "run_agent", "stdio_toolset", "url_toolset"]
 
 HIDDEN = frozenset({"start_session", "define_problem", "list_sessions"})
 MAKES_VERSIONS = frozenset({"submit_kernel", "apply_transformation", "tune"})
 HARD_GRACE_S = 300.0  # past --max-minutes, calls in flight get this long before the run is cancelled
 ABOUT_CHARS = 6000  # of the session's ABI, rules and definition quoted in the instructions
+PROMPT = "Make the kernel as fast as you can within the budget."
+APPLY_SAMPLING = "apply_transformation has the server ask you (by sampling) for the transformed kernel and checks it"
+APPLY_BRIEF = ("apply_transformation returns the brief for the transformed kernel: write that kernel and "
+               "submit_kernel it with the transformation set")
 
 
 class AgentError(RuntimeError):
     pass
-
-
-class AgentPlan(BaseModel):
-    problem: str = "matmul"
-    backend: str = "cuda"
-    dtype: str = "f32"
-    sizes: dict[str, int] | None = None
-    model: str = Field(description="the --model string, as the report names it")
-    budget: Budget = Field(default_factory=Budget)
-    max_requests: int = Field(60, ge=1, description="model requests at most (pydantic-ai's usage limit)")
 
 
 async def _structured(toolset: MCPToolset, name: str, args: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +65,7 @@ def instructions(session: dict[str, Any], plan: AgentPlan) -> str:
         f"{v0.get('status', 'none')} {v0.get('message', '')}.\n"
         f"Budget: {', '.join(x for x in limits if x) or 'none'}; the client stops you when it is spent.\n"
         "Work in steps: suggest_next ranks catalog transformations for the head; get_transformation gives one's "
-        "text; apply_transformation has the server ask you (by sampling) for the transformed kernel and checks it, "
+        "text; " + (APPLY_SAMPLING if plan.sampling else APPLY_BRIEF) + ", "
         "or write a kernel yourself and submit_kernel it; tune searches a kernel's `// peak: params`; history shows "
         "every version with its time. Every version made counts against the budget, failed ones too; only one that "
         "passes its checks can be the best. When you see no further gain, "
@@ -74,9 +73,13 @@ def instructions(session: dict[str, Any], plan: AgentPlan) -> str:
 
 
 async def run_agent(plan: AgentPlan, model: Model, connect: Callable[..., MCPToolset],
-                    progress: Callable[[str], None] = lambda line: None) -> AgentReport:
-    """connect(**toolset_kwargs) builds the MCPToolset for the server (stdio child or URL)."""
-    began = time.monotonic()  # the time budget counts the session's start too
+                    progress: Callable[[str], None] = lambda line: None,
+                    resume: AgentState | None = None) -> AgentReport | AgentState:
+    """connect(**toolset_kwargs) builds the MCPToolset for the server (stdio child or URL). Returns the report, or
+    the state to resume from where the model's reply is not there yet (an exchange that does not wait). `resume`
+    goes on from such a state in the same session: no new session, the same instructions, the saved history."""
+    # the time budget counts the session's start too, and the time of the run's earlier parts
+    began = time.monotonic() - (resume.seconds if resume else 0.0)
     tracker: Tracker | None = None
     session_tools: set[str] = set()
     session_id = ""
@@ -116,34 +119,55 @@ async def run_agent(plan: AgentPlan, model: Model, connect: Callable[..., MCPToo
         return answer
 
     # The server's instructions (how its loop goes) are read: it is the server this command was pointed at.
-    toolset = connect(sampling_model=model, process_tool_call=guard, tool_error_behavior="failed",
-                      include_instructions=True, init_timeout=120, read_timeout=1800)
+    toolset = connect(sampling_model=model if plan.sampling else None, process_tool_call=guard,
+                      tool_error_behavior="failed", include_instructions=True, init_timeout=120, read_timeout=1800)
     with warnings.catch_warnings():
         # pydantic-ai warns that a modern MCP session cannot sample; fastmcp answers the server's input-required
         # rounds with the sampling handler all the same (apply_transformation's kernels come back through it).
         warnings.filterwarnings("ignore", message=".*will never be called.*", category=UserWarning)
         await toolset.__aenter__()
     try:
-        started = await _structured(toolset, "start_session", {
-            "problem": plan.problem, "backend": plan.backend, "dtype": plan.dtype, "sizes": plan.sizes,
-            "label": f"agent {plan.model}"[:80]})
-        session_id = started["session_id"]
+        if resume is None:
+            started = await _structured(toolset, "start_session", {
+                "problem": plan.problem, "backend": plan.backend, "dtype": plan.dtype, "sizes": plan.sizes,
+                "label": f"agent {plan.model}"[:80]})
+            session_id, text = started["session_id"], instructions(started, plan)
+            progress(f"session {session_id}: v0 {(started.get('version_0') or {}).get('status', 'none')}")
+        else:
+            session_id, text = resume.session_id, resume.instructions
         session_tools = {t.name for t in await toolset.list_tools()
                          if "session_id" in (t.input_schema or {}).get("properties", {})}
-        tracker = Tracker(plan.budget, await _structured(toolset, "history", {"session_id": session_id}), began)
-        progress(f"session {session_id}: v0 {(started.get('version_0') or {}).get('status', 'none')}")
+        try:
+            history = await _structured(toolset, "history", {"session_id": session_id})
+        except AgentError as exc:
+            if resume is None:
+                raise
+            raise AgentError(f"the saved run's session {session_id} is not in this server's store ({exc}); resume "
+                             "with the --data-dir (or --url) of the run that saved the state") from None
+        tracker = Tracker(plan.budget, history, began)
+        if resume is not None:  # the whole run's record: versions made and calls tried count from its first part
+            tracker.at_start, tracker.tried = set(resume.at_start), list(resume.tried)
+            progress(f"session {session_id}: part {resume.parts + 1}, from request {resume.pending}")
         agent = Agent(model, toolsets=[toolset.filtered(lambda ctx, tool: tool.name not in HIDDEN)],
-                      instructions=instructions(started, plan), retries=3)
-        reason, final, requests = None, None, 0
+                      instructions=text, retries=3)
+        reason, final, requests = None, None, resume.requests if resume else 0
+        waiting: tuple[Waiting, list[Any]] | None = None
         hard = (plan.budget.max_minutes * 60 + HARD_GRACE_S) if plan.budget.max_minutes else float("inf")
-        with anyio.move_on_after(hard) as scope:
+        with anyio.move_on_after(max(hard - (time.monotonic() - began), 1.0)) as scope:
             try:
-                async with agent.iter("Make the kernel as fast as you can within the budget.",
+                # Resumed, the history ends with the request that waited and no new prompt: pydantic-ai sends
+                # that request again (UserPromptNode), and the exchange answers it under its own number.
+                async with agent.iter(None if resume else PROMPT,
+                                      message_history=resume.history() if resume else None,
+                                      usage=RunUsage(requests=requests),
                                       usage_limits=UsageLimits(request_limit=plan.max_requests)) as run:
-                    async for _node in run:
-                        requests = run.usage.requests
-                        if reason := tracker.stop_reason():
-                            break
+                    try:
+                        async for _node in run:
+                            requests = run.usage.requests
+                            if reason := tracker.stop_reason():
+                                break
+                    except Waiting as exc:  # the request stays in the history, unanswered
+                        waiting, requests = (exc, run.all_messages()), run.usage.requests
                     if run.result is not None:
                         final = str(run.result.output)
                         reason = reason or "the model stopped by itself"
@@ -153,8 +177,15 @@ async def run_agent(plan: AgentPlan, model: Model, connect: Callable[..., MCPToo
                 reason = f"model error: {type(exc).__name__}: {exc}"[:500]
         if scope.cancelled_caught:
             reason = f"cancelled {HARD_GRACE_S:g} s past the time budget"
+        elif waiting is not None:
+            exc, messages = waiting
+            return AgentState(plan=plan, session_id=session_id, instructions=text, messages=dump_messages(messages),
+                              at_start=sorted(tracker.at_start), tried=tracker.tried,
+                              seconds=round(time.monotonic() - began, 2), requests=requests, turns=exc.turn - 1,
+                              pending=exc.n, exchange=str(exc.folder), parts=resume.parts + 1 if resume else 1)
         tracker.observe(await _structured(toolset, "history", {"session_id": session_id}))
-        return build(tracker, plan.model, reason or "stopped", requests, final)
+        return build(tracker, plan.model, reason or "stopped", requests, final,
+                     parts=resume.parts + 1 if resume else 1)
     finally:
         await toolset.__aexit__(None, None, None)
 

@@ -1,7 +1,9 @@
 """The exchange backend: a folder through which a person or another program is the model. Each request is written
 as request-<n>.json (the cell, the system prompt, the messages, max tokens); the reply is read from reply-<n>.txt
 once it appears. Write the reply under another name and rename it to reply-<n>.txt, so it is never read half
-written. n counts on from the folder's highest request, so a resumed run never reuses a number."""
+written. n counts on from the folder's highest request, so a new run never reuses a number; a run resumed from its
+saved state (`peak-mcp agent --resume`) starts at its pending request instead, whose reply is now there. With no
+wait (timeout 0) a missing reply raises Waiting at once: the caller saves its state and exits."""
 
 from __future__ import annotations
 
@@ -18,21 +20,32 @@ class NoReply(TimeoutError):
     pass
 
 
+class Waiting(NoReply):
+    """The reply to request n is not there yet and the exchange does not wait for it."""
+
+    def __init__(self, folder: Path, n: int, turn: int) -> None:
+        self.folder, self.n, self.turn = folder, n, turn  # turn: the cell's, the run's count of model requests
+        super().__init__(f"waiting for {folder / f'reply-{n}.txt'}")
+
+
 class FolderExchange:
-    def __init__(self, folder: Path, timeout_s: float = 3600.0, poll_s: float = 0.5) -> None:
+    def __init__(self, folder: Path, timeout_s: float = 3600.0, poll_s: float = 0.5, start: int | None = None) -> None:
         self.folder, self.timeout_s, self.poll_s = folder, timeout_s, poll_s
         folder.mkdir(parents=True, exist_ok=True)
         numbers = [int(m.group(1)) for p in folder.glob("request-*.json")
                    if (m := re.fullmatch(r"request-(\d+)\.json", p.name))]
-        self.next = max(numbers, default=0) + 1
+        self.next = start if start is not None else max(numbers, default=0) + 1
 
     async def __call__(self, request: Request, cell: Cell) -> Reply:
         n, self.next = self.next, self.next + 1
-        staged = self.folder / f".request-{n}.json.part"
-        staged.write_text(json.dumps({"n": n, "reply_file": f"reply-{n}.txt", "cell": cell.model_dump(),
-                                      **request.model_dump()}, indent=2) + "\n")
-        staged.rename(self.folder / f"request-{n}.json")
         reply = self.folder / f"reply-{n}.txt"
+        if not (self.folder / f"request-{n}.json").exists():  # a resumed request stays as it was answered
+            staged = self.folder / f".request-{n}.json.part"
+            staged.write_text(json.dumps({"n": n, "reply_file": reply.name, "cell": cell.model_dump(),
+                                          **request.model_dump()}, indent=2) + "\n")
+            staged.rename(self.folder / f"request-{n}.json")
+        if self.timeout_s <= 0 and not reply.exists():
+            raise Waiting(self.folder, n, cell.repeat)
         with anyio.move_on_after(self.timeout_s):
             while not reply.exists():
                 await anyio.sleep(self.poll_s)
