@@ -10,7 +10,7 @@ platforms=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --p
            --platform any)
 python3 -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp "${platforms[@]}" \
     -d .whl/all "mcp>=2.3,<3" pydantic pydantic-settings structlog "vulkan>=1.3.275" cffi "optuna>=4" \
-    "nvidia-cuda-nvdisasm>=13,<14" "nvidia-cuda-cccl>=13,<14"
+    "nvidia-cuda-nvdisasm>=13,<14" "nvidia-cuda-cccl>=13,<14" "pydantic-ai-slim[mcp]==2.68.0"  # the last: peak-mcp agent
 # Keep what the image lacks; drop what it has (two versions of one package stop the install there).
 cd .whl
 for wheel in all/*.whl; do
