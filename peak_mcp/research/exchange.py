@@ -41,7 +41,7 @@ class FolderExchange:
         reply = self.folder / f"reply-{n}.txt"
         if not (self.folder / f"request-{n}.json").exists():  # a resumed request stays as it was answered
             staged = self.folder / f".request-{n}.json.part"
-            staged.write_text(json.dumps({"n": n, "reply_file": reply.name, "cell": cell.model_dump(),
+            staged.write_text(json.dumps({"n": n, "reply_file": reply.name, "cell": cell.model_dump(exclude_none=True),
                                           **request.model_dump()}, indent=2) + "\n")
             staged.rename(self.folder / f"request-{n}.json")
         if self.timeout_s <= 0 and not reply.exists():

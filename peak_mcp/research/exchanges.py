@@ -44,10 +44,12 @@ class Cell(BaseModel):
     transformation: str
     repeat: int
     attempt: int = 1
+    sequence: int | None = None  # a sequence run's: which sequence of the plan (from 1) and which step of it
+    step: int | None = None
 
     @property
-    def coordinates(self) -> tuple[str, str, int, int]:
-        return (self.model, self.transformation, self.repeat, self.attempt)
+    def coordinates(self) -> tuple[str, str, int, int, int | None, int | None]:
+        return (self.model, self.transformation, self.repeat, self.attempt, self.sequence, self.step)
 
 
 class Reply(BaseModel):
@@ -82,8 +84,10 @@ class Recorder:
         self.exchanges: list[Exchange] = []  # the current cell's
         path.parent.mkdir(parents=True, exist_ok=True)
 
-    def begin(self, model: str, transformation: str, repeat: int) -> None:
-        self.cell = Cell(model=model, transformation=transformation, repeat=repeat, attempt=0)
+    def begin(self, model: str, transformation: str, repeat: int, sequence: int | None = None,
+              step: int | None = None) -> None:
+        self.cell = Cell(model=model, transformation=transformation, repeat=repeat, attempt=0, sequence=sequence,
+                         step=step)
         self.exchanges = []
 
     async def __call__(self, context: Any,

@@ -1,9 +1,10 @@
 """The replay backend: the replies of a recorded run (its exchanges.jsonl) answered again, so a run can be
-reproduced without the model. A request is found by its cell (model, transformation, repeat, attempt), else by its
-text's hash. The cell comes first: a brief quotes the times measured on its run and a failed attempt's expected
-values (the inputs are drawn per session), so on a re-run the same request never has the same text (measured on
-lavapipe: 0 of 2 found by hash); and repeats of one cell may well have the same text, which the hash cannot tell
-apart. The hash serves a plan that differs from the recorded one but asks what was asked."""
+reproduced without the model. A request is found by its cell (model, transformation, repeat, attempt, and for a
+sequence run its sequence and step), else by its text's hash. The cell comes first: a brief quotes the times
+measured on its run and a failed attempt's expected values (the inputs are drawn per session), so on a re-run the
+same request never has the same text (measured on lavapipe: 0 of 2 found by hash); and repeats of one cell
+may well have the same text, which the hash cannot tell apart. The hash serves a plan that differs from the
+recorded one but asks what was asked."""
 
 from __future__ import annotations
 

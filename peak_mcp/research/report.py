@@ -1,7 +1,7 @@
 """The reports PEAK gives, from an experiment's finished cells: per model and transformation, the runs (repeats),
 the success rate (the run ended with a correct kernel), the first-attempt success rate, the faster-beyond-noise rate,
 the attempts' outcome classes, and the median speedup of the successes over the base. Markdown, CSV, JSON, and a
-bar chart (PNG)."""
+bar chart (PNG); sequence runs in sequence_report's table and line plot beside them."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from peak_mcp.research import sequence_report
 from peak_mcp.research.outcomes import CLASSES
 from peak_mcp.research.runner import CellResult
 
@@ -102,12 +103,14 @@ def attempts_csv(cells: list[CellResult]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["model", "transformation", "repeat", "attempt", "outcome", "status", "failure", "version",
-                     "median_ms", "speedup_vs_base", "request_chars", "reply_chars", "reply_tokens", "model_s"])
+                     "median_ms", "speedup_vs_base", "request_chars", "reply_chars", "reply_tokens", "model_s",
+                     "sequence", "step", "parent"])
     for c in cells:
         for a in c.attempts:
             writer.writerow([c.model, c.transformation, c.repeat, a.attempt, a.outcome, a.status, a.failure or "",
                              a.version, a.median_ms, a.speedup_vs_base, a.request_chars, a.reply_chars,
-                             a.reply_tokens, a.model_s])
+                             a.reply_tokens, a.model_s, c.sequence, c.step,
+                             c.parent if c.sequence is not None else c.base_version])
     return buffer.getvalue()
 
 
@@ -140,11 +143,20 @@ def plot(table: list[Row], path: Path) -> Path:
 
 
 def write(cells: list[CellResult], out: Path) -> dict[str, Path]:
-    """report.md, report.csv, attempts.csv, report.json and report.png under out."""
-    table = rows(cells)
+    """report.md, report.csv, attempts.csv, report.json and report.png under out (plain cells); for sequence runs
+    sequences.csv, sequences.json and sequences.png too, their table in report.md."""
+    table = rows([c for c in cells if c.sequence is None])
+    steps = sequence_report.rows(cells)
     paths = {"markdown": out / "report.md", "csv": out / "report.csv", "attempts": out / "attempts.csv",
-             "json": out / "report.json", "png": out / "report.png"}
-    paths["markdown"].write_text(markdown(table))
+             "json": out / "report.json", "png": out / "report.png", "sequences_csv": out / "sequences.csv",
+             "sequences_json": out / "sequences.json", "sequences_png": out / "sequences.png"}
+    text = markdown(table) if table or not steps else ""
+    if steps:
+        sequence_report.plot(steps, paths["sequences_png"])
+        paths["sequences_csv"].write_text(sequence_report.csv_text(steps))
+        paths["sequences_json"].write_text(json.dumps({"steps": [r.model_dump() for r in steps]}, indent=2) + "\n")
+        text += ("\n" if text else "") + sequence_report.markdown(steps, paths["sequences_png"].name)
+    paths["markdown"].write_text(text)
     paths["csv"].write_text(csv_text(table))
     paths["attempts"].write_text(attempts_csv(cells))
     paths["json"].write_text(json.dumps({"rows": [r.model_dump() for r in table], "totals": totals(table)},

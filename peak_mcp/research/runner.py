@@ -1,7 +1,9 @@
 """The experiment run: connect to the server as an MCP client whose sampling callback is the model, start one
-session, and call apply_transformation from the base version for every transformation x repeat not yet finished.
-Each finished cell is one line of results.jsonl (its attempts inside it), written when the cell ends, so a crash
-loses at most the cell under way and a re-run skips what is there."""
+session (or go on in the earlier results' one), and call apply_transformation from the base version for every
+transformation x repeat not yet finished, then along every sequence x repeat: step k transforms what the run holds
+(the last version a step of it made that passed, at first the base). Each finished cell or step is one line of
+results.jsonl (its attempts inside it), written when it ends, so a crash loses at most the one under way and a
+re-run skips what is there; a sequence run goes on at its first unfinished step from the version it held."""
 
 from __future__ import annotations
 
@@ -61,10 +63,27 @@ class CellResult(BaseModel):
     attempts: list[AttemptRow] = Field(default_factory=list)
     wall_s: float
     error: str | None = None
+    # a sequence run's step; None on a plain cell (every one transforms base_version)
+    sequence: int | None = Field(None, description="which sequence of the plan, from 1")
+    step: int | None = Field(None, description="which step of it, from 1")
+    parent: int | None = Field(None, description="the version this step transformed: the run's last passing one")
+    parent_ms: float | None = None
+    base_ms: float | None = Field(None, description="base_version's median time, what speedup_vs_v0 divides")
+    speedup_vs_v0: float | None = Field(None, description="base_ms / result_ms, where the step passed")
+    speedup_vs_parent: float | None = Field(None, description="the server's ratio against the parent, where passed")
+    held_version: int | None = Field(None, description="what the run holds after the step: its result where it "
+                                                       "passed (benchmarked), else parent")
+    held_ms: float | None = None
+    held_speedup_vs_v0: float | None = None
 
     @property
-    def coordinates(self) -> tuple[str, str, int]:
-        return (self.model, self.transformation, self.repeat)
+    def coordinates(self) -> tuple[str, str, int, int | None, int | None]:
+        return (self.model, self.transformation, self.repeat, self.sequence, self.step)
+
+    @property
+    def passed(self) -> bool:
+        """Ended with a timed correct kernel: what the next step of a sequence transforms."""
+        return self.succeeded and self.result_version is not None and self.result_ms is not None
 
 
 def make_backend(model: ModelSpec) -> Backend:
@@ -115,44 +134,121 @@ def attempt_rows(step: dict[str, Any], exchanges: list[Exchange]) -> list[Attemp
 
 async def run_experiment(spec: ExperimentSpec, out: Path, target: Any,
                          progress: Callable[[str], None] = lambda line: None) -> list[CellResult]:
-    """Every cell of the plan not finished in `out` yet; returns every finished cell (earlier runs' too).
-    `target` is what mcp.Client connects to: an MCPServer in-process, StdioServerParameters, or a URL."""
+    """Every cell and sequence step of the plan not finished in `out` yet; returns every finished one (earlier
+    runs' too). `target` is what mcp.Client connects to: an MCPServer in-process, StdioServerParameters, or a URL."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.json").write_text(spec.model_dump_json(indent=2) + "\n")
-    finished = {c.coordinates for c in read_results(out) if c.finished}
+    done = [c for c in read_results(out) if c.finished]
+    finished = {c.coordinates for c in done}
+    label = spec.model.label
     todo = [(t, r) for t in spec.transformations for r in range(1, spec.repeats + 1)
-            if (spec.model.label, t, r) not in finished]
-    if not todo:
+            if (label, t, r, None, None) not in finished]
+    runs = [(s, r) for s, sequence in enumerate(spec.sequences, start=1) for r in range(1, spec.repeats + 1)
+            if any((label, t, r, s, k) not in finished for k, t in enumerate(sequence, start=1))]
+    if not todo and not runs:
         progress("every cell is finished")
-        return [c for c in read_results(out) if c.finished]
+        return finished_cells(out)
     recorder = Recorder(make_backend(spec.model), out / EXCHANGES)
     refused: ExperimentError | None = None
     async with Client(target, sampling_callback=recorder) as client:
         try:  # raised inside, it would leave Client's task group wrapped in an ExceptionGroup
-            session = spec.session_id or await _start(client, spec)
-            progress(f"session {session}: {len(todo)} cells to run, {len(finished)} finished before")
+            session = await _session(client, spec, done, partial=any(
+                c.sequence is not None and (c.sequence, c.repeat) in runs for c in done))
+            base_ms = await _median_ms(client, session, spec.base_version)
+            progress(f"session {session}: {len(todo)} cells and {len(runs)} sequence runs to run, "
+                     f"{len(done)} finished before")
         except ExperimentError as exc:
-            refused, todo = exc, []
+            refused, todo, runs = exc, [], []
         for transformation, repeat in todo:
-            recorder.begin(spec.model.label, transformation, repeat)
-            began = time.monotonic()
-            try:
-                answer = await client.call_tool("apply_transformation", {
-                    "session_id": session, "transformation": transformation, "version": spec.base_version,
-                    "max_attempts": spec.max_attempts})
-            except MCPError as exc:  # the model refused (input-required rounds raise it here): not finished
-                answer = exc
-            cell = _cell(spec, session, transformation, repeat, answer, recorder.exchanges,
-                         time.monotonic() - began)
-            with (out / RESULTS).open("a") as results:
-                results.write(cell.model_dump_json() + "\n")
-            progress(f"{transformation} #{repeat}: " + (
-                "succeeded" if cell.succeeded else "failed" if cell.finished else f"unfinished ({cell.error})") +
-                f" after {len(cell.attempts)} attempt(s), " + " ".join(a.outcome for a in cell.attempts) +
-                f" ({cell.wall_s:.0f} s)")
+            cell = await _apply(client, recorder, spec, session, transformation, repeat, spec.base_version)
+            _append(out, cell, progress)
+        for s, repeat in runs:
+            held = {c.step: c for c in done if c.model == label and c.sequence == s and c.repeat == repeat}
+            parent, parent_ms, resumed = spec.base_version, base_ms, True
+            for k, transformation in enumerate(spec.sequences[s - 1], start=1):
+                # finished before, as a prefix of the run (a step after one run anew transforms another version)
+                resumed = resumed and k in held and held[k].transformation == transformation
+                if resumed:
+                    parent, parent_ms = held[k].held_version, held[k].held_ms
+                    continue
+                cell = await _apply(client, recorder, spec, session, transformation, repeat, parent, s, k)
+                cell = _as_step(cell, parent, parent_ms, base_ms)
+                _append(out, cell, progress)
+                if not cell.finished:  # no reply or a tool error: the run cannot say what step k left
+                    break
+                parent, parent_ms = cell.held_version, cell.held_ms
     if refused is not None:
         raise refused
-    return [c for c in read_results(out) if c.finished]
+    return finished_cells(out)
+
+
+def finished_cells(out: Path) -> list[CellResult]:
+    """The finished cells and steps in `out`, the last of each where one ran again (a sequence edited in place)."""
+    latest = {c.coordinates: c for c in read_results(out) if c.finished}
+    return list(latest.values())
+
+
+async def _apply(client: Client, recorder: Recorder, spec: ExperimentSpec, session: str, transformation: str,
+                 repeat: int, version: int, sequence: int | None = None, step: int | None = None) -> CellResult:
+    recorder.begin(spec.model.label, transformation, repeat, sequence, step)
+    began = time.monotonic()
+    try:
+        answer = await client.call_tool("apply_transformation", {
+            "session_id": session, "transformation": transformation, "version": version,
+            "max_attempts": spec.max_attempts})
+    except MCPError as exc:  # the model refused (input-required rounds raise it here): not finished
+        answer = exc
+    cell = _cell(spec, session, transformation, repeat, answer, recorder.exchanges, time.monotonic() - began)
+    return cell.model_copy(update={"sequence": sequence, "step": step})
+
+
+def _as_step(cell: CellResult, parent: int | None, parent_ms: float | None, base_ms: float | None) -> CellResult:
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 4) if a and b else None
+
+    held_version, held_ms = (cell.result_version, cell.result_ms) if cell.passed else (parent, parent_ms)
+    last = cell.attempts[-1] if cell.attempts else None
+    return cell.model_copy(update=dict(
+        parent=parent, parent_ms=parent_ms, base_ms=base_ms,
+        speedup_vs_v0=ratio(base_ms, cell.result_ms) if cell.passed else None,
+        speedup_vs_parent=last.speedup_vs_base if cell.passed and last else None,
+        held_version=held_version, held_ms=held_ms, held_speedup_vs_v0=ratio(base_ms, held_ms)))
+
+
+def _append(out: Path, cell: CellResult, progress: Callable[[str], None]) -> None:
+    with (out / RESULTS).open("a") as results:
+        results.write(cell.model_dump_json() + "\n")
+    where = f"sequence {cell.sequence} step {cell.step} " if cell.sequence is not None else ""
+    progress(f"{where}{cell.transformation} #{cell.repeat}: " + (
+        "succeeded" if cell.succeeded else "failed" if cell.finished else f"unfinished ({cell.error})") +
+        f" after {len(cell.attempts)} attempt(s), " + " ".join(a.outcome for a in cell.attempts) +
+        f" ({cell.wall_s:.0f} s)")
+
+
+async def _session(client: Client, spec: ExperimentSpec, done: list[CellResult], partial: bool) -> str:
+    """spec.session_id, else the earlier results' session where this server still holds it (a sequence run goes on
+    from its versions), else a new one."""
+    if spec.session_id:
+        return spec.session_id
+    earlier = done[-1].session_id if done else None
+    if earlier and await _median_ms(client, earlier, spec.base_version, missing_ok=True) != "missing":
+        return earlier
+    if earlier and partial:
+        raise ExperimentError(f"session {earlier} of the earlier results is not on this server, and sequence runs "
+                              "there go on from its versions: run with the data dir it was made in")
+    return await _start(client, spec)
+
+
+async def _median_ms(client: Client, session: str, version: int, missing_ok: bool = False) -> Any:
+    """The version's median time (None where it was not timed); with missing_ok, "missing" where the server has no
+    such session or version."""
+    answer = await client.call_tool("get_version", {"session_id": session, "version": version})
+    if answer.is_error:
+        if missing_ok:
+            return "missing"
+        raise ExperimentError(f"get_version({session}, {version}) failed: {answer.content[0].text[:300]}")
+    report = (answer.structured_content or {}).get("report") or {}
+    return (report.get("performance") or {}).get("median_ms")
 
 
 async def _start(client: Client, spec: ExperimentSpec) -> str:

@@ -1,5 +1,6 @@
 """An experiment's plan, read from SPEC.json: one problem at one backend, dtype and sizes; the catalog
-transformations to apply, each from the same base version, `repeats` times; the model that answers."""
+transformations to apply, each from the same base version, `repeats` times, and/or sequences of them, each step
+transforming what the step before made; the model that answers."""
 
 from __future__ import annotations
 
@@ -24,7 +25,10 @@ class ExperimentSpec(BaseModel):
     backend: str = "hlsl"
     dtype: str = "f32"
     sizes: dict[str, int] | None = None
-    transformations: list[str] = Field(min_length=1)
+    transformations: list[str] = Field(default_factory=list, description="each applied to the base version")
+    sequences: list[list[str]] = Field(default_factory=list, description=(
+        "each applied step by step: step k transforms the version step k-1 made, or where that step failed the "
+        "run's last passing version"))
     repeats: int = Field(5, ge=1, description="runs per transformation (PEAK: five)")
     max_attempts: int = Field(3, ge=1, le=10, description="apply_transformation's attempts per run")
     session_id: str | None = Field(None, description="run in this existing session (its problem, sizes and device) "
@@ -36,6 +40,10 @@ class ExperimentSpec(BaseModel):
 
     @model_validator(mode="after")
     def _base_exists(self) -> ExperimentSpec:
+        if not self.transformations and not self.sequences:
+            raise ValueError("the plan needs transformations or sequences (or both)")
+        if any(not sequence for sequence in self.sequences):
+            raise ValueError("a sequence needs at least one transformation")
         if self.base_version and self.session_id is None:
             raise ValueError(f"base_version {self.base_version} needs session_id: a new session holds only v0")
         return self
