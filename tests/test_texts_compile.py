@@ -405,7 +405,8 @@ def test_example_compiles(compilers: dict[str, object], text_id: str, n: int, ba
     if backend == "hlsl" and hlsl_backend.find_compiler() is None:
         pytest.skip("no HLSL compiler on PATH (glslang-tools or dxc)")
     source = wrap(text_id, n, example, dtype, backend)
-    spec = launch_spec(source, backend, Matmul.symbols)
+    # a whole kernel of a row text launches over the row problems' sizes
+    spec = launch_spec(source, backend, (*Matmul.symbols, "ROWS", "COLS") if row_text(text_id) else Matmul.symbols)
     try:
         compilers[backend].compile(source, spec)  # type: ignore[attr-defined]
     except CompileFailed as exc:

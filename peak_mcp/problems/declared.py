@@ -20,7 +20,8 @@ from peak_mcp.core.expressions import evaluate, evaluate_condition
 from peak_mcp.problems.base import BufferArg, Problem, ScalarArg, Sizes, Tolerance
 from peak_mcp.problems.code import LocalCode, ProblemCode
 from peak_mcp.problems.declaration import BACKEND_NAMES, BufferDecl, ProblemDeclaration, ToleranceDecl, int_range_at
-from peak_mcp.problems.file_calls import COMPUTE_ROUNDOFF, FACTOR, FLOOR, REL_L2_SHARE, FileCalls
+from peak_mcp.problems.file_calls import COMPUTE_ROUNDOFF, FACTOR, FLOOR, REL_L2_SHARE, ROW_TRAITS, FileCalls
+from peak_mcp.problems.row_shape import row_shape, row_suggestion
 from peak_mcp.problems.traits import declared_traits
 
 # Sizes the generality check samples (see generality_sizes): per symbol, in declaration order, cycled.
@@ -124,6 +125,13 @@ class DeclaredProblem(FileCalls, Problem):
 
     def wire(self) -> dict[str, Any]:
         return {"problem": self.name, "declaration": self.declaration}
+
+    def suggestion_score(self, tags: tuple[str, ...] | list[str], sizes: Sizes,
+                         units: int | None) -> tuple[float, list[str]]:
+        """Row texts ranked by the session's rows: how many, how long (problems/row_shape.py)."""
+        if not set(self.traits) & ROW_TRAITS:
+            return 0.0, []
+        return row_suggestion(tags, row_shape(self.declaration, dict(sizes)), units)
 
     # --- server side: data only ------------------------------------------------------------------------------
     def _shape(self, buf: BufferDecl, sizes: Sizes) -> tuple[int, ...]:

@@ -1,0 +1,64 @@
+"""How many rows a row problem has at given sizes and how long each is, read from its declared buffers, for ranking
+row texts: a warp per row is for short rows, a cluster per row for few long ones, persistent blocks for many rows.
+
+A row is what one output element's statistic runs over. The declaration says it in one of three ways: a per-row
+parameter whose shape is the input's trailing axes (a LayerNorm's weight over FEATURES x DIM1 x DIM2: the row is
+those three axes), an output with fewer elements than the input (a row sum: input over output), or else the last
+axis (a softmax)."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from peak_mcp.core.expressions import evaluate
+from peak_mcp.problems.declaration import ProblemDeclaration
+
+SHORT_ROW = 4096  # elements: a warp per row pays off up to a few thousand (row-per-warp's own text)
+LONG_ROW = 65536  # elements: a row a block alone streams for long
+
+
+class RowShape(NamedTuple):
+    rows: int
+    length: int
+
+
+def row_shape(declaration: ProblemDeclaration, sizes: dict[str, int]) -> RowShape | None:
+    """(rows, elements per row) of the declaration's first input at `sizes`, or None where it cannot be read."""
+    if not declaration.inputs or not declaration.outputs:
+        return None
+    try:
+        shape = [evaluate(e, sizes) for e in declaration.inputs[0].shape]
+        outputs = [[evaluate(e, sizes) for e in b.shape] for b in declaration.outputs]
+        others = [[evaluate(e, sizes) for e in b.shape] for b in declaration.inputs[1:]]
+    except Exception:  # a shape this size set does not evaluate: no ranking from it
+        return None
+    total = math.prod(shape)
+    if not shape or total <= 0:
+        return None
+    length = shape[-1]
+    for other in others:  # a per-row parameter: the trailing axes it spans are the row
+        if 0 < len(other) < len(shape) and other == shape[len(shape) - len(other):]:
+            length = max(length, math.prod(other))
+    out = math.prod(outputs[0]) if outputs[0] else 1
+    if 0 < out < total:  # fewer outputs than inputs: each reduces input / output elements
+        length = max(length, total // out)
+    return RowShape(rows=max(1, total // max(1, length)), length=max(1, length))
+
+
+def row_suggestion(tags: tuple[str, ...] | list[str], shape: RowShape | None,
+                   units: int | None) -> tuple[float, list[str]]:
+    """A row text's rank adjustment and its reason, from the text's row tags and the session's row shape."""
+    if shape is None:
+        return 0.0, []
+    rows, length = shape
+    if "short-rows" in tags and length > SHORT_ROW:
+        return -3.0, [f"rows of {length:,} elements here: a warp per row streams a long row alone"]
+    if "long-rows" in tags:
+        if units and rows < units and length >= LONG_ROW:
+            return 2.0, [f"only {rows:,} rows of {length:,} elements for {units} SMs: a block per row leaves most "
+                         "SMs idle"]
+        return -3.0, [f"{rows:,} rows of {length:,} elements: a block per row already fills the device"]
+    if "many-rows" in tags and units and rows < 2 * units:
+        return -2.0, [f"only {rows:,} rows for {units} SMs: little for persistent blocks to loop over"]
+    return 0.0, []
