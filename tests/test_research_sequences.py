@@ -172,6 +172,19 @@ def test_sequences_chain_versions_resume_after_the_model_stopped_and_report(sett
     assert paths["sequences_png"].read_bytes()[:4] == b"\x89PNG"
     assert len(paths["attempts"].read_text().splitlines()) == 1 + 2 + 9
 
-    # nothing left: a third run asks the model nothing and writes no line
+    # A crash during the last step (sequence 2 repeat 2 step 2): its line never written. The re-run runs that step
+    # alone, again from the version step 1 made.
+    lines = (out / RESULTS).read_text().splitlines()
+    assert json.loads(lines[-1])["sequence"] == 2 and json.loads(lines[-1])["step"] == 2
+    (out / RESULTS).write_text("\n".join(lines[:-1]) + "\n")
+    asked_before = len(read_exchanges(out / EXCHANGES))
+    again = run(settings, plan, out)
+    assert [(e.cell.sequence, e.cell.step, e.cell.repeat) for e in read_exchanges(out / EXCHANGES)[asked_before:]] \
+        == [(2, 2, 2)]
+    assert len(again) == 10 and len({c.coordinates for c in again}) == 10
+    redone = next(c for c in again if (c.sequence, c.step, c.repeat) == (2, 2, 2))
+    assert redone.parent == steps[2, 2, 1].result_version and redone.passed
+
+    # nothing left: one more run asks the model nothing and writes no line
     lines = (out / RESULTS).read_text()
-    assert len(run(settings, plan, out)) == len(cells) and (out / RESULTS).read_text() == lines
+    assert len(run(settings, plan, out)) == 10 and (out / RESULTS).read_text() == lines
