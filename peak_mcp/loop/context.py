@@ -5,6 +5,7 @@ its jobs carry, a job run with the worker's text cleaned, its roofline)."""
 from __future__ import annotations
 
 import hashlib
+import secrets
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
 
@@ -153,6 +154,11 @@ class LoopContext:
         return baseline.model_copy(update={"reason": no_vendor_reason(problem.name, self.device_of(session))})
 
 
+_SEED_SECRET = secrets.token_bytes(16)  # per server process: what a session's kept sets hold is not computable
+
+
 def session_seed(session_id: str) -> int:
-    """The seed of a session's input sets: fixed by its id, different between sessions."""
-    return int.from_bytes(hashlib.sha256(session_id.encode()).digest()[:4], "big") % 2**31
+    """The seed of a session's input sets: fixed by its id within this server process, different between sessions,
+    and not derivable from the id alone (a kernel that knew the kept sets' values could recognise them). The sets
+    are kept in the workers' memory, which a restart clears anyway."""
+    return int.from_bytes(hashlib.sha256(_SEED_SECRET + session_id.encode()).digest()[:4], "big") % 2**31
