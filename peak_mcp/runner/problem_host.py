@@ -14,6 +14,7 @@ the pool handed it (peak_mcp.runner.problem_link) and sends it arrays; the host 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import socket
 import sys
@@ -134,7 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     host = Host(LocalCode(declaration), _array_module(args.backend, args.device),
                 lambda text: wire.send(sock, {"note": str(text)[:200]}))
     try:
-        wire.send(sock, host.hello())
+        hello = host.hello()
+        gc.collect()
+        gc.freeze()  # the file and what it imported (torch): never walked again by the per-message collections
+        wire.send(sock, hello)
     except BaseException as exc:  # the file's import: SystemExit too
         if isinstance(exc, wire.WireError):
             return 0
@@ -157,13 +161,15 @@ def main(argv: list[str] | None = None) -> int:
             reply, out = _error(exc), []
         del arrays  # the request's
         # Cached device blocks (torch's allocator, cupy's pool) back to the driver before the answer: the worker
-        # allocates next (the answer's arrays are the host's). free_note releases them first. Only a failed call
-        # needs a collection (its traceback's frames hold its arrays): with torch loaded one costs 0.1-0.25 s, paid
-        # on every message (a KernelBench file's generality sizes exchange about a hundred).
+        # allocates next (the answer's arrays are the host's). free_note releases them first. A collection comes
+        # first (a failed call's traceback, or a file's own reference cycle, holds arrays); what survives it is
+        # frozen, so the next one walks only what the next call made: with torch loaded a full collection cost
+        # 0.1-0.25 s on every message, and a KernelBench file's generality sizes exchange about a hundred.
         if reply.get("memory"):
             reply["free"] = device_memory.free_note()
         else:
-            device_memory.release(collect="error" in reply)
+            device_memory.release()
+        gc.freeze()
         try:
             wire.send(sock, reply, out)
         except wire.WireError:
