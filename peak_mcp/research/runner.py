@@ -166,8 +166,10 @@ async def run_experiment(spec: ExperimentSpec, out: Path, target: Any,
             held = {c.step: c for c in done if c.model == label and c.sequence == s and c.repeat == repeat}
             parent, parent_ms, resumed = spec.base_version, base_ms, True
             for k, transformation in enumerate(spec.sequences[s - 1], start=1):
-                # finished before, as a prefix of the run (a step after one run anew transforms another version)
-                resumed = resumed and k in held and held[k].transformation == transformation
+                # finished before, in this session, as a prefix of the run (a step after one run anew transforms
+                # another version)
+                resumed = (resumed and k in held and held[k].transformation == transformation
+                           and held[k].session_id == session)
                 if resumed:
                     parent, parent_ms = held[k].held_version, held[k].held_ms
                     continue
