@@ -166,6 +166,9 @@ def test_sequences_chain_versions_resume_after_the_model_stopped_and_report(sett
     as_json = json.loads(paths["sequences_json"].read_text())["steps"]
     assert [(s["sequence"], s["step"], s["median_speedup_vs_v0"]) for s in as_json] == [
         (k[0], k[1], float(table[k]["median_speedup_vs_v0"])) for k in sorted(table)]
+    points = json.loads(paths["sequences_json"].read_text())["runs"]
+    assert [(d["sequence"], d["repeat"], d["step"], d["parent"], d["held_speedup_vs_v0"]) for d in points] == [
+        (k[0], k[1], k[2], steps[k].parent, steps[k].held_speedup_vs_v0) for k in sorted(steps)]
     text = paths["markdown"].read_text()
     assert "sequences.png" in text and f"| {MODEL} | 2 | 1 | {UNROLL} | 50% (1/2) |" in text
     assert f"| {MODEL} | hlsl-groupshared-tiling | 2 | 100% (2/2) |" in text  # the plain cells' table too

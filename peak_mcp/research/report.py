@@ -154,7 +154,8 @@ def write(cells: list[CellResult], out: Path) -> dict[str, Path]:
     if steps:
         sequence_report.plot(steps, paths["sequences_png"])
         paths["sequences_csv"].write_text(sequence_report.csv_text(steps))
-        paths["sequences_json"].write_text(json.dumps({"steps": [r.model_dump() for r in steps]}, indent=2) + "\n")
+        paths["sequences_json"].write_text(json.dumps({"steps": [r.model_dump() for r in steps],
+                                                       "runs": sequence_report.points(cells)}, indent=2) + "\n")
         text += ("\n" if text else "") + sequence_report.markdown(steps, paths["sequences_png"].name)
     paths["markdown"].write_text(text)
     paths["csv"].write_text(csv_text(table))

@@ -48,6 +48,15 @@ def rows(cells: list[CellResult]) -> list[StepRow]:
     return found
 
 
+def points(cells: list[CellResult]) -> list[dict[str, object]]:
+    """Each run's steps, the points behind the medians and bands."""
+    keep = ("model", "sequence", "repeat", "step", "transformation", "parent", "result_version", "succeeded",
+            "result_ms", "speedup_vs_v0", "speedup_vs_parent", "held_version", "held_speedup_vs_v0")
+    steps = sorted((c for c in cells if c.sequence is not None),
+                   key=lambda c: (c.model, c.sequence or 0, c.repeat, c.step or 0))
+    return [c.model_dump(include=set(keep)) | {"passed": c.passed} for c in steps]
+
+
 def _x(value: float | None) -> str:
     return f"{value:.3g}x" if value is not None else "-"
 
