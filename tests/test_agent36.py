@@ -392,9 +392,72 @@ def test_resume_of_a_session_the_store_lacks_fails_clearly(tmp_path: Path, capsy
                        messages=dump_messages([ModelRequest(parts=[UserPromptPart("go")])]))
     save(state, tmp_path / "state.json")
     exchange.mkdir()
+    (exchange / "request-1.json").write_text(json.dumps({"n": 1, "run": state.plan.run}))
     (exchange / "reply-1.txt").write_text("done")
     code, printed, err = cli("agent", "--resume", str(tmp_path / "state.json"), "--data-dir",
                              str(tmp_path / "other"), capsys=capsys)
     assert code == 1 and not printed
     assert "session 0123456789ab is not in this server's store" in err and "--data-dir" in err
-    assert not list(exchange.glob("request-*.json"))  # no model request was made
+    assert [p.name for p in exchange.glob("request-*.json")] == ["request-1.json"]  # no model request was made
+
+
+def _request(n: int) -> Any:
+    from peak_mcp.research.exchanges import Cell, Request
+
+    return Request(system_prompt="s", messages=[], max_tokens=100), Cell(model="m", transformation="t", repeat=n)
+
+
+def test_a_resumed_exchange_reads_only_its_own_request_then_counts_past_other_runs(tmp_path: Path) -> None:
+    """Review 43 (F3): two runs share one exchange folder. A resumed run asks its pending request again under its
+    own number, and its next one after the folder's highest, never another run's number (it read run B's reply
+    to B's request 2 before); a pending request file that is not the run's own is refused, its reply unread."""
+    from peak_mcp.research.exchange import FolderExchange, NoReply, Waiting
+
+    async def go() -> None:
+        a = FolderExchange(tmp_path, timeout_s=0, run="a" * 16)
+        with pytest.raises(Waiting):
+            await a(*_request(1))  # run A waits at 1
+        b = FolderExchange(tmp_path, timeout_s=0, run="b" * 16)
+        with pytest.raises(Waiting):
+            await b(*_request(2))  # run B at 2
+        (tmp_path / "reply-1.txt").write_text("A's reply")
+        (tmp_path / "reply-2.txt").write_text("B's kernel for B's problem")
+        resumed = FolderExchange(tmp_path, timeout_s=0, start=1, run="a" * 16)
+        assert (await resumed(*_request(1))).text == "A's reply"
+        with pytest.raises(Waiting) as waiting:
+            await resumed(*_request(2))
+        assert waiting.value.n == 3 and json.loads((tmp_path / "request-3.json").read_text())["run"] == "a" * 16
+        stranger = FolderExchange(tmp_path, timeout_s=0, start=2, run="c" * 16)
+        with pytest.raises(NoReply, match="not this run's request"):
+            await stranger(*_request(2))
+
+    anyio.run(go)
+
+
+def test_a_state_naming_another_model_or_missing_folders_is_refused(tmp_path: Path, capsys) -> None:
+    """Review 43 (F4): only an exchange run waits, so a state naming an API model (whose base URL would receive the
+    API key), another folder, a pending request that is not there, or a NaN time is no state a run wrote."""
+    exchange = tmp_path / "ex"
+    exchange.mkdir()
+    base = AgentState(plan=AgentPlan(backend="hlsl", model=f"exchange:{exchange}", exchange_wait_s=0),
+                      session_id="0123456789ab", instructions="optimize", at_start=[0], seconds=1.0, requests=0,
+                      turns=0, pending=1, exchange=str(exchange),
+                      messages=dump_messages([ModelRequest(parts=[UserPromptPart("go")])]))
+    (exchange / "reply-1.txt").write_text("done")
+    forged = {
+        "no_request": base,
+        "api_model": base.model_copy(update={"plan": base.plan.model_copy(update={
+            "model": "openai:gpt-4o", "base_url": "https://attacker.example/v1"})}),
+        "other_folder": base.model_copy(update={"plan": base.plan.model_copy(update={
+            "model": f"exchange:{tmp_path / 'elsewhere'}"})}),
+    }
+    for name, state in forged.items():
+        save(state, tmp_path / f"{name}.json")
+        code, _, err = cli("agent", "--resume", str(tmp_path / f"{name}.json"), capsys=capsys)
+        assert code == 2, (name, err)
+    nan = json.loads(base.model_dump_json())
+    nan["seconds"] = "NaN"
+    (tmp_path / "nan.json").write_text(json.dumps(nan))
+    code, _, err = cli("agent", "--resume", str(tmp_path / "nan.json"), capsys=capsys)
+    assert code == 2 and "seconds" in err
+    assert not (tmp_path / "elsewhere").exists()

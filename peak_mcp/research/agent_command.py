@@ -73,7 +73,8 @@ def agent(args: argparse.Namespace) -> int:
             resumed = load(args.resume)
             plan, report_dir = resumed.plan, args.report_dir or (Path(resumed.report_dir)
                                                                  if resumed.report_dir else None)
-            model = make_model(plan.model, plan.base_url, plan.exchange_wait_s, resumed.pending, resumed.turns)
+            model = make_model(plan.model, None, plan.exchange_wait_s, resumed.pending, resumed.turns,
+                               run=plan.run)
         elif not args.model:
             raise ValueError("--model is required (or --resume STATE)")
         else:
@@ -82,7 +83,8 @@ def agent(args: argparse.Namespace) -> int:
                              base_url=args.base_url, exchange_wait_s=args.exchange_wait,
                              budget=Budget(max_versions=args.max_versions, max_minutes=args.max_minutes,
                                            target_percent=args.target_percent))
-            model, report_dir = make_model(args.model, args.base_url, args.exchange_wait), args.report_dir
+            model = make_model(args.model, args.base_url, args.exchange_wait, run=plan.run)
+            report_dir = args.report_dir
     except Exception as exc:  # a bad budget, an unknown provider, a missing API key, recording or state
         print(f"peak-mcp: agent: {exc}", file=sys.stderr)
         return 2

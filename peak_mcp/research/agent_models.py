@@ -71,13 +71,15 @@ class Recording(WrapperModel):
 
 
 def make_model(spec: str, base_url: str | None = None, exchange_timeout_s: float = 3600.0,
-               exchange_start: int | None = None, turns: int = 0) -> Model:
-    """exchange_start and turns resume a run: its pending exchange number, and the requests answered before."""
+               exchange_start: int | None = None, turns: int = 0, run: str | None = None) -> Model:
+    """exchange_start and turns resume a run: its pending exchange number, and the requests answered before; `run`
+    tags its exchange requests."""
     kind, _, rest = spec.partition(":")
     if spec == "test":
         return TestModel(call_tools=["history"], custom_output_text="done (TestModel)")
     if kind == "exchange" and rest:
-        return backend_model(FolderExchange(Path(rest), timeout_s=exchange_timeout_s, start=exchange_start), spec,
+        return backend_model(FolderExchange(Path(rest), timeout_s=exchange_timeout_s, start=exchange_start,
+                                                   run=run), spec,
                              turns)
     if kind == "replay" and rest:
         if not Path(rest).is_file():

@@ -6,6 +6,7 @@ versions there at the start, the time and model requests used so far, and the pe
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,10 @@ class AgentPlan(BaseModel):
     sampling: bool = Field(True, description="the model answers the server's sampling requests; off, "
                                              "apply_transformation returns its brief and the model submits the kernel")
     base_url: str | None = None
-    exchange_wait_s: float = Field(3600.0, ge=0, description="exchange: seconds to wait for a reply; 0: save the "
-                                                             "state and stop")
+    exchange_wait_s: float = Field(3600.0, ge=0, allow_inf_nan=False,
+                                   description="exchange: seconds to wait for a reply; 0: save the state and stop")
+    run: str = Field(default_factory=lambda: secrets.token_hex(8), pattern=r"^[0-9a-f]{16}$",
+                     description="the run's tag on its exchange requests: a resumed run reads only its own")
 
     @model_validator(mode="after")
     def _no_sampling_without_waiting(self) -> AgentPlan:
@@ -48,10 +51,10 @@ class AgentState(BaseModel):
     messages: list[Any] = Field(description="pydantic-ai's message history, ending with the pending request")
     at_start: list[int] = Field(description="the versions the session had when the run began")
     tried: list[Tried] = Field(default_factory=list)
-    seconds: float = Field(description="time used by all parts so far")
-    requests: int = Field(description="model requests answered so far (agent turns)")
-    turns: int = Field(description="model requests answered so far, the server's sampling requests included")
-    pending: int = Field(description="the exchange number whose reply the run waits for")
+    seconds: float = Field(ge=0, allow_inf_nan=False, description="time used by all parts so far")
+    requests: int = Field(ge=0, description="model requests answered so far (agent turns)")
+    turns: int = Field(ge=0, description="model requests answered so far, the server's sampling requests included")
+    pending: int = Field(ge=1, description="the exchange number whose reply the run waits for")
     exchange: str = Field(description="the exchange folder")
     parts: int = Field(1, description="processes the run has taken so far, this one included")
     done: str | None = Field(None, description="the run ended (why): the state cannot be resumed")
@@ -82,4 +85,14 @@ def load(path: Path) -> AgentState:
         raise ValueError(f"{path} is a version {state.version} state; this peak-mcp reads version {STATE_VERSION}")
     if state.done:
         raise ValueError(f"{path}: that run has ended ({state.done}); start a new one")
+    # Only an exchange model waits, so a state naming any other (an API model, a base URL that would receive the
+    # API key) was not written by a run; the folders it names must be there already (nothing is made elsewhere).
+    kind, _, folder = state.plan.model.partition(":")
+    if kind != "exchange" or state.plan.base_url or Path(folder).resolve() != Path(state.exchange).resolve():
+        raise ValueError(f"{path}: a waiting run's model is its exchange folder; this state names "
+                         f"{state.plan.model!r}{' with a base URL' if state.plan.base_url else ''}")
+    if not (Path(state.exchange) / f"request-{state.pending}.json").is_file():
+        raise ValueError(f"{path}: its pending request-{state.pending}.json is not in {state.exchange}")
+    if state.report_dir and not Path(state.report_dir).is_dir():
+        raise ValueError(f"{path}: its report folder {state.report_dir} is not there")
     return state

@@ -1,9 +1,10 @@
 """The exchange backend: a folder through which a person or another program is the model. Each request is written
 as request-<n>.json (the cell, the system prompt, the messages, max tokens); the reply is read from reply-<n>.txt
 once it appears. Write the reply under another name and rename it to reply-<n>.txt, so it is never read half
-written. n counts on from the folder's highest request, so a new run never reuses a number; a run resumed from its
-saved state (`peak-mcp agent --resume`) starts at its pending request instead, whose reply is now there. With no
-wait (timeout 0) a missing reply raises Waiting at once: the caller saves its state and exits."""
+written. n counts on from the folder's highest request, so a run never reuses a number another run wrote; a run
+resumed from its saved state (`peak-mcp agent --resume`) asks its pending request once more under its own number
+(the request file must carry the run's tag, `run`), and counts on from the folder's highest after it. With no wait
+(timeout 0) a missing reply raises Waiting at once: the caller saves its state and exits."""
 
 from __future__ import annotations
 
@@ -29,21 +30,36 @@ class Waiting(NoReply):
 
 
 class FolderExchange:
-    def __init__(self, folder: Path, timeout_s: float = 3600.0, poll_s: float = 0.5, start: int | None = None) -> None:
-        self.folder, self.timeout_s, self.poll_s = folder, timeout_s, poll_s
+    def __init__(self, folder: Path, timeout_s: float = 3600.0, poll_s: float = 0.5, start: int | None = None,
+                 run: str | None = None) -> None:
+        self.folder, self.timeout_s, self.poll_s, self.run = folder, timeout_s, poll_s, run
         folder.mkdir(parents=True, exist_ok=True)
-        numbers = [int(m.group(1)) for p in folder.glob("request-*.json")
+        self.pending = start  # a resumed run's request, asked again under its number; then the folder's next
+
+    def _next_number(self) -> int:
+        numbers = [int(m.group(1)) for p in self.folder.glob("request-*.json")
                    if (m := re.fullmatch(r"request-(\d+)\.json", p.name))]
-        self.next = start if start is not None else max(numbers, default=0) + 1
+        return max(numbers, default=0) + 1
 
     async def __call__(self, request: Request, cell: Cell) -> Reply:
-        n, self.next = self.next, self.next + 1
+        n, resumed = (self.pending, True) if self.pending is not None else (self._next_number(), False)
+        self.pending = None
         reply = self.folder / f"reply-{n}.txt"
-        if not (self.folder / f"request-{n}.json").exists():  # a resumed request stays as it was answered
+        asked = self.folder / f"request-{n}.json"
+        if resumed and asked.exists():  # the resumed request stays as it was answered, if it is this run's
+            try:
+                owner = json.loads(asked.read_text()).get("run")
+            except (OSError, ValueError, AttributeError):
+                owner = None
+            if owner != self.run:
+                raise NoReply(f"{asked} is not this run's request (run {owner!r}, this run {self.run!r}): its "
+                              "reply is not read")
+        else:
             staged = self.folder / f".request-{n}.json.part"
-            staged.write_text(json.dumps({"n": n, "reply_file": reply.name, "cell": cell.model_dump(exclude_none=True),
-                                          **request.model_dump()}, indent=2) + "\n")
-            staged.rename(self.folder / f"request-{n}.json")
+            staged.write_text(json.dumps({"n": n, "run": self.run, "reply_file": reply.name,
+                                          "cell": cell.model_dump(exclude_none=True), **request.model_dump()},
+                                         indent=2) + "\n")
+            staged.rename(asked)
         if self.timeout_s <= 0 and not reply.exists():
             raise Waiting(self.folder, n, cell.repeat)
         with anyio.move_on_after(self.timeout_s):
