@@ -51,3 +51,19 @@ def test_no_row_trait_no_ranking_and_unreadable_shapes_rank_nothing() -> None:
     matmul_like = get_problem("conv2d")
     assert matmul_like.suggestion_score(("long-rows",), dict(matmul_like.default_sizes), 132) == (0.0, [])
     assert row_suggestion(("long-rows",), None, 132) == (0.0, [])
+
+
+def test_the_data_is_the_largest_input_and_odd_extents_read_as_nothing() -> None:
+    """Review 43 (F6): a per-row parameter declared first is no row of data, and negative or zero extents (whose
+    product can still be positive) give no shape to rank by."""
+    problem = _layernorm()
+    declaration = problem.declaration
+    flipped = declaration.model_copy(update={"inputs": list(reversed(declaration.inputs))})
+    sizes = dict(problem.default_sizes)
+    assert row_shape(flipped, sizes) == row_shape(declaration, sizes) == RowShape(16, 64 * 256 * 256)
+    assert row_shape(declaration, {**sizes, "BATCH_SIZE": -2, "FEATURES": -64}) is None
+    assert row_shape(declaration, {**sizes, "DIM1": 0}) is None
+    assert row_suggestion(("long-rows",), RowShape(200, 100_000), 132)[1] == [
+        "200 rows for 132 SMs: a block per row already fills the device"]
+    assert row_suggestion(("long-rows",), RowShape(16, 1000), 132)[1] == ["rows of 1,000 elements: short enough for "
+                                                                           "one block each"]

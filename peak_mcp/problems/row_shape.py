@@ -24,17 +24,20 @@ class RowShape(NamedTuple):
 
 
 def row_shape(declaration: ProblemDeclaration, sizes: dict[str, int]) -> RowShape | None:
-    """(rows, elements per row) of the declaration's first input at `sizes`, or None where it cannot be read."""
+    """(rows, elements per row) of the declaration's largest input at `sizes`, or None where it cannot be read."""
     if not declaration.inputs or not declaration.outputs:
         return None
     try:
-        shape = [evaluate(e, sizes) for e in declaration.inputs[0].shape]
+        inputs = [[evaluate(e, sizes) for e in b.shape] for b in declaration.inputs]
         outputs = [[evaluate(e, sizes) for e in b.shape] for b in declaration.outputs]
-        others = [[evaluate(e, sizes) for e in b.shape] for b in declaration.inputs[1:]]
     except Exception:  # a shape this size set does not evaluate: no ranking from it
         return None
+    if any(n <= 0 for s in inputs + outputs for n in s):
+        return None
+    shape = max(inputs, key=math.prod)  # the data; a per-row parameter may come first
+    others = [s for s in inputs if s is not shape]
     total = math.prod(shape)
-    if not shape or total <= 0:
+    if not shape:
         return None
     length = shape[-1]
     for other in others:  # a per-row parameter: the trailing axes it spans are the row
@@ -58,7 +61,9 @@ def row_suggestion(tags: tuple[str, ...] | list[str], shape: RowShape | None,
         if units and rows < units and length >= LONG_ROW:
             return 2.0, [f"only {rows:,} rows of {length:,} elements for {units} SMs: a block per row leaves most "
                          "SMs idle"]
-        return -3.0, [f"{rows:,} rows of {length:,} elements: a block per row already fills the device"]
+        if units and rows >= units:
+            return -3.0, [f"{rows:,} rows for {units} SMs: a block per row already fills the device"]
+        return -3.0, [f"rows of {length:,} elements: short enough for one block each"]
     if "many-rows" in tags and units and rows < 2 * units:
         return -2.0, [f"only {rows:,} rows for {units} SMs: little for persistent blocks to loop over"]
     return 0.0, []
