@@ -167,4 +167,6 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
         VK_DRIVER_FILES=/tmp/vk/lvp_icd.json BENCH_TIMEOUT=400 bench lavapipe --backend hlsl \
             --size "${LAVAPIPE_SIZE:-1024}" ;;
     esac
+    # after every part, not only at exit: a call cut by the device's limit (SIGKILL, no trap) keeps the parts done
+    tar czf "$OUT/results.tgz" -C "$RESULTS" .
 done
