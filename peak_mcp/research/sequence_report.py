@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import statistics
+import textwrap
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -95,12 +96,16 @@ def plot(table: list[StepRow], path: Path) -> Path:
     for r in table:
         lines.setdefault((r.model, r.sequence), []).append(r)
     fig, ax = plt.subplots(figsize=(7, 4))
+    single = len(lines) == 1  # its steps name the x axis; several lines name theirs in the legend, wrapped
     for (model, sequence), steps in lines.items():
         steps = [s for s in steps if s.median_speedup_vs_v0 is not None]
         xs = [0] + [s.step for s in steps]
         names = " > ".join(s.transformation for s in steps)
-        (line,) = ax.plot(xs, [1.0] + [s.median_speedup_vs_v0 for s in steps], marker="o",
-                          label=f"{model}, sequence {sequence}: {names}"[:90])
+        label = f"{model}, sequence {sequence}" + ("" if single else ":\n" + textwrap.fill(names, 70))
+        (line,) = ax.plot(xs, [1.0] + [s.median_speedup_vs_v0 for s in steps], marker="o", label=label)
+        if single:
+            ax.set_xticks(xs, ["v0"] + [f"{s.step}: {s.transformation}" for s in steps], rotation=15, ha="right",
+                          fontsize=8)
         ax.fill_between(xs, [1.0] + [s.min_speedup_vs_v0 for s in steps],
                         [1.0] + [s.max_speedup_vs_v0 for s in steps], color=line.get_color(), alpha=0.2)
     ax.set_yscale("log")
@@ -110,7 +115,8 @@ def plot(table: list[StepRow], path: Path) -> Path:
     ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set_xlabel("step")
     ax.set_ylabel("speedup over v0 (median, min-max band)")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    if not single:
+        ax.xaxis.get_major_locator().set_params(integer=True)
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
