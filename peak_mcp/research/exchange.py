@@ -1,14 +1,16 @@
 """The exchange backend: a folder through which a person or another program is the model. Each request is written
 as request-<n>.json (the cell, the system prompt, the messages, max tokens); the reply is read from reply-<n>.txt
 once it appears. Write the reply under another name and rename it to reply-<n>.txt, so it is never read half
-written. n counts on from the folder's highest request, so a run never reuses a number another run wrote; a run
-resumed from its saved state (`peak-mcp agent --resume`) asks its pending request once more under its own number
+written. n counts on from the folder's highest request, claimed by an exclusive create (.claim-<n>), so a run never
+reuses a number another run (or another session of a parallel experiment) wrote or is writing; a run resumed from
+its saved state (`peak-mcp agent --resume`) asks its pending request once more under its own number
 (the request file must carry the run's tag, `run`), and counts on from the folder's highest after it. With no wait
 (timeout 0) a missing reply raises Waiting at once: the caller saves its state and exits."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -36,13 +38,25 @@ class FolderExchange:
         folder.mkdir(parents=True, exist_ok=True)
         self.pending = start  # a resumed run's request, asked again under its number; then the folder's next
 
-    def _next_number(self) -> int:
-        numbers = [int(m.group(1)) for p in self.folder.glob("request-*.json")
-                   if (m := re.fullmatch(r"request-(\d+)\.json", p.name))]
-        return max(numbers, default=0) + 1
+    def _claim(self) -> int:
+        """The next number no writer holds: past the folder's highest request or claim, claimed by creating
+        .claim-<n> exclusively (two writers that read the same highest never both get n; request-<n>.json still
+        appears whole, through its rename). Claims stay: a number is never handed out twice."""
+        numbers = [int(m.group(1)) for p in self.folder.iterdir()
+                   if (m := re.fullmatch(r"(?:request-|\.claim-)(\d+)(?:\.json)?", p.name))]
+        n = max(numbers, default=0) + 1
+        while True:
+            try:
+                os.close(os.open(self.folder / f".claim-{n}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+            except FileExistsError:
+                n += 1
+                continue
+            if not (self.folder / f"request-{n}.json").exists():  # written by a writer that claims nothing
+                return n
+            n += 1
 
     async def __call__(self, request: Request, cell: Cell) -> Reply:
-        n, resumed = (self.pending, True) if self.pending is not None else (self._next_number(), False)
+        n, resumed = (self.pending, True) if self.pending is not None else (self._claim(), False)
         self.pending = None
         reply = self.folder / f"reply-{n}.txt"
         asked = self.folder / f"request-{n}.json"

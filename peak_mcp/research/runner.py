@@ -3,16 +3,22 @@ session (or go on in the earlier results' one), and call apply_transformation fr
 transformation x repeat not yet finished, then along every sequence x repeat: step k transforms what the run holds
 (the last version a step of it made that passed, at first the base). Each finished cell or step is one line of
 results.jsonl (its attempts inside it), written when it ends, so a crash loses at most the one under way and a
-re-run skips what is there; a sequence run goes on at its first unfinished step from the version it held."""
+re-run skips what is there; a sequence run goes on at its first unfinished step from the version it held.
+With spec.parallel n, n sessions (each its own client and recorder: a recorder numbers one cell's attempts) pull
+cells and sequence runs from one queue; a sequence run stays in its session (its versions live there), a resumed
+one goes to the session its finished steps name. Every line is one append, so the sessions share both files."""
 
 from __future__ import annotations
 
 import sys
 import time
 from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp import Client, MCPError, StdioServerParameters
 from pydantic import BaseModel, Field
 
@@ -132,6 +138,16 @@ def attempt_rows(step: dict[str, Any], exchanges: list[Exchange]) -> list[Attemp
     return rows
 
 
+@dataclass
+class _Worker:
+    """One session of the run and the client that drives it."""
+
+    client: Client
+    recorder: Recorder
+    session: str = ""
+    base_ms: float | None = None
+
+
 async def run_experiment(spec: ExperimentSpec, out: Path, target: Any,
                          progress: Callable[[str], None] = lambda line: None) -> list[CellResult]:
     """Every cell and sequence step of the plan not finished in `out` yet; returns every finished one (earlier
@@ -148,40 +164,139 @@ async def run_experiment(spec: ExperimentSpec, out: Path, target: Any,
     if not todo and not runs:
         progress("every cell is finished")
         return finished_cells(out)
-    recorder = Recorder(make_backend(spec.model), out / EXCHANGES)
+    pins = {} if spec.session_id else _pins(spec, done, runs)
+    backends = [make_backend(spec.model) for _ in range(spec.parallel)]  # refused here, before any connection
     refused: ExperimentError | None = None
-    async with Client(target, sampling_callback=recorder) as client:
+    async with AsyncExitStack() as stack:
         try:  # raised inside, it would leave Client's task group wrapped in an ExceptionGroup
-            session = await _session(client, spec, done, partial=any(
-                c.sequence is not None and (c.sequence, c.repeat) in runs for c in done))
-            base_ms = await _median_ms(client, session, spec.base_version)
-            progress(f"session {session}: {len(todo)} cells and {len(runs)} sequence runs to run, "
-                     f"{len(done)} finished before")
+            workers = await _workers(stack, spec, out, target, backends, done, pins)
+            names = ", ".join(w.session for w in workers)
+            progress(f"session{'s' if len(workers) > 1 else ''} {names}: {len(todo)} cells and {len(runs)} sequence "
+                     f"runs to run, {len(done)} finished before")
         except ExperimentError as exc:
-            refused, todo, runs = exc, [], []
-        for transformation, repeat in todo:
-            cell = await _apply(client, recorder, spec, session, transformation, repeat, spec.base_version)
-            _append(out, cell, progress)
-        for s, repeat in runs:
-            held = {c.step: c for c in done if c.model == label and c.sequence == s and c.repeat == repeat}
-            parent, parent_ms, resumed = spec.base_version, base_ms, True
-            for k, transformation in enumerate(spec.sequences[s - 1], start=1):
-                # finished before, in this session, as a prefix of the run (a step after one run anew transforms
-                # another version)
-                resumed = (resumed and k in held and held[k].transformation == transformation
-                           and held[k].session_id == session)
-                if resumed:
-                    parent, parent_ms = held[k].held_version, held[k].held_ms
-                    continue
-                cell = await _apply(client, recorder, spec, session, transformation, repeat, parent, s, k)
-                cell = _as_step(cell, parent, parent_ms, base_ms)
-                _append(out, cell, progress)
-                if not cell.finished:  # no reply or a tool error: the run cannot say what step k left
-                    break
-                parent, parent_ms = cell.held_version, cell.held_ms
+            refused = exc
+        if refused is None:
+            queue: list[tuple[int | None, int, str | None]] = (
+                [(None, i, None) for i in range(len(todo))] + [(s, r, pins.get((s, r))) for s, r in runs])
+            async with anyio.create_task_group() as group:
+                for worker in workers:
+                    group.start_soon(_work, worker, queue, spec, todo, done, out, progress)
     if refused is not None:
         raise refused
     return finished_cells(out)
+
+
+def _pins(spec: ExperimentSpec, done: list[CellResult], runs: list[tuple[int, int]]) -> dict[tuple[int, int], str]:
+    """(sequence, repeat) -> the session of a run's finished first step: it goes on there from its versions."""
+    pins = {}
+    for s, repeat in runs:
+        held = {c.step: c for c in done if c.model == spec.model.label and c.sequence == s and c.repeat == repeat}
+        if 1 in held and held[1].transformation == spec.sequences[s - 1][0]:
+            pins[s, repeat] = held[1].session_id
+    return pins
+
+
+async def _workers(stack: AsyncExitStack, spec: ExperimentSpec, out: Path, target: Any, backends: list[Backend],
+                   done: list[CellResult], pins: dict[tuple[int, int], str]) -> list[_Worker]:
+    """The run's sessions, each with its client: spec.session_id for all; else the sessions resumed sequence runs
+    name (each must still be on the server), then the earlier results' latest that are, then new ones, session i
+    on the backend's device i % their number. Sessions start side by side, so version 0 is timed once per device."""
+
+    async def connect(backend: Backend) -> _Worker:
+        recorder = Recorder(backend, out / EXCHANGES)
+        return _Worker(await stack.enter_async_context(Client(target, sampling_callback=recorder)), recorder)
+
+    first = await connect(backends[0])
+    if spec.session_id:
+        sessions = [spec.session_id] * spec.parallel
+    else:
+        sessions = list(dict.fromkeys(pins.values()))
+        for session in sessions:
+            if await _median_ms(first.client, session, spec.base_version, missing_ok=True) == "missing":
+                raise ExperimentError(f"session {session} of the earlier results is not on this server, and "
+                                      "sequence runs there go on from its versions: run with the data dir it was "
+                                      "made in")
+        for c in reversed(done):
+            if len(sessions) >= spec.parallel:
+                break
+            if c.session_id not in sessions and await _median_ms(
+                    first.client, c.session_id, spec.base_version, missing_ok=True) != "missing":
+                sessions.append(c.session_id)
+    count = max(spec.parallel, len(sessions))
+    workers = [first] + [await connect(backends[i] if i < len(backends) else make_backend(spec.model))
+                         for i in range(1, count)]
+    devices = await _devices(first.client, spec.backend) if spec.parallel > 1 and len(sessions) < count else []
+    problems: list[ExperimentError] = []
+
+    async def ready(i: int, worker: _Worker) -> None:
+        try:
+            worker.session = sessions[i] if i < len(sessions) else await _start(
+                worker.client, spec, devices[i % len(devices)] if devices else None)
+            worker.base_ms = await _median_ms(worker.client, worker.session, spec.base_version)
+        except ExperimentError as exc:
+            problems.append(exc)
+
+    async with anyio.create_task_group() as group:
+        for i, worker in enumerate(workers):
+            group.start_soon(ready, i, worker)
+    if problems:  # every session runs the same plan: one base that did not pass stops the run before any cell
+        raise problems[0]
+    return workers
+
+
+async def _devices(client: Client, backend: str) -> list[int]:
+    """The backend's device indices as the server's doctor lists them (none found: the server's default)."""
+    answer = await client.call_tool("doctor", {})
+    if answer.is_error:
+        return []
+    report = answer.structured_content or {}
+    found = next((b for b in report.get("backends") or [] if b.get("backend") == backend), {})
+    return [int(d["index"]) for d in found.get("devices") or [] if isinstance(d.get("index"), int)]
+
+
+def _take(queue: list[tuple[int | None, int, str | None]], session: str) -> tuple[int | None, int] | None:
+    """The first work item this session may run (not pinned to another session), out of the queue. No await
+    between looking and removing, so two sessions never take one item."""
+    for n, (sequence, index, pin) in enumerate(queue):
+        if pin is None or pin == session:
+            del queue[n]
+            return sequence, index
+    return None
+
+
+async def _work(worker: _Worker, queue: list[tuple[int | None, int, str | None]], spec: ExperimentSpec,
+                todo: list[tuple[str, int]], done: list[CellResult], out: Path,
+                progress: Callable[[str], None]) -> None:
+    while (item := _take(queue, worker.session)) is not None:
+        sequence, index = item
+        if sequence is None:
+            transformation, repeat = todo[index]
+            cell = await _apply(worker.client, worker.recorder, spec, worker.session, transformation, repeat,
+                                spec.base_version)
+            _append(out, cell, progress)
+        else:
+            await _sequence_run(worker, spec, sequence, index, done, out, progress)
+
+
+async def _sequence_run(worker: _Worker, spec: ExperimentSpec, s: int, repeat: int, done: list[CellResult],
+                        out: Path, progress: Callable[[str], None]) -> None:
+    session, label = worker.session, spec.model.label
+    held = {c.step: c for c in done if c.model == label and c.sequence == s and c.repeat == repeat}
+    parent, parent_ms, resumed = spec.base_version, worker.base_ms, True
+    for k, transformation in enumerate(spec.sequences[s - 1], start=1):
+        # finished before, in this session, as a prefix of the run (a step after one run anew transforms another
+        # version)
+        resumed = (resumed and k in held and held[k].transformation == transformation
+                   and held[k].session_id == session)
+        if resumed:
+            parent, parent_ms = held[k].held_version, held[k].held_ms
+            continue
+        cell = await _apply(worker.client, worker.recorder, spec, session, transformation, repeat, parent, s, k)
+        cell = _as_step(cell, parent, parent_ms, worker.base_ms)
+        _append(out, cell, progress)
+        if not cell.finished:  # no reply or a tool error: the run cannot say what step k left
+            break
+        parent, parent_ms = cell.held_version, cell.held_ms
 
 
 def finished_cells(out: Path) -> list[CellResult]:
@@ -227,20 +342,6 @@ def _append(out: Path, cell: CellResult, progress: Callable[[str], None]) -> Non
         f" ({cell.wall_s:.0f} s)")
 
 
-async def _session(client: Client, spec: ExperimentSpec, done: list[CellResult], partial: bool) -> str:
-    """spec.session_id, else the earlier results' session where this server still holds it (a sequence run goes on
-    from its versions), else a new one."""
-    if spec.session_id:
-        return spec.session_id
-    earlier = done[-1].session_id if done else None
-    if earlier and await _median_ms(client, earlier, spec.base_version, missing_ok=True) != "missing":
-        return earlier
-    if earlier and partial:
-        raise ExperimentError(f"session {earlier} of the earlier results is not on this server, and sequence runs "
-                              "there go on from its versions: run with the data dir it was made in")
-    return await _start(client, spec)
-
-
 async def _median_ms(client: Client, session: str, version: int, missing_ok: bool = False) -> Any:
     """The version's median time (None where it was not timed); with missing_ok, "missing" where the server has no
     such session or version."""
@@ -253,10 +354,10 @@ async def _median_ms(client: Client, session: str, version: int, missing_ok: boo
     return (report.get("performance") or {}).get("median_ms")
 
 
-async def _start(client: Client, spec: ExperimentSpec) -> str:
+async def _start(client: Client, spec: ExperimentSpec, device: int | None = None) -> str:
     started = await client.call_tool("start_session", {
         "problem": spec.problem, "backend": spec.backend, "dtype": spec.dtype, "sizes": spec.sizes,
-        "label": f"experiment {spec.model.label}"})
+        "label": f"experiment {spec.model.label}", **({"device": device} if device is not None else {})})
     if started.is_error:
         raise ExperimentError(f"start_session failed: {started.content[0].text}")
     info = started.structured_content

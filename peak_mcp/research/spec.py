@@ -37,6 +37,11 @@ class ExperimentSpec(BaseModel):
                                                    "since a new session holds only v0")
     model: ModelSpec
     server: Literal["in-process", "stdio"] = "in-process"
+    parallel: int = Field(1, ge=1, le=64, description=(
+        "sessions run side by side, each with its own MCP client, pulling cells and sequence runs from one queue; "
+        "session i starts on device i % the backend's devices. Where there are fewer devices, sessions share them: "
+        "the server queues jobs per device, so no two timings overlap (a shared device serializes them). Needs the "
+        "in-process server; with session_id every client works in that one session"))
 
     @model_validator(mode="after")
     def _base_exists(self) -> ExperimentSpec:
@@ -44,6 +49,8 @@ class ExperimentSpec(BaseModel):
             raise ValueError("the plan needs transformations or sequences (or both)")
         if any(not sequence for sequence in self.sequences):
             raise ValueError("a sequence needs at least one transformation")
+        if self.parallel > 1 and self.server != "in-process":  # a stdio server each: two would own one device
+            raise ValueError("parallel above 1 needs the in-process server (one server, its devices shared out)")
         if self.base_version and self.session_id is None:
             raise ValueError(f"base_version {self.base_version} needs session_id: a new session holds only v0")
         return self
