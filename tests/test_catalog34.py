@@ -152,3 +152,18 @@ async def test_suggest_next_reads_the_prerequisite_from_the_code_and_sources_its
             for figure in re.finditer(r"\d[\d.]*×", s["why"]):
                 around = s["why"][max(0, figure.start() - 40):figure.end() + 80]
                 assert re.search(r"\bv\d+\b|the text's own measurement", around), (s["id"], s["why"])
+
+
+def test_a_line_that_led_into_another_backends_item_no_longer_ends_in_a_colon() -> None:
+    """The sequence experiment's LLM (exp43) read "reading both operands as 128-bit vectors:" in an HLSL brief of
+    register-blocking-2d and found no code under it: the CUDA/HIP item it led into was left out. Where something of
+    this backend's still follows, the colon stays."""
+    from peak_mcp.catalog.rendering import render_body
+    from peak_mcp.catalog.transformations import Catalog, builtin_transformations_dir
+
+    body = Catalog.load(builtin_transformations_dir()).get("register-blocking-2d").body
+    hlsl, cuda = render_body(body, "hlsl"), render_body(body, "cuda")
+    assert "reading both operands as 128-bit vectors.\n" in hlsl and "(the HLSL code is below).\n" in hlsl
+    assert "reading both operands as 128-bit vectors:\n   - CUDA/HIP:" in cuda
+    mixed = "1. Load:\n   - CUDA/HIP: `a`\n   - HLSL: `b`\n2. Store:\n   - CUDA/HIP: `c`\n3. Done.\n"
+    assert render_body(mixed, "hlsl") == "1. Load:\n   - HLSL: `b`\n2. Store.\n3. Done.\n"

@@ -91,6 +91,12 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
 
 
+def _leads(line: str, after: str) -> bool:
+    """`after` is what `line` (ending in a colon) introduces: code, or an item nested under it."""
+    text = after.lstrip()
+    return text.startswith("```") or (bool(re.match(r"(?:[-*] |\d+\. )", text)) and _indent(after) > _indent(line))
+
+
 def drop_other_backends(body: str, backend: str) -> str:
     """`body` without the items labelled for other backends (see ITEM_LABELS), its top-level numbered steps
     renumbered where one was left out, so a brief reads 1, 2, 3. Code fences are never read as items."""
@@ -118,6 +124,11 @@ def drop_other_backends(body: str, backend: str) -> str:
             if following == len(lines) or _indent(lines[following]) <= depth:
                 break
             i = following
+        # The line that introduced the item no longer ends in a colon where nothing it introduced is left (an LLM
+        # read "reading both operands as 128-bit vectors:" and found no code under it).
+        after = next((line for line in lines[i:] if line.strip()), "")
+        if out and out[-1].rstrip().endswith(":") and not _leads(out[-1], after):
+            out[-1] = out[-1].rstrip()[:-1] + "."
     if not dropped:
         return "\n".join(out)
     number, fenced = 0, False
@@ -160,7 +171,10 @@ def render_body(body: str, backend: str, arch: str | None = None) -> str:
             return "\x00"
         return f"{match.group('indent')}(the text's {language.upper()} example is left out of this {backend} brief)"
 
-    out = re.sub(r"^\x00\n", "", _FENCE.sub(fence, body), flags=re.MULTILINE)
+    # A line that led into a fence left out no longer ends in a colon (an LLM read "the code is below:" and
+    # found none).
+    out = re.sub(r":\n\x00\n", ".\n", _FENCE.sub(fence, body))
+    out = re.sub(r"^\x00\n", "", out, flags=re.MULTILINE)
     span = _section_span(out, TUNING_HEADING)
     if span is None:
         return out
