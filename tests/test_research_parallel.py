@@ -14,10 +14,12 @@ import pytest
 from pydantic import ValidationError
 
 from peak_mcp.research import report
-from peak_mcp.research.exchanges import Cell, Exchange, Request, read_exchanges
-from peak_mcp.research.runner import EXCHANGES, RESULTS, read_results, run_experiment
+from peak_mcp.research.exchanges import Cell, Request, read_exchanges
+from peak_mcp.research.runner import EXCHANGES, RESULTS, read_results
 from peak_mcp.research.spec import ExperimentSpec
 from tests.conftest import EXAMPLES, has_device, skip_reason
+from tests.test_research_experiment import run
+from tests.test_research_sequences import write_recording
 
 HLSL = EXAMPLES / "hlsl"
 TILED = (HLSL / "tiled_groupshared.hlsl").read_text()
@@ -41,28 +43,6 @@ REPLIES = {
     (UNROLL, None, None, 1, 1): fenced(BLOCKED), (UNROLL, None, None, 2, 1): fenced(BLOCKED),
     (TILING, 1, 1, 1, 1): fenced(TILED), (UNROLL, 1, 2, 1, 1): fenced(BLOCKED),
     (TILING, 1, 1, 2, 1): fenced(TILED), (UNROLL, 1, 2, 2, 1): fenced(BLOCKED)}
-
-
-def recording(path: Path) -> Path:
-    with path.open("w") as out:
-        for (transformation, sequence, step, repeat, attempt), text in REPLIES.items():
-            request = Request(messages=[{"role": "user", "text": f"{sequence} {step} {repeat} {attempt}"}],
-                              max_tokens=1)
-            cell = Cell(model=MODEL, transformation=transformation, repeat=repeat, attempt=attempt,
-                        sequence=sequence, step=step)
-            out.write(Exchange(key=request.key, cell=cell, request=request, reply=text, seconds=0).model_dump_json()
-                      + "\n")
-    return path
-
-
-def run(settings, plan: ExperimentSpec, out: Path) -> list:
-    from peak_mcp.api.app import build
-
-    server, service = build(settings)
-    try:
-        return anyio.run(run_experiment, plan, out, server)
-    finally:
-        service.close()
 
 
 def test_parallel_is_bounded_and_needs_the_in_process_server() -> None:
@@ -99,7 +79,8 @@ def test_two_sessions_share_the_plan_and_a_sequence_run_stays_in_its_session(set
     plan = ExperimentSpec.model_validate({
         "backend": "hlsl", "sizes": SIZES, "transformations": [TILING, UNROLL], "sequences": [[TILING, UNROLL]],
         "repeats": 2, "max_attempts": 2, "parallel": 2,
-        "model": {"label": MODEL, "backend": "replay", "recording": str(recording(tmp_path / "recorded.jsonl"))}})
+        "model": {"label": MODEL, "backend": "replay",
+                  "recording": str(write_recording(tmp_path / "recorded.jsonl", REPLIES))}})
     out = tmp_path / "run"
     cells = run(settings, plan, out)
 
@@ -175,7 +156,7 @@ def test_folder_exchange_numbers_are_claimed_once_by_concurrent_writers(tmp_path
         thread.join(60)
     assert len(told) == 200 and len({n for n, _, _ in told}) == 200
     assert sorted(n for n, _, _ in told) == list(range(1, 201))
-    for n, run, tag in told:
+    for n, writer, tag in told:
         written = json.loads((tmp_path / f"request-{n}.json").read_text())
-        assert (written["n"], written["run"], written["cell"]["repeat"]) == (n, run, tag)
+        assert (written["n"], written["run"], written["cell"]["repeat"]) == (n, writer, tag)
     assert not list(tmp_path.glob("*.part"))

@@ -9,15 +9,15 @@ import json
 import statistics
 from pathlib import Path
 
-import anyio
 import pytest
 from pydantic import ValidationError
 
 from peak_mcp.research import report
 from peak_mcp.research.exchanges import Cell, Exchange, Request, read_exchanges
-from peak_mcp.research.runner import EXCHANGES, RESULTS, read_results, run_experiment
+from peak_mcp.research.runner import EXCHANGES, RESULTS, read_results
 from peak_mcp.research.spec import ExperimentSpec
 from tests.conftest import EXAMPLES, has_device, skip_reason
+from tests.test_research_experiment import run
 
 HLSL = EXAMPLES / "hlsl"
 TILED = (HLSL / "tiled_groupshared.hlsl").read_text()
@@ -42,11 +42,11 @@ REPLIES: dict[tuple[int | None, int | None, int, int], str] = {
     (2, 1, 2, 1): fenced(BLOCKED), (2, 2, 2, 1): fenced(TILED)}
 
 
-def recording(path: Path, replies: dict) -> Path:
-    """An exchanges.jsonl as a run writes it, keyed by cell (the request text is not known before the run)."""
+def write_recording(path: Path, replies: dict) -> Path:
+    """An exchanges.jsonl as a run writes it, keyed by cell (the request text is not known before the run):
+    replies by (transformation, sequence, step, repeat, attempt)."""
     with path.open("w") as out:
-        for (sequence, step, repeat, attempt), text in replies.items():
-            transformation = TILING if sequence is None else SEQUENCES[sequence - 1][step - 1]
+        for (transformation, sequence, step, repeat, attempt), text in replies.items():
             request = Request(messages=[{"role": "user", "text": f"{sequence} {step} {repeat} {attempt}"}],
                               max_tokens=1)
             cell = Cell(model=MODEL, transformation=transformation, repeat=repeat, attempt=attempt,
@@ -56,14 +56,11 @@ def recording(path: Path, replies: dict) -> Path:
     return path
 
 
-def run(settings, plan: ExperimentSpec, out: Path) -> list:
-    from peak_mcp.api.app import build
-
-    server, service = build(settings)
-    try:
-        return anyio.run(run_experiment, plan, out, server)
-    finally:
-        service.close()
+def recording(path: Path, replies: dict) -> Path:
+    """replies by (sequence, step, repeat, attempt): a plain cell's transformation is TILING."""
+    return write_recording(path, {(TILING if sequence is None else SEQUENCES[sequence - 1][step - 1], sequence,
+                                   step, repeat, attempt): text
+                                  for (sequence, step, repeat, attempt), text in replies.items()})
 
 
 def recorded_ms(settings, session: str, version: int) -> float:
