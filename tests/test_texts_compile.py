@@ -38,6 +38,7 @@ from peak_mcp.catalog.rendering import (
     split_section,
 )
 from peak_mcp.catalog.transformations import Catalog, builtin_transformations_dir
+from peak_mcp.problems.file_calls import ROW_TRAITS
 from peak_mcp.problems.matmul import Matmul
 
 
@@ -348,9 +349,6 @@ def shown(text_id: str, backend: str) -> list[int]:
 CASES = [(t.id, n, backend, dtype) for t in CATALOG.list() for backend in t.backends for n in shown(t.id, backend)
          if backend in FENCE_BACKENDS.get(EXAMPLES[t.id][n].language, ())
          for dtype in BACKEND_DTYPES[backend] if t.for_dtype(dtype)]
-
-
-ROW_TRAITS = {"row_reduction", "normalization", "softmax"}
 
 
 def row_text(text_id: str) -> bool:

@@ -35,18 +35,16 @@ def row_shape(declaration: ProblemDeclaration, sizes: dict[str, int]) -> RowShap
     if any(n <= 0 for s in inputs + outputs for n in s):
         return None
     shape = max(inputs, key=math.prod)  # the data; a per-row parameter may come first
-    others = [s for s in inputs if s is not shape]
-    total = math.prod(shape)
     if not shape:
         return None
-    length = shape[-1]
-    for other in others:  # a per-row parameter: the trailing axes it spans are the row
+    total, length = math.prod(shape), shape[-1]
+    for other in inputs:  # a per-row parameter: the trailing axes it spans are the row
         if 0 < len(other) < len(shape) and other == shape[len(shape) - len(other):]:
             length = max(length, math.prod(other))
-    out = math.prod(outputs[0]) if outputs[0] else 1
-    if 0 < out < total:  # fewer outputs than inputs: each reduces input / output elements
+    out = math.prod(outputs[0])  # every extent is positive: at least 1
+    if out < total:  # fewer outputs than inputs: each reduces input / output elements
         length = max(length, total // out)
-    return RowShape(rows=max(1, total // max(1, length)), length=max(1, length))
+    return RowShape(rows=max(1, total // length), length=length)
 
 
 def row_suggestion(tags: tuple[str, ...] | list[str], shape: RowShape | None,

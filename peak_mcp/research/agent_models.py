@@ -78,9 +78,8 @@ def make_model(spec: str, base_url: str | None = None, exchange_timeout_s: float
     if spec == "test":
         return TestModel(call_tools=["history"], custom_output_text="done (TestModel)")
     if kind == "exchange" and rest:
-        return backend_model(FolderExchange(Path(rest), timeout_s=exchange_timeout_s, start=exchange_start,
-                                                   run=run), spec,
-                             turns)
+        exchange = FolderExchange(Path(rest), timeout_s=exchange_timeout_s, start=exchange_start, run=run)
+        return backend_model(exchange, spec, turns)
     if kind == "replay" and rest:
         if not Path(rest).is_file():
             raise ValueError(f"replay needs a recorded exchanges.jsonl: {rest} is not a file")

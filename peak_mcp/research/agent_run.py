@@ -152,6 +152,7 @@ async def run_agent(plan: AgentPlan, model: Model, connect: Callable[..., MCPToo
         agent = Agent(model, toolsets=[toolset.filtered(lambda ctx, tool: tool.name not in HIDDEN)],
                       instructions=text, retries=3)
         reason, final, requests = None, None, resume.requests if resume else 0
+        part = resume.parts + 1 if resume else 1
         waiting: tuple[Waiting, list[Any]] | None = None
         hard = (plan.budget.max_minutes * 60 + HARD_GRACE_S) if plan.budget.max_minutes else float("inf")
         with anyio.move_on_after(max(hard - (time.monotonic() - began), 1.0)) as scope:
@@ -183,10 +184,9 @@ async def run_agent(plan: AgentPlan, model: Model, connect: Callable[..., MCPToo
             return AgentState(plan=plan, session_id=session_id, instructions=text, messages=dump_messages(messages),
                               at_start=sorted(tracker.at_start), tried=tracker.tried,
                               seconds=round(time.monotonic() - began, 2), requests=requests, turns=exc.turn - 1,
-                              pending=exc.n, exchange=str(exc.folder), parts=resume.parts + 1 if resume else 1)
+                              pending=exc.n, exchange=str(exc.folder), parts=part)
         tracker.observe(await _structured(toolset, "history", {"session_id": session_id}))
-        return build(tracker, plan.model, reason or "stopped", requests, final,
-                     parts=resume.parts + 1 if resume else 1)
+        return build(tracker, plan.model, reason or "stopped", requests, final, parts=part)
     finally:
         await toolset.__aexit__(None, None, None)
 

@@ -186,11 +186,16 @@ async def run_experiment(spec: ExperimentSpec, out: Path, target: Any,
     return finished_cells(out)
 
 
+def _finished_steps(done: list[CellResult], label: str, s: int, repeat: int) -> dict[int | None, CellResult]:
+    """A sequence run's finished steps, by step number."""
+    return {c.step: c for c in done if c.model == label and c.sequence == s and c.repeat == repeat}
+
+
 def _pins(spec: ExperimentSpec, done: list[CellResult], runs: list[tuple[int, int]]) -> dict[tuple[int, int], str]:
     """(sequence, repeat) -> the session of a run's finished first step: it goes on there from its versions."""
     pins = {}
     for s, repeat in runs:
-        held = {c.step: c for c in done if c.model == spec.model.label and c.sequence == s and c.repeat == repeat}
+        held = _finished_steps(done, spec.model.label, s, repeat)
         if 1 in held and held[1].transformation == spec.sequences[s - 1][0]:
             pins[s, repeat] = held[1].session_id
     return pins
@@ -280,8 +285,8 @@ async def _work(worker: _Worker, queue: list[tuple[int | None, int, str | None]]
 
 async def _sequence_run(worker: _Worker, spec: ExperimentSpec, s: int, repeat: int, done: list[CellResult],
                         out: Path, progress: Callable[[str], None]) -> None:
-    session, label = worker.session, spec.model.label
-    held = {c.step: c for c in done if c.model == label and c.sequence == s and c.repeat == repeat}
+    session = worker.session
+    held = _finished_steps(done, spec.model.label, s, repeat)
     parent, parent_ms, resumed = spec.base_version, worker.base_ms, True
     for k, transformation in enumerate(spec.sequences[s - 1], start=1):
         # finished before, in this session, as a prefix of the run (a step after one run anew transforms another
