@@ -305,3 +305,33 @@ def test_a_briefs_standing_gives_a_memory_bound_version_in_gb_per_s() -> None:
     assert "version 2: 16.94 ms, 0.124 GB/s" in text and "TFLOP/s" not in text, text
     gemm = describe_standing(Standing(head=1, head_ms=3.2, head_tflops=43.0, head_gbps=60.0))
     assert "43 TFLOP/s" in gemm, gemm
+
+
+@pytest.mark.vulkan
+@pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")
+@pytest.mark.anyio
+async def test_a_brief_names_generality_sizes_params_lines_and_a_cpu_devices_spread(make_client) -> None:
+    """An experiment's LLM (exp43) read "the awkward sizes that generality samples (within the session's
+    constraints)" with neither named, a `// peak: params NT=[...]` line beside "one `peak:` line" with no word on
+    who defines NT, SM_COUNT on a device that reports none, and one time per version with no spread (the same
+    source timed 410 and 194 ms on a busy CPU)."""
+    from peak_mcp.evaluation.generality import sample_sizes
+    from peak_mcp.problems.matmul import Matmul
+
+    async with make_client() as (client, _):
+        result = await client.call_tool("start_session", {"backend": "hlsl", "sizes": {"M": 24, "N": 24, "K": 16},
+                                                          "dtype": "f32", "constraints": ["K % 8 == 0"]})
+        assert not result.is_error, result.content[0].text
+        sid = result.structured_content["session_id"]
+        step = step_of(await client.call_tool("apply_transformation", {
+            "session_id": sid, "transformation": "hlsl-groupshared-tiling"}))
+    brief = step["brief"]
+    sampled = sample_sizes(Matmul(), {"M": 24, "N": 24, "K": 16}, ["K % 8 == 0"])
+    assert sampled and all(s["K"] % 8 == 0 for s in sampled)
+    assert f"the {len(sampled)} awkward sizes generality checks: " in brief, brief[:1500]
+    assert all(", ".join(f"{k}={v}" for k, v in s.items()) in brief for s in sampled)
+    assert "The session's constraints: K % 8 == 0." in brief
+    assert "defines each NAME as a macro" in brief and "never #defines it" in brief
+    assert "SM_COUNT, the device's multiprocessor count: 1 here" in brief
+    standing = brief.split("## Where the session stands\n", 1)[1].split("\n## ", 1)[0]
+    assert "middle half of its launches" in standing and "This device is a CPU" in standing, standing

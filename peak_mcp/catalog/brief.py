@@ -44,6 +44,10 @@ class KernelTask(BaseModel):
     transformation_body: str
     instructions: str | None = None
     language: str
+    # generality's sampled sizes within the session's constraints (evaluation.generality.sample_sizes): named, so
+    # that "correct at the awkward sizes" is something the LLM can check its edges against
+    constraints: list[str] = Field(default_factory=list)
+    generality_sizes: list[dict[str, int]] = Field(default_factory=list)
     # the texts this one usually follows, (id, title), where the kernel it starts from did none of them
     missing_first: list[tuple[str, str]] = Field(default_factory=list)
 
@@ -57,11 +61,14 @@ class Standing(BaseModel):
     head_tflops: float | None = None
     head_gbps: float | None = None
     head_pct_of_peak: float | None = None
+    head_spread_ms: tuple[float, float] | None = None  # the middle half of its timed launches (noise.spread)
     best: int | None = None
     best_ms: float | None = None
     best_tflops: float | None = None
     best_gbps: float | None = None
     best_pct_of_peak: float | None = None
+    best_spread_ms: tuple[float, float] | None = None
+    cpu_device: bool = False  # times on a CPU device also move with the machine's load between measurements
     vendor_ms: float | None = None
     vendor_name: str | None = None
     peak_tflops: float | None = None
@@ -96,27 +103,50 @@ def _facts(device: Device) -> dict[str, Any]:
 
 
 def _header(task: KernelTask, attempt: int, max_attempts: int) -> list[str]:
+    sm_count = "SM_COUNT, the device's multiprocessor count" if task.device.sm_count else \
+        "SM_COUNT, the device's multiprocessor count: 1 here, since this device reports none"
     return [
         f"# Task: apply the transformation `{task.transformation_id}` ({task.transformation_title}) — "
         f"attempt {attempt} of {max_attempts}",
-        f"Problem: {task.problem} — {task.problem_title}. Backend: {task.backend}. Data type: {task.dtype}. "
-        f"Sizes this kernel must be correct for: {json.dumps(task.sizes)}, and the awkward sizes that generality "
-        "samples (within the session's constraints): head moves only to a version correct at both.",
+        f"Problem: {task.problem} — {task.problem_title}. Backend: {task.backend}. Data type: {task.dtype}.",
+        _sizes(task),
         f"## Kernel contract (ABI) — must not change\n{task.abi}",
         *([f"## What the problem computes (its own definition)\n{task.definition}"] if task.definition else []),
-        "The first line that matters to the server is the annotation `// peak: ...`: it names the entry point and "
-        "the launch geometry as integer expressions over the size symbols (and SM_COUNT, the device's "
-        "multiprocessor count) with cdiv/min/max and + - * // %. Keep it "
-        "in step with the tiling of the new kernel (grid/block/groups/shared).",
+        "The annotation `// peak: ...` is what the server reads first. Exactly one launch line names the entry "
+        "point and the launch geometry as integer expressions over the size symbols (and "
+        f"{sm_count}) with cdiv/min/max and + - * // %; keep it in step with the tiling of the new kernel "
+        "(grid/block/groups/shared). Besides it, any number of `// peak: params NAME=[v1, v2, ...]` lines declare "
+        "tuning parameters (the first value is the default): the server defines each NAME as a macro when it "
+        "compiles, so the kernel uses NAME and never #defines it, and the launch line may use it too.",
         f"## Device\n{json.dumps(_facts(task.device))}",
     ]
 
 
+def _sizes(task: KernelTask) -> str:
+    """The sizes a version must be correct at: the session's, then generality's sampled ones, named."""
+    text = f"Sizes this kernel must be correct for: the session's {_size_text(task.sizes)}"
+    if task.generality_sizes:
+        text += (f", and the {len(task.generality_sizes)} awkward sizes generality checks: "
+                 + "; ".join(_size_text(s) for s in task.generality_sizes))
+    else:
+        text += " (generality checks no other size in this session)"
+    where = " and ".join(task.constraints)
+    text += f". The session's constraints: {where}." if where else \
+        ". The session has no constraints: nothing may assume a tile multiple."
+    return text + " Head moves only to a version correct at all of them."
+
+
+def _size_text(sizes: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items())
+
+
 def _timed(standing: Standing, number: int, ms: float | None, tflops: float | None, pct: float | None,
-           gbps: float | None = None) -> str:
+           gbps: float | None = None, spread: tuple[float, float] | None = None) -> str:
     if ms is None:
         return f"version {number} (not timed on this machine: compile-only device)."
     text = f"version {number}: {ms:.4g} ms"
+    if spread is not None and spread[1] > spread[0]:
+        text += f" (middle half of its launches {spread[0]:.4g}-{spread[1]:.4g} ms)"
     if speed(tflops, gbps):  # in the unit the version's report uses: GB/s for memory-bound work
         text += f", {speed(tflops, gbps)}"
     if pct is not None:
@@ -128,7 +158,8 @@ def _timed(standing: Standing, number: int, ms: float | None, tflops: float | No
 def describe_standing(standing: Standing) -> str:
     """One paragraph: head, the best version when it is another one, and the yardstick, in numbers."""
     head = "no passing version yet." if standing.head is None else _timed(
-        standing, standing.head, standing.head_ms, standing.head_tflops, standing.head_pct_of_peak, standing.head_gbps)
+        standing, standing.head, standing.head_ms, standing.head_tflops, standing.head_pct_of_peak, standing.head_gbps,
+        standing.head_spread_ms)
     if standing.best is not None and standing.best == standing.head:
         lines = [f"Head and best (the fastest general version): {head}"]
     else:
@@ -136,7 +167,10 @@ def describe_standing(standing: Standing) -> str:
         if standing.best is not None:
             lines.append("Best (the fastest general version): " + _timed(
                 standing, standing.best, standing.best_ms, standing.best_tflops, standing.best_pct_of_peak,
-                standing.best_gbps))
+                standing.best_gbps, standing.best_spread_ms))
+    if standing.cpu_device and (standing.head_ms or standing.best_ms):
+        lines.append("This device is a CPU: its times also move with the machine's load, so two versions timed at "
+                     "different moments can differ well beyond the spreads shown.")
     best_ms = standing.best_ms or standing.head_ms
     if standing.vendor_ms is not None:
         yard = f"the vendor library ({standing.vendor_name or 'vendor BLAS'}) takes {standing.vendor_ms:.4g} ms"

@@ -21,7 +21,8 @@ from peak_mcp.catalog.rendering import render_body
 from peak_mcp.catalog.suggest import missing_prerequisites
 from peak_mcp.catalog.transformations import Catalog
 from peak_mcp.core.errors import InvalidInput, PeakError
-from peak_mcp.evaluation.noise import FASTER, NOISE, SLOWER
+from peak_mcp.evaluation.generality import sample_sizes
+from peak_mcp.evaluation.noise import FASTER, NOISE, SLOWER, spread
 from peak_mcp.loop.context import Progress, quiet
 from peak_mcp.loop.models import ApplyStep, VersionReport
 from peak_mcp.loop.service import PeakService
@@ -81,6 +82,8 @@ class Applier:
             transformation_title=resolved.title,
             transformation_body=render_body(resolved.body, session.backend, self.service.device_of(session).arch),
             instructions=run.instructions, language=LANGUAGE.get(session.backend, "cpp"),
+            constraints=session.constraints or [],
+            generality_sizes=sample_sizes(problem, session.sizes, session.constraints or []),
             missing_first=missing_prerequisites(self.catalog, session, self.service.store.versions(run.session_id),
                                                 run.base_version, problem, self.service.device_of(session),
                                                 resolved.id))
@@ -93,7 +96,7 @@ class Applier:
         device = self.service.device_of(session)
         peak_path = self.service.problem(session.problem).peak_path(session.dtype, session.backend)
         standing = Standing(head=session.head, peak_path=peak_path,
-                            peak_tflops=device.peak(peak_path))
+                            peak_tflops=device.peak(peak_path), cpu_device=device.is_cpu)
         if baseline and baseline.available:
             standing.vendor_ms, standing.vendor_name = baseline.median_ms, baseline.library
         if session.head is not None:
@@ -102,13 +105,19 @@ class Applier:
             standing.head_ms, standing.head_tflops = perf.get("median_ms"), perf.get("tflops")
             standing.head_gbps = perf.get("gbps")
             standing.head_pct_of_peak = perf.get("pct_of_peak")
+            standing.head_spread_ms = self._spread(session_id, session.head)
             standing.best = report.best
         if standing.best is not None:
             perf = self.service.version_report(session_id, standing.best).performance or {}
             standing.best_ms, standing.best_tflops = perf.get("median_ms"), perf.get("tflops")
             standing.best_gbps = perf.get("gbps")
             standing.best_pct_of_peak = perf.get("pct_of_peak")
+            standing.best_spread_ms = self._spread(session_id, standing.best)
         return standing
+
+    def _spread(self, session_id: str, number: int) -> tuple[float, float] | None:
+        timing = self.service.store.version(session_id, number).timing
+        return spread(timing) if timing and timing.median_ms else None
 
     def _brief(self, run: ApplyRunRow, attempts: list[VersionReport]) -> tuple[str, str]:
         task, resolved = self._task(run)
