@@ -63,12 +63,12 @@ def own_contract(body: str, problem: str, abi: str | None = None) -> str:
     elsewhere (a brief's header), one line pointing at it."""
     if abi is None:
         return _replace_contract(body, f"- The kernel contract (ABI) stated above for {problem}: its arguments, "
-                                       "their order and types, and the entry name; one `peak:` line in step with "
-                                       "the launch.")
+                                       "their order and types, and the entry name; one `peak:` launch line in step "
+                                       "with the launch.")
     stated = "\n".join(f"  {line}" if line.strip() else "" for line in abi.strip().splitlines())
     return _replace_contract(body, f"- This session's kernel contract (ABI) for {problem}, not the text's example's: "
-                                   "its arguments, their order and types, and the entry name; one `peak:` line in "
-                                   f"step with the launch:\n{stated}")
+                                   "its arguments, their order and types, and the entry name; one `peak:` launch "
+                                   f"line in step with the launch:\n{stated}")
 
 
 def written_for(text: Transformation, problems: Iterable[Problem]) -> tuple[bool, str | None]:
