@@ -98,8 +98,9 @@ def test_two_sessions_share_the_plan_and_a_sequence_run_stays_in_its_session(set
         first, second = steps[repeat, 1], steps[repeat, 2]
         assert first.session_id == second.session_id
         assert first.parent == 0 and second.parent == first.result_version == first.held_version
-        assert second.base_ms == first.base_ms and second.held_speedup_vs_v0 == pytest.approx(
+        assert second.base_ms == first.base_ms and second.speedup_vs_v0 == pytest.approx(
             round(first.base_ms / second.result_ms, 4))
+        assert second.held_speedup_vs_v0 == round(second.retimed_base_ms / second.retimed_ms, 4)  # the pair's
     # every exchange was answered by cell: each session numbered its own cells' attempts
     exchanges = read_exchanges(out / EXCHANGES)
     assert len(exchanges) == len(REPLIES) and {e.note for e in exchanges} == {"replayed by cell"}

@@ -139,7 +139,10 @@ def test_sequences_chain_versions_resume_after_the_model_stopped_and_report(sett
         if c.passed:
             ms = recorded_ms(settings, session, c.result_version)
             assert c.result_ms == pytest.approx(ms, rel=1e-3) and c.held_version == c.result_version
-            assert c.speedup_vs_v0 == round(base_ms / c.result_ms, 4) == c.held_speedup_vs_v0
+            assert c.speedup_vs_v0 == round(base_ms / c.result_ms, 4)
+            # retimed (the default): the result and v0 timed again back to back, the held speedup that pair's
+            assert c.retimed_ms and c.retimed_base_ms and c.retimed_base_ms != base_ms
+            assert c.held_speedup_vs_v0 == round(c.retimed_base_ms / c.retimed_ms, 4)
             assert c.speedup_vs_v0 == pytest.approx(recorded_ms(settings, session, 0) / ms, rel=2e-3)
             assert c.speedup_vs_parent == c.attempts[-1].speedup_vs_base and c.speedup_vs_parent > 0
     failed = steps[2, 1, 1]
@@ -188,3 +191,16 @@ def test_sequences_chain_versions_resume_after_the_model_stopped_and_report(sett
     # nothing left: one more run asks the model nothing and writes no line
     lines = (out / RESULTS).read_text()
     assert len(run(settings, plan, out)) == 10 and (out / RESULTS).read_text() == lines
+
+
+def test_a_failed_step_holds_the_retimed_speedup_of_the_step_before() -> None:
+    """A failed step holds its parent: the speedup the run held (from a retimed pair) stays, and is not replaced
+    by the parent's start-of-session ratio."""
+    from peak_mcp.research.runner import CellResult, _as_step
+
+    failed = CellResult(model=MODEL, transformation=UNROLL, repeat=1, session_id="s", base_version=0,
+                        finished=True, wall_s=1.0)
+    step = _as_step(failed, parent=3, parent_ms=50.0, base_ms=200.0, held_speedup=3.2)
+    assert (step.held_version, step.held_ms, step.held_speedup_vs_v0, step.speedup_vs_v0) == (3, 50.0, 3.2, None)
+    passed = failed.model_copy(update={"succeeded": True, "result_version": 4, "result_ms": 40.0})
+    assert _as_step(passed, parent=3, parent_ms=50.0, base_ms=200.0, held_speedup=3.2).held_speedup_vs_v0 == 5.0

@@ -80,7 +80,10 @@ class CellResult(BaseModel):
     held_version: int | None = Field(None, description="what the run holds after the step: its result where it "
                                                        "passed (benchmarked), else parent")
     held_ms: float | None = None
-    held_speedup_vs_v0: float | None = None
+    held_speedup_vs_v0: float | None = Field(None, description="base / held: from the retimed pair where the "
+                                                                "spec retimes, else from base_ms and held_ms")
+    retimed_ms: float | None = Field(None, description="the result timed again right after the step (retime)")
+    retimed_base_ms: float | None = Field(None, description="base_version timed right after retimed_ms")
 
     @property
     def coordinates(self) -> tuple[str, str, int, int | None, int | None]:
@@ -287,21 +290,23 @@ async def _sequence_run(worker: _Worker, spec: ExperimentSpec, s: int, repeat: i
                         out: Path, progress: Callable[[str], None]) -> None:
     session = worker.session
     held = _finished_steps(done, spec.model.label, s, repeat)
-    parent, parent_ms, resumed = spec.base_version, worker.base_ms, True
+    parent, parent_ms, speedup, resumed = spec.base_version, worker.base_ms, 1.0, True
     for k, transformation in enumerate(spec.sequences[s - 1], start=1):
         # finished before, in this session, as a prefix of the run (a step after one run anew transforms another
         # version)
         resumed = (resumed and k in held and held[k].transformation == transformation
                    and held[k].session_id == session)
         if resumed:
-            parent, parent_ms = held[k].held_version, held[k].held_ms
+            parent, parent_ms, speedup = held[k].held_version, held[k].held_ms, held[k].held_speedup_vs_v0
             continue
         cell = await _apply(worker.client, worker.recorder, spec, session, transformation, repeat, parent, s, k)
-        cell = _as_step(cell, parent, parent_ms, worker.base_ms)
+        cell = _as_step(cell, parent, parent_ms, worker.base_ms, speedup)
+        if spec.retime and cell.passed and cell.result_version is not None:
+            cell = await _retimed(worker.client, cell, spec.base_version)
         _append(out, cell, progress)
         if not cell.finished:  # no reply or a tool error: the run cannot say what step k left
             break
-        parent, parent_ms = cell.held_version, cell.held_ms
+        parent, parent_ms, speedup = cell.held_version, cell.held_ms, cell.held_speedup_vs_v0
 
 
 def finished_cells(out: Path) -> list[CellResult]:
@@ -324,17 +329,42 @@ async def _apply(client: Client, recorder: Recorder, spec: ExperimentSpec, sessi
     return cell.model_copy(update={"sequence": sequence, "step": step})
 
 
-def _as_step(cell: CellResult, parent: int | None, parent_ms: float | None, base_ms: float | None) -> CellResult:
-    def ratio(a: float | None, b: float | None) -> float | None:
-        return round(a / b, 4) if a and b else None
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 4) if a and b else None
 
+
+def _as_step(cell: CellResult, parent: int | None, parent_ms: float | None, base_ms: float | None,
+             held_speedup: float | None = None) -> CellResult:
+    """The step's figures against the session's start; `held_speedup`: what the run held before the step, kept
+    where the step failed (a retimed figure is not mixed with a start-of-session one)."""
     held_version, held_ms = (cell.result_version, cell.result_ms) if cell.passed else (parent, parent_ms)
     last = cell.attempts[-1] if cell.attempts else None
     return cell.model_copy(update=dict(
         parent=parent, parent_ms=parent_ms, base_ms=base_ms,
-        speedup_vs_v0=ratio(base_ms, cell.result_ms) if cell.passed else None,
+        speedup_vs_v0=_ratio(base_ms, cell.result_ms) if cell.passed else None,
         speedup_vs_parent=last.speedup_vs_base if cell.passed and last else None,
-        held_version=held_version, held_ms=held_ms, held_speedup_vs_v0=ratio(base_ms, held_ms)))
+        held_version=held_version, held_ms=held_ms,
+        held_speedup_vs_v0=_ratio(base_ms, held_ms) if cell.passed or held_speedup is None else held_speedup))
+
+
+async def _retimed(client: Client, cell: CellResult, base: int) -> CellResult:
+    """The step's result and the base timed back to back, the speedup over the base taken from that pair; the
+    step as it was where either timing fails (the start-of-session figure stays)."""
+    assert cell.result_version is not None
+    result_ms = await _benchmark_ms(client, cell.session_id, cell.result_version)
+    base_ms = await _benchmark_ms(client, cell.session_id, base) if result_ms else None
+    if not (result_ms and base_ms):
+        return cell
+    return cell.model_copy(update=dict(retimed_ms=result_ms, retimed_base_ms=base_ms,
+                                       held_speedup_vs_v0=_ratio(base_ms, result_ms)))
+
+
+async def _benchmark_ms(client: Client, session: str, version: int) -> float | None:
+    answer = await client.call_tool("benchmark", {"session_id": session, "version": version})
+    if answer.is_error:
+        return None
+    report = answer.structured_content or {}
+    return (report.get("performance") or {}).get("median_ms") if report.get("passed") else None
 
 
 def _append(out: Path, cell: CellResult, progress: Callable[[str], None]) -> None:

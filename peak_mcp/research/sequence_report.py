@@ -52,7 +52,8 @@ def rows(cells: list[CellResult]) -> list[StepRow]:
 def points(cells: list[CellResult]) -> list[dict[str, object]]:
     """Each run's steps, the points behind the medians and bands."""
     keep = ("model", "sequence", "repeat", "step", "transformation", "parent", "result_version", "succeeded",
-            "result_ms", "speedup_vs_v0", "speedup_vs_parent", "held_version", "held_speedup_vs_v0")
+            "result_ms", "speedup_vs_v0", "speedup_vs_parent", "held_version", "held_speedup_vs_v0", "retimed_ms",
+            "retimed_base_ms")
     steps = sorted((c for c in cells if c.sequence is not None),
                    key=lambda c: (c.model, c.sequence or 0, c.repeat, c.step or 0))
     return [c.model_dump(include=set(keep)) | {"passed": c.passed} for c in steps]
@@ -65,7 +66,9 @@ def _x(value: float | None) -> str:
 def markdown(table: list[StepRow], png: str | None) -> str:
     lines = ["## Performance along the sequences", "",
              "Speedup over the base version that each run held after the step (a failed step holds its parent's): "
-             "median (min-max) over the runs." + (f" Plot: `{png}`." if png else ""), "",
+             "median (min-max) over the runs. Where the plan retimes (the default), a passing step's result and the "
+             "base were timed again back to back and the speedup is that pair's." + (f" Plot: `{png}`." if png else ""),
+             "",
              "| model | sequence | step | transformation | success | speedup vs v0 |", "|---|---|---|---|---|---|"]
     for r in table:
         lines.append(f"| {r.model} | {r.sequence} | {r.step} | {r.transformation} | {r.success_rate:.0%} "
