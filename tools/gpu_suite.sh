@@ -48,7 +48,8 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
         for backend in ${HOSTILE_BACKENDS:-cuda hlsl}; do
             echo "== hostile $backend"
             PEAK_MCP_VK_FENCE_TIMEOUT_S=5 timeout "${HOSTILE_TIMEOUT:-280}" python3 tools/hostile_bench.py \
-                --backend "$backend" ${HOSTILE_SIZES:+--sizes "$HOSTILE_SIZES"} ${HOSTILE_ARGS:-} --data-dir "/tmp/peak-hostile-$backend" --out "$RESULTS/hostile_$backend.json" \
+                --backend "$backend" ${HOSTILE_SIZES:+--sizes "$HOSTILE_SIZES"} --jobs "${HOSTILE_JOBS:-4}" \
+                --gpus "$(nvidia-smi -L | grep -c '^GPU')" ${HOSTILE_ARGS:-} --data-dir "/tmp/peak-hostile-$backend" --out "$RESULTS/hostile_$backend.json" \
                 2> "$RESULTS/hostile_$backend.log" | tee "$RESULTS/hostile_$backend.md"
             echo "hostile $backend rc=${PIPESTATUS[0]}"
         done ;;

@@ -11,6 +11,7 @@ whose symbols it names.
     python tools/hostile_bench.py --backend cuda --out hostile_cuda.json
     python tools/hostile_bench.py --backend cuda --problem softmax --sizes ROWS=4096,COLS=1000
     python tools/hostile_bench.py --backend hip --problem matmul --sizes 256,256,256
+    python tools/hostile_bench.py --backend cuda --jobs 8 --gpus 4   # 8 servers side by side over 4 GPUs
 
 Exit status 0 when every expectation held (entries with a known `gap` excepted: the table marks them), 1 otherwise.
 """
@@ -65,8 +66,17 @@ def runs(backend: str, problems: dict[str, list], given: list[dict[str, int]]) -
     return out
 
 
+def shards(entries: list, jobs: int) -> list[list]:
+    """`entries` dealt round-robin into at most `jobs` non-empty shares, each in manifest order."""
+    count = max(1, min(jobs, len(entries)))
+    return [entries[i::count] for i in range(count)]
+
+
 async def bench(backend: str, given: list[dict[str, int]], data_dir: Path, only: set[str], skip: set[str],
-                problems: set[str]) -> dict:
+                problems: set[str], jobs: int = 1, gpus: int = 0) -> dict:
+    """Every (problem, sizes) session of the manifest, its entries split over `jobs` servers that run side by side
+    (each its own process, data dir and session; with `gpus`, server i sees only GPU i % gpus). A verdict does not
+    rest on timing, so sharing a device changes how long the corpus takes, not what it finds."""
     entries = [e for e in load_manifest(backend, problem=None)
                if (not problems or e.problem in problems)
                and (not only or e.cls in only or e.name in only or e.file in only)
@@ -76,9 +86,7 @@ async def bench(backend: str, given: list[dict[str, int]], data_dir: Path, only:
     env = dict(os.environ)
     env.setdefault("PEAK_MCP_VK_FENCE_TIMEOUT_S", "5")
     env.setdefault("PEAK_MCP_JOB_TIMEOUT", "20")
-    server = StdioServerParameters(command=sys.executable, args=["-m", "peak_mcp", "--data-dir", str(data_dir),
-                                                                  "serve"], env=env)
-    out: dict = {"backend": backend, "sessions": sessions, "outcomes": [], "errors": []}
+    out: dict = {"backend": backend, "sessions": sessions, "jobs": jobs, "outcomes": [], "errors": []}
 
     def show(o: Outcome) -> None:
         mark = "ok  " if o.ok else "FAIL"
@@ -87,18 +95,33 @@ async def bench(backend: str, given: list[dict[str, int]], data_dir: Path, only:
         print(f"{mark} {o.entry.file:<40} {o.verdict:<36} expected {o.expected:<50} {o.seconds:6.1f} s",
               file=sys.stderr, flush=True)
 
+    work = [(k, problem, sizes, share) for k, (problem, sizes) in enumerate(sessions)
+            for share in shards(groups[problem], jobs)]
+    found: list[tuple[int, Outcome]] = []  # (the session's place in `sessions`, outcome)
+    limiter = anyio.CapacityLimiter(max(1, jobs))
+
+    async def one(n: int, k: int, problem: str, sizes: dict[str, int], share: list) -> None:
+        shard_env = dict(env, **({"CUDA_VISIBLE_DEVICES": str(n % gpus)} if gpus else {}))
+        server = StdioServerParameters(command=sys.executable, args=[
+            "-m", "peak_mcp", "--data-dir", str(data_dir / f"server-{n}"), "serve"], env=shard_env)
+        async with limiter:
+            # A fresh server per share: a kernel that breaks the transport (stdout leak) fails its own share only.
+            try:
+                async with Client(server, read_timeout_seconds=1800) as client:
+                    found.extend((k, o) for o in await run_all(client, backend, sizes, share, progress=show))
+                    doctor = await client.call_tool("doctor", {})  # still answering at the end
+                    out.setdefault("server_alive", []).append(not doctor.is_error)
+            except Exception as exc:  # the transport died or the session could not start: that is a finding too
+                out["errors"].append({"problem": problem, "sizes": sizes, "error": f"{type(exc).__name__}: {exc}"})
+
     t0 = time.perf_counter()
-    for problem, sizes in sessions:
-        # A fresh server per session: a kernel that breaks the transport (stdout leak) fails its own session only.
-        try:
-            async with Client(server, read_timeout_seconds=1800) as client:
-                outcomes = await run_all(client, backend, sizes, groups[problem], progress=show)
-                out["outcomes"] += [o.as_dict() for o in outcomes]
-                out.setdefault("_objects", []).extend(outcomes)
-                doctor = await client.call_tool("doctor", {})  # still answering at the end
-                out.setdefault("server_alive", []).append(not doctor.is_error)
-        except Exception as exc:  # the transport died or the session could not start: that is a finding too
-            out["errors"].append({"problem": problem, "sizes": sizes, "error": f"{type(exc).__name__}: {exc}"})
+    async with anyio.create_task_group() as group:
+        for n, (k, problem, sizes, share) in enumerate(work):
+            group.start_soon(one, n, k, problem, sizes, share)
+    order = {id(e): i for i, e in enumerate(entries)}  # the table in manifest order, whatever finished first
+    outcomes = [o for _, o in sorted(found, key=lambda pair: (pair[0], order[id(pair[1].entry)]))]
+    out["outcomes"] = [o.as_dict() for o in outcomes]
+    out["_objects"] = outcomes
     out["seconds"] = time.perf_counter() - t0
     return out
 
@@ -115,11 +138,17 @@ def main() -> None:
     parser.add_argument("--only", action="append", default=[],
                         help="class, file stem or file (softmax/race_missing_barrier.cu) to run (repeatable)")
     parser.add_argument("--skip", action="append", default=[], help="class, file stem or file to leave out")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="servers side by side, each judging a share of every session's entries (default 1)")
+    parser.add_argument("--gpus", type=int, default=0,
+                        help="with --jobs: server i sees only GPU i %% GPUS (CUDA_VISIBLE_DEVICES); 0: every GPU")
     parser.add_argument("--data-dir", type=Path, default=Path("/tmp/peak-hostile"))
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args()
+    if args.jobs < 1 or args.gpus < 0:
+        parser.error("--jobs is at least 1 and --gpus at least 0")
     result = anyio.run(bench, args.backend, args.sizes, args.data_dir, set(args.only), set(args.skip),
-                       set(args.problem))
+                       set(args.problem), args.jobs, args.gpus)
     objects = result.pop("_objects", [])
     if args.out:
         args.out.write_text(json.dumps(result, indent=1, default=str))
