@@ -9,6 +9,8 @@ when work ran. Started by DevicePool through a `python` shim (tests/test_fanout.
   die_tune  true: every tune job dies before its first configuration (a device that is lost, not a kernel)
   delay_s   seconds each configuration of a tune job takes (so that chunks on two devices overlap in time)
   eval_s    seconds each evaluate job takes (so that sessions on two devices overlap in time)
+  general_s seconds each generality job takes
+  wrong     true: every validation fails (a wrong kernel)
   kill_host true: a tune job kills the worker's parent (a Ray actor: its node lost) before its first configuration
   search_ms {"A=1 B=2": 0.095, ...}: what the search's brief timing reports for those configurations (label: the
             values in order), as a noisy measurement can; every configuration of a search then has a cv of 1.0
@@ -48,10 +50,12 @@ def main() -> int:
         if job["type"] == "tune":
             result = _tune(job, options, send)
         elif job["type"] == "generality":
+            send({"id": job["id"], "event": "progress", "message": "generality at stand-in sizes"})
+            time.sleep(float(options.get("general_s", 0)))
             result = {"type": "generality", "generality": {"passed": True, "sizes_checked": job["sizes_list"]}}
         else:
             time.sleep(float(options.get("eval_s", 0)))
-            result = _evaluate(job, device)
+            result = _evaluate(job, device, bool(options.get("wrong")))
         if options.get("log"):
             with open(options["log"], "a") as log:
                 log.write(json.dumps({"device": index, "ray_device": os.environ.get("PEAK_MCP_RAY_DEVICE"),
@@ -91,7 +95,7 @@ def _tune(job: dict, options: dict, send) -> dict:
     return {"type": "tune", "results": results, "seconds": 0.01}
 
 
-def _evaluate(job: dict, device: dict) -> dict:
+def _evaluate(job: dict, device: dict, wrong: bool = False) -> dict:
     steps = job.get("steps") or ["compile"]
     result: dict = {"type": "evaluate"}
     if "baseline" in steps:
@@ -99,7 +103,8 @@ def _evaluate(job: dict, device: dict) -> dict:
     if "compile" in steps:
         result["compile"] = {"ok": True, "log": "", "resources": {"arch": "sm_90"}, "seconds": 0.01}
     if "validate" in steps:
-        result["validation"] = {"passed": True, "trials": 1, "message": "stand-in: passed"}
+        result["validation"] = {"passed": not wrong, "trials": 1, "message": "stand-in: " + (
+            "wrong at element 0" if wrong else "passed")}
     if "benchmark" in steps:
         params = (job.get("spec") or {}).get("bound") or {}
         result["timing"] = {"median_ms": _ms(params) if params else 10.0, "reps": 10,

@@ -209,3 +209,60 @@ def test_a_session_starts_its_idle_twins_workers_ahead_of_a_tune(rig) -> None:
     assert r.pool.queue_length("cuda", 1) == 0
     report = r.service.tune(sid, version, max_configs=16)
     assert report.devices == [0, 1] and report.tried == 16
+
+
+def _generality_jobs(jobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [j for j in jobs if j["type"] == "generality"]
+
+
+def test_a_submission_checks_its_other_sizes_on_an_idle_twin_while_its_own_device_times_it(rig) -> None:
+    """Issue 35: a submission's phases ran one after another on the session's device (timing, then the other sizes
+    and the sanitizer). Where a device of the same model is idle, the other sizes run there at the same time; the
+    verdict waits for both, and the timeline shows the twin's steps apart."""
+    r = rig([H200, H200, H100], d0={"eval_s": 1.0}, d1={"general_s": 0.5})
+    sid = r.service.start_session("matmul", "cuda", "f32", SIZES, device=0).session_id
+    r.log.write_text("")
+    report = r.service.submit_kernel(sid, TUNED)
+    assert report.status == "benchmarked" and report.generality["passed"] is True, report.message
+    jobs = r.jobs()
+    (general,) = _generality_jobs(jobs)
+    timed = next(j for j in jobs if j["type"] == "evaluate" and "benchmark" in (j["steps"] or []))
+    assert general["device"] == 1 and timed["device"] == 0
+    assert general["start"] < timed["end"]  # at the same time, not after
+    assert report.generality["sizes_checked"]  # the twin's verdict is the version's
+    timeline = r.service.store.version(sid, report.version).timeline
+    assert "generality (device 1)" in timeline.phases, timeline.phases
+    assert any(line.startswith("[device 1] generality") for _, line in timeline.steps)
+
+
+def test_without_an_idle_twin_the_other_sizes_follow_timing_on_the_sessions_device(rig) -> None:
+    r = rig([H200, H100])
+    sid = r.service.start_session("matmul", "cuda", "f32", SIZES, device=0).session_id
+    r.log.write_text("")
+    report = r.service.submit_kernel(sid, TUNED)
+    assert report.status == "benchmarked"
+    jobs = r.jobs()
+    (general,) = _generality_jobs(jobs)
+    timed = next(j for j in jobs if j["type"] == "evaluate" and "benchmark" in (j["steps"] or []))
+    assert general["device"] == 0 and general["start"] >= timed["end"]
+
+
+def test_a_wrong_version_does_not_wait_for_its_twin_and_the_next_takes_its_own_device_while_the_twin_is_busy(
+        rig) -> None:
+    """A version that fails validation has no use for its other sizes: the verdict comes without them, and the
+    twin's job runs out on its own (its worker kept). While it does, the twin is busy, so a submission right after
+    checks on its own device."""
+    r = rig([H200, H200], d0={"wrong": True}, d1={"general_s": 3.0})
+    sid = r.service.start_session("matmul", "cuda", "f32", SIZES, device=0).session_id
+    r.log.write_text("")
+    report = r.service.submit_kernel(sid, TUNED)
+    assert report.status == "failed" and not report.generality, report.message
+    assert r.pool.queue_length("cuda", 1) == 1  # the twin still at work, not stopped
+    assert not _generality_jobs(r.jobs())  # not finished when the verdict came
+    second = r.service.submit_kernel(sid, TUNED)
+    assert second.status == "failed"
+    deadline = time.monotonic() + 30
+    while not _generality_jobs(r.jobs()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [j["device"] for j in _generality_jobs(r.jobs())] == [1]  # ran out on the twin; the second took none
+    assert r.pool._workers[("cuda", 1)].alive()  # its worker kept

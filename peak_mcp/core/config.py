@@ -48,6 +48,9 @@ class Settings(BaseSettings):
                            "confined, and then in device workers); over stdio it is always on")
     sanitizer: bool = Field(True, description="after generality, where installed: compute-sanitizer on CUDA, the "
                                               "Vulkan validation layer's GPU-assisted validation on HLSL")
+    generality_beside: bool = Field(
+        True, description="where another device of the session's model is idle, check a submission's other sizes "
+                          "and run the sanitizer there while the session's own device validates and times it")
     sanitizer_beside: bool = Field(
         False, description="on a GPU, start the sanitizer's runs before generality's sizes and wait for them after "
                            "(they overlap; nothing there is timed). Off until measured against the hostile corpora "

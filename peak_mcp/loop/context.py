@@ -108,7 +108,8 @@ class LoopContext:
     def run_job(self, session: SessionRow, job: EvaluateJob, progress: Progress) -> EvaluateResult: ...
 
     @overload
-    def run_job(self, session: SessionRow, job: GeneralityJob, progress: Progress) -> GeneralityResult: ...
+    def run_job(self, session: SessionRow, job: GeneralityJob, progress: Progress, *,
+                device: int | None = None) -> GeneralityResult: ...
 
     @overload
     def run_job(self, session: SessionRow, job: TuneJob, progress: Progress, *,
@@ -120,7 +121,8 @@ class LoopContext:
 
     def run_job(self, session: SessionRow, job: Job, progress: Progress, *, inactivity_s: float | None = None,
                 total_s: float | None = None, device: int | None = None) -> JobResult:
-        """Run one job on the session's device (or `device`, a same-model helper a tune fans out to); the pool
+        """Run one job on the session's device (or `device`, a same-model helper a tune fans out to, or that
+        checks generality beside the session's own); the pool
         answers with the result type of the job's type. Its error, or its result's messages, cleaned of terminal
         control and bounded (cleaned_failure)."""
         try:

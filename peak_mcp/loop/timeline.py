@@ -34,20 +34,38 @@ def phase_of(line: str) -> str:
 class Recorder:
     """A Progress that stamps each line and passes it on; `timeline()` sums the steps by phase."""
 
-    def __init__(self, progress: Progress) -> None:
+    def __init__(self, progress: Progress, started: float | None = None) -> None:
+        """`started`: another Recorder's start, so that steps beside it share its clock."""
         self.progress = progress
-        self.started = time.perf_counter()
-        self.steps: list[tuple[float, str]] = [(0.0, "admit")]
+        self.started = time.perf_counter() if started is None else started
+        self.steps: list[tuple[float, str]] = [] if started is not None else [(0.0, "admit")]
+        self._beside: list[tuple[Recorder, str]] = []
 
     def __call__(self, line: str) -> None:
         self.steps.append((time.perf_counter() - self.started, line))
         self.progress(line)
 
+    def beside(self, other: Recorder, label: str) -> None:
+        """Steps that run at the same time on another device: their phases are summed apart, named
+        'PHASE (LABEL)', since they overlap this timeline's own."""
+        self._beside.append((other, label))
+
+    @staticmethod
+    def _phases(steps: list[tuple[float, str]], until_s: float, suffix: str = "") -> dict[str, float]:
+        phases: dict[str, float] = {}
+        for (at, line), (until, _) in zip(steps, [*steps[1:], (until_s, "")][:len(steps)], strict=True):
+            phase = ("admit" if line == "admit" else phase_of(line)) + suffix
+            phases[phase] = phases.get(phase, 0.0) + (until - at)
+        return phases
+
     def timeline(self) -> Timeline:
         total = time.perf_counter() - self.started
-        phases: dict[str, float] = {}
-        for (at, line), (until, _) in zip(self.steps, [*self.steps[1:], (total, "")], strict=True):
-            phase = "admit" if line == "admit" else phase_of(line)
-            phases[phase] = phases.get(phase, 0.0) + (until - at)
+        steps = list(self.steps)
+        phases = self._phases(steps, total)
+        for other, label in self._beside:
+            theirs = list(other.steps)  # a copy: a twin's job the verdict did not wait for may still add steps
+            ended = theirs[-1][0] if theirs else 0.0  # its last line so far: the job's end once it ended
+            phases.update(self._phases(theirs, ended, f" ({label})"))
+            steps += [(at, f"[{label}] {line}") for at, line in theirs]
         return Timeline(total_s=round(total, 3), phases={k: round(v, 3) for k, v in phases.items()},
-                        steps=[(round(at, 3), line[:120]) for at, line in self.steps[:MAX_STEPS]])
+                        steps=[(round(at, 3), line[:120]) for at, line in sorted(steps)[:MAX_STEPS]])

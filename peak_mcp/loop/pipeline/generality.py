@@ -29,12 +29,15 @@ SANITIZER_MAX_FLOPS = 2e10
 VULKAN_SANITIZER_MAX_FLOPS = 1e9
 
 
+Checked = tuple[Generality, SanitizerReport | None]
+
+
 def with_generality(ctx: LoopContext, session: SessionRow, source: str, outcome: Outcome, progress: Progress,
-                    params: dict[str, int] | None = None) -> Outcome:
+                    params: dict[str, int] | None = None, checked: Checked | None = None) -> Outcome:
     """The outcome once generality and the sanitizer have run (at `params`, the configuration timed): a crash
     or hang at a sampled size, or a sanitizer finding, fails it; a wrong result at another size makes it
-    not_general."""
-    generality, sanitized = sizes_and_sanitizer(ctx, session, source, progress, params)
+    not_general. `checked`: what sizes_and_sanitizer found already (on an idle twin device, beside.py)."""
+    generality, sanitized = checked or sizes_and_sanitizer(ctx, session, source, progress, params)
     update: dict[str, Any] = {"generality": generality}
     if sanitized and outcome.validation is not None:  # kept with the verdict at the session's sizes
         update["validation"] = outcome.validation.model_copy(update={"sanitizer": sanitized})
@@ -70,12 +73,12 @@ def with_generality(ctx: LoopContext, session: SessionRow, source: str, outcome:
 
 
 def sizes_and_sanitizer(ctx: LoopContext, session: SessionRow, source: str, progress: Progress,
-                        params: dict[str, int] | None = None) -> tuple[Generality, SanitizerReport | None]:
+                        params: dict[str, int] | None = None, device: int | None = None) -> Checked:
     """Validate at the problem's awkward sizes within the session's constraints, then (CUDA, where installed)
     run compute-sanitizer at one of them. A fault at one size (the worker dies) is that size's verdict, not
     the version's: the sizes after it are checked in a fresh worker (MAX_STOPS, the job's total limit), and
-    the verdicts of those before it come from its progress (size_note). Returns (generality, sanitizer report or
-    None)."""
+    the verdicts of those before it come from its progress (size_note). `device`: another device of the
+    session's model to run them on (default: the session's). Returns (generality, sanitizer report or None)."""
     problem = ctx.problem(session.problem)
     constraints = session.constraints or []
     sizes_list = sample_sizes(problem, session.sizes, constraints)
@@ -114,7 +117,7 @@ def sizes_and_sanitizer(ctx: LoopContext, session: SessionRow, source: str, prog
                             sizes_list=pending, sanitize_sizes=sanitize_at,
                             sanitize_beside=ctx.settings.sanitizer_beside)
         try:
-            result = ctx.run_job(session, job, heard)
+            result = ctx.run_job(session, job, heard, device=device)
         except JobFailed as exc:
             found.take(heard.verdicts)
             if not exc.stage.startswith("generality at "):  # e.g. during compute-sanitizer: no size to blame

@@ -1,7 +1,8 @@
 """A submitted kernel, top to bottom: admit (admit.py) -> record pending (record.py) -> configuration
 (configuration.py) -> compile, validate, benchmark and their verdict (evaluate.py, verdicts.py) -> generality and
-the sanitizer (generality.py) -> the message's notes (notes.py) -> record the verdict and move head (record.py) ->
-the report (loop/versions.py)."""
+the sanitizer (generality.py; on an idle twin device at the same time as the evaluation where there is one,
+beside.py) -> the message's notes (notes.py) -> record the verdict and move head (record.py) -> the report
+(loop/versions.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from peak_mcp.loop.context import LoopContext, Progress, quiet
 from peak_mcp.loop.models import Submission
 from peak_mcp.loop.pipeline import notes, record
 from peak_mcp.loop.pipeline.admit import admit
+from peak_mcp.loop.pipeline.beside import Beside
 from peak_mcp.loop.pipeline.configuration import configuration
 from peak_mcp.loop.pipeline.evaluate import evaluate
 from peak_mcp.loop.pipeline.generality import with_generality
@@ -57,11 +59,13 @@ class Pipeline:
         # A child whose parameters take its parent's tuned configuration starts from it, so that its time compares
         # with the parent's tuned one; otherwise each list's first value.
         config = configuration(self.ctx, session, source, parent)
+        beside = Beside.start(self.ctx, session, source, config.params, progress)
         outcome = evaluate(self.ctx, session, source, progress, vendor_ms=session.vendor_ms, params=config.params)
         outcome = notes.at_configuration(outcome, config, parent)
         if outcome.status.passed:
             record.measured(store, session_id, number, outcome)
-            outcome = with_generality(self.ctx, session, source, outcome, progress, config.params)
+            outcome = with_generality(self.ctx, session, source, outcome, progress, config.params,
+                                      checked=beside.result(progress) if beside else None)
         outcome = notes.judged(outcome, session, self.ctx.problem(session.problem), origin=origin,
                                require_generality=require_generality)
         record.final(store, session, number, outcome, require_generality=require_generality)
