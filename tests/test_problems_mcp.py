@@ -77,9 +77,15 @@ async def test_list_problems_shows_each_problem_with_its_abi_per_backend(make_cl
     assert softmax["sizes"] == ["ROWS", "COLS"] and softmax["default_sizes"] == {"ROWS": 8192, "COLS": 8192}
     assert softmax["source"] == "<peak-mcp>/problems/builtin/softmax.py"  # a label, not this host's path
     assert softmax["dtypes_by_backend"]["hlsl"] == ["f32", "f16"] and "abi" not in softmax  # one problem's ABI:
+    assert "annotation" not in softmax
     async with make_client() as (client, _):  # list_problems(problem=...)
         problems = {name: (await call(client, "list_problems", {"problem": name}))["problems"][0]
                     for name in ("softmax", "rmsnorm", "row_sum")}
+        text = (await client.call_tool("list_problems", {"problem": "matmul"})).content[0].text
+    # An agent wrote `groups=(M / 16, ...)` from the ABI's "groups=(gx, gy, gz)" and was refused: how the values
+    # are written is said once, beside the ABIs
+    assert text.count("`/` is refused (write // or cdiv)") == 1 and "\n\nAnnotation:\n" in text
+    assert "cdiv/min/max" in problems["softmax"]["annotation"]
     softmax = problems["softmax"]
     assert 'void <entry>(const float* x, float* y, int ROWS, int COLS)' in softmax["abi"]["cuda"]
     assert 'void <entry>(const float* x, float* y, int ROWS, int COLS)' in softmax["abi"]["hip"]

@@ -81,7 +81,7 @@ def _computes(record: dict[str, Any], _keys: tuple[str, ...]) -> str:
     return f"What {record.get('problem') or record.get('name')} computes (its own definition)"
 
 
-_PROBLEM = (("abi", _abi), ("abi_by_dtype", _abi), ("definition", _computes))
+_PROBLEM = (("abi", _abi), ("abi_by_dtype", _abi), ("annotation", _named("Annotation")), ("definition", _computes))
 LONG_PARTS: dict[str, tuple[tuple[str, Header], ...]] = {
     "VersionReport": (_COMPILE_LOG,), "Submission": (_COMPILE_LOG,),
     "VersionDetail": (("report.compile.log", _named("compile log")), ("source", _named("source"))),

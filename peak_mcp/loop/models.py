@@ -52,6 +52,7 @@ class ProblemInfo(BaseModel):
     naive: list[str] | None = None  # backends whose sessions start from a naive kernel, where not all do
     reference: str | None = None  # said only where the problem has no Python reference
     definition: str | None = None  # what it computes, in the problem's own words (Problem.definition)
+    annotation: str | None = None  # how a launch line's values are written (core.launch.EXPRESSIONS), in the detail
     traits: list[str] = Field(default_factory=list)  # what kind of computation: the catalog texts it gets
     traits_guessed: bool = False  # not declared (the file has no TRAITS): probed or read from shapes, may be wrong
     traits_probed: bool = False  # ... from a probe of its Python reference (one input changed, which outputs move)

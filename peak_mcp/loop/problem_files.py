@@ -12,6 +12,7 @@ from pathlib import Path
 from peak_mcp.backends.registry import BACKENDS
 from peak_mcp.core.config import Settings
 from peak_mcp.core.errors import InvalidInput
+from peak_mcp.core.launch import EXPRESSIONS
 from peak_mcp.loop.models import ProblemInfo, ProblemList
 from peak_mcp.problems.base import Problem
 from peak_mcp.problems.declaration import NAME as NAME_PATTERN
@@ -37,7 +38,8 @@ def problem_info(p: Problem, detail: bool = True) -> ProblemInfo:
         naive=None if all(p.has_naive(b, dtypes[b][0]) for b in backends) else
         [b for b in backends if p.has_naive(b, dtypes[b][0])],
         reference=REFERENCE_KERNEL_NEEDED if p.needs_reference_kernel else None,
-        definition=(p.definition or None) if detail else None, traits=list(p.traits), traits_guessed=_guessed(p),
+        definition=(p.definition or None) if detail else None, annotation=EXPRESSIONS if detail else None,
+        traits=list(p.traits), traits_guessed=_guessed(p),
         traits_probed=_guessed(p) and bool(getattr(getattr(p, "declaration", None), "probed_traits", ())))
 
 
