@@ -98,3 +98,20 @@ async def test_torch_yardsticks_on_a_cuda_softmax_session(make_client) -> None:
             assert "torch.compile" in baseline["torch_note"]
         history = await client.call_tool("history", {"session_id": session["session_id"]})
         assert "× torch eager |" in history.content[0].text
+
+
+def test_history_drops_an_empty_times_v0_column_and_marks_noise_against_v0() -> None:
+    """agent44: a session whose v0 (a reference kernel) was refused showed a ×v0 column empty in every row, and
+    ×v0 carried no noise mark where ×parent did."""
+    def row(version: int, **fields: Any) -> dict[str, Any]:
+        return {"version": version, "parent": version - 1 if version > 1 else None, "origin": "submit",
+                "transformation": None, "attempt": None, "status": "benchmarked", "failure": None,
+                "median_ms": 2.0, "tflops": None, "speedup_vs_parent": None, "speedup_vs_v0": None, **fields}
+
+    refused = row(0, status="invalid_annotation", failure="annotation", median_ms=None, origin="reference")
+    table = markdown_table([refused, row(1), row(2, speedup_vs_parent=0.42, change_vs_parent="within noise")])
+    assert "×v0" not in table.splitlines()[0] and "no ×v0 column: v0 was not timed (invalid_annotation)" in table
+    assert "| 0.42 (noise) |" in table
+    timed = markdown_table([row(0), row(1, speedup_vs_v0=2.4, change_vs_v0="within noise", speedup_vs_parent=2.4,
+                                    change_vs_parent="within noise")])
+    assert "| ×parent | ×v0 |" in timed and "| 2.40 (noise) | 2.40 (noise) |" in timed and "no ×v0" not in timed

@@ -102,8 +102,14 @@ def version(d: dict[str, Any]) -> list[str]:
         label = " ".join(f"{k}={v}" for k, v in best["params"].items())
         # the time above is the full one recorded for it; the search's short estimate is said as such
         timed = "its full time above; " if tuning.get("recorded") else ""
-        lines.append(f"tuned: {tuning.get('tried')} configurations, best {label} ({timed}the search's estimate "
-                     f"{_g(best['median_ms'])} ms){chosen}")
+        if tuning.get("full") and not tuning.get("recorded"):  # timed in full and not taken: never "best"
+            lines.append(f"tuned: {tuning.get('tried')} configurations; the search's fastest, {label} (its estimate "
+                         f"{_g(best['median_ms'])} ms), took {_g(tuning['full']['median_ms'])} ms in full and was not "
+                         f"taken{chosen}")
+        else:
+            own = f"; {tuning['versus_own']}" if tuning.get("recorded") and tuning.get("versus_own") else ""
+            lines.append(f"tuned: {tuning.get('tried')} configurations, best {label} ({timed}the search's estimate "
+                         f"{_g(best['median_ms'])} ms{own}){chosen}")
     if tuning and tuning.get("failures"):
         lines.append(f"tune: {len(tuning['failures'])} configurations failed")
         lines += tune_failures(tuning["failures"], d["version"], shown=len(tuning["failures"]))
@@ -168,8 +174,10 @@ def yardstick(baseline: dict[str, Any] | None) -> list[str]:
         lines = [f"vendor yardstick: none ({baseline.get('reason', 'no reason given')})"]
     else:
         rounds = baseline.get("rounds_ms")
-        spread = f", rounds {', '.join(_g(r) for r in rounds)} ms" if rounds and len(rounds) > 1 else ""
-        lines = [f"vendor yardstick: {baseline.get('library')}: median {_g(baseline.get('median_ms'))} ms "
+        spread = f", the medians of its {len(rounds)} rounds {', '.join(_g(r) for r in rounds)} ms" \
+            if rounds and len(rounds) > 1 else ""
+        which = "the quietest round's median" if spread else "median"
+        lines = [f"vendor yardstick: {baseline.get('library')}: {which} {_g(baseline.get('median_ms'))} ms "
                  f"({rate(baseline.get('tflops'))}), {'warm' if baseline.get('cold_cache') is False else 'cold'} "
                  f"cache{spread}"]
     torch = [f"{who} {_g(baseline[key])} ms" for key, who in (("torch_eager_ms", "eager"),
@@ -321,8 +329,15 @@ def tune(d: dict[str, Any]) -> list[str]:
                          f"({speed(recorded.get('tflops'), recorded.get('gbps')) or 'n/a'}): timed in full on device "
                          f"{d.get('recorded_device')}, "
                          "what history shows")
+            if d.get("versus_own"):
+                lines.append(f"{label} {d['versus_own']}")
             lines.append(f"the search's own estimate ({how}): {estimate}"
                          + (f"; {d['estimate_gap']}" if d.get("estimate_gap") else ""))
+        elif d.get("full"):  # timed in full and not taken (the first line says why): its estimate is no "best"
+            full = d["full"]
+            lines.append(f"the search's own estimate of {label} ({how}): {estimate}, against "
+                         f"{_g(full['median_ms'])} ms ({speed(full.get('tflops'), full.get('gbps')) or 'n/a'}) timed "
+                         "in full" + (f"; {d['estimate_gap']}" if d.get("estimate_gap") else ""))
         else:
             lines.append(f"best: {label} at {estimate}: the search's own estimate ({how}), not a full timing")
     if d.get("chosen_by"):
@@ -348,13 +363,27 @@ def stats(d: dict[str, Any]) -> list[str]:
         median, tuned = s.get("median_speedup_vs_parent"), s.get("median_tune_speedup")
         judged = s.get("successes", 0) + s.get("within_noise", 0) + s.get("slowdowns", 0)
         uncompared = s.get("applied", 0) - judged  # passed, but no like-for-like parent time (a failed parent)
+        # each figure says what it is measured against: the parent, or the session's fastest before it where that
+        # differs (an agent read 16.9x of a step whose parent was itself 0.30x of its own)
+        best = s.get("median_speedup_vs_best_before")
+        against = (f" ({best:.3g}× over the session's fastest version before it)"
+                   if best is not None and median and abs(best / median - 1) > 0.01 else "")
+        tuned_later, adopted = s.get("tuned_later") or 0, s.get("tune_adopted") or 0
+        tune = (f"; tuned later: {tuned_later} (" + ", ".join(part for part in (
+            f"{adopted} took another configuration: tune gained a median {tuned:.3g}× more, tune's gain, not the "
+            "text's" if tuned is not None else "",
+            f"{tuned_later - adopted} kept their own" if tuned_later > adopted else "") if part) + ")"
+            if tuned_later else "")
+        unanswered, still_open = s.get("unanswered_runs") or 0, s.get("open_runs") or 0
         lines.append(f"{s['transformation']}: {s['attempts']} attempts, {s.get('applied', 0)} general and passed: "
-                     f"{s.get('successes', 0)} faster beyond noise (successes), {s.get('within_noise', 0)} within "
-                     f"noise, {s.get('slowdowns', 0)} slower"
+                     f"{s.get('successes', 0)} faster than their parent beyond noise (successes), "
+                     f"{s.get('within_noise', 0)} within noise, {s.get('slowdowns', 0)} slower"
                      + (f", {uncompared} not compared (no timed parent to compare with)" if uncompared > 0 else "")
-                     + (f"; median speedup {median:.3g}× as submitted" if median is not None else "")
-                     + (f"; tuned later: {s['tuned_later']}, tune gained a median {tuned:.3g}× more (tune's gain, "
-                        "not the text's)" if tuned is not None else "")
+                     + (f"; median speedup {median:.3g}× as submitted, over the parent{against}"
+                        if median is not None else "")
+                     + tune
+                     + (f"; {unanswered} run(s) opened and never answered ({still_open} still open)"
+                        if unanswered else "")
                      + (f"; failures {s['failure_kinds']}" if s.get("failure_kinds") else ""))
     return lines if d.get("transformations") else [*lines, "no transformation attempted yet"]
 
@@ -369,6 +398,8 @@ def suggestions(d: dict[str, Any]) -> list[str]:
         lines.append(f"note: {d['behind_best']}")
     if not d.get("suggestions"):
         return [*lines, d.get("note") or "no suggestion"]
+    if d.get("note"):  # beside suggestions: none of them is expected to beat the head
+        lines.append(f"note: {d['note']}")
     return lines + [f"{i}. {s['id']}: {s['why']}" for i, s in enumerate(d.get("suggestions") or [], 1)]
 
 

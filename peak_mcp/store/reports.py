@@ -192,7 +192,8 @@ def history_rows(session: SessionRow, versions: list[VersionRow], device: Device
             "failure": v.failure, "median_ms": perf.get("median_ms"), "tflops": perf.get("tflops"),
             "gbps": perf.get("gbps"),
             "speedup_vs_parent": perf.get("speedup_vs_parent"), "change_vs_parent": perf.get("change_vs_parent"),
-            "speedup_vs_v0": perf.get("speedup_vs_v0"), "pct_of_vendor": perf.get("pct_of_vendor"),
+            "speedup_vs_v0": perf.get("speedup_vs_v0"), "change_vs_v0": perf.get("change_vs_v0"),
+            "pct_of_vendor": perf.get("pct_of_vendor"),
             "above_vendor": True if perf.get("vendor_flag", "").startswith("faster") else None,
             "pct_of_peak": perf.get("pct_of_peak"), "pct_of_roofline": perf.get("pct_of_roofline"),
             "x_torch_eager": perf.get("x_torch_eager"), "x_torch_compile": perf.get("x_torch_compile"),
@@ -201,6 +202,13 @@ def history_rows(session: SessionRow, versions: list[VersionRow], device: Device
             "configuration": configuration(v),  # the same in words, with where it came from
         })
     return rows
+
+
+def _ratio(row: dict[str, Any], ratio: str, judged: str) -> str:
+    """A speedup, then what the spreads say of it: "1.02 (noise)", "0.60 (slower)"."""
+    if row.get(ratio) is None:
+        return ""
+    return format(row[ratio], ".2f") + {NOISE: " (noise)", SLOWER: " (slower)"}.get(row.get(judged) or "", "")
 
 
 def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
@@ -217,7 +225,8 @@ def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
         rows = [r for r in rows if r["version"] in kept]
     optional = {key: any(r.get(key) for r in rows) for key in ("pct_of_vendor", "pct_of_peak", "pct_of_roofline")}
     torch = any(r.get("x_torch_eager") is not None or r.get("x_torch_compile") is not None for r in rows)
-    headers = ["v", "parent", "transformation", "status", "ms", "speed", "×parent", "×v0"]
+    by_v0 = any(r.get("speedup_vs_v0") for r in rows)  # none where v0 was never timed (refused, failed)
+    headers = ["v", "parent", "transformation", "status", "ms", "speed", "×parent", *(["×v0"] if by_v0 else [])]
     headers += [title for key, title in (("pct_of_vendor", "% vendor"), ("pct_of_peak", "% peak"),
                                          ("pct_of_roofline", "% roofline")) if optional[key]]
     headers += ["× torch eager", "× torch.compile"] if torch else []
@@ -232,11 +241,10 @@ def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
             name += f" [{r['configuration']}]"
         failure = (r["failure"] or "").removeprefix("generality_") if r["status"] == "not_general" else r["failure"]
         status = r["status"] + (f": {failure}" if failure and r["status"] not in ("benchmarked",) else "")
-        # the ratio, then what the spreads say of it: "1.02 (noise)", "0.60 (slower)"
-        verdict = {NOISE: " (noise)", SLOWER: " (slower)"}.get(r.get("change_vs_parent") or "", "")
         cells = [f"{r['version']}{mark}", fmt(r["parent"], "d"), name, status, fmt(r["median_ms"], ".4g"),
-                 speed(r["tflops"], r.get("gbps")), fmt(r["speedup_vs_parent"], ".2f") + verdict,
-                 fmt(r["speedup_vs_v0"], ".2f")]
+                 speed(r["tflops"], r.get("gbps")), _ratio(r, "speedup_vs_parent", "change_vs_parent")]
+        if by_v0:
+            cells.append(_ratio(r, "speedup_vs_v0", "change_vs_v0"))
         if optional["pct_of_vendor"]:
             cells.append(fmt(r["pct_of_vendor"], ".1f") + (" (!)" if r.get("above_vendor") else ""))
         if optional["pct_of_peak"]:
@@ -246,6 +254,9 @@ def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
         if torch:
             cells += [fmt(r.get("x_torch_eager"), ".2f"), fmt(r.get("x_torch_compile"), ".2f")]
         lines.append("| " + " | ".join(cells) + " |")
+    first = next((r for r in rows if r["version"] == 0), None)
+    if not by_v0 and first is not None and first["median_ms"] is None and len(rows) > 1:
+        lines.append(f"(no ×v0 column: v0 was not timed ({first['status']}); compare with parents)")
     if any(r["median_ms"] for r in rows) and not optional["pct_of_roofline"] and not optional["pct_of_peak"]:
         lines.append("(no % of peak or roofline: the device has no known peak or bandwidth; compare versions)")
     if left_out:
@@ -253,6 +264,6 @@ def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
                      "rows; get_version shows one)")
     if any(r.get("above_vendor") for r in rows):
         lines.append("(!) faster than the vendor yardstick: rare, suspect the yardstick first; benchmark re-times both")
-    if any(r.get("change_vs_parent") == NOISE for r in rows):
+    if any(NOISE in (r.get("change_vs_parent"), r.get("change_vs_v0")) for r in rows):
         lines.append("(noise): the middle halves of the two timings overlap; no gain or loss is shown")
     return "\n".join(lines)
