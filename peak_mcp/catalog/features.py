@@ -263,6 +263,52 @@ def tree_reduction(code: str) -> bool:
     return False
 
 
+PADDED_TILES = "padded shared tiles"
+# A shared array's last extent written as a size plus a small pad: `[BM / 4 + 1]`, `[TILE + PAD]`, `[32 + 4]`.
+_PADDED_EXTENT = re.compile(r"\S\s*\+\s*(?:[1-9]|1[0-6]|PAD\w*|\w*_PAD)\s*\)?\s*$")
+
+
+def padded_in_shared(code: str) -> bool:
+    """A shared array whose last (fastest-varying) extent is a size plus a small constant: padding that shifts each
+    row to other banks, the work of bank-conflict-padding."""
+    for decl in _SHARED_DECL.finditer(code):
+        for array in re.finditer(r"\w+\s*((?:\[[^\[\]]*\]\s*)+)", decl.group(1)):
+            last = re.findall(r"\[([^\[\]]*)\]", array.group(1))[-1]
+            if _PADDED_EXTENT.search(last):
+                return True
+    return False
+
+
+_STEP_ONE = re.compile(r"^\s*(?:\+\+\s*\w+|\w+\s*\+\+|\w+\s*\+=\s*(.+?))\s*$")
+_UNROLL_MARK = re.compile(r"(?:\[\s*(?:unroll|loop)\s*(?:\(\s*\d*\s*\))?\s*\]|#\s*pragma\s+unroll\b[^\n]*)\s*$")
+
+
+def unrollable_loops(source: str) -> int:
+    """How many for-loops have a trip count fixed at compile time (bound and step made of numbers and constants:
+    `k < BK`, `i < BM * BK; i += THREADS`) and no unroll mark (`[unroll]`, `[loop]`, `#pragma unroll`): what an
+    unrolling text would unroll. A loop to a size known at run time (`c < p.COLS`) is not one."""
+    code = code_only(source)
+    named = {m.group(1) or m.group(3) for m in _CONSTANT.finditer(code)}
+
+    def constant(expr: str) -> bool:
+        words = re.findall(r"[A-Za-z_]\w*", expr)
+        return bool(re.fullmatch(r"[\w\s()+\-*/%<>]*", expr)) and all(
+            re.fullmatch(r"[A-Z][A-Z0-9_]*|u|U", w) or w in named for w in words)
+
+    count = 0
+    for match in re.finditer(r"\bfor\s*\(", code):
+        close = _close(code, match.end() - 1, "(", ")")
+        parts = code[match.end():close].split(";") if close is not None else []
+        if len(parts) != 3:
+            continue
+        bound = re.fullmatch(r"\s*\w+\s*<=?\s*(.+?)\s*", parts[1])
+        step = _STEP_ONE.match(parts[2])
+        if bound and step and constant(bound.group(1)) and (step.group(1) is None or constant(step.group(1))) \
+                and not _UNROLL_MARK.search(code, max(0, match.start() - 80), match.start()):
+            count += 1
+    return count
+
+
 def source_features(source: str, problem: Problem | None = None) -> dict[str, tuple[str, ...]]:
     """Feature name -> the transformations it stands for, for the features found in a kernel's code (comments
     left out): the generic ones, and the problem's own (`Problem.source_hints`; matmul's by default)."""
@@ -279,6 +325,8 @@ def source_features(source: str, problem: Problem | None = None) -> dict[str, tu
             found[SHARED_SCRATCH] = ()
     if _DOUBLE_BUFFER.search(code) and SHARED_TILES in found:
         found["multi-buffered shared tiles"] = ("double-buffering",)
+    if SHARED_TILES in found and padded_in_shared(code):
+        found[PADDED_TILES] = ("bank-conflict-padding",)
     found.update((problem or get_problem("matmul")).source_hints(code))
     if "register micro-tile (2-D)" in found:
         found.pop("register micro-tile (1-D)", None)
