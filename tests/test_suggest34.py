@@ -110,7 +110,8 @@ def test_attempt_outcomes_name_speed_and_checks() -> None:
 
     rows = [version(0, "benchmarked", 2.0), version(1, "benchmarked", 1.0), version(2, "benchmarked", 4.0),
             version(3, "failed", validation=Verdict(passed=False, check="max_abs_error"))]
-    assert [_outcome(v, rows) for v in rows[1:]] == ["v1 2× its parent (faster)", "v2 0.5× its parent (slower)",
+    assert [_outcome(v, rows) for v in rows[1:]] == ["v1 2× its parent (faster beyond noise)",
+                                                    "v2 0.5× its parent (slower beyond noise)",
                                                     "v3 failed (max_abs_error)"]
 
 

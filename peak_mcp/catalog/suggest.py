@@ -7,8 +7,12 @@ among the texts that exist for the session; the "Expected effect" section naming
 backend, problem, dtype, device and sizes, the session's earlier attempts at each text, and a text's own `measured`
 speeds. Ranked last, in this order of weight: a text that failed repeatedly in the session and never passed, one
 whose prerequisites (`after`) the head has not done (named as what to apply first), one measured slower than its
-parent on the session's device. Only texts that apply to the session are proposed. It is a heuristic for where to
-look next, not a prediction of speed.
+parent on the session's device or unfit for it (a CPU device, where a text's whole gain is a GPU mechanism such as
+shared-memory banks; an unrolling text for a head with nothing left to unroll). A prerequisite is named as the
+session backend's own text, and one a version outside the head's lineage applied is said so, with that version.
+An attempt's speed is the one its submission reported (noise.change, the version as submitted against its parent
+then). Only texts that apply to the session are proposed. It is a heuristic for where to look next, not a
+prediction of speed.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from peak_mcp.catalog.features import SHARED_TILES, source_features
+from peak_mcp.catalog.features import SHARED_TILES, source_features, unrollable_loops
 from peak_mcp.catalog.transformations import Catalog, DeviceDescriptor, Transformation
 from peak_mcp.core.devices import Device
 from peak_mcp.core.errors import InvalidInput
@@ -53,7 +57,8 @@ class Suggestions(BaseModel):
     applied: list[str] = Field(description="transformations in the ranked version's lineage, oldest first")
     features: list[str] = Field(description="what the ranked version's source visibly has")
     suggestions: list[Suggestion]
-    note: str | None = Field(None, description="when there is no suggestion: why")
+    note: str | None = Field(None, description="when there is no suggestion: why; beside suggestions: that none of "
+                             "them is expected to beat the ranked version on this device")
     behind_best: str | None = Field(None, description="when the ranked version is slower than the best beyond noise: "
                                     "by how much, and how to build on the best instead")
 
@@ -113,10 +118,13 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
     in_lineage = {v.number for v in chain}
 
     ranked: dict[str, Suggestion] = {}
-    later: dict[str, tuple[bool, int, bool]] = {}  # (failed repeatedly, steps before it applies, measured slower)
+    later: dict[str, tuple[bool, int, bool]] = {}  # (failed repeatedly, steps before it applies, slower or unfit)
     listed = catalog.list(backend=backend, device=descriptor, problem=session.problem, dtype=dtype,
                           traits=problem.traits)
     exists = {t.id for t in listed}  # an `after` naming a text that does not exist for the session is no hint
+    # a prerequisite is named as the session's own text (hlsl-groupshared-tiling, not shared-memory-tiling)
+    names = {id: catalog.resolve(id, backend, descriptor, dtype).id for id in exists}
+    elsewhere = _applied_elsewhere(catalog, versions, in_lineage, names)
     for t in listed:
         target = catalog.resolve(t.id, backend, descriptor, dtype)
         if target.id in ranked or {t.id, target.id} & (done | by_feature):
@@ -124,7 +132,8 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
         if not (target.for_backend(backend) and target.for_dtype(dtype)
                 and target.for_problem(session.problem, problem.traits)):
             continue
-        score, reasons = _score(target, done | by_feature, hinted, features, dtype, sizes, device, problem, exists)
+        score, reasons = _score(target, done | by_feature, hinted, features, dtype, sizes, device, problem, exists,
+                                names=names, elsewhere=elsewhere)
         if target.id in unshown:
             reasons.insert(0, f"the head's lineage is labelled {target.id}, but its code shows no "
                               f"{unshown[target.id]}: not done")
@@ -135,8 +144,11 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
             figure = (f"measured {measured[1]:g}× its parent on {measured[0]} ({where}, the text's own "
                       "measurement, not this session's)" if where else
                       f"records a slowdown on {measured[0]} (on which problem, it does not say)")
-            reasons.append(f"its text {figure}: ranked after any ready text not measured slower on this device "
-                           "(a text that needs this one first still comes after it); time it")
+            reasons.append(f"its text {figure}: likely slower here, so it ranks below the ready texts without such "
+                           "a figure; time it before building on it")
+        unfit = _unfit(target, device, backend, chain[-1].source)
+        if unfit and not slower:  # a measured slowdown here already says enough
+            reasons.append(f"{unfit}: ranked below the texts that fit")
         tried = [v for v in versions if v.transformation in {t.id, target.id} and v.number not in in_lineage]
         outcomes = [_outcome(v, versions) for v in tried]
         failures = sum(v.status in _FAILED or v.status is Status.NOT_GENERAL for v in tried)
@@ -144,26 +156,74 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
         if outcomes:
             reasons.append(f"tried in this session: {', '.join(outcomes)}"
                            + ("; ranked after the untried texts" if repeated else ""))
-        after = [a for a in target.after if a in exists or a in done | by_feature]
+        after = _unique(names.get(a, a) for a in target.after if a in exists or a in done | by_feature)
         steps = _steps_away(catalog, target.id, done | by_feature, exists)
         tuned_out = "tuning" in target.tags and _searched_in_full(chain[-1])
         if tuned_out:  # tune would return its record: only other values, in a new version, can be searched
             reasons.append(f"v{chain[-1].number}'s parameters were already searched in full (tune): ranked after "
                            "the others; it applies only by declaring other values or parameters in a new version")
-        later[target.id] = (repeated or tuned_out, steps, slower)
+        later[target.id] = (repeated or tuned_out, steps, slower or bool(unfit))
         ranked[target.id] = Suggestion(id=target.id, title=target.title, score=round(score, 2),
                                        why="; ".join(reasons) or target.summary,
                                        tried=outcomes, first=after[:2] if steps else [])
     order = sorted(ranked.values(), key=lambda s: (*later[s.id], -s.score, s.id))
+    # every ready text measured slower here or unfit for the device, the rest waiting on one of them: say so
+    ready = [s for s in order if not later[s.id][0] and not later[s.id][1]]
+    if not order:
+        note = _nothing_left(catalog, listed, backend, session.problem, dtype, descriptor, problem.traits,
+                             _tune_hint(chain[-1].source, session.runs, _searched_in_full(chain[-1])))
+    elif ready and all(later[s.id][2] for s in ready):
+        note = (f"no text listed is expected to beat v{chain[-1].number} on this device: those ready to apply are "
+                "measured slower here or do not fit it, and the others need one of them first; "
+                + (_tune_hint(chain[-1].source, session.runs, _searched_in_full(chain[-1])) or "time one")
+                + ", or submit an idea of your own")
+    else:
+        note = None
     return Suggestions(session_id=session_id, head=session.head, best=best,
                        ranked_from=basis if basis != session.head else None, backend=backend, dtype=dtype,
                        device=device.name or session.device, applied=applied,
                        features=sorted(features), suggestions=order[:limit],
-                       behind_best=_behind_best(versions, chain[-1], best),
-                       note=None if order else _nothing_left(catalog, listed, backend, session.problem, dtype,
-                                                             descriptor, problem.traits,
-                                                             _tune_hint(chain[-1].source, session.runs,
-                                                                        _searched_in_full(chain[-1]))))
+                       behind_best=_behind_best(versions, chain[-1], best), note=note)
+
+
+def _unique(items: Any) -> list[str]:
+    """The items once each, in their first order."""
+    return list(dict.fromkeys(items))
+
+
+def _applied_elsewhere(catalog: Catalog, versions: list[VersionRow], in_lineage: set[int],
+                       names: dict[str, str]) -> dict[str, tuple[int, str]]:
+    """The texts (as the session names them) that a passing version outside the head's lineage applied: text ->
+    (that version, its outcome). A prerequisite applied there is not "not done yet": the head just does not build
+    on it (an agent that reverted to v0 was told to apply a text it had applied twice)."""
+    found: dict[str, tuple[int, str]] = {}
+    for v in sorted(versions, key=lambda v: v.number, reverse=True):  # the latest attempt speaks
+        if v.transformation and v.number not in in_lineage and v.status.passed_here:
+            name = names.get(v.transformation, v.transformation)
+            said = _outcome(v, versions).removeprefix(f"v{v.number} ")  # "0.98× its parent (within noise)"
+            found.setdefault(name, (v.number, re.sub(r" \((.*)\)$", r", \1", said)))
+    return found
+
+
+# On a CPU device (lavapipe) a workgroup's threads run in turn on a few SIMD lanes and shared memory is ordinary
+# cached memory: a text whose whole gain is one of these GPU mechanisms has nothing to act on there.
+CPU_MOOT = {"bank-conflicts": "a CPU's shared memory has no banks to conflict",
+            "latency-hiding": "a CPU has no other resident warps to hide memory latency behind",
+            "subgroup": "a CPU's subgroups are a few SIMD lanes, not the 32- or 64-lane waves this text is about"}
+# Backends without launch bounds or __restrict__: there, unrolling constant-trip loops is all an unrolling text does.
+NO_LAUNCH_BOUNDS = {"hlsl"}
+
+
+def _unfit(t: Transformation, device: Device, backend: str, source: str) -> str | None:
+    """Why a text's gain does not fit the device or the head, in words; None where it may."""
+    if getattr(device, "is_cpu", False):
+        moot = [why for tag, why in CPU_MOOT.items() if tag in t.tags]
+        if moot:
+            return f"on this CPU device, {moot[0]}"
+    if "unrolling" in t.tags and backend in NO_LAUNCH_BOUNDS and not unrollable_loops(source):
+        return ("the head has no loop with a compile-time trip count left to unroll (its loops run to sizes known "
+                f"at run time or are unrolled already), and {backend} has no launch bounds")
+    return None
 
 
 def _behind_best(versions: list[VersionRow], ranked: VersionRow, best: int | None) -> str | None:
@@ -230,19 +290,25 @@ def _steps_away(catalog: Catalog, id: str, done: set[str], exists: set[str], see
 
 
 def _outcome(v: VersionRow, versions: list[VersionRow]) -> str:
-    """One attempt in words: v5 failed (the verdict's check), wrong at other sizes, 1.3× faster or 0.8× (slower)
-    than its parent, compiled (not timed)."""
+    """One attempt in words: v5 failed (the verdict's check), wrong at other sizes, its speed over its parent with
+    the noise verdict, compiled (not timed). The speed is the one its submission reported, like for like: the
+    version's time as submitted (never a later tune's) against its parent's as it stood then, judged by
+    noise.change as submit_kernel judged it (a 1.08x within noise was called "1.1x (faster)", and a tuned child
+    against its untuned parent 1.4x where the submission had said 0.41x)."""
     if v.status in _FAILED:
         check = v.validation.check if v.validation is not None and not v.validation.passed else None
         return f"v{v.number} failed ({check or v.failure or v.status.value})"
     if v.status is Status.NOT_GENERAL:
         return f"v{v.number} failed (wrong at other sizes: generality)"
     parent = next((p for p in versions if p.number == v.parent), None)
-    if v.median_ms and parent is not None and parent.median_ms:
-        speed = parent.median_ms / v.median_ms
-        return f"v{v.number} {speed:.2g}× its parent ({'faster' if speed > 1 else 'slower'})"
+    own = v.submitted_timing
+    theirs = parent.timing_at(v.created_at) if parent is not None else None
+    if own is not None and theirs is not None and own.median_ms and theirs.median_ms:
+        tuned = " as submitted" if own != v.timing else ""  # a tune replaced its time since
+        return (f"v{v.number} {theirs.median_ms / own.median_ms:.3g}× its parent{tuned} "
+                f"({change(own, theirs)})")
     if v.status.passed_here:
-        return f"v{v.number} passed (not timed)"
+        return f"v{v.number} passed" + (" (its time as submitted is not known)" if v.timing else " (not timed)")
     return f"v{v.number} {v.status.value}" + (" (not timed)" if v.status is Status.COMPILED else "")
 
 
@@ -279,17 +345,31 @@ def _nothing_left(catalog: Catalog, listed: list[Transformation], backend: str, 
 
 
 def _score(t: Transformation, done: set[str], hinted: set[str], features: dict[str, Any], dtype: str,
-           sizes: dict[str, int], device: Device, problem: Problem, exists: set[str]) -> tuple[float, list[str]]:
+           sizes: dict[str, int], device: Device, problem: Problem, exists: set[str], *,
+           names: dict[str, str] | None = None,
+           elsewhere: dict[str, tuple[int, str]] | None = None) -> tuple[float, list[str]]:
+    """`names`: a text id -> the session backend's own text for it; `elsewhere`: texts a version outside the head's
+    lineage applied (_applied_elsewhere)."""
     score, reasons = 0.0, []
+    names, elsewhere = names or {}, elsewhere or {}
     after = [a for a in t.after if a in exists or a in done]  # a CUDA-only predecessor is no hint for HLSL
     followed = [a for a in after if a in done]
+    shown = _unique(names.get(a, a) for a in after)
     if followed:
         score += 2.0 + 0.5 * (len(followed) - 1)
-        reasons.append(f"usually follows {', '.join(followed)}, which the head has")
+        reasons.append(f"usually follows {', '.join(_unique(names.get(a, a) for a in followed))}, which the head "
+                       "has")
     elif after:  # ranked after the texts whose prerequisites are met (suggest_next)
         score -= 1.0
-        reasons.append(f"usually comes after {' or '.join(after[:2])}, not done yet: apply "
-                       f"{'one of them' if len(after) > 1 else 'it'} first")
+        there = next((a for a in shown if a in elsewhere), None)
+        if there is not None:
+            number, outcome = elsewhere[there]
+            reasons.append(f"usually comes after {there}, which this session applied outside the head's lineage, "
+                           f"in v{number} ({outcome}): pass parent={number} to build on v{number}, or apply {there} "
+                           "to the head first")
+        else:
+            reasons.append(f"usually comes after {' or '.join(shown[:2])}, which the head has not done: apply "
+                           f"{'one of them' if len(shown) > 1 else 'it'} first")
     if t.id in hinted:
         score += 1.5
         reasons.append("named as the next step by a transformation already applied")
