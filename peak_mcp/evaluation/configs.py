@@ -49,6 +49,7 @@ class ConfigResult(BaseModel):
     kind: Kind | None = None
     median_ms: float | None = None
     tflops: float | None = None
+    gbps: float | None = None  # memory-bound work is said in GB/s, as the version's own report says it (core/units)
     cv: float | None = None  # spread of the timed launches (short budget: a rough figure)
     p25_ms: float | None = None  # the middle half of the timed launches: what noise is judged by (noise.change)
     p75_ms: float | None = None
@@ -97,6 +98,11 @@ class TuneReport(BaseModel):
     recorded: BestConfig | None = None
     recorded_device: int | None = None
     estimate_gap: str | None = None
+    # `full`: the best timed in full where the version did not take it (no faster than its own configuration);
+    # `versus_own`: one phrase comparing the best's full timing with the version's own configuration's (the verdict
+    # beyond noise or within it), whichever way the tune went.
+    full: BestConfig | None = None
+    versus_own: str | None = None
     # The version's timing as submitted, before any tune changed it (carried from tune to tune; None for reports from
     # before it was kept), and when this tune ran: stats credit a transformation with its text's own time, and a
     # tune's gain to tune.

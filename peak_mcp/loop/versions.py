@@ -28,7 +28,10 @@ def _tuning_brief(report: TuneReport | None) -> dict[str, Any] | None:
             "pruned": len(report.pruned) + report.where_pruned, "stopped": report.stopped, "devices": report.devices,
             "best": report.best.model_dump() if report.best else None, "chosen_by": report.chosen_by,
             "fastest": [{"params": r.params, "median_ms": r.median_ms} for r in timed[:5]],
-            "complete": report.complete, "failures": report.failures}
+            "complete": report.complete, "failures": report.failures,
+            # the full timing: of the taken best (the version's time) or of a best not taken, and the verdict
+            "recorded": report.recorded.model_dump() if report.recorded else None,
+            "full": report.full.model_dump() if report.full else None, "versus_own": report.versus_own}
 
 
 class Versions:
@@ -79,12 +82,12 @@ class Versions:
         timing = v.timing
         if timing is None or not timing.params:
             return None
-        how = {"defaults": "its defaults", "parent": f"v{v.parent}'s tuned configuration"}.get(
-            timing.params_from or "", "tuned")
+        whose = f"the configuration tuned on v{timing.params_tuned_on}" \
+            if timing.params_tuned_on not in (None, v.parent) else f"v{v.parent}'s tuned configuration"
+        how = {"defaults": "its defaults", "parent": whose}.get(timing.params_from or "", "tuned")
         if timing.params_from == "parent" and timing.params_inherited is not None and \
                 set(timing.params_inherited) != set(timing.params):
-            how = (f"{' '.join(timing.params_inherited)} from v{v.parent}'s tuned configuration, the rest its "
-                   "defaults")
+            how = f"{' '.join(timing.params_inherited)} from {whose}, the rest its defaults"
         defines = " ".join(f"#define {k} {x}" for k, x in timing.params.items())
         text = f"timed with {Config(params=timing.params).label()} ({how}): compiled as `{defines}` before this source"
         try:

@@ -195,5 +195,5 @@ def _measure(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
         validated.close()
     if timing.recheck is not None and not timing.recheck.passed:
         return _result(params, "failed", "recheck", timing.recheck.message)
-    return _result(params, "ok", median_ms=timing.median_ms, tflops=timing.tflops, cv=timing.cv, reps=timing.reps,
-                   p25_ms=timing.p25_ms, p75_ms=timing.p75_ms)
+    return _result(params, "ok", median_ms=timing.median_ms, tflops=timing.tflops, gbps=timing.gbps, cv=timing.cv,
+                   reps=timing.reps, p25_ms=timing.p25_ms, p75_ms=timing.p75_ms)

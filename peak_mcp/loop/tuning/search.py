@@ -285,8 +285,8 @@ def run_tuning(space: Space, strategy: Strategy, measure: Measure, *, version: i
             tried.append(result)
     timed = [r for r in tried if r.status == "ok" and r.median_ms is not None]
     fastest = min(timed, key=lambda r: r.median_ms or math.inf, default=None)
-    best = BestConfig(params=fastest.params, median_ms=fastest.median_ms or 0.0, tflops=fastest.tflops) \
-        if fastest else None
+    best = BestConfig(params=fastest.params, median_ms=fastest.median_ms or 0.0, tflops=fastest.tflops,
+                      gbps=fastest.gbps) if fastest else None
     return TuneReport(version=version, strategy=strategy.name, space_size=space.size, valid_size=len(space.valid),
                       tried=len(tried), where_pruned=len(space.pruned),
                       pruned=[r for r in tried if r.status == "pruned"] + space.pruned[:WHERE_EXAMPLES],

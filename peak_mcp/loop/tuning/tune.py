@@ -25,6 +25,7 @@ from peak_mcp.store.records import SessionRow, Status
 
 # The search's fastest few are timed again before the best is chosen where their spreads are wide or overlap.
 RETIME_TOP, NOISY_CV = 3, 0.1
+WIDE_CV = 0.25  # a re-timing spread past this (a busy CPU device reached 0.48) ranks nothing
 
 
 class Tuner:
@@ -90,7 +91,8 @@ class Tuner:
         report = run_tuning(space, search, measure, version=v.number, max_configs=max_configs,
                             budget_s=budget_s, batch_size=(lambda: fan.plan_all(max_configs)) if whole else fan.plan)
         report.searched = searched
-        self.choose_best(session, v.source, spec, report, progress)
+        level = self.choose_best(session, v.source, spec, report, progress)
+        cpu = self.ctx.device_of(session).is_cpu
         columns: dict[str, Any] = {}
         if report.best is not None and v.timing and (v.timing.params or spec.config()) == report.best.params:
             # The search's fastest is the configuration the version was timed with: nothing to adopt. A new full
@@ -116,6 +118,9 @@ class Tuner:
                                         checked=beside.result(progress) if beside else None)
             own = v.timing if v.timing and (v.timing.params or spec.config()) != report.best.params else None
             if tuned.status.passed and tuned.timing and not beats(tuned.timing, own):
+                report.full = BestConfig(params=report.best.params, median_ms=tuned.timing.median_ms,
+                                         tflops=tuned.timing.tflops, gbps=tuned.timing.gbps)
+                report.estimate_gap = _estimate_gap(tuned.timing, report, cpu)
                 report.stopped += (f"; the search's fastest, {Config(params=report.best.params).label()}, timed in "
                                    f"full at {tuned.timing.median_ms:.4g} ms, is no faster than "
                                    f"v{v.number}'s own configuration ({own.median_ms:.4g} ms"
@@ -126,7 +131,8 @@ class Tuner:
                 report.recorded = BestConfig(params=report.best.params, median_ms=timing.median_ms,
                                              tflops=timing.tflops, gbps=timing.gbps)
                 report.recorded_device = session.device_index
-                report.estimate_gap = _estimate_gap(timing, report)
+                report.estimate_gap = _estimate_gap(timing, report, cpu)
+                report.versus_own = _versus_own(timing, own, v.number, spec.config(), level)
                 columns["timing"] = timing.model_dump(mode="json")
                 columns.update({k: x for k, x in tuned.columns().items() if k in ("generality", "validation")})
                 columns["message"] = (f"{v.message or ''}; tuned over {report.tried} configurations: "
@@ -143,23 +149,24 @@ class Tuner:
         return report
 
     def choose_best(self, session: SessionRow, source: str, spec: LaunchSpec, report: TuneReport,
-                    progress: Progress) -> None:
+                    progress: Progress) -> list[dict[str, int]]:
         """The search times each configuration briefly (a few launches, beside builds): its medians can be noise. Where
         the fastest few have wide spreads (cv over NOISY_CV) or spreads that overlap the fastest's, they are timed
         again, longer and one after another on the session's device, and the best is the fastest of that re-time.
-        `report.chosen_by` says which way it went."""
+        `report.chosen_by` says which way it went. Returns the configurations the re-timing could not tell from the
+        best (their middle halves overlap), for the full timing to settle where it can."""
         timed = sorted((r for r in report.results if r.status == "ok" and r.median_ms is not None),
                        key=lambda r: r.median_ms or 0.0)
         top = timed[:RETIME_TOP]
         if len(top) < 2:
             report.chosen_by = "the only configuration the search timed" if top else None
-            return
+            return []
         widest = max((r.cv or 0.0) for r in top)
         overlapping = [r for r in top[1:] if change(r, top[0]) == NOISE]
         if widest <= NOISY_CV and not overlapping:
             report.chosen_by = (f"the search's fastest median: its spread is narrow (cv at most {widest:.2g}) and "
                                 f"clear of the next ({Config(params=top[1].params).label()})")
-            return
+            return []
         why = (f"cv up to {widest:.2g}" if widest > NOISY_CV else "") + \
             ("; " if widest > NOISY_CV and overlapping else "") + \
             (f"{len(overlapping)} within noise of the fastest" if overlapping else "")
@@ -173,24 +180,34 @@ class Tuner:
         except JobFailed as exc:
             report.chosen_by = (f"the search's fastest median, unconfirmed ({why}): re-timing the {len(top)} fastest "
                                 f"failed ({exc.kind}: {str(exc)[:200]})")
-            return
+            return []
         report.retimed = [r.model_copy(update={"device": session.device_index}) for r in result.results]
         again = sorted((r for r in report.retimed if r.status == "ok" and r.median_ms is not None),
                        key=lambda r: r.median_ms or 0.0)
         if not again:
             report.chosen_by = (f"the search's fastest median, unconfirmed ({why}): none of the {len(top)} fastest "
                                 "passed when re-timed")
-            return
+            return []
         winner, first = again[0], Config(params=top[0].params)
-        report.best = BestConfig(params=winner.params, median_ms=winner.median_ms or 0.0, tflops=winner.tflops)
+        report.best = BestConfig(params=winner.params, median_ms=winner.median_ms or 0.0, tflops=winner.tflops,
+                                 gbps=winner.gbps)
         text = (f"re-timed the search's {len(top)} fastest ({why}) for {budget:g} s each, one after another on "
                 f"device {session.device_index}; the fastest then: {Config(params=winner.params).label()}")
         if Config(params=winner.params) != first:
             text += f" (the search's median had {first.label()} first)"
-        level = [Config(params=r.params).label() for r in again[1:] if change(r, winner) == NOISE]
+        # What the re-timings can and cannot tell: they are short runs too, and a full timing can disagree with them
+        # (an agent read "as fast" of NT=256, which took 33.8 ms in full against NT=64's 11.3 ms).
+        level = [r for r in again[1:] if change(r, winner) == NOISE]
         if level:
-            text += f"; still within noise of it: {', '.join(level)} (any of them is as fast as this can tell)"
+            others = ", ".join(Config(params=r.params).label() for r in level)
+            text += (f"; these re-timings cannot order it and {others} (their middle halves overlap): only a full "
+                     "timing could")
+        spread = max((r.cv or 0.0) for r in again)
+        if spread > WIDE_CV:
+            text += (f"; the re-timings themselves spread widely (cv up to {spread:.2g}): they rank these "
+                     "configurations no better than the search did")
         report.chosen_by = text
+        return [r.params for r in level]
 
     def tune_chunk(self, session: SessionRow, source: str, spec: LaunchSpec, device: int, batch: list[Config],
                    compile_workers: int | None, progress: Progress) -> list[ConfigResult]:
@@ -218,9 +235,33 @@ def _ago(seconds: float) -> str:
         f"{seconds / 3600:.1f} h"
 
 
-def _estimate_gap(timing: Any, report: TuneReport) -> str | None:
-    """One phrase where the version's full timing and the search's estimate of the same configuration differ beyond
-    noise (their middle halves do not overlap); None where they agree or the estimate is not found."""
+def _versus_own(timing: Any, own: Any | None, number: int, defaults: dict[str, int],
+                level: list[dict[str, int]]) -> str | None:
+    """One phrase: the taken configuration's full timing against the version's own configuration's, with the verdict
+    (an agent's tune took a configuration 2.5% faster, within a spread of cv 0.35, and nothing said so)."""
+    if own is None or not own.median_ms or not timing.median_ms:
+        return None
+    params = own.params or defaults
+    verdict = change(timing, own)
+    said = {NOISE: "within noise: the full timings do not establish a gain",
+            SLOWER: "slower beyond noise"}.get(verdict, "faster beyond noise")
+    cv = max(timing.cv or 0.0, own.cv or 0.0)
+    text = (f"against v{number}'s own configuration {Config(params=params).label()} ({own.median_ms:.4g} ms in full, "
+            f"the taken one runs at {own.median_ms / timing.median_ms:.3g}× its speed): {said}"
+            + (f" (cv up to {cv:.2g})" if cv else ""))
+    if verdict != NOISE and any(Config(params=p) == Config(params=params) for p in level):
+        text += "; the full timings order what the re-timings could not"
+    return text
+
+
+def _estimate_gap(timing: Any, report: TuneReport, cpu: bool = False) -> str | None:
+    """One phrase where the full timing and the search's estimate of the same configuration differ beyond noise
+    (their middle halves do not overlap), with why they can; None where they agree or the estimate is not found.
+    Both time the same way (runner/tune_job.py calls evaluation.steps.benchmark: cold cache, rotated inputs); the
+    search's runs are short (0.2 s each, on one input set). On a CPU device the gap is the host's load: the device
+    spreads workgroups over the host's cores, and on a shared 2-core host one matmul configuration's launches split
+    between about 3.5 ms and 7 ms within one 20-launch run (p25 3.3, p75 7.3 ms), while back-to-back tune-style and
+    full timings of it agreed (7.5 and 7.5 ms), so a short median lands on either."""
     if report.best is None:
         return None
     estimate = next((r for r in [*report.retimed, *report.results] if r.params == report.best.params
@@ -232,6 +273,9 @@ def _estimate_gap(timing: Any, report: TuneReport) -> str | None:
         return None
     # a speed ratio, as submit_kernel's speedups are (above 1: faster), never a time ratio
     ratio = estimate.median_ms / timing.median_ms
+    why = ("on a CPU device its speed follows how many host cores are free, and the search's short runs caught other "
+           "moments than the full one: trust the full timing" if cpu else
+           "the search's runs are short (0.2 s, one input set): trust the full timing")
     return (f"timed in full, it runs at {ratio:.3g}× the speed the search estimated "
             f"({'slower' if verdict == SLOWER else 'faster'} beyond noise: "
-            f"{timing.median_ms:.4g} ms against {estimate.median_ms:.4g} ms)")
+            f"{timing.median_ms:.4g} ms against {estimate.median_ms:.4g} ms); {why}")
