@@ -46,6 +46,8 @@ def statistics(store: Store, session_id: str | None = None) -> list[dict[str, An
     for v in versions:
         if v.transformation:
             grouped[v.transformation].append(v)
+    for r in runs:  # a run opened and never answered has no version, and is still an attempt at its text
+        grouped.setdefault(r.transformation, [])
 
     def pair(v: VersionRow) -> tuple[Timing, Timing] | None:
         """Like with like: the version's time as its text produced it (before any tune of it) and its parent's as it
@@ -56,26 +58,38 @@ def statistics(store: Store, session_id: str | None = None) -> list[dict[str, An
         own, theirs = v.submitted_timing, parent.timing_at(v.created_at)
         return (own, theirs) if own and theirs else None
 
+    def best_before(v: VersionRow) -> Timing | None:
+        """The fastest passing version of v's session recorded before v, at its time then: a parent can itself be
+        slower than what the session had (an agent's 16.9x over a parent that was 0.30x of its own)."""
+        before = [t for u in versions if u.session_id == v.session_id and u.created_at < v.created_at
+                  and u.status.passed and (t := u.timing_at(v.created_at)) is not None and t.median_ms]
+        return min(before, key=lambda t: t.median_ms, default=None)
+
     def verdict(v: VersionRow) -> str | None:
         """FASTER, SLOWER or NOISE against its parent (pair)."""
         both = pair(v)
         return change(*both) if both else None
 
     def tune_gain(v: VersionRow) -> float | None:
-        """Where a tune of the version replaced its submitted time: submitted / tuned median, tune's gain."""
+        """Where a tune of the version took another configuration (a new full timing replaced its submitted one):
+        submitted / tuned median, tune's gain. A tune that kept the version's own configuration (nothing to adopt,
+        or its fastest no faster in full) took nothing: None, and it counts among the tuned, not the gains."""
         if not (v.status.passed and v.tuning and v.tuning.submitted and v.timing):
             return None
-        if v.timing.params_from != "tuned" or v.timing == v.tuning.submitted:
+        if v.timing.params_from != "tuned" or v.timing.median_ms == v.tuning.submitted.median_ms:
             return None
         return v.tuning.submitted.median_ms / v.timing.median_ms
 
     out = []
     for name, attempts in sorted(grouped.items()):
         runs_for = [r for r in runs if r.transformation == name and r.attempts > 0]
+        unanswered = [r for r in runs if r.transformation == name and r.attempts == 0]
         applied = [v for v in attempts if v.status.passed]
         verdicts = Counter(verdict(v) for v in applied)
         pairs = [both for both in map(pair, applied) if both]
         speedups = [theirs.median_ms / own.median_ms for own, theirs in pairs]
+        over_best = [b.median_ms / v.submitted_timing.median_ms for v in applied if pair(v) and v.submitted_timing
+                     and (b := best_before(v)) is not None]
         tunes = [g for g in map(tune_gain, applied) if g is not None]
         first = {v.apply_id: v for v in attempts if v.apply_id and v.attempt == 1}
         result = {(r.session_id, r.result_version): r for r in runs_for if r.result_version is not None}
@@ -84,15 +98,21 @@ def statistics(store: Store, session_id: str | None = None) -> list[dict[str, An
             "applied": len(applied),  # general and passed, whatever the speed
             "compiled_only": sum(v.status is Status.COMPILED for v in attempts),  # nothing ran: no verdict
             "successes": verdicts[FASTER], "within_noise": verdicts[NOISE], "slowdowns": verdicts[SLOWER],
-            "success_rate": verdicts[FASTER] / len(attempts),
+            "success_rate": verdicts[FASTER] / len(attempts) if attempts else 0.0,
+            # runs opened and never answered (no submission): open, or closed without one
+            "unanswered_runs": len(unanswered), "open_runs": sum(r.state == "open" for r in unanswered),
             "first_try_success_rate": (sum(r.id in first and verdict(first[r.id]) == FASTER for r in runs_for)
                                        / len(runs_for)) if runs_for else None,
             "runs_succeeded": sum(verdict(by_key[key]) == FASTER for key in result if key in by_key),
             "failure_kinds": dict(Counter(v.failure for v in attempts if v.failure)),
             "median_speedup_vs_parent": median(speedups) if speedups else None,
             "best_speedup_vs_parent": max(speedups) if speedups else None,
-            # what later tunes of these versions gained over their submitted times: tune's, not the text's
-            "tuned_later": len(tunes), "median_tune_speedup": median(tunes) if tunes else None,
+            # the same submitted times over the fastest version the session had before each (the parent or faster)
+            "median_speedup_vs_best_before": median(over_best) if over_best else None,
+            # versions a tune searched later (whatever it took), and those whose time a tune's configuration replaced,
+            # with what that gained over their submitted times: tune's, not the text's
+            "tuned_later": sum(v.tuning is not None for v in applied), "tune_adopted": len(tunes),
+            "median_tune_speedup": median(tunes) if tunes else None,
             # passing versions whose submitted time a tune replaced before it was kept: no verdict on the text
             "submitted_time_unknown": sum(v.submitted_timing is None and v.timing is not None for v in applied),
         })
