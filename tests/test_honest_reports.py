@@ -229,6 +229,17 @@ async def test_a_child_starts_from_its_parents_tuned_configuration(make_client) 
         table = (await client.call_tool("history", {"session_id": sid})).content[0].text
         assert f"[{label} (tuned)]" in table and f"[{label} (v{v}'s tuned)]" in table, table
 
+        # A grandchild takes the same values through the child, which was never tuned: they are named as tuned on
+        # v, not as the child's tune (agent44 #21: "its parent v4's tuned configuration", v4 never tuned).
+        c = child["version"]
+        grand = (await client.call_tool("submit_kernel", {"session_id": sid, "source": CHILD, "parent": c})
+                 ).structured_content
+        assert grand["performance"]["params"] == best and grand["performance"]["params_from"] == "parent"
+        assert f"evaluated at the configuration v{v}'s tune chose (its parent v{c} runs at it too)" in \
+            grand["message"], grand["message"]
+        assert grand["performance"]["configuration"] == f"{label} (tuned on v{v})", grand["performance"]
+        assert f"(v{c}'s tuned)" not in grand["performance"]["vs_parent"]
+
 
 async def test_a_specialized_kernel_accepted_on_submit_is_not_told_to_do_what_it_did(make_client) -> None:
     async with make_client() as (client, _):

@@ -122,6 +122,9 @@ class Timing(Summary):
     # with params_from "parent": the names whose values came from the parent's tuned configuration (the others are
     # this source's defaults: parameters the parent never had, or whose tuned value is not among the candidates)
     params_inherited: list[str] | None = None
+    # with params_from "parent": the version whose tune chose those values (the parent, or further up where the
+    # parent inherited them too)
+    params_tuned_on: int | None = None
 
 
 class Baseline(Summary):

@@ -77,6 +77,13 @@ def _label(params: dict[str, int]) -> str:
     return " ".join(f"{k}={v}" for k, v in params.items())
 
 
+def _tuned_on(version: VersionRow) -> str:
+    """Where an inherited configuration was tuned: "v4's tuned", or "tuned on v3" where the parent v4 inherited it
+    too."""
+    on = version.timing.params_tuned_on if version.timing else None
+    return f"tuned on v{on}" if on is not None and on != version.parent else f"v{version.parent}'s tuned"
+
+
 def configuration(version: VersionRow) -> str | None:
     """The configuration a version's time is of, and where each value came from: "TILE=32 WPT=2 (tuned)", or
     "BM=64 BN=32 (v2's tuned) NUM_STAGES=2 (defaults)" where only some values were the parent's."""
@@ -87,8 +94,8 @@ def configuration(version: VersionRow) -> str | None:
     if timing.params_from == "parent" and inherited is not None and set(inherited) != set(timing.params):
         theirs = {k: v for k, v in timing.params.items() if k in inherited}
         own = {k: v for k, v in timing.params.items() if k not in inherited}
-        return (f"{_label(theirs)} (v{version.parent}'s tuned) " if theirs else "") + f"{_label(own)} (defaults)"
-    how = {"defaults": "defaults", "parent": f"v{version.parent}'s tuned"}.get(timing.params_from or "", "tuned")
+        return (f"{_label(theirs)} ({_tuned_on(version)}) " if theirs else "") + f"{_label(own)} (defaults)"
+    how = {"defaults": "defaults", "parent": _tuned_on(version)}.get(timing.params_from or "", "tuned")
     return _label(timing.params) + f" ({how})"
 
 

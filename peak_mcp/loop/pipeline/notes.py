@@ -21,10 +21,11 @@ def file_sha256(problem: Problem) -> str | None:
 def at_configuration(outcome: Outcome, config: Configuration, parent: int | None) -> Outcome:
     """The outcome's timing and message saying which configuration was evaluated, where it was not each list's
     first value alone."""
-    params, params_from, inherited = config
+    params, params_from, inherited, tuned_on = config
     if params and outcome.timing:
         outcome.timing = outcome.timing.model_copy(update={"params": params, "params_from": params_from,
-                                                           "params_inherited": inherited})
+                                                           "params_inherited": inherited,
+                                                           "params_tuned_on": tuned_on})
     compile_log = outcome.compile.log if outcome.compile else ""
     refused = REFUSED in f"{outcome.message}{compile_log}"  # the text was refused, whatever the configuration
     if params and params_from == "parent" and not refused:  # said whatever came of it: a failure may be the
@@ -32,7 +33,9 @@ def at_configuration(outcome: Outcome, config: Configuration, parent: int | None
         message = outcome.message or ""
         separator = "\n" if "\n" in message else "; "  # after a compiler log, on a line of its own
         own = {k: x for k, x in params.items() if k not in (inherited or [])}
-        outcome.message = (f"{message}{separator}evaluated at its parent v{parent}'s tuned configuration "
+        whose = f"its parent v{parent}'s tuned configuration" if tuned_on in (None, parent) else \
+            f"the configuration v{tuned_on}'s tune chose (its parent v{parent} runs at it too)"
+        outcome.message = (f"{message}{separator}evaluated at {whose} "
                            f"{Config(params={k: x for k, x in params.items() if k not in own}).label()}"
                            + (f" with its own defaults {Config(params=own).label()}" if own else "")
                            + (" (tune it to search its own)" if outcome.status.passed else
