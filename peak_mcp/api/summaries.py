@@ -369,12 +369,18 @@ def stats(d: dict[str, Any]) -> list[str]:
         against = (f" ({best:.3g}× over the session's fastest version before it)"
                    if best is not None and median and abs(best / median - 1) > 0.01 else "")
         tuned_later, adopted = s.get("tuned_later") or 0, s.get("tune_adopted") or 0
-        tune = (f"; tuned later: {tuned_later} (" + ", ".join(part for part in (
+        kept = tuned_later - adopted  # a tune that took nothing (its own configuration stayed) counts as tuned
+        tune = (f"; tuned later: {tuned_later} (" + "; ".join(part for part in (
             f"{adopted} took another configuration: tune gained a median {tuned:.3g}× more, tune's gain, not the "
             "text's" if tuned is not None else "",
-            f"{tuned_later - adopted} kept their own" if tuned_later > adopted else "") if part) + ")"
+            f"{kept} kept {'its' if kept == 1 else 'their'} own" if kept > 0 else "") if part) + ")"
             if tuned_later else "")
         unanswered, still_open = s.get("unanswered_runs") or 0, s.get("open_runs") or 0
+        never = (f"{unanswered} run{'s' if unanswered > 1 else ''} opened and never answered ({still_open} still "
+                 "open)") if unanswered else ""
+        if not s["attempts"]:
+            lines.append(f"{s['transformation']}: no submission; {never or 'no run'}")
+            continue
         lines.append(f"{s['transformation']}: {s['attempts']} attempts, {s.get('applied', 0)} general and passed: "
                      f"{s.get('successes', 0)} faster than their parent beyond noise (successes), "
                      f"{s.get('within_noise', 0)} within noise, {s.get('slowdowns', 0)} slower"
@@ -382,8 +388,7 @@ def stats(d: dict[str, Any]) -> list[str]:
                      + (f"; median speedup {median:.3g}× as submitted, over the parent{against}"
                         if median is not None else "")
                      + tune
-                     + (f"; {unanswered} run(s) opened and never answered ({still_open} still open)"
-                        if unanswered else "")
+                     + (f"; {never}" if never else "")
                      + (f"; failures {s['failure_kinds']}" if s.get("failure_kinds") else ""))
     return lines if d.get("transformations") else [*lines, "no transformation attempted yet"]
 
