@@ -335,9 +335,9 @@ def tune(d: dict[str, Any]) -> list[str]:
                          + (f"; {d['estimate_gap']}" if d.get("estimate_gap") else ""))
         elif d.get("full"):  # timed in full and not taken (the first line says why): its estimate is no "best"
             full = d["full"]
-            lines.append(f"the search's own estimate of {label} ({how}): {estimate}, against "
-                         f"{_g(full['median_ms'])} ms ({speed(full.get('tflops'), full.get('gbps')) or 'n/a'}) timed "
-                         "in full" + (f"; {d['estimate_gap']}" if d.get("estimate_gap") else ""))
+            rate_in_full = speed(full.get("tflops"), full.get("gbps")) or "n/a"
+            against = d.get("estimate_gap") or f"against {_g(full['median_ms'])} ms ({rate_in_full}) timed in full"
+            lines.append(f"the search's own estimate of {label} ({how}): {estimate}; {against}")
         else:
             lines.append(f"best: {label} at {estimate}: the search's own estimate ({how}), not a full timing")
     if d.get("chosen_by"):
