@@ -27,6 +27,7 @@ from peak_mcp.catalog.transformations import Catalog, DeviceDescriptor, Transfor
 from peak_mcp.core.devices import Device
 from peak_mcp.core.errors import InvalidInput
 from peak_mcp.evaluation.noise import SLOWER, change
+from peak_mcp.evaluation.phases import Timing
 from peak_mcp.problems.base import Problem
 from peak_mcp.store.records import SessionRow, Status, VersionRow
 
@@ -153,9 +154,15 @@ def suggest_next(catalog: Catalog, session: SessionRow, versions: list[VersionRo
         outcomes = [_outcome(v, versions) for v in tried]
         failures = sum(v.status in _FAILED or v.status is Status.NOT_GENERAL for v in tried)
         repeated = failures >= REPEATED_FAILURES and not any(v.status.passed_here for v in tried)
+        # this session's own measurement: every timed attempt slower than its parent beyond noise
+        verdicts = [verdict for verdict in map(_verdict, tried, [versions] * len(tried)) if verdict]
+        slower_here = bool(verdicts) and all(verdict == SLOWER for verdict in verdicts)
         if outcomes:
             reasons.append(f"tried in this session: {', '.join(outcomes)}"
-                           + ("; ranked after the untried texts" if repeated else ""))
+                           + ("; ranked after the untried texts" if repeated else "")
+                           + ("; slower here, so it ranks below the texts not measured slower" if slower_here
+                              and not slower else ""))
+        slower = slower or slower_here
         after = _unique(names.get(a, a) for a in target.after if a in exists or a in done | by_feature)
         steps = _steps_away(catalog, target.id, done | by_feature, exists)
         tuned_out = "tuning" in target.tags and _searched_in_full(chain[-1])
@@ -289,6 +296,22 @@ def _steps_away(catalog: Catalog, id: str, done: set[str], exists: set[str], see
     return 1 + min(nearer, default=0)
 
 
+def _as_submitted(v: VersionRow, versions: list[VersionRow]) -> tuple[Timing, Timing] | None:
+    """A passing version's time as submitted and its parent's as it stood then, where both are known."""
+    if not v.status.passed_here:
+        return None
+    parent = next((p for p in versions if p.number == v.parent), None)
+    own = v.submitted_timing
+    theirs = parent.timing_at(v.created_at) if parent is not None else None
+    return (own, theirs) if own is not None and theirs is not None and own.median_ms and theirs.median_ms else None
+
+
+def _verdict(v: VersionRow, versions: list[VersionRow]) -> str | None:
+    """noise.change of a passing attempt against its parent, as its submission judged it; None where not timed."""
+    pair = _as_submitted(v, versions)
+    return change(*pair) if pair else None
+
+
 def _outcome(v: VersionRow, versions: list[VersionRow]) -> str:
     """One attempt in words: v5 failed (the verdict's check), wrong at other sizes, its speed over its parent with
     the noise verdict, compiled (not timed). The speed is the one its submission reported, like for like: the
@@ -300,10 +323,9 @@ def _outcome(v: VersionRow, versions: list[VersionRow]) -> str:
         return f"v{v.number} failed ({check or v.failure or v.status.value})"
     if v.status is Status.NOT_GENERAL:
         return f"v{v.number} failed (wrong at other sizes: generality)"
-    parent = next((p for p in versions if p.number == v.parent), None)
-    own = v.submitted_timing
-    theirs = parent.timing_at(v.created_at) if parent is not None else None
-    if own is not None and theirs is not None and own.median_ms and theirs.median_ms:
+    pair = _as_submitted(v, versions)
+    if pair is not None:
+        own, theirs = pair
         tuned = " as submitted" if own != v.timing else ""  # a tune replaced its time since
         return (f"v{v.number} {theirs.median_ms / own.median_ms:.3g}× its parent{tuned} "
                 f"({change(own, theirs)})")
