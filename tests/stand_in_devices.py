@@ -10,6 +10,7 @@ when work ran. Started by DevicePool through a `python` shim (tests/test_fanout.
   delay_s   seconds each configuration of a tune job takes (so that chunks on two devices overlap in time)
   eval_s    seconds each evaluate job takes (so that sessions on two devices overlap in time)
   general_s seconds each generality job takes
+  die_general true: every generality job dies (exit 3) before its first size, as a sick device's worker does
   wrong     true: every validation fails (a wrong kernel)
   kill_host true: a tune job kills the worker's parent (a Ray actor: its node lost) before its first configuration
   search_ms {"A=1 B=2": 0.095, ...}: what the search's brief timing reports for those configurations (label: the
@@ -50,10 +51,17 @@ def main() -> int:
         if job["type"] == "tune":
             result = _tune(job, options, send)
         elif job["type"] == "generality":
+            if options.get("die_general"):
+                os._exit(3)
             send({"id": job["id"], "event": "progress", "message": "generality at stand-in sizes"})
             time.sleep(float(options.get("general_s", 0)))
             result = {"type": "generality", "generality": {"passed": True, "sizes_checked": job["sizes_list"]}}
         else:
+            steps = job.get("steps") or []
+            if "validate" in steps:  # the lines a real worker sends: timing starts only after validation passed
+                send({"id": job["id"], "event": "progress", "message": "validate trial 1/1"})
+            if "benchmark" in steps and not options.get("wrong"):
+                send({"id": job["id"], "event": "progress", "message": "benchmark: warm-up"})
             time.sleep(float(options.get("eval_s", 0)))
             result = _evaluate(job, device, bool(options.get("wrong")))
         if options.get("log"):

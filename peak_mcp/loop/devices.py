@@ -21,10 +21,41 @@ if TYPE_CHECKING:
     from peak_mcp.runner.ray_pool import RayDevicePool
 
 
+class TwinLedger:
+    """Which idle twins a submission's checks beside hold (loop/pipeline/beside.py), and which were set aside: a
+    pick and its hold are one step, so two submissions never take one twin."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._held: set[tuple[str, int]] = set()
+        self._aside: set[tuple[str, int]] = set()
+
+    def take(self, backend: str, idle: list[int], homes: Counter[int]) -> int | None:
+        """Of the idle twins, the one fewest sessions call home (another session's own device is its to time on),
+        held until release(); None where every one is held or set aside."""
+        with self._guard:
+            free = [d for d in idle if (backend, d) not in self._held | self._aside]
+            if not free:
+                return None
+            device = min(free, key=lambda d: (homes[d], d))
+            self._held.add((backend, device))
+            return device
+
+    def release(self, backend: str, device: int) -> None:
+        with self._guard:
+            self._held.discard((backend, device))
+
+    def set_aside(self, backend: str, device: int) -> None:
+        """A twin whose job failed where the session's own device did not: not taken again by this server."""
+        with self._guard:
+            self._aside.add((backend, device))
+
+
 class Devices:
     def __init__(self, settings: Settings, store: Store, pool: DevicePool | RayDevicePool,
                  probe: Callable[[], dict[str, Any]]) -> None:
         self.settings, self.store, self.pool = settings, store, pool
+        self.twins = TwinLedger()
         self._probe_fn = probe
         self._probe: dict[str, Any] | None = None
         self.profiles = load_profiles()

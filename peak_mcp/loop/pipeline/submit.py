@@ -15,7 +15,7 @@ from peak_mcp.loop.context import LoopContext, Progress, quiet
 from peak_mcp.loop.models import Submission
 from peak_mcp.loop.pipeline import notes, record
 from peak_mcp.loop.pipeline.admit import admit
-from peak_mcp.loop.pipeline.beside import Beside
+from peak_mcp.loop.pipeline.beside import Starter
 from peak_mcp.loop.pipeline.configuration import configuration
 from peak_mcp.loop.pipeline.evaluate import evaluate
 from peak_mcp.loop.pipeline.generality import with_generality
@@ -59,13 +59,13 @@ class Pipeline:
         # A child whose parameters take its parent's tuned configuration starts from it, so that its time compares
         # with the parent's tuned one; otherwise each list's first value.
         config = configuration(self.ctx, session, source, parent)
-        beside = Beside.start(self.ctx, session, source, config.params, progress)
-        outcome = evaluate(self.ctx, session, source, progress, vendor_ms=session.vendor_ms, params=config.params)
+        beside = Starter(self.ctx, session, source, config.params, progress, timeline=progress)
+        outcome = evaluate(self.ctx, session, source, beside, vendor_ms=session.vendor_ms, params=config.params)
         outcome = notes.at_configuration(outcome, config, parent)
+        checked = beside.checked(outcome.status.passed, progress)
         if outcome.status.passed:
             record.measured(store, session_id, number, outcome)
-            outcome = with_generality(self.ctx, session, source, outcome, progress, config.params,
-                                      checked=beside.result(progress) if beside else None)
+            outcome = with_generality(self.ctx, session, source, outcome, progress, config.params, checked=checked)
         outcome = notes.judged(outcome, session, self.ctx.problem(session.problem), origin=origin,
                                require_generality=require_generality)
         record.final(store, session, number, outcome, require_generality=require_generality)

@@ -13,7 +13,7 @@ from peak_mcp.core.units import speed
 from peak_mcp.evaluation.configs import BestConfig, Config, ConfigResult, SearchedSpace, TuneReport, beats
 from peak_mcp.evaluation.noise import NOISE, SLOWER, change
 from peak_mcp.loop.context import LoopContext, Progress, quiet
-from peak_mcp.loop.pipeline.beside import Beside
+from peak_mcp.loop.pipeline.beside import Starter
 from peak_mcp.loop.pipeline.evaluate import evaluate
 from peak_mcp.loop.pipeline.generality import with_generality
 from peak_mcp.loop.tuning.fanout import FanOut
@@ -108,14 +108,15 @@ class Tuner:
                                f"{v.timing.median_ms:.4g} ms")
         elif report.best is not None:
             progress(f"tuning: full validation and timing of {Config(params=report.best.params).label()}")
-            beside = Beside.start(self.ctx, session, v.source, report.best.params)
-            tuned = evaluate(self.ctx, session, v.source, progress, params=report.best.params,
+            beside = Starter(self.ctx, session, v.source, report.best.params, progress)
+            tuned = evaluate(self.ctx, session, v.source, beside, params=report.best.params,
                              vendor_ms=session.vendor_ms)
+            checked = beside.checked(bool(tuned.status.passed and tuned.timing), progress)
             if tuned.status.passed and tuned.timing:
                 # The configuration the version takes is checked at other sizes and under the sanitizer as a
                 # submission is: a tuned value can be right only at the session's sizes.
                 tuned = with_generality(self.ctx, session, v.source, tuned, progress, report.best.params,
-                                        checked=beside.result(progress) if beside else None)
+                                        checked=checked)
             own = v.timing if v.timing and (v.timing.params or spec.config()) != report.best.params else None
             if tuned.status.passed and tuned.timing and not beats(tuned.timing, own):
                 report.full = BestConfig(params=report.best.params, median_ms=tuned.timing.median_ms,
