@@ -75,8 +75,9 @@ def shards(entries: list, jobs: int) -> list[list]:
 async def bench(backend: str, given: list[dict[str, int]], data_dir: Path, only: set[str], skip: set[str],
                 problems: set[str], jobs: int = 1, gpus: int = 0) -> dict:
     """Every (problem, sizes) session of the manifest, its entries split over `jobs` servers that run side by side
-    (each its own process, data dir and session; with `gpus`, server i sees only GPU i % gpus). A verdict does not
-    rest on timing, so sharing a device changes how long the corpus takes, not what it finds."""
+    (each its own process, data dir and session; with `gpus`, the servers running at once spread evenly over
+    them). No verdict rests on a timing; servers that share a GPU slow each other (a hanging kernel spins until its
+    job's limit), so keep PEAK_MCP_JOB_TIMEOUT well above a launch's time when jobs outnumber GPUs."""
     entries = [e for e in load_manifest(backend, problem=None)
                if (not problems or e.problem in problems)
                and (not only or e.cls in only or e.name in only or e.file in only)
@@ -98,21 +99,31 @@ async def bench(backend: str, given: list[dict[str, int]], data_dir: Path, only:
     work = [(k, problem, sizes, share) for k, (problem, sizes) in enumerate(sessions)
             for share in shards(groups[problem], jobs)]
     found: list[tuple[int, Outcome]] = []  # (the session's place in `sessions`, outcome)
-    limiter = anyio.CapacityLimiter(max(1, jobs))
+    # One slot per server running at once; slot i keeps GPU i % gpus, so running servers spread evenly over the
+    # GPUs whatever order they finish in.
+    slots_in, slots_out = anyio.create_memory_object_stream[int](max(1, jobs))
+    for slot in range(max(1, jobs)):
+        slots_in.send_nowait(slot)
 
     async def one(n: int, k: int, problem: str, sizes: dict[str, int], share: list) -> None:
-        shard_env = dict(env, **({"CUDA_VISIBLE_DEVICES": str(n % gpus)} if gpus else {}))
+        slot = await slots_out.receive()
+        try:
+            await serve(n, slot, k, problem, sizes, share)
+        finally:
+            slots_in.send_nowait(slot)
+
+    async def serve(n: int, slot: int, k: int, problem: str, sizes: dict[str, int], share: list) -> None:
+        shard_env = dict(env, **({"CUDA_VISIBLE_DEVICES": str(slot % gpus)} if gpus else {}))
         server = StdioServerParameters(command=sys.executable, args=[
             "-m", "peak_mcp", "--data-dir", str(data_dir / f"server-{n}"), "serve"], env=shard_env)
-        async with limiter:
-            # A fresh server per share: a kernel that breaks the transport (stdout leak) fails its own share only.
-            try:
-                async with Client(server, read_timeout_seconds=1800) as client:
-                    found.extend((k, o) for o in await run_all(client, backend, sizes, share, progress=show))
-                    doctor = await client.call_tool("doctor", {})  # still answering at the end
-                    out.setdefault("server_alive", []).append(not doctor.is_error)
-            except Exception as exc:  # the transport died or the session could not start: that is a finding too
-                out["errors"].append({"problem": problem, "sizes": sizes, "error": f"{type(exc).__name__}: {exc}"})
+        # A fresh server per share: a kernel that breaks the transport (stdout leak) fails its own share only.
+        try:
+            async with Client(server, read_timeout_seconds=1800) as client:
+                found.extend((k, o) for o in await run_all(client, backend, sizes, share, progress=show))
+                doctor = await client.call_tool("doctor", {})  # still answering at the end
+                out.setdefault("server_alive", []).append(not doctor.is_error)
+        except Exception as exc:  # the transport died or the session could not start: that is a finding too
+            out["errors"].append({"problem": problem, "sizes": sizes, "error": f"{type(exc).__name__}: {exc}"})
 
     t0 = time.perf_counter()
     async with anyio.create_task_group() as group:
