@@ -61,6 +61,13 @@ groupshared float4 Bs[BK][BN / 4];
     assert unrollable_loops("for (uint c = tid; c < p.COLS; c += NT) s += x[c];") == 0
     assert unrollable_loops("for (uint i = 1; i < (NT + lanes - 1) / lanes; ++i) t += q[i];") == 0
     assert unrollable_loops("for (uint k = 0; k < BK; ++k) acc += a[k];") == 1
+    # review 44: an upper-case name the code declares as a variable is a run-time bound, and a halo or a 1-D
+    # buffer grown by one is not bank-conflict padding
+    assert unrollable_loops("void k(const float* A, int M, int N, int K) { for (int k = 0; k < K; ++k) x += 1; }") == 0
+    assert unrollable_loops("uint K = p.K; for (uint k = 0; k < K; ++k) x += 1;") == 0
+    assert unrollable_loops("static const int TILE = 16; for (int k = 0; k < TILE; ++k) x += 1;") == 1
+    assert PADDED_TILES not in source_features("__shared__ float t[TILE + 2][TILE + 2];\n")
+    assert PADDED_TILES not in source_features("__shared__ float s[BLOCK + 1];\n")
     assert unrollable_loops("[unroll] for (uint k = 0; k < BK; ++k) acc += a[k];") == 0
     assert unrollable_loops("#pragma unroll\nfor (int i = t; i < BM * BK; i += THREADS) s[i] = 0;") == 0
 

@@ -269,16 +269,24 @@ _PADDED_EXTENT = re.compile(r"\S\s*\+\s*(?:[1-9]|1[0-6]|PAD\w*|\w*_PAD)\s*\)?\s*
 
 
 def padded_in_shared(code: str) -> bool:
-    """A shared array whose last (fastest-varying) extent is a size plus a small constant: padding that shifts each
-    row to other banks, the work of bank-conflict-padding."""
+    """A shared 2-D (or more) array whose last (fastest-varying) extent is a size plus a small constant and whose
+    other extents are not: padding that shifts each row to other banks, the work of bank-conflict-padding. A halo
+    (`[TILE + 2][TILE + 2]`: every extent grown alike) and a 1-D buffer (`s[BLOCK + 1]`) are not padding."""
     for decl in _SHARED_DECL.finditer(code):
         for array in re.finditer(r"\w+\s*((?:\[[^\[\]]*\]\s*)+)", decl.group(1)):
-            last = re.findall(r"\[([^\[\]]*)\]", array.group(1))[-1]
-            if _PADDED_EXTENT.search(last):
+            extents = [e.strip() for e in re.findall(r"\[([^\[\]]*)\]", array.group(1))]
+            if len(extents) < 2 or not _PADDED_EXTENT.search(extents[-1]):
+                continue
+            pad = re.search(r"\+\s*(\w+)\s*\)?\s*$", extents[-1])
+            grown = pad is not None and all(re.search(rf"\+\s*{re.escape(pad.group(1))}\s*\)?\s*$", e)
+                                            for e in extents[:-1])
+            if not grown:
                 return True
     return False
 
 
+_INT_VARIABLE = re.compile(r"\b(?:unsigned\s+int|unsigned|int|uint|long|size_t|int64_t|uint32_t)\s+([A-Z][A-Z0-9_]*)\b"
+                           r"(?!\s*\()")
 _STEP_ONE = re.compile(r"^\s*(?:\+\+\s*\w+|\w+\s*\+\+|\w+\s*\+=\s*(.+?))\s*$")
 _UNROLL_MARK = re.compile(r"(?:\[\s*(?:unroll|loop)\s*(?:\(\s*\d*\s*\))?\s*\]|#\s*pragma\s+unroll\b[^\n]*)\s*$")
 
@@ -289,11 +297,15 @@ def unrollable_loops(source: str) -> int:
     unrolling text would unroll. A loop to a size known at run time (`c < p.COLS`) is not one."""
     code = code_only(source)
     named = {m.group(1) or m.group(3) for m in _CONSTANT.finditer(code)}
+    # an upper-case name is a constant (a #define, a tuning parameter) unless the code declares it as a variable:
+    # CUDA's `int K` parameter, HLSL's `uint K = p.K;`
+    variables = {m.group(1) for m in _INT_VARIABLE.finditer(code)
+                 if not re.search(r"\bconst(?:expr)?\b", code[max(0, m.start() - 24):m.start()])}
 
     def constant(expr: str) -> bool:
         words = re.findall(r"[A-Za-z_]\w*", expr)
         return bool(re.fullmatch(r"[\w\s()+\-*/%<>]*", expr)) and all(
-            re.fullmatch(r"[A-Z][A-Z0-9_]*|u|U", w) or w in named for w in words)
+            (re.fullmatch(r"[A-Z][A-Z0-9_]*|u|U", w) and w not in variables) or w in named for w in words)
 
     count = 0
     for match in re.finditer(r"\bfor\s*\(", code):
