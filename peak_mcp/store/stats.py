@@ -48,6 +48,10 @@ def statistics(store: Store, session_id: str | None = None) -> list[dict[str, An
             grouped[v.transformation].append(v)
     for r in runs:  # a run opened and never answered has no version, and is still an attempt at its text
         grouped.setdefault(r.transformation, [])
+    by_session: dict[str, list[VersionRow]] = defaultdict(list)  # each session's passing versions, oldest first
+    for v in sorted(versions, key=lambda v: v.created_at):
+        if v.status.passed:
+            by_session[v.session_id].append(v)
 
     def pair(v: VersionRow) -> tuple[Timing, Timing] | None:
         """Like with like: the version's time as its text produced it (before any tune of it) and its parent's as it
@@ -61,8 +65,8 @@ def statistics(store: Store, session_id: str | None = None) -> list[dict[str, An
     def best_before(v: VersionRow) -> Timing | None:
         """The fastest passing version of v's session recorded before v, at its time then: a parent can itself be
         slower than what the session had (an agent's 16.9x over a parent that was 0.30x of its own)."""
-        before = [t for u in versions if u.session_id == v.session_id and u.created_at < v.created_at
-                  and u.status.passed and (t := u.timing_at(v.created_at)) is not None and t.median_ms]
+        before = [t for u in by_session[v.session_id] if u.created_at < v.created_at
+                  and (t := u.timing_at(v.created_at)) is not None and t.median_ms]
         return min(before, key=lambda t: t.median_ms, default=None)
 
     def verdict(v: VersionRow) -> str | None:
