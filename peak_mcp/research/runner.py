@@ -348,11 +348,13 @@ def _as_step(cell: CellResult, parent: int | None, parent_ms: float | None, base
 
 
 async def _retimed(client: Client, cell: CellResult, base: int) -> CellResult:
-    """The step's result and the base timed back to back, the speedup over the base taken from that pair; the
-    step as it was where either timing fails (the start-of-session figure stays)."""
+    """The step's result and the base timed back to back (which goes first alternates with the step, so neither
+    side always meets the warmer machine), the speedup over the base taken from that pair. Where either timing
+    fails the step keeps its start-of-session figure, and its empty retimed_ms says so."""
     assert cell.result_version is not None
-    result_ms = await _benchmark_ms(client, cell.session_id, cell.result_version)
-    base_ms = await _benchmark_ms(client, cell.session_id, base) if result_ms else None
+    order = [cell.result_version, base] if (cell.step or 0) % 2 else [base, cell.result_version]
+    timed = {v: await _benchmark_ms(client, cell.session_id, v) for v in order}
+    result_ms, base_ms = timed[cell.result_version], timed[base]
     if not (result_ms and base_ms):
         return cell
     return cell.model_copy(update=dict(retimed_ms=result_ms, retimed_base_ms=base_ms,
