@@ -332,6 +332,7 @@ def isolate(policy: Policy) -> dict[str, list[str]]:
         child = os.fork()
         if child:
             os.close(ready_read)
+            namespace = isolation.pid_namespace(child)  # now: the init mounts its own /proc once let go
             limits = isolation.Isolation()
             try:
                 isolation.join_cgroups(limits, child, policy.cgroup_memory_bytes, policy.max_processes)
@@ -339,7 +340,7 @@ def isolate(policy: Policy) -> dict[str, list[str]]:
             finally:
                 os.close(ready_write)
                 counted = not any(c.startswith("pids") for c in limits.held)  # no pids cgroup: count
-                isolation.supervise(child, limits.cgroups, policy.max_processes if counted else None)
+                isolation.supervise(child, limits.cgroups, policy.max_processes if counted else None, namespace)
         os.close(ready_write)
         isolation.init_watch(ready_read, found)
         isolation.prepare_init(found, SOCKET_FOLDERS if policy.no_sockets and policy.unix_sockets else ())
