@@ -112,6 +112,7 @@ def test_history_drops_an_empty_times_v0_column_and_marks_noise_against_v0() -> 
     table = markdown_table([refused, row(1), row(2, speedup_vs_parent=0.42, change_vs_parent="within noise")])
     assert "×v0" not in table.splitlines()[0] and "no ×v0 column: v0 was not timed (invalid_annotation)" in table
     assert "| 0.42 (noise) |" in table
+    assert "A ratio with no mark is faster beyond noise." in table  # agent44b: unmarked ratios were unexplained
     timed = markdown_table([row(0), row(1, speedup_vs_v0=2.4, change_vs_v0="within noise", speedup_vs_parent=2.4,
                                     change_vs_parent="within noise")])
     assert "| ×parent | ×v0 |" in timed and "| 2.40 (noise) | 2.40 (noise) |" in timed and "no ×v0" not in timed

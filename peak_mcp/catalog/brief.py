@@ -116,7 +116,8 @@ def _header(task: KernelTask, attempt: int, max_attempts: int) -> list[str]:
         "point and the launch geometry as integer expressions over the size symbols (and "
         f"{sm_count}) with cdiv/min/max and + - * // %; keep it in step with the tiling of the new kernel "
         "(grid/block/groups/shared). Besides it, any number of `// peak: params NAME=[v1, v2, ...]` lines declare "
-        "tuning parameters (the first value is the default): the server defines each NAME as a macro when it "
+        "tuning parameters (the first value is the default, except that a version whose parent was tuned is timed at "
+        "the parent's tuned values for the names both declare): the server defines each NAME as a macro when it "
         "compiles, so the kernel uses NAME and never #defines it, and the launch line may use it too.",
         f"## Device\n{json.dumps(_facts(task.device))}",
     ]

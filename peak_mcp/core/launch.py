@@ -41,7 +41,8 @@ _KEY = re.compile(r"(\w+)\s*=")
 EXPRESSIONS = ("The values of a `// peak:` launch line (grid, block, groups, shared, cluster) are integer expressions "
                "over the size symbols and SM_COUNT (the device's multiprocessor count) with + - * // % and "
                "cdiv/min/max: `/` is refused (write // or cdiv). `// peak: params NAME=[v1, v2, ...]` lines declare "
-               "tuning parameters (the first value is the default): the server defines each NAME as a macro when it "
+               "tuning parameters (the first value is the default; a version whose parent was tuned is timed at the "
+               "parent's tuned values for the names both declare): the server defines each NAME as a macro when it "
                "compiles, so the kernel never #defines it, and the launch line may use it.")
 _MAX_LIST_CHARS = 2000  # a params value list
 

@@ -86,7 +86,7 @@ class Matmul(Problem):
                 "Sizes in a push-constant block: struct Params { uint M; uint N; uint K; }; "
                 "[[vk::push_constant]] ConstantBuffer<Params> p;\n"
                 "Annotation: // peak: entry=main groups=(gx, gy, gz); the thread-group size is [numthreads].\n"
-                "Sizes need not be multiples of any tile unless the kernel says so.\n"
+                "Sizes need not be multiples of any tile unless the session says so.\n"
                 "C is poisoned before every launch and must be fully written, the same bits on every launch "
                 "(no atomics into C)."
             )
@@ -100,7 +100,7 @@ class Matmul(Problem):
             "Row-major C = A·B; A is M×K, B is K×N, C is M×N; accumulate and store in float.\n"
             f'extern "C" __global__ void <entry>(const {t}* A, const {t}* B, float* C, int M, int N, int K)\n'
             "Annotation: // peak: entry=<entry> grid=(gx, gy, gz) block=(bx, by, bz) shared=<dynamic bytes>.\n"
-            "Buffers are 256-byte aligned; sizes need not be multiples of any tile unless the kernel says so.\n"
+            "Buffers are 256-byte aligned; sizes need not be multiples of any tile unless the session says so.\n"
             "C is poisoned before every launch and must be fully written, the same bits on every launch (no atomics "
             "into C); no __device__ variables or device malloc: nothing may outlive a launch.\n" + hip
         ).rstrip("\n")

@@ -271,6 +271,7 @@ def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
                      "rows; get_version shows one)")
     if any(r.get("above_vendor") for r in rows):
         lines.append("(!) faster than the vendor yardstick: rare, suspect the yardstick first; benchmark re-times both")
-    if any(NOISE in (r.get("change_vs_parent"), r.get("change_vs_v0")) for r in rows):
-        lines.append("(noise): the middle halves of the two timings overlap; no gain or loss is shown")
+    if any(r.get("speedup_vs_parent") or r.get("speedup_vs_v0") for r in rows):
+        lines.append("(noise): the middle halves of the two timings overlap; no gain or loss is shown. (slower): "
+                     "slower beyond noise. A ratio with no mark is faster beyond noise.")
     return "\n".join(lines)
