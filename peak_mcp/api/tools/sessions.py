@@ -188,7 +188,8 @@ def register(mcp: MCPServer, service: PeakService, catalog: Catalog, applier: Ap
         # The text: a line of standing and the table (it reads better than JSON), HISTORY_TEXT_ROWS rows at most.
         # Structured content has every row, lean like every answer (no empty fields), and not the table again.
         text = f"{summary('HistoryReport', lean(report))}\n{markdown_table(report.rows, keep=HISTORY_TEXT_ROWS)}"
-        rows = [{k: v for k, v in row.items() if v is not None} for row in report.rows]
+        # ×v0's noise mark is the table's (get_version gives it per version): 50 rows of it outgrew the answer
+        rows = [{k: v for k, v in row.items() if v is not None and k != "change_vs_v0"} for row in report.rows]
         return result(report.model_copy(update={"table": "", "rows": rows}), *images, text=text)
 
     @mcp.tool(annotations=READ_ONLY)
