@@ -15,7 +15,8 @@ when work ran. Started by DevicePool through a `python` shim (tests/test_fanout.
   kill_host true: a tune job kills the worker's parent (a Ray actor: its node lost) before its first configuration
   search_ms {"A=1 B=2": 0.095, ...}: what the search's brief timing reports for those configurations (label: the
             values in order), as a noisy measurement can; every configuration of a search then has a cv of 1.0
-            and a wide middle half. A re-time (a tune job with `retime`) reports each one's own time.
+            and a wide middle half. A re-time (a tune job with `retime`) reports each one's own time,
+  retime_ms {"A=1 B=2": 0.02, ...}: unless this names it: what a re-time reports for it (a lucky re-timing).
 
 A configuration's time is the sum of its parameter values divided by 100 ms, the same on every device.
 """
@@ -95,6 +96,8 @@ def _tune(job: dict, options: dict, send) -> dict:
         noisy = options.get("search_ms") is not None and not job.get("retime")
         label = " ".join(f"{k}={v}" for k, v in params.items())
         median = (options["search_ms"].get(label, _ms(params))) if noisy else _ms(params)
+        if job.get("retime"):
+            median = (options.get("retime_ms") or {}).get(label, median)
         spread = 0.5 if noisy else 0.01  # the middle half, as a fraction of the median either way
         results.append({"params": params, "status": "ok", "median_ms": median, "reps": 5 if noisy else 50,
                         "cv": 1.0 if noisy else 0.01, "p25_ms": median * (1 - spread),

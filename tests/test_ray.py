@@ -80,7 +80,7 @@ def test_a_tune_fans_out_over_ray_actors_of_one_model_and_retimes_on_the_session
     assert tuned == {"0", "2"}  # each ran in the actor of its device, the H100's never
     assert all(j["device"] == 0 for j in jobs)  # inside an actor its one GPU is device 0 (CUDA_VISIBLE_DEVICES)
     final = [j for j in jobs if j["type"] == "evaluate"]
-    assert [j["ray_device"] for j in final] == ["2"] and final[0]["params"] == {"A": 1, "B": 2}
+    assert [j["ray_device"] for j in final] == ["2", "2"] and final[0]["params"] == {"A": 1, "B": 2}  # then own
 
 
 def test_an_actor_lost_mid_tune_loses_nothing(rig) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from peak_mcp.evaluation.configs import BestConfig, ConfigResult, TuneReport
 from peak_mcp.evaluation.noise import NOISE, SLOWER, change
+from peak_mcp.evaluation.phases import Timing
 from peak_mcp.loop.tuning.tune import WIDE_CV, _estimate_gap
 from tests.test_agent_findings import SIZES, VULKAN, WAVE, call
 
@@ -37,14 +38,20 @@ async def test_a_tune_answer_says_one_unit_and_the_taken_configuration_against_t
         assert report["recorded"] and report["recorded"]["params"]["REPEAT"] == 1, text
         # 15: a memory-bound problem's speeds in GB/s throughout (the estimate said MFLOP/s beside the GB/s)
         assert "GB/s" in text and "FLOP/s" not in text, text
-        # 6: the taken configuration's full time against the version's own, with the verdict the timings give
+        # 6: the taken configuration's full time against the version's own, with the verdict the timings give;
+        # agent44b #34: the own configuration's figure is its full timing in this round, back to back, never the
+        # submit-time record
         row = service.store.version(sid, v)
-        assert row.timing is not None and row.submitted_timing is not None
-        verdict = change(row.timing, row.submitted_timing)
+        assert row.timing is not None and row.submitted_timing is not None and report["own"], report
+        own = Timing.model_validate(report["own"])
+        assert own.params == {"NT": 64, "REPEAT": 8} and row.tuning is not None and row.tuning.own is not None
+        assert row.tuning.own.median_ms == pytest.approx(own.median_ms, rel=1e-3)  # the stored report holds the same figure
+        verdict = change(row.timing, own)
         said = {NOISE: "within noise", SLOWER: "slower beyond noise"}.get(verdict, "faster beyond noise")
         line = next(x for x in text.splitlines() if f"against v{v}'s own configuration NT=64 REPEAT=8" in x)
-        assert said in line and f"{row.submitted_timing.median_ms:.4g} ms in full" in line, line
+        assert said in line and f"{own.median_ms:.4g} ms timed in full back to back in this round" in line, line
         assert report["versus_own"] and said in report["versus_own"]
+        assert row.retimed is None  # the version's time is of the taken configuration now
         # 14: nothing calls two configurations "as fast" (the re-timings are short runs; full timings disagreed)
         assert "as fast" not in text
 

@@ -103,6 +103,12 @@ class TuneReport(BaseModel):
     # beyond noise or within it), whichever way the tune went.
     full: BestConfig | None = None
     versus_own: str | None = None
+    # `own`: the version's own configuration timed in full in this round, back to back with the candidates it was
+    # judged against (the keep/adopt verdict and versus_own read it, never the submit-time record); None where no
+    # candidate was timed in full or its timing failed. `runners_up`: the other candidates timed in full in the
+    # round, where the search's estimate of the fastest was far from its full time.
+    own: Timing | None = None
+    runners_up: list[BestConfig] = Field(default_factory=list)
     # The version's timing as submitted, before any tune changed it (carried from tune to tune; None for reports from
     # before it was kept), and when this tune ran: stats credit a transformation with its text's own time, and a
     # tune's gain to tune.

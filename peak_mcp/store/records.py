@@ -86,6 +86,18 @@ class Timeline(BaseModel):
     steps: list[tuple[float, str]] = []
 
 
+class Retimed(BaseModel):
+    """A version's latest back-to-back evidence: its configuration timed again in full (benchmark, a child's
+    submission that re-timed it beside itself, a tune round), kept beside the submit-time record (`timing`), which it
+    never replaces. A noisy CPU device's one lucky run (3.6 ms; its re-runs 6.7 and 6.9 ms) made four verdicts wrong
+    while every later comparison read the record alone."""
+
+    timing: Timing
+    at: float
+    by: str  # what timed it, in words: "benchmark", "submit_kernel of v3, back to back", "tune of v2, back to back"
+    beside: int | None = None  # the version timed back to back with it, where one was
+
+
 class VersionRow(BaseModel):
     """A version as stored: its source, its state and what each phase found."""
 
@@ -106,6 +118,7 @@ class VersionRow(BaseModel):
     generality: Generality | None = None
     tuning: TuneReport | None = None
     timeline: Timeline | None = None
+    retimed: Retimed | None = None  # the latest re-timing of the configuration `timing` is of (None: never re-timed)
     created_at: float
     owner: str | None = None  # the lease of the server that recorded it (store.py); None before leases
 
@@ -119,6 +132,20 @@ class VersionRow(BaseModel):
     @property
     def median_ms(self) -> float | None:
         return self.timing.median_ms if self.timing else None
+
+    @property
+    def latest_timing(self) -> Timing | None:
+        """What later comparisons use: the latest re-timing of the configuration `timing` is of, where there is one,
+        else the submit-time record."""
+        return self.latest_of(self.timing)
+
+    def latest_of(self, timing: Timing | None) -> Timing | None:
+        """`timing` (a record of this version: its current, submitted or then timing), or the latest re-timing of
+        the same configuration where there is one: the freshest back-to-back evidence of that configuration."""
+        again = self.retimed
+        if again is not None and timing is not None and again.timing.params == timing.params:
+            return again.timing
+        return timing
 
     @property
     def submitted_timing(self) -> Timing | None:

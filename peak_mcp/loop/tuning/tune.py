@@ -13,15 +13,13 @@ from peak_mcp.core.units import speed
 from peak_mcp.evaluation.configs import BestConfig, Config, ConfigResult, SearchedSpace, TuneReport, beats
 from peak_mcp.evaluation.noise import NOISE, SLOWER, change
 from peak_mcp.loop.context import LoopContext, Progress, quiet
-from peak_mcp.loop.pipeline.beside import Starter
-from peak_mcp.loop.pipeline.evaluate import evaluate
-from peak_mcp.loop.pipeline.generality import with_generality
 from peak_mcp.loop.tuning.fanout import FanOut
+from peak_mcp.loop.tuning.full_round import candidates, full_round, own_retimed
 from peak_mcp.loop.tuning.search import Space, batch_size, make_strategy, run_tuning, usable_cores
 from peak_mcp.loop.versions import Versions
 from peak_mcp.runner.messages import TuneJob
 from peak_mcp.runner.pool import JobFailed
-from peak_mcp.store.records import SessionRow, Status
+from peak_mcp.store.records import SessionRow, Status, VersionRow
 
 # The search's fastest few are timed again before the best is chosen where their spreads are wide or overlap.
 RETIME_TOP, NOISY_CV = 3, 0.1
@@ -94,60 +92,83 @@ class Tuner:
         level = self.choose_best(session, v.source, spec, report, progress)
         cpu = self.ctx.device_of(session).is_cpu
         columns: dict[str, Any] = {}
-        if report.best is not None and v.timing and (v.timing.params or spec.config()) == report.best.params:
-            # The search's fastest is the configuration the version was timed with: nothing to adopt. A new full
-            # timing of it would only replace a measurement with another (an agent saw 0.55 ms become 0.76 ms).
+        own = (v.timing.params if v.timing else None) or spec.config()
+        full = candidates(report, own, v.timing, level)
+        if report.best is not None and not full:
+            # The search's fastest is the configuration the version was timed with, and its estimate is near that
+            # full time: nothing to adopt. A new full timing of it would only replace a measurement with another.
             report.recorded = BestConfig(params=report.best.params, median_ms=v.timing.median_ms,
-                                         tflops=v.timing.tflops, gbps=v.timing.gbps)
+                                         tflops=v.timing.tflops, gbps=v.timing.gbps) if v.timing else None
             report.recorded_device = session.device_index
-            # the same measurement, now known to be the tuned configuration (children take it as their parent's)
-            columns["timing"] = v.timing.model_copy(update={"params": report.best.params,
-                                                            "params_from": "tuned"}).model_dump(mode="json")
-            report.stopped += (f"; the search's fastest, {Config(params=report.best.params).label()}, is "
-                               f"v{v.number}'s own configuration: nothing to adopt, its recorded time stays "
-                               f"{v.timing.median_ms:.4g} ms")
-        elif report.best is not None:
-            progress(f"tuning: full validation and timing of {Config(params=report.best.params).label()}")
-            beside = Starter(self.ctx, session, v.source, report.best.params, progress)
-            tuned = evaluate(self.ctx, session, v.source, beside, params=report.best.params,
-                             vendor_ms=session.vendor_ms)
-            checked = beside.checked(bool(tuned.status.passed and tuned.timing), progress)
-            if tuned.status.passed and tuned.timing:
-                # The configuration the version takes is checked at other sizes and under the sanitizer as a
-                # submission is: a tuned value can be right only at the session's sizes.
-                tuned = with_generality(self.ctx, session, v.source, tuned, progress, report.best.params,
-                                        checked=checked)
-            own = v.timing if v.timing and (v.timing.params or spec.config()) != report.best.params else None
-            if tuned.status.passed and tuned.timing and not beats(tuned.timing, own):
-                report.full = BestConfig(params=report.best.params, median_ms=tuned.timing.median_ms,
-                                         tflops=tuned.timing.tflops, gbps=tuned.timing.gbps)
-                report.estimate_gap = _estimate_gap(tuned.timing, report, cpu)
-                report.stopped += (f"; the search's fastest, {Config(params=report.best.params).label()}, timed in "
-                                   f"full at {tuned.timing.median_ms:.4g} ms, is no faster than "
-                                   f"v{v.number}'s own configuration ({own.median_ms:.4g} ms"
-                                   f"{', slower beyond noise' if change(tuned.timing, own) == SLOWER else ''}), "
-                                   "which it keeps")
-            elif tuned.status.passed and tuned.timing:
-                timing = tuned.timing.model_copy(update={"params": report.best.params, "params_from": "tuned"})
-                report.recorded = BestConfig(params=report.best.params, median_ms=timing.median_ms,
-                                             tflops=timing.tflops, gbps=timing.gbps)
-                report.recorded_device = session.device_index
-                report.estimate_gap = _estimate_gap(timing, report, cpu)
-                report.versus_own = _versus_own(timing, own, v.number, spec.config(), level)
-                columns["timing"] = timing.model_dump(mode="json")
-                columns.update({k: x for k, x in tuned.columns().items() if k in ("generality", "validation")})
-                columns["message"] = (f"{v.message or ''}; tuned over {report.tried} configurations: "
-                                      f"{Config(params=report.best.params).label()}, median "
-                                      f"{timing.median_ms:.4g} ms ({speed(timing.tflops, timing.gbps) or 'n/a'})")
-            else:
-                report.stopped += (f"; the fastest configuration {Config(params=report.best.params).label()} then "
-                                   f"failed its full checks ({tuned.failure}), so v{v.number} keeps its configuration: "
-                                   f"{(tuned.message or '')[:300]}")
+            if v.timing:  # the same measurement, now known to be the tuned configuration (children take it)
+                columns["timing"] = v.timing.model_copy(update={"params": report.best.params,
+                                                                "params_from": "tuned"}).model_dump(mode="json")
+                report.stopped += (f"; the search's fastest, {Config(params=report.best.params).label()}, is "
+                                   f"v{v.number}'s own configuration: nothing to adopt, its recorded time stays "
+                                   f"{v.timing.median_ms:.4g} ms")
+        elif full:
+            self.judge_round(session, v, spec, report, own, full, level, columns, cpu, progress)
         # The time the version's text earned as submitted outlives every tune (tune after tune overwrite `timing`).
         report.submitted = v.tuning.submitted if v.tuning else v.timing
         report.at = time.time()
         self.ctx.store.update_version(session_id, v.number, tuning=report.model_dump(mode="json"), **columns)
         return report
+
+    def judge_round(self, session: SessionRow, v: VersionRow, spec: LaunchSpec, report: TuneReport,
+                    own: dict[str, int], configs: list[dict[str, int]], level: list[dict[str, int]],
+                    columns: dict[str, Any], cpu: bool, progress: Progress) -> None:
+        """The candidates and the own configuration timed in full back to back (full_round.py); the version takes
+        the winner only where it beats the own configuration's timing of this round (its submit-time record only
+        where that re-timing failed, and then said)."""
+        found = full_round(self.ctx, session, v, own, configs, progress)
+        report.own = found.own
+        report.runners_up = [BestConfig(params=p, median_ms=o.timing.median_ms, tflops=o.timing.tflops,
+                                        gbps=o.timing.gbps) for p, o in found.timed
+                             if o.timing and o.status.passed and (found.winner is None or p != found.winner[0])]
+        searched_own = report.best is not None and report.best.params == own
+        if searched_own and report.best is not None and v.timing is not None:
+            report.stopped += (f"; the search's fastest, {Config(params=own).label()}, is v{v.number}'s own "
+                               f"configuration, but its estimate ({report.best.median_ms:.4g} ms) is far from its "
+                               f"recorded full time ({v.timing.median_ms:.4g} ms): "
+                               f"{', '.join(Config(params=p).label() for p in configs)} timed in full beside it")
+        against = found.own or v.timing
+        how = ("timed in full back to back in this round" if found.own is not None else
+               f"its recorded time: its re-timing in this round failed ({found.own_failed})")
+        assert found.winner is not None
+        params, tuned = found.winner
+        label = Config(params=params).label()
+        retimed = own_retimed(found, v.number, params)
+        if tuned.status.passed and tuned.timing and not beats(tuned.timing, against):
+            assert against is not None
+            report.full = BestConfig(params=params, median_ms=tuned.timing.median_ms, tflops=tuned.timing.tflops,
+                                     gbps=tuned.timing.gbps)
+            report.estimate_gap = _estimate_gap(tuned.timing, report, cpu)
+            which = f"{label}," if searched_own else f"the search's fastest, {label},"
+            report.stopped += (f"; {which} timed in full at {tuned.timing.median_ms:.4g} ms, is no faster than "
+                               f"v{v.number}'s own configuration ({against.median_ms:.4g} ms, {how}"
+                               f"{', slower beyond noise' if change(tuned.timing, against) == SLOWER else ''}), "
+                               "which it keeps")
+            if retimed is not None and v.timing:
+                report.stopped += f"; history keeps its recorded {v.timing.median_ms:.4g} ms beside this re-timing"
+                columns["retimed"] = retimed.model_dump(mode="json")
+        elif tuned.status.passed and tuned.timing:
+            timing = tuned.timing.model_copy(update={"params": params, "params_from": "tuned"})
+            report.recorded = BestConfig(params=params, median_ms=timing.median_ms, tflops=timing.tflops,
+                                         gbps=timing.gbps)
+            report.recorded_device = session.device_index
+            report.estimate_gap = _estimate_gap(timing, report, cpu)
+            report.versus_own = _versus_own(timing, against if params != own else None, v.number, spec.config(),
+                                            level, how)
+            columns["timing"] = timing.model_dump(mode="json")
+            columns["retimed"] = None  # the old configuration's re-timing: the version's time is of another now
+            columns.update({k: x for k, x in tuned.columns().items() if k in ("generality", "validation")})
+            columns["message"] = (f"{v.message or ''}; tuned over {report.tried} configurations: {label}, median "
+                                  f"{timing.median_ms:.4g} ms ({speed(timing.tflops, timing.gbps) or 'n/a'})")
+        else:
+            report.stopped += (f"; the fastest configuration {label} then failed its full checks ({tuned.failure}), "
+                               f"so v{v.number} keeps its configuration: {(tuned.message or '')[:300]}")
+            if retimed is not None:
+                columns["retimed"] = retimed.model_dump(mode="json")
 
     def choose_best(self, session: SessionRow, source: str, spec: LaunchSpec, report: TuneReport,
                     progress: Progress) -> list[dict[str, int]]:
@@ -237,7 +258,7 @@ def _ago(seconds: float) -> str:
 
 
 def _versus_own(timing: Any, own: Any | None, number: int, defaults: dict[str, int],
-                level: list[dict[str, int]]) -> str | None:
+                level: list[dict[str, int]], how: str = "in full") -> str | None:
     """One phrase: the taken configuration's full timing against the version's own configuration's, with the verdict
     (an agent's tune took a configuration 2.5% faster, within a spread of cv 0.35, and nothing said so)."""
     if own is None or not own.median_ms or not timing.median_ms:
@@ -247,7 +268,7 @@ def _versus_own(timing: Any, own: Any | None, number: int, defaults: dict[str, i
     said = {NOISE: "within noise: the full timings do not establish a gain",
             SLOWER: "slower beyond noise"}.get(verdict, "faster beyond noise")
     cv = max(timing.cv or 0.0, own.cv or 0.0)
-    text = (f"against v{number}'s own configuration {Config(params=params).label()} ({own.median_ms:.4g} ms in full, "
+    text = (f"against v{number}'s own configuration {Config(params=params).label()} ({own.median_ms:.4g} ms {how}, "
             f"the taken one runs at {own.median_ms / timing.median_ms:.3g}× its speed): {said}"
             + (f" (cv up to {cv:.2g})" if cv else ""))
     if verdict != NOISE and any(Config(params=p) == Config(params=params) for p in level):
