@@ -45,7 +45,7 @@ async def test_a_tune_answer_says_one_unit_and_the_taken_configuration_against_t
         assert row.timing is not None and row.submitted_timing is not None and report["own"], report
         own = Timing.model_validate(report["own"])
         assert own.params == {"NT": 64, "REPEAT": 8} and row.tuning is not None and row.tuning.own is not None
-        assert row.tuning.own.median_ms == pytest.approx(own.median_ms, rel=1e-3)  # the stored report holds the same figure
+        assert row.tuning.own.median_ms == pytest.approx(own.median_ms, rel=1e-3)  # stored as said
         verdict = change(row.timing, own)
         said = {NOISE: "within noise", SLOWER: "slower beyond noise"}.get(verdict, "faster beyond noise")
         line = next(x for x in text.splitlines() if f"against v{v}'s own configuration NT=64 REPEAT=8" in x)
