@@ -48,6 +48,8 @@ def performance(perf: dict[str, Any] | None) -> list[str]:
     parts = [f"median {_g(perf.get('median_ms'))} ms ({speed(perf.get('tflops'), perf.get('gbps')) or 'n/a'})"]
     if perf.get("p25_ms") is not None:
         parts[0] += f", middle half {_g(perf['p25_ms'])}-{_g(perf['p75_ms'])} ms"
+    if perf.get("retimed_ms") is not None:  # the record stays; the ratios below read the re-timing
+        parts[0] += f"; re-timed at {_g(perf['retimed_ms'])} ms ({perf.get('retimed_by')})"
     for key, who in (("parent", "its parent"), ("v0", "v0")):
         ratio = perf.get(f"speedup_vs_{key}")
         same = key == "v0" and ratio == perf.get("speedup_vs_parent")  # the parent is v0: said once
@@ -57,6 +59,8 @@ def performance(perf: dict[str, Any] | None) -> list[str]:
                 # a large ratio called noise reads as a contradiction unless the spread that makes it so is said
                 verdict += (f": the timings spread widely (this one's cv {perf['cv']:.2g}); time again on a quieter "
                             "machine")
+            if key == "parent" and perf.get("parent_retimed"):
+                verdict = f"{verdict}: {perf['parent_retimed']}" if verdict else perf["parent_retimed"]
             parts.append(f"{ratio:.3g}× {who}" + (f" ({verdict})" if verdict else ""))
     if perf.get("pct_of_vendor") is not None:
         parts.append(f"{perf['pct_of_vendor']:.3g}% of vendor ({_g(perf.get('vendor_median_ms'))} ms)")

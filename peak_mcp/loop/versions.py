@@ -141,10 +141,14 @@ class Versions:
         if head == number:
             parent = versions.get(v.parent) if v.parent is not None else None
             text = f"head → v{number}"
-            if parent is not None and parent.timing and v.timing and parent.timing.median_ms:
-                verdict = change(v.timing, parent.timing)
+            # each side's latest evidence (a parent re-timed back to back by this submission, records.Retimed)
+            mine_now, theirs = v.latest_timing, parent.latest_timing if parent is not None else None
+            if parent is not None and theirs and mine_now and theirs.median_ms:
+                verdict = change(mine_now, theirs)
                 said = "a slowdown beyond noise" if verdict == SLOWER else verdict
-                text += f" ({parent.timing.median_ms / v.timing.median_ms:.2f}× its parent v{parent.number}: {said})"
+                again = f", v{parent.number} re-timed back to back" if theirs is not parent.timing else ""
+                text += (f" ({theirs.median_ms / mine_now.median_ms:.2f}× its parent v{parent.number}: "
+                         f"{said}{again})")
         else:
             text = f"head stays v{head}" if head is not None else "no head yet"
         if best is None:
@@ -158,9 +162,10 @@ class Versions:
                 return text + (f"; the fastest general version, by a margin within noise of v{runner_up.number} "
                                f"({runner_up.median_ms:.4g} ms)")
             return text + "; it is the new best (fastest general version)"
-        mine = versions[head].timing if head is not None else None
+        mine = versions[head].latest_timing if head is not None else None
+        top = best.latest_timing
         slower = ""
-        if mine is not None and best.timing is not None and mine.median_ms:
-            slower = (f", head is {best.timing.median_ms / mine.median_ms:.2f}× as fast "
-                      f"({change(mine, best.timing)})")
-        return text + f"; best: v{best.number} ({best.median_ms:.4g} ms){slower}"
+        if mine is not None and top is not None and mine.median_ms:
+            slower = f", head is {top.median_ms / mine.median_ms:.2f}× as fast ({change(mine, top)})"
+        again = f", re-timed at {top.median_ms:.4g} ms" if top is not None and top is not best.timing else ""
+        return text + f"; best: v{best.number} ({best.median_ms:.4g} ms{again}){slower}"

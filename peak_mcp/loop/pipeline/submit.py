@@ -1,5 +1,6 @@
 """A submitted kernel, top to bottom: admit (admit.py) -> record pending (record.py) -> configuration
-(configuration.py) -> compile, validate, benchmark and their verdict (evaluate.py, verdicts.py) -> generality and
+(configuration.py) -> compile, validate, benchmark and their verdict (evaluate.py, verdicts.py; the parent timed
+again where the version reads slower than its record, parent_retime.py) -> generality and
 the sanitizer (generality.py; on an idle twin device at the same time as the evaluation where there is one,
 beside.py) -> the message's notes (notes.py) -> record the verdict and move head (record.py) -> the report
 (loop/versions.py)."""
@@ -19,6 +20,7 @@ from peak_mcp.loop.pipeline.beside import Starter
 from peak_mcp.loop.pipeline.configuration import configuration
 from peak_mcp.loop.pipeline.evaluate import evaluate
 from peak_mcp.loop.pipeline.generality import with_generality
+from peak_mcp.loop.pipeline.parent_retime import retime_parent
 from peak_mcp.loop.timeline import Recorder
 from peak_mcp.loop.versions import Versions
 
@@ -62,6 +64,8 @@ class Pipeline:
         beside = Starter(self.ctx, session, source, config.params, progress, timeline=progress)
         outcome = evaluate(self.ctx, session, source, beside, vendor_ms=session.vendor_ms, params=config.params)
         outcome = notes.at_configuration(outcome, config, parent)
+        # read slower than the parent's record: the parent timed again now, so the verdict compares one moment
+        retime_parent(self.ctx, session, number, parent, outcome, progress)
         checked = beside.checked(outcome.status.passed, progress)
         if outcome.status.passed:
             record.measured(store, session_id, number, outcome)

@@ -1,0 +1,36 @@
+"""A submission that reads slower than its parent beyond noise against the parent's recorded figure: the parent is
+timed again right after it, on the session's device, at the configuration its figure is of (the same sizes, inputs
+and rules as benchmark), and that re-timing becomes the parent's latest evidence, which the verdict then reads. An
+agent's v3 was called "0.518x its parent (slower beyond noise)" against v2's lucky 3.611 ms; timed back to back,
+v2 took 6.906 ms and v3 6.938 ms. A faster or within-noise verdict is not re-timed: the round trip costs a timing."""
+
+from __future__ import annotations
+
+import time
+
+from peak_mcp.evaluation.noise import SLOWER, change
+from peak_mcp.loop.context import LoopContext, Progress
+from peak_mcp.loop.pipeline.evaluate import evaluate
+from peak_mcp.store.records import Outcome, Retimed, SessionRow
+
+
+def retime_parent(ctx: LoopContext, session: SessionRow, number: int, parent: int | None, outcome: Outcome,
+                  progress: Progress) -> None:
+    """Re-time `parent` beside version `number` where `outcome` reads slower than the parent's latest figure."""
+    if parent is None or not (outcome.status.passed and outcome.timing and outcome.timing.median_ms):
+        return
+    row = ctx.store.version(session.id, parent)
+    figure = row.latest_timing
+    if row.timing is None or figure is None or not figure.median_ms or change(outcome.timing, figure) != SLOWER:
+        return
+    params = row.timing.params
+    progress(f"v{number} reads slower than v{parent}'s recorded {figure.median_ms:.4g} ms: timing v{parent} again, "
+             "back to back")
+    again = evaluate(ctx, session, row.source, progress, params=params, vendor_ms=session.vendor_ms)
+    if not (again.status.passed and again.timing):
+        progress(f"v{parent}'s re-timing failed ({again.failure}): the verdict stays on its record")
+        return
+    timing = again.timing.model_copy(update={k: getattr(row.timing, k) for k in (
+        "params", "params_from", "params_inherited", "params_tuned_on")})
+    retimed = Retimed(timing=timing, at=time.time(), by=f"submit_kernel of v{number}, back to back", beside=number)
+    ctx.store.update_version(session.id, parent, retimed=retimed.model_dump(mode="json"))
