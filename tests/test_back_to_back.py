@@ -100,3 +100,95 @@ def test_an_estimate_near_the_own_configuration_s_full_time_costs_no_full_timing
         assert report.own is None
     finally:
         r.close()
+
+
+# --- a submission against a stale parent record; what later comparisons read -----------------------------------
+
+LEVEL = "median=7 p25=6.9 p75=7.1"  # what v1 and v2 take whenever they are timed
+
+
+async def _h100(tmp_path: Path):
+    from tests.test_truth import CUDA_GPU, _served
+
+    return _served(tmp_path, "stand_in_worker.py", CUDA_GPU)
+
+
+async def _child(client, sid: str, naive: str, parent: int, text: str, times: str) -> dict:
+    from tests.test_truth import _call
+
+    answer = await _call(client, "submit_kernel", {"session_id": sid, "parent": parent, "transformation": text,
+                                                   "source": f"{naive}// TIMES {times}\n"})
+    return {"text": answer.content[0].text, **answer.structured_content}
+
+
+def _lucky(service, sid: str, v: int) -> None:
+    """v's submit-time record made a lucky 3.6 ms; its source times at 7 ms whenever it runs."""
+    timing = service.store.version(sid, v).timing
+    service.store.update_version(sid, v, timing=timing.model_copy(update={
+        "median_ms": 3.6, "p25_ms": 3.55, "p75_ms": 3.65}).model_dump(mode="json"))
+
+
+@pytest.mark.anyio
+async def test_a_submission_slower_than_a_stale_parent_record_re_times_the_parent_and_is_judged_on_the_pair(
+        tmp_path: Path) -> None:
+    """#38: v2 read "0.518x its parent (slower beyond noise)" against v1's lucky 3.6 ms; back to back they were
+    level. The parent is timed again right after the child, and the verdict says so; the record stays in history."""
+    from tests.test_truth import _call
+
+    async with await _h100(tmp_path) as (client, service):
+        sid = (await _call(client, "start_session", {"backend": "cuda", "sizes": {"M": 64, "N": 64, "K": 64}})
+               ).structured_content["session_id"]
+        naive = service.store.version(sid, 0).source
+        v1 = (await _child(client, sid, naive, 0, "register-blocking-2d", LEVEL))["version"]
+        _lucky(service, sid, v1)
+        v2 = await _child(client, sid, naive, v1, "vectorized-loads", LEVEL)
+        perf = v2["report"]["performance"] if "report" in v2 else v2["performance"]
+        assert perf["change_vs_parent"] == "within noise" and perf["speedup_vs_parent"] == pytest.approx(1.0), perf
+        assert "v1 re-timed (submit_kernel of v2, back to back) at 7 ms; its submit-time record 3.6 ms" in \
+            perf["parent_retimed"], perf
+        assert "1× its parent (within noise: v1 re-timed" in v2["text"], v2["text"]
+        assert "slower beyond noise" not in v2["text"] and "slowdown" not in v2["text"], v2["text"]
+        assert v2["note"] == ("head → v2 (1.00× its parent v1: within noise, v1 re-timed back to back); best: v1 "
+                              "(3.6 ms, re-timed at 7 ms), head is 1.00× as fast (within noise)"), v2["note"]
+        row = service.store.version(sid, v1)
+        assert row.timing.median_ms == 3.6 and row.retimed is not None and row.retimed.timing.median_ms == 7
+        assert row.retimed.beside == v2["version"]
+        # a child faster than its parent's figure is not re-timed: v2's record stays its only figure
+        v3 = await _child(client, sid, naive, v2["version"], "loop-unrolling-and-launch-bounds",
+                          "median=5 p25=4.9 p75=5.1")
+        assert service.store.version(sid, v2["version"]).retimed is None and "v2 re-timed" not in v3["text"]
+        # history keeps both figures of v1, labelled
+        table = (await _call(client, "history", {"session_id": sid})).content[0].text
+        assert "3.6 (re-timed 7)" in table and "(re-timed X): the version's latest re-timing" in table, table
+        # #42: the stats read the pair: v2's text made no difference, and v1's gain is over v0's 10 ms at 7 ms
+        stats = (await _call(client, "get_transformation_stats", {"session_id": sid})).structured_content
+        rows = {s["transformation"]: s for s in stats["transformations"]}
+        assert rows["vectorized-loads"]["slowdowns"] == 0 and rows["vectorized-loads"]["within_noise"] == 1
+        assert rows["register-blocking-2d"]["median_speedup_vs_parent"] == pytest.approx(10 / 7, rel=0.01)
+
+
+@pytest.mark.anyio
+async def test_suggest_next_advises_no_revert_on_a_stale_figure_once_benchmark_re_timed_it(tmp_path: Path) -> None:
+    """#41: head v2 (7 ms) was told to revert to the best, v1, on v1's lucky 3.6 ms record. A benchmark of v1 (7 ms)
+    is v1's latest evidence: the advice goes, and the benchmark says later comparisons read it."""
+    from tests.test_truth import _call
+
+    async with await _h100(tmp_path) as (client, service):
+        sid = (await _call(client, "start_session", {"backend": "cuda", "sizes": {"M": 64, "N": 64, "K": 64}})
+               ).structured_content["session_id"]
+        naive = service.store.version(sid, 0).source
+        v1 = (await _child(client, sid, naive, 0, "register-blocking-2d", LEVEL))["version"]
+        _lucky(service, sid, v1)
+        v2 = (await _child(client, sid, naive, 0, "vectorized-loads", LEVEL))["version"]  # v1's sibling: head
+        assert service.store.session(sid).head == v2 and service.store.version(sid, v1).retimed is None
+
+        async def advice() -> str:
+            return (await _call(client, "suggest_next", {"session_id": sid})).content[0].text
+
+        assert f"revert(version={v1})" in await advice()  # the stale record, before any re-timing
+        checked = await _call(client, "benchmark", {"session_id": sid, "version": v1})
+        assert "later comparisons (suggest_next, get_transformation_stats, ×parent) read this run" in \
+            checked.structured_content["scope"], checked.structured_content["scope"]
+        row = service.store.version(sid, v1)
+        assert row.retimed is not None and row.retimed.by == "benchmark" and row.timing.median_ms == 3.6
+        assert "revert(" not in await advice()

@@ -197,7 +197,8 @@ def test_suggestions_on_a_head_slower_than_the_best_say_so() -> None:
     from peak_mcp.catalog.suggest import _behind_best
 
     def version(number: int, ms: float) -> SimpleNamespace:
-        return SimpleNamespace(number=number, timing=SimpleNamespace(median_ms=ms, p25_ms=ms * 0.99, p75_ms=ms * 1.01))
+        timing = SimpleNamespace(median_ms=ms, p25_ms=ms * 0.99, p75_ms=ms * 1.01)
+        return SimpleNamespace(number=number, timing=timing, latest_timing=timing)  # never re-timed
 
     v0, v1 = version(0, 10.0), version(1, 38.5)
     line = _behind_best([v0, v1], v1, best=0) or ""

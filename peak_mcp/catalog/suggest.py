@@ -237,11 +237,14 @@ def _behind_best(versions: list[VersionRow], ranked: VersionRow, best: int | Non
     """A line where the ranked version is slower than the best beyond noise: an agent kept building on a head at
     0.26x of v0, every suggestion following it, with nothing saying so."""
     top = next((v for v in versions if v.number == best), None)
-    if top is None or top.number == ranked.number or not (top.timing and ranked.timing):
+    # each side's latest evidence (a benchmark or back-to-back re-timing, else the record): a revert advised on
+    # v2's lucky 3.6 ms would have dropped a change that, timed back to back, made no difference (agent44b #41)
+    theirs, mine = (top.latest_timing, ranked.latest_timing) if top is not None else (None, None)
+    if top is None or top.number == ranked.number or not (theirs and mine):
         return None
-    if change(ranked.timing, top.timing) != SLOWER or not ranked.timing.median_ms:
+    if change(mine, theirs) != SLOWER or not mine.median_ms:
         return None
-    ratio = top.timing.median_ms / ranked.timing.median_ms
+    ratio = theirs.median_ms / mine.median_ms
     return (f"v{ranked.number}, which these suggestions build on, runs at {ratio:.2g}x the speed of the best version "
             f"v{top.number} (slower beyond noise); to build on v{top.number} instead, revert to it first "
             f"(revert(version={top.number})), or pass parent={top.number} to submit_kernel")
@@ -301,8 +304,9 @@ def _as_submitted(v: VersionRow, versions: list[VersionRow]) -> tuple[Timing, Ti
     if not v.status.passed_here:
         return None
     parent = next((p for p in versions if p.number == v.parent), None)
-    own = v.submitted_timing
-    theirs = parent.timing_at(v.created_at) if parent is not None else None
+    # each side's latest re-timing of that configuration where there is one (records.Retimed), else its record
+    own = v.latest_of(v.submitted_timing)
+    theirs = parent.latest_of(parent.timing_at(v.created_at)) if parent is not None else None
     return (own, theirs) if own is not None and theirs is not None and own.median_ms and theirs.median_ms else None
 
 
@@ -326,7 +330,7 @@ def _outcome(v: VersionRow, versions: list[VersionRow]) -> str:
     pair = _as_submitted(v, versions)
     if pair is not None:
         own, theirs = pair
-        tuned = " as submitted" if own != v.timing else ""  # a tune replaced its time since
+        tuned = " as submitted" if v.submitted_timing != v.timing else ""  # a tune replaced its time since
         return (f"v{v.number} {theirs.median_ms / own.median_ms:.3g}× its parent{tuned} "
                 f"({change(own, theirs)})")
     if v.status.passed_here:
