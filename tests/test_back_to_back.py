@@ -82,6 +82,7 @@ def test_a_search_estimate_far_from_the_own_configuration_s_full_time_sends_the_
         assert "is v1's own configuration, but its estimate (0.02 ms) is far from its recorded full time (0.28 ms)" \
             in report.stopped, report.stopped
         assert report.recorded is not None and report.recorded.params == {"A": 1, "B": 2}
+        assert report.best is not None and report.best.params == {"A": 1, "B": 2}  # what the answer heads "best"
         assert [c.params for c in report.runners_up] == [{"A": 7, "B": 2}]
         assert report.own is not None and report.own.median_ms == pytest.approx(0.28)
     finally:

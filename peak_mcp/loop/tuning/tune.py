@@ -137,6 +137,12 @@ class Tuner:
         assert found.winner is not None
         params, tuned = found.winner
         label = Config(params=params).label()
+        estimate = next((r for r in [*report.retimed, *report.results] if r.params == params and r.status == "ok"
+                         and r.median_ms is not None), None)
+        if report.best is not None and params != report.best.params and estimate is not None:
+            # a runner-up won the round: `best` names the configuration the full timings judged, at its estimate
+            report.best = BestConfig(params=params, median_ms=estimate.median_ms or 0.0, tflops=estimate.tflops,
+                                     gbps=estimate.gbps)
         retimed = own_retimed(found, v.number, params)
         if tuned.status.passed and tuned.timing and not beats(tuned.timing, against):
             assert against is not None
