@@ -41,6 +41,13 @@ JOB = LaunchTarget(source="", spec=LaunchSpec(entry="k", line=1), problem="matmu
                    sizes={"M": 100, "N": 77, "K": 53}, device=0)
 
 
+@pytest.fixture(autouse=True)
+def _no_standby_left() -> None:
+    """Targets a run leaves on standby are ended after each test (the stand-in tools differ between tests)."""
+    yield
+    sanitizer.Standby.discard()
+
+
 def _install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> None:
     tool = tmp_path / "bin" / "compute-sanitizer"
     tool.parent.mkdir()
@@ -107,3 +114,74 @@ def test_a_hip_kernel_on_nvidia_is_sanitized_and_reported_with_its_own_file(tmp_
     report = sanitizer.run(hip_job)
     assert [f.check for f in report.failures] == ["sanitizer_memcheck"]
     assert "kernel.hip:29" in report.failures[0].message and "/usr" not in report.failures[0].message
+
+
+STANDBY = """#!/bin/sh
+# A stand-in tool whose target may wait on stdin for its job (the --standby form), as the real target does.
+for a in "$@"; do [ "$a" = --standby ] && standby=1; done
+while [ $# -gt 0 ]; do [ "$1" = --log-file ] && log=$2; [ "$1" = --tool ] && tool=$2; shift; done
+if [ -n "$standby" ]; then
+    read job || exit 0
+    [ -f "$job" ] || exit 3
+    echo "$tool took $job" >> "$PEAK_TEST_TAKEN"
+fi
+if [ "$tool" = memcheck ]; then
+    printf '========= Invalid __global__ write of size 4 bytes\\n=========     at mm+0x760 in kernel.cu:28\\n' > "$log"
+    printf '========= ERROR SUMMARY: 1 error\\n' >> "$log"
+    exit 86
+fi
+printf '========= ERROR SUMMARY: 0 errors\\n' > "$log"
+exit 0
+"""
+
+
+@pytest.fixture()
+def standby_tool(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    _install(tmp_path, monkeypatch, STANDBY)
+    taken = tmp_path / "taken"
+    monkeypatch.setenv("PEAK_TEST_TAKEN", str(taken))
+    sanitizer.Standby.discard()
+    yield taken
+    sanitizer.Standby.discard()
+
+
+def test_the_next_run_takes_targets_started_on_standby_and_still_reports_what_they_found(standby_tool) -> None:
+    first = sanitizer.start(JOB)
+    assert isinstance(first, sanitizer.Running) and not first.warm  # nothing waited before the first run
+    report = first.finish()
+    assert [f.check for f in report.failures] == ["sanitizer_memcheck"]
+    waiting = sanitizer.Standby.waiting
+    assert waiting is not None and waiting.alive() and set(waiting.procs) == set(sanitizer.TOOLS)
+
+    second = sanitizer.start(JOB)
+    assert isinstance(second, sanitizer.Running) and second.warm and sanitizer.Standby.waiting is None
+    report = second.finish()
+    assert [f.check for f in report.failures] == ["sanitizer_memcheck"] and "kernel.cu:28" in report.failures[0].message
+    assert sorted(report.clean) == ["initcheck", "racecheck", "synccheck"]
+    taken = standby_tool.read_text().splitlines()
+    assert len(taken) == len(sanitizer.TOOLS) and all(line.endswith("job.json") for line in taken)
+    assert not Path(taken[0].split(" took ")[1]).exists()  # the job's folder goes with the run
+
+
+def test_a_dead_standby_target_falls_back_to_a_fresh_start(standby_tool) -> None:
+    sanitizer.start(JOB).finish()
+    waiting = sanitizer.Standby.waiting
+    assert waiting is not None
+    next(iter(waiting.procs.values())).kill()
+    time.sleep(0.2)
+    run = sanitizer.start(JOB)
+    assert not run.warm
+    assert [f.check for f in run.finish().failures] == ["sanitizer_memcheck"]
+
+
+def test_a_standby_for_another_device_or_backend_is_not_used(standby_tool) -> None:
+    for other in ({"device": 1}, {"backend": "hip"}):
+        sanitizer.start(JOB).finish()
+        run = sanitizer.start(JOB.model_copy(update=other))
+        assert not run.warm
+        run.abort()
+
+
+def test_standby_off_starts_nothing_ahead(standby_tool) -> None:
+    sanitizer.start(JOB, standby=False).finish()
+    assert sanitizer.Standby.waiting is None

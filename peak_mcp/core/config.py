@@ -55,6 +55,9 @@ class Settings(BaseSettings):
         False, description="on a GPU, start the sanitizer's runs before generality's sizes and wait for them after "
                            "(they overlap; nothing there is timed). Off until measured against the hostile corpora "
                            "on every kind of kernel (a cluster kernel came back not_general once with it on)")
+    sanitizer_standby: bool = Field(
+        True, description="on a GPU, when a sanitizer run ends, start the next run's targets (imported, their context "
+                          "open) to wait for the next submission: each still takes one job and exits")
     default_max_attempts: int = Field(
         3, ge=1, le=10, validation_alias=AliasChoices("default_max_attempts", "PEAK_MCP_MAX_ATTEMPTS"),
         description="attempts apply_transformation makes by default")

@@ -278,7 +278,7 @@ def _start_sanitizer(executor: Executor, job: GeneralityJob, kernel: Compiled
         return vulkan_sanitizer.start(target)
     from peak_mcp.runner import sanitizer
 
-    return sanitizer.start(target, module=kernel.binary)
+    return sanitizer.start(target, module=kernel.binary, standby=job.sanitizer_standby)
 
 
 def _validate_at(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int],

@@ -57,6 +57,7 @@ class GeneralityJob(_KernelJob):
     sizes_list: list[Sizes]
     sanitize_sizes: Sizes | None = None
     sanitize_beside: bool = False  # on a GPU: the sanitizer's runs overlap the sizes (Settings.sanitizer_beside)
+    sanitizer_standby: bool = True  # targets for the next run start when this one ends (Settings.sanitizer_standby)
 
 
 class TuneJob(_KernelJob):

@@ -6,10 +6,18 @@ once in a child process (`target` below) with exact cudaMalloc allocations (no p
 are outside every allocation) and an output left uninitialized (so a kernel that reads C before writing it is
 seen). The tools run in parallel; the report keeps only the sanitizer's own lines about the kernel: no host
 frames or paths.
+
+Half of a run's seconds are the tool's and Python's start, the target's imports and its CUDA context (1-2 s of
+about 2 s per matmul on an H200), none of it the kernel's. So when a run ends, the worker starts the next run's
+targets on standby: each has imported what it needs and created its context, and waits on stdin for a job file.
+Every target still takes one job and exits: nothing of one kernel's process carries over to the next. Standby
+targets start when a run ends (nothing of the session is timed then) and hold an idle context until the next one;
+the setting `sanitizer_standby` (PEAK_MCP_SANITIZER_STANDBY=0) turns them off.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import subprocess
@@ -18,7 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -50,32 +58,107 @@ def run(job: LaunchTarget, progress: Callable[[str], None] | None = None,
     return started if isinstance(started, SanitizerReport) else started.finish(progress)
 
 
-def start(job: LaunchTarget, tools: tuple[str, ...] = TOOLS, module: bytes | None = None) -> Running | SanitizerReport:
+def start(job: LaunchTarget, tools: tuple[str, ...] = TOOLS, module: bytes | None = None,
+          standby: bool = True) -> Running | SanitizerReport:
     """The tools started on one launch of the job's kernel, to be finished later (the worker checks generality's
     sizes meanwhile: neither is timed); the report at once where compute-sanitizer is missing. `module`: the
-    worker's compiled cubin of the same source, which the targets load instead of compiling it again.
+    worker's compiled cubin of the same source, which the targets load instead of compiling it again. Targets on
+    standby for this device, backend and these tools take the job where there are any; `standby`: whether targets
+    for the next job start when this one ends.
 
     The tools stay in the worker's process group, so a worker killed as hung takes them along."""
     path = find_tool("compute-sanitizer")
     if path is None:
         return SanitizerReport(available=False, **sanitizer_missing())
-    return Running(path, job, tools, module)
+    waiting = Standby.take(path, tools, job.device, job.backend)
+    return Running(path, job, tools, module, waiting, standby_next=standby)
+
+
+class Standby:
+    """One target per tool, started ahead of the next job: imported, its context created, waiting on stdin for the
+    path of a job file in `workdir`. At most one set per worker process (a worker serves one device)."""
+
+    waiting: Standby | None = None
+
+    def __init__(self, path: str, tools: tuple[str, ...], device: int, backend: str) -> None:
+        self.key = (path, tools, device, backend)
+        self.workdir = tempfile.mkdtemp(prefix="peak-sanitize-", dir=safe_cwd())
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        try:
+            for tool in tools:
+                self.procs[tool] = _start(path, tool, None, self.workdir, standby=(device, backend))
+        except BaseException:
+            self.abort()
+            raise
+
+    @classmethod
+    def prepare(cls, path: str, tools: tuple[str, ...], device: int, backend: str) -> None:
+        """Targets for the next job on this device and backend, unless some already wait; never raises."""
+        if device < 0:
+            return
+        if cls.waiting is not None and cls.waiting.key == (path, tools, device, backend) and cls.waiting.alive():
+            return
+        cls.discard()
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            cls.waiting = Standby(path, tools, device, backend)
+
+    @classmethod
+    def take(cls, path: str, tools: tuple[str, ...], device: int, backend: str) -> Standby | None:
+        """The waiting set if it fits this run and every target in it is alive; otherwise None (and it is ended)."""
+        waiting, cls.waiting = cls.waiting, None
+        if waiting is not None and waiting.key == (path, tools, device, backend) and waiting.alive():
+            return waiting
+        if waiting is not None:
+            waiting.abort()
+        return None
+
+    @classmethod
+    def discard(cls) -> None:
+        waiting, cls.waiting = cls.waiting, None
+        if waiting is not None:
+            waiting.abort()
+
+    def alive(self) -> bool:
+        return bool(self.procs) and all(proc.poll() is None for proc in self.procs.values())
+
+    def hand(self, job_file: Path) -> dict[str, subprocess.Popen[bytes]]:
+        """Give every target the job (its path on stdin, then EOF): they start at once."""
+        for proc in self.procs.values():
+            assert proc.stdin is not None
+            proc.stdin.write(f"{job_file}\n".encode())
+            proc.stdin.close()
+        return self.procs
+
+    def abort(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                kill_tree(proc.pid)
+            with contextlib.suppress(OSError):
+                proc.wait(timeout=5)
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 class Running:
     """compute-sanitizer's tools at work on one launch: finish() waits for them, abort() ends them."""
 
-    def __init__(self, path: str, job: LaunchTarget, tools: tuple[str, ...], module: bytes | None = None) -> None:
-        self.job, self.tools = job, tools
+    def __init__(self, path: str, job: LaunchTarget, tools: tuple[str, ...], module: bytes | None = None,
+                 standby: Standby | None = None, standby_next: bool = True) -> None:
+        self.path, self.job, self.tools, self.standby_next = path, job, tools, standby_next
         self.started = time.perf_counter()
-        self.workdir = tempfile.mkdtemp(prefix="peak-sanitize-", dir=safe_cwd())
+        self.warm = standby is not None
+        self.workdir = standby.workdir if standby else tempfile.mkdtemp(prefix="peak-sanitize-", dir=safe_cwd())
+        self.running: dict[str, subprocess.Popen[bytes]] = {}
         try:
             job_file = Path(self.workdir, "job.json")
             if module is not None:
                 Path(self.workdir, "module.cubin").write_bytes(module)
                 job = job.model_copy(update={"module_file": str(Path(self.workdir, "module.cubin"))})
             job_file.write_text(with_inputs(job, self.workdir).model_dump_json())
-            self.running = {tool: _start(path, tool, job_file, self.workdir) for tool in tools}
+            if standby:
+                self.running = standby.procs
+                standby.hand(job_file)
+            else:
+                self.running = {tool: _start(path, tool, job_file, self.workdir) for tool in tools}
         except BaseException:
             self.running = {}
             self.abort()
@@ -103,6 +186,9 @@ class Running:
                 time.sleep(0.05)
         finally:
             self.abort()
+        # For the next job, now that this one is done with the device; not after a tool that hung or could not start
+        if self.standby_next and all(r.ran for r in results.values()):
+            Standby.prepare(self.path, self.tools, self.job.device, self.job.backend)
         return _report(self.job, results, self.started)
 
     def abort(self) -> None:
@@ -123,13 +209,18 @@ def _report(job: LaunchTarget, results: dict[str, _ToolRun], started: float) -> 
                            unchecked=unchecked, seconds=round(time.perf_counter() - started, 3))
 
 
-def _start(sanitizer: str, tool: str, job_file: Path, workdir: str) -> subprocess.Popen[bytes]:
+def _start(sanitizer: str, tool: str, job_file: Path | None, workdir: str,
+           standby: tuple[int, str] | None = None) -> subprocess.Popen[bytes]:
+    """One tool on one target: on `job_file`, or (job_file None) on standby for a (device, backend), reading the job
+    file's path from stdin."""
     command = [sanitizer, "--tool", tool, "--error-exitcode", str(ERROR_EXIT), "--print-limit", "8",
                "--show-backtrace", "device", "--log-file", str(Path(workdir, f"{tool}.log"))]
     if tool == "memcheck":
         command += ["--leak-check", "no"]
-    command += python_command(sys.executable, "peak_mcp.runner.sanitizer", str(job_file))
-    return subprocess.Popen(command, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    target_args = [str(job_file)] if job_file is not None else ["--standby", *map(str, standby or (0, "cuda"))]
+    command += python_command(sys.executable, "peak_mcp.runner.sanitizer", *target_args)
+    return subprocess.Popen(command, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            stdin=subprocess.PIPE if job_file is None else subprocess.DEVNULL)
 
 
 def _result(tool: str, proc: subprocess.Popen[bytes], log_file: Path) -> _ToolRun:
@@ -159,14 +250,35 @@ def _first_report(text: str, tool: str) -> str:
     return f"compute-sanitizer {tool}: " + (" | ".join(block) if block else "reported an error")
 
 
+_READY: dict[tuple[str, int], Any] = {}  # in a standby target: the executor it opened before its job came
+
+
+def _executor(backend: str, device: int) -> Any:
+    from peak_mcp.backends.cuda import CudaExecutor
+    from peak_mcp.backends.hip import HipOnCudaExecutor
+
+    return (HipOnCudaExecutor if backend == "hip" else CudaExecutor)(device, flush=False)
+
+
+def _prepare(device: int, backend: str) -> None:
+    """What a standby target does before it knows its job, in the order a fresh target does it: the allocator, the
+    imports, the executor (its context). Opening the context another way first (through CuPy's runtime) made
+    memcheck report a failed cuGetProcAddress in every later run, clean kernels included (H200)."""
+    import cupy
+
+    cupy.cuda.set_allocator(None)  # every buffer its own cudaMalloc: the sanitizer knows each one's bounds
+    import peak_mcp.backends.tensor_maps
+    import peak_mcp.problems.shipped  # noqa: F401
+
+    _READY[(backend, device)] = _executor(backend, device)
+
+
 def target(job_file: str) -> int:
     """Inside compute-sanitizer: compile, allocate exactly, load inputs, launch once."""
     import cupy
 
     cupy.cuda.set_allocator(None)  # every buffer its own cudaMalloc: the sanitizer knows each one's bounds
     from peak_mcp.backends.base import Compiled
-    from peak_mcp.backends.cuda import CudaExecutor
-    from peak_mcp.backends.hip import HipOnCudaExecutor
     from peak_mcp.backends.tensor_maps import launch_geometry
     from peak_mcp.core.dtypes import itemsize
     from peak_mcp.core.launch import with_params
@@ -175,7 +287,7 @@ def target(job_file: str) -> int:
 
     job = LaunchTarget.model_validate_json(Path(job_file).read_text())
     problem, dtype, sizes = worker_problem(job.problem, job.declaration), job.dtype, job.sizes
-    executor = (HipOnCudaExecutor if job.backend == "hip" else CudaExecutor)(job.device, flush=False)
+    executor = _READY.pop((job.backend, job.device), None) or _executor(job.backend, job.device)
     spec = job.spec
     if job.module_file:  # the worker's module of this source: checked there, compiled once
         cubin = Path(job.module_file).read_bytes()
@@ -197,6 +309,10 @@ def target(job_file: str) -> int:
 
 
 def main() -> int:
+    if sys.argv[1] == "--standby":  # wait, ready, for one job file's path on stdin; EOF alone: nothing to do
+        _prepare(int(sys.argv[2]), sys.argv[3])
+        job_file = sys.stdin.readline().strip()
+        return target(job_file) if job_file else 0
     return target(sys.argv[1])
 
 

@@ -115,7 +115,8 @@ def sizes_and_sanitizer(ctx: LoopContext, session: SessionRow, source: str, prog
         heard = _Heard(progress)
         job = GeneralityJob(**ctx.wire(session), dtype=session.dtype, source=source, spec=spec,
                             sizes_list=pending, sanitize_sizes=sanitize_at,
-                            sanitize_beside=ctx.settings.sanitizer_beside)
+                            sanitize_beside=ctx.settings.sanitizer_beside,
+                            sanitizer_standby=ctx.settings.sanitizer_standby)
         try:
             result = ctx.run_job(session, job, heard, device=device)
         except JobFailed as exc:
