@@ -228,6 +228,8 @@ float group_reduce(float v, uint tid, bool is_max) { return is_max ? WaveActiveM
                                    after="y[tid] = row_max * inv;"),
     ("row-per-warp", 0): Harness(file=f"#define WARPS 8\n{ROW_WARP_SUM}"),
     ("persistent-rows", 0): Harness(file=f"#define BLOCK 256\n{ROW_WARP_SUM}\n{ROW_BLOCK_SUM}"),
+    ("fast-exp2", 0): Harness(place="file", after="""
+if (threadIdx.x < COLS) y[threadIdx.x] = T(exp2_ftz(static_cast<float>(x[threadIdx.x]) * 1.4426950408889634f));"""),
     ("cache-eviction-hints", 0): Harness(place="file", file="#define HINT 2", after="""
 const uint4* xv = reinterpret_cast<const uint4*>(x);
 const uint4 a = load_once(xv + threadIdx.x), b = load_kept(reinterpret_cast<const uint4*>(w) + threadIdx.x);

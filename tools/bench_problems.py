@@ -34,7 +34,7 @@ TYPES = {b: C_TYPE[b] for b in ("cuda", "hip")}  # each dtype's storage type, as
 LADDER = ["1_online_tiling", "2_tensor_cores", "3_cp_async_pipeline", "4_causal_skip", "5_hopper_wgmma"]
 LADDER_OF = {"attention_causal": "attention"}  # problems that share one example ladder (the same ABI)
 DEFAULT_KERNELS = {"attention": LADDER, "attention_causal": LADDER,
-                   "softmax": ["2_warp_shuffle", "4_online_registers", "7_cache_hints"],
+                   "softmax": ["2_warp_shuffle", "4_online_registers", "7_cache_hints", "8_fast_exp2"],
                    "rmsnorm": ["2_warp_shuffle", "4_registers", "7_cache_hints"],
                    "row_sum": ["2_warp_shuffle", "3_vectorized"],
                    "conv2d": ["1_implicit_gemm", "2_smem_tiled", "3_tensor_cores", "4_filter_specialized",

@@ -47,6 +47,7 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "rows strided over the grid": (r"\+=\s*(gridDim\.x|GRID)\b", ("persistent-rows",)),
     "cache-eviction hints": (r"__ldcs|__stcs|L2::cache_hint|L1::no_allocate|__builtin_nontemporal_(?:load|store)",
                              ("cache-eviction-hints",)),
+    "flushing exp2": (r"ex2\.approx\.ftz", ("fast-exp2",)),
 }
 SHARED_TILES = "shared-memory tiles"
 SHARED_SCRATCH = "shared-memory scratch (not tiles)"

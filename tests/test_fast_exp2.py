@@ -1,0 +1,56 @@
+"""The fast-exp2 step (issue 37): softmax's ladder ends in it, its kernel's exponentials are one MUFU.EX2 each where
+the step before has four instructions, and suggest_next reads the step as done from the code."""
+
+from __future__ import annotations
+
+import collections
+import importlib.util
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from peak_mcp.backends import cuda as cuda_backend
+from peak_mcp.backends.registry import launch_spec
+from peak_mcp.catalog.features import source_features
+from peak_mcp.catalog.transformations import Catalog, builtin_transformations_dir
+from peak_mcp.core.launch import with_params
+
+ROOT = Path(__file__).resolve().parent.parent
+SOFTMAX = ROOT / "examples" / "softmax" / "cuda"
+
+
+def _opcodes(source: str) -> collections.Counter[str]:
+    spec = importlib.util.find_spec("nvidia")
+    wheels = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    nvdisasm = shutil.which("nvdisasm") or next((str(p) for w in wheels for p in w.glob("cu*/bin/nvdisasm")), None)
+    if nvdisasm is None:
+        pytest.skip("no nvdisasm")
+    source = source.replace("typedef float T;", "typedef __nv_bfloat16 T;")
+    spec = launch_spec(source, "cuda", ("ROWS", "COLS"))
+    binary = cuda_backend.CudaExecutor(None, arch="sm_90a").compile(with_params(source, spec.config()), spec).binary
+    path = Path(tempfile.mkdtemp()) / "k.cubin"
+    path.write_bytes(binary)
+    sass = subprocess.run([nvdisasm, "-c", str(path)], capture_output=True, text=True, check=True).stdout
+    return collections.Counter(op.split(".")[0] for op in
+                               re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", sass))
+
+
+def test_the_flush_takes_the_compare_and_multiplies_out_of_every_exponential() -> None:
+    before = _opcodes((SOFTMAX / "7_cache_hints.cu").read_text())
+    after = _opcodes((SOFTMAX / "8_fast_exp2.cu").read_text())
+    assert before["MUFU"] == after["MUFU"] > 100  # the same exponentials
+    assert before["FSETP"] >= before["MUFU"] - 10 and after["FSETP"] <= 2  # exp2f's denormal test, gone
+    assert sum(after.values()) < 0.8 * sum(before.values())
+
+
+def test_the_step_is_read_from_the_code_and_offered_to_softmax() -> None:
+    step8 = (SOFTMAX / "8_fast_exp2.cu").read_text()
+    assert "fast-exp2" in source_features(step8).get("flushing exp2", ())
+    assert "flushing exp2" not in source_features((SOFTMAX / "7_cache_hints.cu").read_text())
+    assert "flushing exp2" not in source_features("// uses ex2.approx.ftz in a comment only\n")
+    text = Catalog.load(builtin_transformations_dir()).get("fast-exp2")
+    assert set(text.backends) == {"cuda", "hip"} and "softmax" in text.traits
