@@ -185,3 +185,35 @@ def test_a_standby_for_another_device_or_backend_is_not_used(standby_tool) -> No
 def test_standby_off_starts_nothing_ahead(standby_tool) -> None:
     sanitizer.start(JOB, standby=False).finish()
     assert sanitizer.Standby.waiting is None
+
+
+def test_a_standby_target_that_dies_after_take_neither_fails_the_run_nor_leaves_targets_waiting(
+        standby_tool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # take() saw every target alive; one died before hand() wrote its job (a broken pipe): the run starts fresh
+    sanitizer.start(JOB).finish()
+    waiting = sanitizer.Standby.waiting
+    assert waiting is not None
+    procs = list(waiting.procs.values())
+    procs[1].kill()
+    procs[1].wait()
+    monkeypatch.setattr(sanitizer.Standby, "alive", lambda self: True)
+    run = sanitizer.start(JOB)
+    assert isinstance(run, sanitizer.Running) and not run.warm
+    assert [f.check for f in run.finish().failures] == ["sanitizer_memcheck"]
+    assert all(proc.poll() is not None for proc in procs)  # none of the standby's targets waits on
+    assert not Path(waiting.workdir).exists()
+
+
+def test_a_standby_target_slow_to_die_does_not_make_discard_raise(standby_tool) -> None:
+    # A process in uninterruptible sleep outlives SIGKILL for a while: prepare() and take() must not raise for it
+    sanitizer.start(JOB).finish()
+    waiting = sanitizer.Standby.waiting
+    assert waiting is not None
+    proc = next(iter(waiting.procs.values()))
+
+    def slow(timeout: float | None = None) -> int:
+        raise sanitizer.subprocess.TimeoutExpired(proc.args, timeout or 0)
+
+    proc.wait = slow  # type: ignore[method-assign]
+    sanitizer.Standby.discard()
+    assert sanitizer.Standby.waiting is None and not Path(waiting.workdir).exists()

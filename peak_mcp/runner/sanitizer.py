@@ -71,7 +71,12 @@ def start(job: LaunchTarget, tools: tuple[str, ...] = TOOLS, module: bytes | Non
     if path is None:
         return SanitizerReport(available=False, **sanitizer_missing())
     waiting = Standby.take(path, tools, job.device, job.backend)
-    return Running(path, job, tools, module, waiting, standby_next=standby)
+    if waiting is not None:
+        try:
+            return Running(path, job, tools, module, waiting, standby_next=standby)
+        except OSError:  # a target died after take() (a broken pipe): none of the set waits on; a fresh start
+            waiting.abort()
+    return Running(path, job, tools, module, standby_next=standby)
 
 
 class Standby:
@@ -133,7 +138,7 @@ class Standby:
         for proc in self.procs.values():
             if proc.poll() is None:
                 kill_tree(proc.pid)
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):  # never raises: take() and prepare() call it
                 proc.wait(timeout=5)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
