@@ -54,3 +54,32 @@ def test_the_step_is_read_from_the_code_and_offered_to_softmax() -> None:
     assert "flushing exp2" not in source_features("// uses ex2.approx.ftz in a comment only\n")
     text = Catalog.load(builtin_transformations_dir()).get("fast-exp2")
     assert set(text.backends) == {"cuda", "hip"} and "softmax" in text.traits
+
+
+def _amd_opcodes(source: str) -> collections.Counter[str]:
+    """The HIP twin's GCN assembly for gfx90a at bf16 (clang's HIP device compile, as amd_offline runs it)."""
+    from peak_mcp.backends import amd_offline
+
+    chain = amd_offline.find_toolchain()
+    if chain is None:
+        pytest.skip(f"no AMD HIP compiler: {amd_offline.INSTALL_HINT}")
+    source = source.replace("typedef float T;", "typedef hip_bfloat16 T;")
+    spec = launch_spec(source, "hip", ("ROWS", "COLS"))
+    work = Path(tempfile.mkdtemp())
+    (work / "k.hip").write_text(with_params(source, spec.config()))
+    subprocess.run([*chain.base_args("gfx90a"), "-S", "-O3", "-std=c++17", "-include", "hip/hip_runtime.h",
+                    "-o", str(work / "k.s"), str(work / "k.hip")], check=True, capture_output=True, timeout=300)
+    return collections.Counter(re.findall(r"^\s+(v_[a-z0-9_]+)", (work / "k.s").read_text(), re.M))
+
+
+def test_on_amd_the_flush_takes_the_denormal_scaling_out_of_every_exponential() -> None:
+    # exp2f on AMD keeps denormal results as on NVIDIA: a compare, two selects, an add and a multiply around each
+    # v_exp_f32; the step's helper must leave v_exp_f32 alone there too, or the step does nothing on AMD
+    hip = ROOT / "examples" / "softmax" / "hip"
+    before = _amd_opcodes((hip / "7_cache_hints.hip").read_text())
+    after = _amd_opcodes((hip / "8_fast_exp2.hip").read_text())
+    exps = after["v_exp_f32_e32"] + after["v_exp_f32"]
+    assert exps >= after["v_sub_f32_e32"] > 100  # one per (x - max): every exponential is there
+    compares = [before[f"v_cmp_gt_f32_{e}"] + after[f"v_cmp_gt_f32_{e}"] for e in ("e32", "e64")]
+    assert sum(compares) >= before["v_exp_f32_e32"] and not after["v_cmp_gt_f32_e32"] + after["v_cmp_gt_f32_e64"]
+    assert sum(after.values()) < 0.8 * sum(before.values())

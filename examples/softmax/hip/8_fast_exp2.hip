@@ -1,5 +1,5 @@
 // HIP spelling of examples/softmax/cuda/8_fast_exp2.cu: step 7's HIP twin with its exp2 the same way on NVIDIA
-// (inline PTX), and exp2f on AMD (not timed on AMD hardware here).
+// (inline PTX), and v_exp_f32 alone on AMD (compiled for gfx90a; not timed on AMD hardware here).
 // Step 8, fast-exp2: step 7 with every exp2f replaced by one MUFU.EX2 that flushes denormals
 // (ex2.approx.ftz.f32). Compiled without -ftz, as the server compiles, exp2f is a compare, two multiplies and the
 // MUFU around each call, so that results below 2^-126 stay denormal: softmax spends about 35% more instructions
@@ -27,7 +27,15 @@ typedef float T;  // the session's dtype: float, __half or hip_bfloat16 (the onl
 __device__ __forceinline__ float exp2_ftz(float x)
 {
 #if defined(__HIP_PLATFORM_AMD__)
-    return exp2f(x);  // v_exp_f32
+    // AMD: exp2f keeps denormal results too (a compare, two selects, an add and a multiply around v_exp_f32);
+    // v_exp_f32 alone flushes them
+#if __has_builtin(__builtin_amdgcn_exp2f)
+    return __builtin_amdgcn_exp2f(x);  // clang 17 and later
+#else
+    float y;
+    asm("v_exp_f32 %0, %1" : "=v"(y) : "v"(x));
+    return y;
+#endif
 #else
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
