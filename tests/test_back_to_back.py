@@ -193,3 +193,26 @@ async def test_suggest_next_advises_no_revert_on_a_stale_figure_once_benchmark_r
         row = service.store.version(sid, v1)
         assert row.retimed is not None and row.retimed.by == "benchmark" and row.timing.median_ms == 3.6
         assert "revert(" not in await advice()
+
+
+@pytest.mark.anyio
+async def test_a_parent_whose_re_timing_fails_leaves_the_verdict_on_its_record_and_the_answer_says_so(
+        tmp_path: Path) -> None:
+    """The parent re-timed beside a slower child can fail (its stored kernel no longer passes, a problem file's error,
+    a fault): the child still gets its verdict, on the parent's record, and its answer says the re-timing failed
+    rather than only a progress line the agent may never read."""
+    from tests.test_truth import _call
+
+    async with await _h100(tmp_path) as (client, service):
+        sid = (await _call(client, "start_session", {"backend": "cuda", "sizes": {"M": 64, "N": 64, "K": 64}})
+               ).structured_content["session_id"]
+        naive = service.store.version(sid, 0).source
+        v1 = (await _child(client, sid, naive, 0, "register-blocking-2d", LEVEL))["version"]
+        _lucky(service, sid, v1)
+        service.store.update_version(sid, v1, source=service.store.version(sid, v1).source + "// PROBLEM_ERROR\n")
+        v2 = await _child(client, sid, naive, v1, "vectorized-loads", LEVEL)
+        assert v2["status"] == "benchmarked", v2
+        assert "slower beyond noise" in v2["text"], v2["text"]  # on v1's 3.6 ms record: nothing else to read
+        assert f"v{v1}'s re-timing back to back failed (problem_error)" in v2["text"], v2["text"]
+        assert service.store.version(sid, v1).retimed is None
+        assert "\x1b" not in v2["text"] and len(v2["text"]) < 4000, v2["text"]  # the failure said cleaned, cut

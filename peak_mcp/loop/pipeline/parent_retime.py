@@ -28,7 +28,11 @@ def retime_parent(ctx: LoopContext, session: SessionRow, number: int, parent: in
              "back to back")
     again = evaluate(ctx, session, row.source, progress, params=params, vendor_ms=session.vendor_ms)
     if not (again.status.passed and again.timing):
-        progress(f"v{parent}'s re-timing failed ({again.failure}): the verdict stays on its record")
+        said = f"v{parent}'s re-timing back to back failed ({again.failure}): the verdict reads its record"
+        progress(said)
+        # in the answer too: a parent that no longer passes is news, and a progress line may never be read
+        why = (again.message or "").splitlines()[0][:200] if again.message else ""
+        outcome.message = f"{outcome.message or ''}; {said}" + (f" ({why})" if why else "")
         return
     timing = again.timing.model_copy(update={k: getattr(row.timing, k) for k in (
         "params", "params_from", "params_inherited", "params_tuned_on")})
