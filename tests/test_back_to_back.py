@@ -216,3 +216,27 @@ async def test_a_parent_whose_re_timing_fails_leaves_the_verdict_on_its_record_a
         assert f"v{v1}'s re-timing back to back failed (problem_error)" in v2["text"], v2["text"]
         assert service.store.version(sid, v1).retimed is None
         assert "\x1b" not in v2["text"] and len(v2["text"]) < 4000, v2["text"]  # the failure said cleaned, cut
+
+
+@pytest.mark.anyio
+async def test_the_child_s_measurement_is_stored_before_its_parent_is_re_timed(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parent's re-timing can last until the inactivity timeout (a parent that hangs now): a server that dies
+    meanwhile must not lose the child's timing, which is measured already (here the re-timing raises instead)."""
+    from peak_mcp.loop.pipeline import submit
+    from tests.test_truth import _call
+
+    def dies(*_: object, **__: object) -> None:
+        raise RuntimeError("the server died while the parent was re-timed")
+
+    async with await _h100(tmp_path) as (client, service):
+        sid = (await _call(client, "start_session", {"backend": "cuda", "sizes": {"M": 64, "N": 64, "K": 64}})
+               ).structured_content["session_id"]
+        naive = service.store.version(sid, 0).source
+        v1 = (await _child(client, sid, naive, 0, "register-blocking-2d", LEVEL))["version"]
+        monkeypatch.setattr(submit, "retime_parent", dies)
+        died = await client.call_tool("submit_kernel", {"session_id": sid, "parent": v1,
+                                                         "source": f"{naive}// TIMES {LEVEL}\n"})
+        assert died.is_error
+        child = service.store.versions(sid)[-1]
+        assert child.number == v1 + 1 and child.timing is not None and child.timing.median_ms == 7, child

@@ -64,11 +64,12 @@ class Pipeline:
         beside = Starter(self.ctx, session, source, config.params, progress, timeline=progress)
         outcome = evaluate(self.ctx, session, source, beside, vendor_ms=session.vendor_ms, params=config.params)
         outcome = notes.at_configuration(outcome, config, parent)
+        if outcome.status.passed:  # stored before the parent's re-timing, which can last until a hang's timeout
+            record.measured(store, session_id, number, outcome)
         # read slower than the parent's record: the parent timed again now, so the verdict compares one moment
         retime_parent(self.ctx, session, number, parent, outcome, progress)
         checked = beside.checked(outcome.status.passed, progress)
         if outcome.status.passed:
-            record.measured(store, session_id, number, outcome)
             outcome = with_generality(self.ctx, session, source, outcome, progress, config.params, checked=checked)
         outcome = notes.judged(outcome, session, self.ctx.problem(session.problem), origin=origin,
                                require_generality=require_generality)
