@@ -217,3 +217,14 @@ def test_a_standby_target_slow_to_die_does_not_make_discard_raise(standby_tool) 
     proc.wait = slow  # type: ignore[method-assign]
     sanitizer.Standby.discard()
     assert sanitizer.Standby.waiting is None and not Path(waiting.workdir).exists()
+
+
+def test_standby_off_uses_no_targets_left_from_before_and_ends_them(standby_tool) -> None:
+    # the setting turned off while a set waits (PEAK_MCP_SANITIZER_STANDBY=0 on a restarted pool's next job)
+    sanitizer.start(JOB).finish()
+    waiting = sanitizer.Standby.waiting
+    assert waiting is not None
+    run = sanitizer.start(JOB, standby=False)
+    assert isinstance(run, sanitizer.Running) and not run.warm and sanitizer.Standby.waiting is None
+    assert all(proc.poll() is not None for proc in waiting.procs.values())
+    run.abort()

@@ -64,13 +64,15 @@ def start(job: LaunchTarget, tools: tuple[str, ...] = TOOLS, module: bytes | Non
     sizes meanwhile: neither is timed); the report at once where compute-sanitizer is missing. `module`: the
     worker's compiled cubin of the same source, which the targets load instead of compiling it again. Targets on
     standby for this device, backend and these tools take the job where there are any; `standby`: whether targets
-    for the next job start when this one ends.
+    for the next job start when this one ends (off: none are used either).
 
     The tools stay in the worker's process group, so a worker killed as hung takes them along."""
     path = find_tool("compute-sanitizer")
     if path is None:
         return SanitizerReport(available=False, **sanitizer_missing())
-    waiting = Standby.take(path, tools, job.device, job.backend)
+    if not standby:  # off: no targets ahead, nor any a run left waiting before the setting changed
+        Standby.discard()
+    waiting = Standby.take(path, tools, job.device, job.backend) if standby else None
     if waiting is not None:
         try:
             return Running(path, job, tools, module, waiting, standby_next=standby)
