@@ -239,6 +239,10 @@ async def test_a_child_starts_from_its_parents_tuned_configuration(make_client) 
             grand["message"], grand["message"]
         assert grand["performance"]["configuration"] == f"{label} (tuned on v{v})", grand["performance"]
         assert f"(v{c}'s tuned)" not in grand["performance"]["vs_parent"]
+        # benchmark names where the child's configuration came from as its submission did (agent45 #6: "vNone's")
+        checked = (await client.call_tool("benchmark", {"session_id": sid, "version": c, "time_budget_s": 0.1})
+                   ).structured_content
+        assert checked["performance"]["configuration"] == f"{label} (v{v}'s tuned)", checked["performance"]
 
 
 async def test_a_specialized_kernel_accepted_on_submit_is_not_told_to_do_what_it_did(make_client) -> None:

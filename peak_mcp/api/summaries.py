@@ -48,8 +48,6 @@ def performance(perf: dict[str, Any] | None) -> list[str]:
     parts = [f"median {_g(perf.get('median_ms'))} ms ({speed(perf.get('tflops'), perf.get('gbps')) or 'n/a'})"]
     if perf.get("p25_ms") is not None:
         parts[0] += f", middle half {_g(perf['p25_ms'])}-{_g(perf['p75_ms'])} ms"
-    if perf.get("retimed_ms") is not None:  # the record stays; the ratios below read the re-timing
-        parts[0] += f"; re-timed at {_g(perf['retimed_ms'])} ms ({perf.get('retimed_by')})"
     for key, who in (("parent", "its parent"), ("v0", "v0")):
         ratio = perf.get(f"speedup_vs_{key}")
         same = key == "v0" and ratio == perf.get("speedup_vs_parent")  # the parent is v0: said once

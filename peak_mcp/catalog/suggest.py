@@ -237,9 +237,9 @@ def _behind_best(versions: list[VersionRow], ranked: VersionRow, best: int | Non
     """A line where the ranked version is slower than the best beyond noise: an agent kept building on a head at
     0.26x of v0, every suggestion following it, with nothing saying so."""
     top = next((v for v in versions if v.number == best), None)
-    # each side's latest evidence (a benchmark or back-to-back re-timing, else the record): a revert advised on
-    # v2's lucky 3.6 ms would have dropped a change that, timed back to back, made no difference (agent44b #41)
-    theirs, mine = (top.latest_timing, ranked.latest_timing) if top is not None else (None, None)
+    # the records, or the pair where the ranked version's submission re-timed the best back to back: a revert advised
+    # on v2's lucky 3.6 ms would have dropped a change that, timed back to back, made no difference (agent44b #41)
+    theirs, mine = (top.beside(top.timing, ranked.number), ranked.timing) if top is not None else (None, None)
     if top is None or top.number == ranked.number or not (theirs and mine):
         return None
     if change(mine, theirs) != SLOWER or not mine.median_ms:
@@ -304,9 +304,9 @@ def _as_submitted(v: VersionRow, versions: list[VersionRow]) -> tuple[Timing, Ti
     if not v.status.passed_here:
         return None
     parent = next((p for p in versions if p.number == v.parent), None)
-    # each side's latest re-timing of that configuration where there is one (records.Retimed), else its record
-    own = v.latest_of(v.submitted_timing)
-    theirs = parent.latest_of(parent.timing_at(v.created_at)) if parent is not None else None
+    # the parent's re-timing where this submission took one back to back (records.Retimed), else the records
+    own = v.submitted_timing
+    theirs = parent.beside(parent.timing_at(v.created_at), v.number) if parent is not None else None
     return (own, theirs) if own is not None and theirs is not None and own.median_ms and theirs.median_ms else None
 
 

@@ -3,7 +3,6 @@ yardstick timed in the same run; what that covers, and what only the submission'
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from peak_mcp.core.errors import InvalidInput, Unavailable
@@ -15,8 +14,8 @@ from peak_mcp.loop.pipeline.evaluate import evaluate
 from peak_mcp.loop.pipeline.verdicts import loop_caveat
 from peak_mcp.loop.versions import Versions
 from peak_mcp.runner.messages import EvaluateJob
-from peak_mcp.store.records import Retimed, Status, VersionRow
-from peak_mcp.store.reports import performance
+from peak_mcp.store.records import Status, VersionRow
+from peak_mcp.store.reports import configuration, performance
 
 
 def check(ctx: LoopContext, versions: Versions, session_id: str, version: int | None, sizes: dict[str, Any] | None,
@@ -38,7 +37,8 @@ def check(ctx: LoopContext, versions: Versions, session_id: str, version: int | 
     outcome = evaluate(ctx, session, v.source, progress, sizes=checked, steps=steps, trials=trials,
                        time_budget_s=time_budget_s, params=params)
     if params and outcome.timing:  # the version's configuration, and where it came from, as recorded
-        outcome.timing = outcome.timing.model_copy(update={"params": params, "params_from": v.timing.params_from})
+        outcome.timing = outcome.timing.model_copy(update={k: getattr(v.timing, k) for k in (
+            "params", "params_from", "params_inherited", "params_tuned_on")})
     baseline = None
     if benchmark and outcome.status is Status.BENCHMARKED:
         job = EvaluateJob(**ctx.wire(session), dtype=session.dtype, sizes=checked, steps=["baseline"],
@@ -50,6 +50,8 @@ def check(ctx: LoopContext, versions: Versions, session_id: str, version: int | 
         scratch = v.model_copy(update={"timing": outcome.timing, "parent": None})
         perf = performance(scratch, {}, baseline, device, problem.peak_path(session.dtype, session.backend),
                            ctx.roofline(session, checked, baseline))
+        if "configuration" in perf:  # where each value came from names the real parent (scratch has none)
+            perf["configuration"] = configuration(v.model_copy(update={"timing": outcome.timing}))
     validation = outcome.validation or Verdict(passed=False, check=outcome.failure, message=outcome.message)
     caveat = loop_caveat(validation, ctx.device_of(session), checked)
     if caveat:
@@ -59,13 +61,11 @@ def check(ctx: LoopContext, versions: Versions, session_id: str, version: int | 
         # A re-timing beside the record it does not replace: an agent read 9.18 ms here while history kept 4.72
         perf["recorded_ms"] = v.timing.median_ms
         perf["vs_recorded"] = change(outcome.timing, v.timing)
+        # One run of one version: it changes no ratio (a lone loaded run of v0 turned a 2-3x slower child into
+        # 'noise', agent45 #8); comparisons read records, or pairs timed back to back.
         scope += (f"; history keeps v{v.number}'s recorded {v.timing.median_ms:.4g} ms, against which this run, "
-                  f"{outcome.timing.median_ms:.4g} ms, is {perf['vs_recorded']}; later comparisons (suggest_next, "
-                  "get_transformation_stats, ×parent) read this run")
-        # the version's latest evidence, beside the record it never replaces (agent44b #42: re-timings corrected
-        # nothing, and a lucky 3.6 ms run went on deciding verdicts)
-        retimed = Retimed(timing=outcome.timing, at=time.time(), by="benchmark")
-        ctx.store.update_version(session_id, v.number, retimed=retimed.model_dump(mode="json"))
+                  f"{outcome.timing.median_ms:.4g} ms, is {perf['vs_recorded']}; ratios keep reading the records "
+                  "(re-time two versions back to back by benchmarking both in a row)")
     return CheckReport(session_id=session_id, version=v.number, sizes=checked, passed=outcome.status.passed,
                        validation=validation.model_dump(mode="json"), performance=perf,
                        baseline=dumped(baseline), scope=scope)

@@ -141,8 +141,8 @@ class Versions:
         if head == number:
             parent = versions.get(v.parent) if v.parent is not None else None
             text = f"head → v{number}"
-            # each side's latest evidence (a parent re-timed back to back by this submission, records.Retimed)
-            mine_now, theirs = v.latest_timing, parent.latest_timing if parent is not None else None
+            # the records, or the pair where this submission re-timed its parent back to back (records.Retimed)
+            mine_now, theirs = v.timing, parent.beside(parent.timing, v.number) if parent is not None else None
             if parent is not None and theirs and mine_now and theirs.median_ms:
                 verdict = change(mine_now, theirs)
                 said = "a slowdown beyond noise" if verdict == SLOWER else verdict
@@ -162,10 +162,11 @@ class Versions:
                 return text + (f"; the fastest general version, by a margin within noise of v{runner_up.number} "
                                f"({runner_up.median_ms:.4g} ms)")
             return text + "; it is the new best (fastest general version)"
-        mine = versions[head].latest_timing if head is not None else None
-        top = best.latest_timing
+        mine = versions[head].timing if head is not None else None
+        top = best.beside(best.timing, head)
         slower = ""
         if mine is not None and top is not None and mine.median_ms:
             slower = f", head is {top.median_ms / mine.median_ms:.2f}× as fast ({change(mine, top)})"
-        again = f", re-timed at {top.median_ms:.4g} ms" if top is not None and top is not best.timing else ""
+        again = (f", re-timed back to back with v{head} at {top.median_ms:.4g} ms"
+                 if top is not None and top is not best.timing else "")
         return text + f"; best: v{best.number} ({best.median_ms:.4g} ms{again}){slower}"

@@ -87,10 +87,11 @@ class Timeline(BaseModel):
 
 
 class Retimed(BaseModel):
-    """A version's latest back-to-back evidence: its configuration timed again in full (benchmark, a child's
-    submission that re-timed it beside itself, a tune round), kept beside the submit-time record (`timing`), which it
-    never replaces. A noisy CPU device's one lucky run (3.6 ms; its re-runs 6.7 and 6.9 ms) made four verdicts wrong
-    while every later comparison read the record alone."""
+    """A version's configuration timed again in full back to back with another version (`beside`: a child whose
+    submission re-timed it), kept beside the submit-time record (`timing`), which it never replaces. Only that pair
+    reads it: a noisy CPU device's one lucky run (3.6 ms; its re-runs 6.7 and 6.9 ms) made four verdicts wrong, and
+    so did a re-timing read against records taken at other moments (agent45: one loaded benchmark run of v0 turned a
+    2-3x slower child into 'noise')."""
 
     timing: Timing
     at: float
@@ -133,17 +134,13 @@ class VersionRow(BaseModel):
     def median_ms(self) -> float | None:
         return self.timing.median_ms if self.timing else None
 
-    @property
-    def latest_timing(self) -> Timing | None:
-        """What later comparisons use: the latest re-timing of the configuration `timing` is of, where there is one,
-        else the submit-time record."""
-        return self.latest_of(self.timing)
-
-    def latest_of(self, timing: Timing | None) -> Timing | None:
-        """`timing` (a record of this version: its current, submitted or then timing), or the latest re-timing of
-        the same configuration where there is one: the freshest back-to-back evidence of that configuration."""
+    def beside(self, timing: Timing | None, other: int | None) -> Timing | None:
+        """`timing` (a record of this version: its current, submitted or then timing) as compared with version
+        `other`: its re-timing of the same configuration where that was timed back to back with `other`, else the
+        record itself. Comparisons read a re-timing only against the version it was timed beside."""
         again = self.retimed
-        if again is not None and timing is not None and again.timing.params == timing.params:
+        if (again is not None and timing is not None and other is not None and again.beside == other
+                and again.timing.params == timing.params):
             return again.timing
         return timing
 

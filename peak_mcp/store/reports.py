@@ -151,28 +151,25 @@ def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: 
     out: dict[str, Any] = {k: getattr(timing, k) for k in _SHOWN_TIMING if k in timing.model_fields_set}
     if timing.params:
         out["configuration"] = configuration(version)  # each value's origin: tuned, the parent's, or defaults
-    # Ratios and verdicts read each side's latest evidence: a re-timing (benchmark, a child's submission, a tune
-    # round) where there is one, else the record, which `median_ms` still shows (records.Retimed).
-    latest = version.latest_timing or timing
-    if latest is not timing and version.retimed is not None:
-        out["retimed_ms"] = latest.median_ms
-        out["retimed_by"] = version.retimed.by
+    # Ratios and verdicts compare records, or a back-to-back pair where this version's submission re-timed its
+    # parent (records.Retimed): never a re-timing against a record taken at another moment.
     parent = versions.get(version.parent) if version.parent is not None else None
     if parent is not None and parent.timing and parent.timing.median_ms:
-        theirs = parent.latest_timing or parent.timing
-        out["speedup_vs_parent"] = theirs.median_ms / latest.median_ms
-        out["change_vs_parent"] = change(latest, theirs)  # the spreads of both timings decide, not the ratio
+        theirs = parent.beside(parent.timing, version.number)
+        out["speedup_vs_parent"] = theirs.median_ms / mine
+        out["change_vs_parent"] = change(timing, theirs)  # the spreads of both timings decide, not the ratio
         if theirs is not parent.timing and parent.retimed is not None:
-            out["parent_retimed"] = (f"v{parent.number} re-timed ({parent.retimed.by}) at {theirs.median_ms:.4g} ms; "
-                                     f"its submit-time record {parent.timing.median_ms:.4g} ms")
+            out["parent_retimed"] = (f"v{parent.number} re-timed back to back with this version at "
+                                     f"{theirs.median_ms:.4g} ms; its submit-time record "
+                                     f"{parent.timing.median_ms:.4g} ms")
         if parent.timing.params:
             out["vs_parent"] = compared(version, parent)
     first = versions.get(0)
     if first is not None and first.timing and first.timing.median_ms:
-        base = first.latest_timing or first.timing
-        out["speedup_vs_v0"] = base.median_ms / latest.median_ms
+        base = first.beside(first.timing, version.number)
+        out["speedup_vs_v0"] = base.median_ms / mine
         if first.number != version.number:
-            out["change_vs_v0"] = change(latest, base)
+            out["change_vs_v0"] = change(timing, base)
     if baseline and baseline.available and baseline.median_ms:
         out["vendor_median_ms"] = baseline.median_ms
         out["pct_of_vendor"] = 100.0 * baseline.median_ms / mine
@@ -207,8 +204,7 @@ def history_rows(session: SessionRow, versions: list[VersionRow], device: Device
         rows.append({
             "version": v.number, "parent": v.parent, "origin": v.origin,
             "transformation": v.transformation, "attempt": v.attempt, "status": v.status,
-            "failure": v.failure, "median_ms": perf.get("median_ms"), "retimed_ms": perf.get("retimed_ms"),
-            "tflops": perf.get("tflops"),
+            "failure": v.failure, "median_ms": perf.get("median_ms"), "tflops": perf.get("tflops"),
             "gbps": perf.get("gbps"),
             "speedup_vs_parent": perf.get("speedup_vs_parent"), "change_vs_parent": perf.get("change_vs_parent"),
             "speedup_vs_v0": perf.get("speedup_vs_v0"), "change_vs_v0": perf.get("change_vs_v0"),
@@ -260,7 +256,7 @@ def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
             name += f" [{r['configuration']}]"
         failure = (r["failure"] or "").removeprefix("generality_") if r["status"] == "not_general" else r["failure"]
         status = r["status"] + (f": {failure}" if failure and r["status"] not in ("benchmarked",) else "")
-        ms = fmt(r["median_ms"], ".4g") + (f" (re-timed {r['retimed_ms']:.4g})" if r.get("retimed_ms") else "")
+        ms = fmt(r["median_ms"], ".4g")
         cells = [f"{r['version']}{mark}", fmt(r["parent"], "d"), name, status, ms,
                  speed(r["tflops"], r.get("gbps")), _ratio(r, "speedup_vs_parent", "change_vs_parent")]
         if by_v0:
@@ -284,9 +280,6 @@ def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
                      "rows; get_version shows one)")
     if any(r.get("above_vendor") for r in rows):
         lines.append("(!) faster than the vendor yardstick: rare, suspect the yardstick first; benchmark re-times both")
-    if any(r.get("retimed_ms") for r in rows):
-        lines.append("(re-timed X): the version's latest re-timing (benchmark, a child's submission or a tune, back to "
-                     "back); ms is its submit-time record; the ratios read the re-timing")
     if any(r.get("speedup_vs_parent") or r.get("speedup_vs_v0") for r in rows):
         lines.append("(noise): the middle halves of the two timings overlap; no gain or loss is shown. (slower): "
                      "slower beyond noise. A ratio with no mark is faster beyond noise.")

@@ -59,16 +59,16 @@ def statistics(store: Store, session_id: str | None = None) -> list[dict[str, An
         parent = by_key.get((v.session_id, v.parent))
         if not (v.status.passed and parent):
             return None
-        # each side's latest re-timing of that configuration where there is one (records.Retimed): a lucky
+        # the parent's re-timing where the version's submission took one back to back (records.Retimed): a lucky
         # 3.6 ms record of a parent made its child a 0.518x slowdown here, though back to back they were level
-        own, theirs = v.latest_of(v.submitted_timing), parent.latest_of(parent.timing_at(v.created_at))
+        own, theirs = v.submitted_timing, parent.beside(parent.timing_at(v.created_at), v.number)
         return (own, theirs) if own and theirs else None
 
     def best_before(v: VersionRow) -> Timing | None:
         """The fastest passing version of v's session recorded before v, at its time then: a parent can itself be
         slower than what the session had (an agent's 16.9x over a parent that was 0.30x of its own)."""
         before = [t for u in by_session[v.session_id] if u.created_at < v.created_at
-                  and (t := u.latest_of(u.timing_at(v.created_at))) is not None and t.median_ms]
+                  and (t := u.timing_at(v.created_at)) is not None and t.median_ms]
         return min(before, key=lambda t: t.median_ms, default=None)
 
     def verdict(v: VersionRow) -> str | None:

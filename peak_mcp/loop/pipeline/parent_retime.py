@@ -1,6 +1,7 @@
 """A submission that reads slower than its parent beyond noise against the parent's recorded figure: the parent is
 timed again right after it, on the session's device, at the configuration its figure is of (the same sizes, inputs
-and rules as benchmark), and that re-timing becomes the parent's latest evidence, which the verdict then reads. An
+and rules as benchmark), and the pair is judged and kept (records.Retimed, beside the child): only this child's
+comparisons with the parent read that re-timing. An
 agent's v3 was called "0.518x its parent (slower beyond noise)" against v2's lucky 3.611 ms; timed back to back,
 v2 took 6.906 ms and v3 6.938 ms. A faster or within-noise verdict is not re-timed: the round trip costs a timing."""
 
@@ -20,7 +21,7 @@ def retime_parent(ctx: LoopContext, session: SessionRow, number: int, parent: in
     if parent is None or not (outcome.status.passed and outcome.timing and outcome.timing.median_ms):
         return
     row = ctx.store.version(session.id, parent)
-    figure = row.latest_timing
+    figure = row.timing
     if row.timing is None or figure is None or not figure.median_ms or change(outcome.timing, figure) != SLOWER:
         return
     params = row.timing.params

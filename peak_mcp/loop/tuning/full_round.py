@@ -7,7 +7,6 @@ search put 1.84x off its full time, and the next one, timed in full later, was 1
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from peak_mcp.evaluation.configs import Config, TuneReport
@@ -16,7 +15,7 @@ from peak_mcp.loop.context import LoopContext, Progress
 from peak_mcp.loop.pipeline.beside import Starter
 from peak_mcp.loop.pipeline.evaluate import evaluate
 from peak_mcp.loop.pipeline.generality import with_generality
-from peak_mcp.store.records import Outcome, Retimed, SessionRow, VersionRow
+from peak_mcp.store.records import Outcome, SessionRow, VersionRow
 
 FAR = 1.3  # the search's estimate of the own configuration this far (either way) from its full time: not trusted
 RUNNERS_UP = 2  # at most this many other configurations timed in full then (each costs one full timing)
@@ -90,11 +89,3 @@ def full_round(ctx: LoopContext, session: SessionRow, v: VersionRow, own: dict[s
     elif found.timed:
         found.winner = found.timed[0]  # every candidate failed: the first one's failure is said
     return found
-
-
-def own_retimed(found: Round, number: int, against: dict[str, int]) -> Retimed | None:
-    """The own configuration's full timing of this round, as the version's latest back-to-back evidence."""
-    if found.own is None:
-        return None
-    return Retimed(timing=found.own, at=time.time(), by=f"tune of v{number}, back to back with "
-                   f"{Config(params=against).label()}")

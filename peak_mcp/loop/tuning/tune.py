@@ -14,7 +14,7 @@ from peak_mcp.evaluation.configs import BestConfig, Config, ConfigResult, Search
 from peak_mcp.evaluation.noise import NOISE, SLOWER, change
 from peak_mcp.loop.context import LoopContext, Progress, quiet
 from peak_mcp.loop.tuning.fanout import FanOut
-from peak_mcp.loop.tuning.full_round import candidates, full_round, own_retimed
+from peak_mcp.loop.tuning.full_round import candidates, full_round
 from peak_mcp.loop.tuning.search import Space, batch_size, make_strategy, run_tuning, usable_cores
 from peak_mcp.loop.versions import Versions
 from peak_mcp.runner.messages import TuneJob
@@ -143,7 +143,6 @@ class Tuner:
             # a runner-up won the round: `best` names the configuration the full timings judged, at its estimate
             report.best = BestConfig(params=params, median_ms=estimate.median_ms or 0.0, tflops=estimate.tflops,
                                      gbps=estimate.gbps)
-        retimed = own_retimed(found, v.number, params)
         if tuned.status.passed and tuned.timing and not beats(tuned.timing, against):
             assert against is not None
             report.full = BestConfig(params=params, median_ms=tuned.timing.median_ms, tflops=tuned.timing.tflops,
@@ -154,9 +153,6 @@ class Tuner:
                                f"v{v.number}'s own configuration ({against.median_ms:.4g} ms, {how}"
                                f"{', slower beyond noise' if change(tuned.timing, against) == SLOWER else ''}), "
                                "which it keeps")
-            if retimed is not None and v.timing:
-                report.stopped += f"; history keeps its recorded {v.timing.median_ms:.4g} ms beside this re-timing"
-                columns["retimed"] = retimed.model_dump(mode="json")
         elif tuned.status.passed and tuned.timing:
             timing = tuned.timing.model_copy(update={"params": params, "params_from": "tuned"})
             report.recorded = BestConfig(params=params, median_ms=timing.median_ms, tflops=timing.tflops,
@@ -173,8 +169,6 @@ class Tuner:
         else:
             report.stopped += (f"; the fastest configuration {label} then failed its full checks ({tuned.failure}), "
                                f"so v{v.number} keeps its configuration: {(tuned.message or '')[:300]}")
-            if retimed is not None:
-                columns["retimed"] = retimed.model_dump(mode="json")
 
     def choose_best(self, session: SessionRow, source: str, spec: LaunchSpec, report: TuneReport,
                     progress: Progress) -> list[dict[str, int]]:
