@@ -127,8 +127,9 @@ def _sizes(task: KernelTask) -> str:
     """The sizes a version must be correct at: the session's, then generality's sampled ones, named."""
     text = f"Sizes this kernel must be correct for: the session's {_size_text(task.sizes)}"
     if task.generality_sizes:
-        text += (f", and the {len(task.generality_sizes)} awkward sizes generality checks: "
-                 + "; ".join(_size_text(s) for s in task.generality_sizes))
+        text += (f", the {len(task.generality_sizes)} awkward sizes generality checks: "
+                 + "; ".join(_size_text(s) for s in task.generality_sizes)
+                 + ", and one more size drawn at random at every check (each extent up to the session's)")
     else:
         text += " (generality checks no other size in this session)"
     where = " and ".join(task.constraints)

@@ -6,6 +6,7 @@ launch line is evaluated against the launch limits (largest_sizes, launch_breach
 from __future__ import annotations
 
 import ast
+import random
 from collections.abc import Sequence
 
 from peak_mcp.core.errors import InvalidInput, PeakError
@@ -15,6 +16,7 @@ from peak_mcp.evaluation.phases import SizeFailure
 from peak_mcp.problems.base import Problem, Sizes
 
 DEFAULT_COUNT = 9
+DRAWN_MAX = 300  # a drawn extent's bound: about the work of the awkward sizes (1031 x 7 x 67), on a CPU device too
 MAX_CONSTRAINTS = 16  # stored with the session, shown with it, evaluated at every sampled size
 _ROUNDINGS = (8, 16, 32, 64, 128, 256, 512)
 
@@ -39,12 +41,14 @@ def satisfies(sizes: Sizes, constraints: list[str]) -> bool:
 
 
 def sample_sizes(problem: Problem, sizes: Sizes, constraints: list[str],
-                 count: int = DEFAULT_COUNT) -> list[dict[str, int]]:
+                 count: int = DEFAULT_COUNT, draw: random.Random | None = None) -> list[dict[str, int]]:
     """The problem's awkward sizes that meet the constraints, then for each symbol one size above the session's in
     it (Problem.sizes_above: the first choice that meets them). One that does not is rounded up, first only in the
     symbols the constraints name (so the others stay odd), then in every symbol, to the smallest multiple that
     works; a sampled symbol (a parameter) is never rounded, and takes the session's value where its own breaks the
-    constraints."""
+    constraints. With `draw`, one more size last: every extent drawn at random up to the session's (at most
+    DRAWN_MAX), so that the sizes a version is checked at are never all known in advance (the others are fixed
+    and named in every brief: a kernel could special-case them)."""
     named = _symbols_in(constraints) & set(problem.symbols)
     chosen: list[dict[str, int]] = []
 
@@ -61,7 +65,25 @@ def sample_sizes(problem: Problem, sizes: Sizes, constraints: list[str],
             break
     for choices in problem.sizes_above(sizes):
         keep(next((v for v in (_fit(problem, c, constraints, named) for c in choices) if v is not None), None))
+    if draw is not None and chosen:
+        keep(drawn_size(problem, sizes, constraints, named, draw, max(problem.work(c) for c in chosen)))
     return chosen
+
+
+def drawn_size(problem: Problem, sizes: Sizes, constraints: list[str], named: set[str], draw: random.Random,
+               max_work: float) -> dict[str, int] | None:
+    """Each extent uniform in 1 .. min(its session value, DRAWN_MAX); parameters (sampled symbols) at the session's
+    value. Drawn again, with the bound halved, until one meets the constraints and the problem's limits (rounded up
+    as the others are) and costs no more than the costliest of the other sampled sizes."""
+    bound = DRAWN_MAX
+    for _ in range(12):
+        candidate = {k: v if k in problem.sampled else draw.randint(1, max(1, min(v, bound)))
+                     for k, v in sizes.items()}
+        fitted = _fit(problem, candidate, constraints, named)
+        if fitted is not None and problem.work(fitted) <= max_work:
+            return fitted
+        bound = max(2, bound // 2)
+    return None
 
 
 def _fit(problem: Problem, candidate: dict[str, int], constraints: list[str],

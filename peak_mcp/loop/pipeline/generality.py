@@ -5,6 +5,8 @@ result at another size makes it not_general."""
 
 from __future__ import annotations
 
+import random
+import secrets
 import time
 from typing import Any
 
@@ -81,7 +83,8 @@ def sizes_and_sanitizer(ctx: LoopContext, session: SessionRow, source: str, prog
     session's model to run them on (default: the session's). Returns (generality, sanitizer report or None)."""
     problem = ctx.problem(session.problem)
     constraints = session.constraints or []
-    sizes_list = sample_sizes(problem, session.sizes, constraints)
+    # One size drawn per check from the OS: a kernel cannot know it in advance (the sampled ones are named in briefs).
+    sizes_list = sample_sizes(problem, session.sizes, constraints, draw=random.Random(secrets.randbits(64)))
     sanitize_at = None
     # compute-sanitizer watches the CUDA driver: HIP sessions on NVIDIA qualify, HIP on AMD does not. HLSL's
     # is the Vulkan validation layer's GPU-assisted validation, on any Vulkan driver.
