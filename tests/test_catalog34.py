@@ -167,3 +167,18 @@ def test_a_line_that_led_into_another_backends_item_no_longer_ends_in_a_colon() 
     assert "reading both operands as 128-bit vectors:\n   - CUDA/HIP:" in cuda
     mixed = "1. Load:\n   - CUDA/HIP: `a`\n   - HLSL: `b`\n2. Store:\n   - CUDA/HIP: `c`\n3. Done.\n"
     assert render_body(mixed, "hlsl") == "1. Load:\n   - HLSL: `b`\n2. Store.\n3. Done.\n"
+
+
+async def test_a_text_asked_for_on_a_backend_it_is_not_written_for_says_so_first(make_client) -> None:
+    """agent45 #16, #17: fast-exp2 (CUDA/HIP) read in an HLSL context left out its helper and then told the agent to
+    use it; it now says first that it is not for HLSL and shows the text as written."""
+    async with make_client() as (client, _):
+        plain, _ = await text_of(client, {"transformation": "fast-exp2", "backend": "hlsl"})
+        sid = (await call(client, "start_session", {"problem": "softmax", "backend": "cuda",
+                                                    "sizes": {"ROWS": 8, "COLS": 64}}))["session_id"]
+        in_session, _ = await text_of(client, {"transformation": "fast-exp2", "session_id": sid, "backend": "hlsl"})
+        for body in (plain, in_session):
+            assert body.startswith("> Not for hlsl: this text is written for cuda, hip only"), body[:200]
+            assert "ex2.approx.ftz.f32" in body and "left out of this hlsl brief" not in body
+        cuda, _ = await text_of(client, {"transformation": "fast-exp2", "session_id": sid})
+        assert not cuda.startswith("> Not for") and "ex2.approx.ftz.f32" in cuda

@@ -138,13 +138,15 @@ def _text_for(service: PeakService, catalog: Catalog, transformation: str, sessi
         t = (catalog.resolve(transformation, backend, _device_descriptor(device)) if backend
              else catalog.get(transformation))
         cites, whose = written_for(t, service.ctx.problems.problems())
-        return t, contract_note(t.body, whose) if cites else t.body
+        return t, _not_for(t, backend) + (contract_note(t.body, whose) if cites else t.body)
     session = service.store.session(session_id)
     backend = backend or session.backend
     found = service.device_of(session)
     t = catalog.resolve(transformation, backend, _device_descriptor(device) or DeviceDescriptor.of(found),
                         session.dtype)
     problem = service.problem(session.problem)
+    if backend not in t.backends:  # rendered for a backend it has no items for, its steps would point at nothing
+        return t, _not_for(t, backend) + t.body
     body = render_body(t.body, backend, found.arch)
     if not t.for_problem(problem.name, problem.traits):  # asked for by id: said before its steps are followed
         body = (f"> Not written for {problem.name}: this text is for {t.scope()}, and its steps assume that kind of "
@@ -153,6 +155,15 @@ def _text_for(service: PeakService, catalog: Catalog, transformation: str, sessi
     if session.dtype not in problem.dtypes_for(backend):  # no contract of the problem to state for that backend
         return t, contract_note(body, None)
     return t, own_contract(body, f"{problem.name} ({backend}, {session.dtype})", problem.abi(backend, session.dtype))
+
+
+def _not_for(t: Transformation, backend: str | None) -> str:
+    """The line before a text asked for on a backend it is not written for (an HLSL agent was told to use a CUDA
+    helper the same brief had left out)."""
+    if backend is None or backend in t.backends:
+        return ""
+    return (f"> Not for {backend}: this text is written for {', '.join(t.backends)} only, and apply_transformation "
+            f"refuses it in a {backend} session. Shown as written, for reading.\n\n")
 
 
 def _traits(service: PeakService, problem: str | None) -> tuple[str, ...]:
