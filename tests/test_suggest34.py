@@ -198,7 +198,7 @@ def test_suggestions_on_a_head_slower_than_the_best_say_so() -> None:
 
     def version(number: int, ms: float) -> SimpleNamespace:
         timing = SimpleNamespace(median_ms=ms, p25_ms=ms * 0.99, p75_ms=ms * 1.01)
-        return SimpleNamespace(number=number, timing=timing, latest_timing=timing)  # never re-timed
+        return SimpleNamespace(number=number, timing=timing, beside=lambda t, other: t)  # never re-timed
 
     v0, v1 = version(0, 10.0), version(1, 38.5)
     line = _behind_best([v0, v1], v1, best=0) or ""
