@@ -112,8 +112,19 @@ async def test_tune_of_a_problem_file_problem_retimes_and_headlines_the_recorded
 async def test_like_for_like_is_judged_on_the_values_and_parent_labels_only_what_the_parent_had(make_client) -> None:
     async with make_client() as (client, _):
         sid = await softmax_session(client)
-        wide = (await call(client, "submit_kernel", {"session_id": sid, "source": WAVE.replace(
-            "NT=[64, 32]", "NT=[32, 64]")}))
+        # its default NT=32 made slow on purpose, so that the tune takes NT=64 whatever the machine's load (with
+        # the two about level, a loaded CPU's round could keep NT=32, and nothing would be inherited)
+        slow_at_32 = WAVE.replace("NT=[64, 32]", "NT=[32, 64]").replace("    uint base = row * p.COLS;\n", """\
+    uint base = row * p.COLS;
+    if (NT == 32) {
+        float t = 0.0;
+        for (uint k = 0; k < 64; ++k)
+            for (uint c = gi; c < p.COLS; c += NT) t = max(t, x[base + c] * (1.0 + k));
+        if (t > 3.0e38) y[base] = t;
+    }
+""")
+        assert "if (NT == 32)" in slow_at_32
+        wide = (await call(client, "submit_kernel", {"session_id": sid, "source": slow_at_32}))
         narrow = await call(client, "submit_kernel", {"session_id": sid, "source": WAVE, "parent": wide["version"]})
         # both at their defaults, NT differs: part of the ratio is NT's
         assert narrow["performance"]["vs_parent"] == (
