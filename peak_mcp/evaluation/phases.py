@@ -126,6 +126,12 @@ class Timing(Summary):
     # parent inherited them too)
     params_tuned_on: int | None = None
 
+    def configured_as(self, other: Timing) -> Timing:
+        """This measurement, labelled with the configuration `other` is of and where that came from (a re-timing
+        of a stored version at its stored configuration)."""
+        return self.model_copy(update={k: getattr(other, k) for k in (
+            "params", "params_from", "params_inherited", "params_tuned_on")})
+
 
 class Baseline(Summary):
     """The vendor library at the session's sizes, or why there is none."""

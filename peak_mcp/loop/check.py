@@ -15,7 +15,7 @@ from peak_mcp.loop.pipeline.verdicts import loop_caveat
 from peak_mcp.loop.versions import Versions
 from peak_mcp.runner.messages import EvaluateJob
 from peak_mcp.store.records import Status, VersionRow
-from peak_mcp.store.reports import configuration, performance
+from peak_mcp.store.reports import performance
 
 
 def check(ctx: LoopContext, versions: Versions, session_id: str, version: int | None, sizes: dict[str, Any] | None,
@@ -37,8 +37,7 @@ def check(ctx: LoopContext, versions: Versions, session_id: str, version: int | 
     outcome = evaluate(ctx, session, v.source, progress, sizes=checked, steps=steps, trials=trials,
                        time_budget_s=time_budget_s, params=params)
     if params and outcome.timing:  # the version's configuration, and where it came from, as recorded
-        outcome.timing = outcome.timing.model_copy(update={k: getattr(v.timing, k) for k in (
-            "params", "params_from", "params_inherited", "params_tuned_on")})
+        outcome.timing = outcome.timing.configured_as(v.timing)
     baseline = None
     if benchmark and outcome.status is Status.BENCHMARKED:
         job = EvaluateJob(**ctx.wire(session), dtype=session.dtype, sizes=checked, steps=["baseline"],
@@ -47,11 +46,9 @@ def check(ctx: LoopContext, versions: Versions, session_id: str, version: int | 
     perf = None
     if outcome.timing:
         device = ctx.device_of(session)
-        scratch = v.model_copy(update={"timing": outcome.timing, "parent": None})
-        perf = performance(scratch, {}, baseline, device, problem.peak_path(session.dtype, session.backend),
-                           ctx.roofline(session, checked, baseline))
-        if "configuration" in perf:  # where each value came from names the real parent (scratch has none)
-            perf["configuration"] = configuration(v.model_copy(update={"timing": outcome.timing}))
+        # no other versions: this run alone (no ratio), its configuration's origin named after the real parent
+        perf = performance(v.model_copy(update={"timing": outcome.timing}), {}, baseline, device,
+                           problem.peak_path(session.dtype, session.backend), ctx.roofline(session, checked, baseline))
     validation = outcome.validation or Verdict(passed=False, check=outcome.failure, message=outcome.message)
     caveat = loop_caveat(validation, ctx.device_of(session), checked)
     if caveat:

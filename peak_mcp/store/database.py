@@ -64,7 +64,7 @@ MIGRATIONS = (
     "ALTER TABLE apply_runs ADD COLUMN resolved TEXT",  # the catalog text the run gives the LLM, fixed when it begins
     "ALTER TABLE sessions ADD COLUMN problem_sha256 TEXT",  # a problem file's bytes when the session started
     "ALTER TABLE versions ADD COLUMN timeline TEXT",  # where a submission's seconds went, by phase (loop/timeline.py)
-    "ALTER TABLE versions ADD COLUMN retimed TEXT",  # the latest re-timing beside the record (records.Retimed)
+    "ALTER TABLE versions ADD COLUMN retimed TEXT",  # a re-timing beside a child (records.Retimed)
 )
 _JSON_FIELDS = {"sizes", "baseline", "compile", "validation", "timing", "generality", "constraints", "device_info",
                 "tuning", "timeline", "retimed"}

@@ -95,8 +95,8 @@ class Retimed(BaseModel):
 
     timing: Timing
     at: float
-    by: str  # what timed it, in words: "benchmark", "submit_kernel of v3, back to back", "tune of v2, back to back"
-    beside: int | None = None  # the version timed back to back with it, where one was
+    by: str  # what timed it, in words: "submit_kernel of v3, back to back"
+    beside: int | None = None  # the version timed back to back with it
 
 
 class VersionRow(BaseModel):
@@ -119,7 +119,7 @@ class VersionRow(BaseModel):
     generality: Generality | None = None
     tuning: TuneReport | None = None
     timeline: Timeline | None = None
-    retimed: Retimed | None = None  # the latest re-timing of the configuration `timing` is of (None: never re-timed)
+    retimed: Retimed | None = None  # its re-timing beside a child's submission (None: never re-timed)
     created_at: float
     owner: str | None = None  # the lease of the server that recorded it (store.py); None before leases
 

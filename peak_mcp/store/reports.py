@@ -256,8 +256,7 @@ def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
             name += f" [{r['configuration']}]"
         failure = (r["failure"] or "").removeprefix("generality_") if r["status"] == "not_general" else r["failure"]
         status = r["status"] + (f": {failure}" if failure and r["status"] not in ("benchmarked",) else "")
-        ms = fmt(r["median_ms"], ".4g")
-        cells = [f"{r['version']}{mark}", fmt(r["parent"], "d"), name, status, ms,
+        cells = [f"{r['version']}{mark}", fmt(r["parent"], "d"), name, status, fmt(r["median_ms"], ".4g"),
                  speed(r["tflops"], r.get("gbps")), _ratio(r, "speedup_vs_parent", "change_vs_parent")]
         if by_v0:
             cells.append(_ratio(r, "speedup_vs_v0", "change_vs_v0"))
