@@ -194,6 +194,25 @@ def _cell(value: Any) -> str:
     return value if isinstance(value, str) else ("n/a" if value is None else f"{value:,.2f}")
 
 
+def _given_configs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[dict[str, int]]:
+    """--config and --configs-from, each a JSON object of integer parameters; parser.error (exit 2) otherwise."""
+    try:
+        lines = args.config + (args.configs_from.read_text().splitlines() if args.configs_from else [])
+    except OSError as exc:
+        parser.error(f"--configs-from: {exc}")
+    configs = []
+    for line in (line for line in lines if line.strip()):
+        try:
+            config = json.loads(line)
+        except json.JSONDecodeError as exc:
+            parser.error(f"configuration {line[:80]!r} is not JSON: {exc.msg}")
+        if not isinstance(config, dict) or not all(isinstance(k, str) and type(v) is int for k, v in config.items()):
+            parser.error(f"configuration {line[:80]!r} is not an object of integer parameters, e.g. "
+                         '\'{"BM": 128, "BN": 256}\'')
+        configs.append(config)
+    return configs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
@@ -207,16 +226,17 @@ def main() -> int:
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "sgemm.json"))
     args = parser.parse_args()
+    if min(args.sizes) < 1 or args.configs < 1 or args.reps < 1 or args.budget <= 0:
+        parser.error("--sizes, --configs and --reps take positive integers, --budget positive seconds")
     if args.one:
         run_one(args.one, args.sizes[0])
         return 0
+    given = _given_configs(parser, args)  # before the GPU is touched: a typo costs no device time
 
     gemm = Gemm()
     n0 = args.sizes[0]
     sizes = {"M": n0, "N": n0, "K": n0}
-    given = args.config + (args.configs_from.read_text().splitlines() if args.configs_from else [])
-    candidates = [json.loads(c) for c in given if c.strip()] + sample_configs(gemm.spec, sizes, args.configs,
-                                                                               args.seed)
+    candidates = given + sample_configs(gemm.spec, sizes, args.configs, args.seed)
     results: list[dict[str, Any]] = []
     started = time.monotonic()
     for config in candidates:
