@@ -1,8 +1,10 @@
 """One timing policy for everything timed: the kernels and the vendor libraries they are compared with.
 
 `measure(timer, ...)` warms up for a wall time (GPU clocks take tens of milliseconds to ramp), sizes the timed
-launches by a budget, runs them in chunks of about half a second, and summarizes. Progress follows every chunk,
-and a chunk is one launch when a launch takes longer than that, so the hang detector hears from a slow but
+launches by a budget, runs them in chunks of at most half a second, and summarizes. The budget is a ceiling on wall
+time, the caller's checks between launches included, and the timing stops before it once the median is pinned
+(PRECISION): a 3 ms GEMM needs a fraction of a second for that, a noisy 10 us kernel the whole budget. Progress
+follows every chunk, and a chunk is one launch when a launch takes longer than that, so the hang detector hears from a slow but
 finishing kernel once per launch; a caller can check outputs between chunks. A `timer(chunk)` launches
 `chunk.reps` times from a cold cache and returns per-launch milliseconds from device timers; `chunk.offset` is the
 number of timed launches before this chunk (callers that rotate input sets or audit launches need it: chunks are
@@ -21,8 +23,11 @@ import numpy as np
 WARMUP_S = 0.2
 MAX_WARMUP_REPS = 4096
 CHUNK_S = 0.5
+CHUNKS_PER_BUDGET = 8  # chunks are at most this share of the budget: the stopping rule is asked between them
 LAUNCH_OVERHEAD_S = 2e-4  # host cost per launch the device timers do not see
-
+# Enough launches once the median's 95% interval (order statistics, no distribution assumed) is within this share of
+# it either side: far finer than the run-to-run drift of a GPU's clocks, which no launch count removes.
+PRECISION = 0.002
 
 
 @dataclass(frozen=True)
@@ -61,8 +66,9 @@ def measure(timer: Timer, *, budget_s: float, min_reps: int, max_reps: int, flop
     reps = -(-max(rotation, budget_reps) // rotation) * rotation
     times: list[float] = []
     started = time.monotonic()
+    chunk_s = min(CHUNK_S, max(budget_s / CHUNKS_PER_BUDGET, 0.01))
     while len(times) < reps:
-        chunk = min(reps - len(times), max(1, int(CHUNK_S / wall_per_launch)))
+        chunk = min(reps - len(times), max(1, int(chunk_s / wall_per_launch)))
         chunk_started = time.monotonic()
         times += timer(Chunk(chunk, len(times), reps))
         wall_per_launch = max(1e-6, (time.monotonic() - chunk_started) / chunk)
@@ -70,7 +76,39 @@ def measure(timer: Timer, *, budget_s: float, min_reps: int, max_reps: int, flop
             progress(f"benchmark: {len(times)}/{reps} timed launches")
         if after_chunk is not None and not after_chunk():
             break
+        reps = settled_total(times, reps, rotation, min_reps, budget_s - (time.monotonic() - started),
+                             wall_per_launch)
     return {**summarize(times, flops, min_bytes), "wall_s": time.monotonic() - started}
+
+
+def settled_total(times: list[float], planned: int, rotation: int, min_reps: int, remaining_s: float,
+                  wall_per_launch_s: float) -> int:
+    """The timed launches in all, asked after each chunk: `planned`, or fewer where the median is pinned already or
+    the budget's wall time (the caller's checks between launches included: an audit of a large output can cost many
+    times the launch) runs out first. Fewer ends with one more whole rotation than done so far: the final rotation
+    is told it is final before it starts (callers leave its inputs as its launches saw them)."""
+    done = len(times)
+    if done >= planned:
+        return planned
+    affordable = done + max(0, int(remaining_s / wall_per_launch_s))
+    pinned = done >= min_reps and median_pinned(times)
+    if not pinned and affordable >= planned:
+        return planned
+    target = max(done if pinned else affordable, min(min_reps, planned), done + rotation)
+    return min(planned, -(-target // rotation) * rotation)  # planned is a whole number of rotations
+
+
+def median_pinned(times: list[float], precision: float = PRECISION) -> bool:
+    """Whether the median's 95% interval lies within `precision` of it either side: the order statistics at
+    n/2 -+ 0.98 sqrt(n) bound it, whatever the distribution."""
+    n = len(times)
+    if n < 8:
+        return False
+    ordered = np.sort(np.asarray(times, dtype=np.float64))
+    half = 0.98 * np.sqrt(n)
+    low, high = ordered[max(0, int(n / 2 - half))], ordered[min(n - 1, int(np.ceil(n / 2 + half)))]
+    median = float(np.median(ordered))
+    return bool(median > 0 and (high - low) / 2 <= precision * median)
 
 
 def timed_reps(per_launch_s: float, time_budget_s: float, min_reps: int, max_reps: int) -> int:

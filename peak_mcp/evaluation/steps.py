@@ -27,7 +27,6 @@ import numpy as np
 
 from peak_mcp.backends.base import Compiled, Executor
 from peak_mcp.backends.tensor_maps import launch_geometry
-from peak_mcp.core.chunks import spans_of
 from peak_mcp.core.dtypes import itemsize, to_float64
 from peak_mcp.core.timing import Chunk, measure
 from peak_mcp.evaluation.checks import (
@@ -42,6 +41,7 @@ from peak_mcp.evaluation.checks import (
 from peak_mcp.evaluation.phases import Recheck, Timing, Verdict
 from peak_mcp.evaluation.reference_cache import KEPT, fresh_trial
 from peak_mcp.evaluation.workspace import ALT_POISON, GUARD_PATTERN, POISON, Workspace
+from peak_mcp.evaluation.wrong_count import any_wrong
 from peak_mcp.problems.base import PROBLEM_CODE, BufferArg, Problem, Reference, Tolerance
 
 HOST_REFERENCE_MAX_FLOPS = 2e11  # above this a host reference checks sampled rows; a device reference is whole
@@ -373,10 +373,10 @@ class _LaunchAudit:
         for buf in s.ws.outputs:
             ref = s.refs[buf.arg.name]
             stored = s.ws.body(buf.arg.name).reshape(-1)
-            for part in spans_of(ref.values.size):  # chunks: float64 temporaries of a bounded size
-                got = to_float64(stored[part] if ref.indices is None else stored[ref.indices[part]], buf.arg.dtype)
-                # NaN compares false, so unwritten (poisoned) elements count as wrong too.
-                wrong = wrong + (~(xp.abs(got - ref.values[part]) <= self.bound * ref.scale[part])).any()
+            if ref.indices is not None:  # only these elements have a reference
+                stored = stored[ref.indices]
+            # NaN compares false, so unwritten (poisoned) elements count as wrong too.
+            wrong = wrong + any_wrong(xp, stored, buf.arg.dtype, ref.values, ref.scale, self.bound)
         self.bad[i] = self.bad[i] + wrong
         if self.last is not None and rep >= self.last:
             return
