@@ -19,6 +19,7 @@ def main() -> int:
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--session", default=None)
     parser.add_argument("--last", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=0, help="each version's longest recorded steps")
     args = parser.parse_args()
     store = Store(args.data_dir / "peak.sqlite3")
     sessions = [store.session(args.session)] if args.session else store.sessions()
@@ -36,6 +37,13 @@ def main() -> int:
     medians = [f"{statistics.median(v.timeline.phases.get(p, 0.0) for _, v in rows):.2f}" for p in phases]
     total = statistics.median(v.timeline.total_s for _, v in rows)
     print(f"| median | | | | {total:.2f} | " + " | ".join(medians) + " |")
+    for session, v in rows if args.steps > 0 else []:
+        steps = v.timeline.steps
+        ends = [at for at, _ in steps[1:]] + [v.timeline.total_s]  # a cut record's last step runs to the end
+        lasted = [(until - at, line) for (at, line), until in zip(steps, ends, strict=True)]
+        print(f"\n{session.id} v{v.number}, its {args.steps} longest steps of {len(steps)} recorded:")
+        for seconds, line in sorted(lasted, reverse=True)[:args.steps]:
+            print(f"  {seconds:7.2f} s  {line[:160]}")
     return 0
 
 
