@@ -446,6 +446,7 @@ def benchmark(executor: Executor, kernel: Compiled, problem: Problem, dtype: str
     summary = measure(timed, warm_timer=warm, budget_s=time_budget_s, min_reps=min_reps, max_reps=max_reps,
                       flops=problem.flops(sizes), min_bytes=problem.min_bytes(sizes, dtype), rotation=len(sets),
                       after_chunk=checked, progress=progress)
+    progress("benchmark: re-check of guards, inputs and outputs after the timed launches")
     recheck = _recheck(sets, problem, dtype, audit, launches, late)
     return Timing(**summary, input_sets=len(sets), recheck=recheck)
 
