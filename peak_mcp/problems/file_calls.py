@@ -17,6 +17,7 @@ from peak_mcp.core.expressions import evaluate
 from peak_mcp.problems.base import Reference, Sizes, Tolerance
 from peak_mcp.problems.code import LocalCode, fix_hint
 from peak_mcp.problems.declaration import UNIT_ROUNDOFF, BufferDecl, int_range_at
+from peak_mcp.problems.host_call import HostCall
 from peak_mcp.problems.loading import ProblemCodeError
 
 # Tolerance defaults (docs/problems.md, Tolerance; DeclaredProblem.references): the bound of element i is
@@ -104,8 +105,10 @@ class FileCalls:
                 continue
             if self.declaration.has_generate and (generate or buf.name not in ranges):
                 values = self.code.generate(buf.name, shape, [seed, i])
-                values = self._checked_array("generate", values, shape, f"input {buf.name}", np)
-                stored = xp.asarray(from_float(values.astype(np.float32).reshape(-1), stored_dtype))
+                # checked as the float32 it is stored from: no float64 copy, and a value past float32's range is
+                # the file's Inf, never an infinite input
+                values = self._checked_array("generate", values, shape, f"input {buf.name}", np, np.float32)
+                stored = xp.asarray(from_float(values.reshape(-1), stored_dtype))
             else:
                 lo, hi = ranges.get(buf.name, (-1.0, 1.0))
                 values = (uniform(xp, seed * 64 + i, count) * (hi - lo) + lo).astype(np.float32)
@@ -126,8 +129,10 @@ class FileCalls:
         values = xp.floor(uniform(xp, seed, count) * (high - low)) + low
         return xp.minimum(values, high - 1).astype(STORAGE[buf.dtype or "int32"])
 
-    def _checked_array(self, function: str, value: Any, shape: tuple[int, ...], what: str, xp: Any) -> Any:
-        """`value` as a float64 array of `shape` (numpy or cupy), or a ProblemCodeError that says what is wrong."""
+    def _checked_array(self, function: str, value: Any, shape: tuple[int, ...], what: str, xp: Any,
+                       precision: Any = np.float64) -> Any:
+        """`value` as a `precision` array of `shape` (numpy or cupy), or a ProblemCodeError that says what is
+        wrong."""
         if isinstance(value, int | float) and not isinstance(value, bool):
             value = xp.full(shape, float(value))
         if not hasattr(value, "shape") or not hasattr(value, "dtype"):
@@ -140,7 +145,8 @@ class FileCalls:
             else:
                 raise self._bad(function, f"returned shape {tuple(value.shape)} for {what}; the declaration says "
                                           f"{tuple(shape)}")
-        value = value.astype(np.float64)
+        with np.errstate(over="ignore"):  # past float32's range: Inf, refused next
+            value = value.astype(precision)
         if not bool(xp.isfinite(value).all()):
             raise self._bad(function, f"returned NaN or Inf in {what}")
         return value
@@ -185,13 +191,17 @@ class FileCalls:
         outputs = self._outputs("reference", result, sizes, mod)
         return {k: xp.asarray(v) for k, v in outputs.items()} if host else outputs
 
-    def _error_scale(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, xp: Any) -> dict[str, Any]:
-        """The file's error_scale: on the host (numpy), or where it takes `xp` with xp beside the reference (an
-        error scale as costly as the reference itself, attention's); `dtype` (the session's) where it takes it."""
+    def _error_scale_keywords(self, sizes: Sizes, dtype: str, xp: Any) -> dict[str, Any]:
         keywords = self._keywords("error_scale", sizes, None, dtype)
         found = self.code.parameters("error_scale")
         if found is not None and "xp" in found[0]:
             keywords["xp"] = xp
+        return keywords
+
+    def _error_scale(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, xp: Any) -> dict[str, Any]:
+        """The file's error_scale: on the host (numpy), or where it takes `xp` with xp beside the reference (an
+        error scale as costly as the reference itself, attention's); `dtype` (the session's) where it takes it."""
+        keywords = self._error_scale_keywords(sizes, dtype, xp)
         mod = xp if "xp" in keywords else np
         args = [v if mod is xp else xp.asnumpy(v) if xp is not np else v for v in
                 (to_float64(inputs[b.name], b.dtype or dtype).reshape(self._shape(b, sizes))
@@ -199,6 +209,51 @@ class FileCalls:
         result = self._call("error_scale", *args, **keywords)
         scales = self._outputs("error_scale", result, sizes, mod)
         return {k: xp.abs(xp.asarray(v)) for k, v in scales.items()}
+
+    def _stored_args(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, xp: Any) -> list[Any]:
+        """The inputs as they cross to a problem host: their stored values, shaped, where the host widens them
+        exactly as to_float64 does (every storage type but bf16, whose bits cross as the float32 they are)."""
+        args = []
+        for buf in self.declaration.inputs:
+            storage = buf.dtype or dtype
+            value = inputs[buf.name]
+            if storage == "bf16":
+                value = to_float64(value, storage).astype(np.float32)
+            args.append(value.reshape(self._shape(buf, sizes)))
+        return args
+
+    def _computed(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str,
+                  xp: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+        """The float64 reference, the float32 one (lp) and the error scale (None without one). A problem host
+        (a link with `calls`) runs them in one request on inputs sent once as stored; elsewhere one call each."""
+        if not self.declaration.has_reference:
+            raise ProblemCodeError(f"{self.declaration.path} defines no reference function",
+                                   "its sessions are checked against the kernel given as start_session's "
+                                   "reference_kernel")
+        calls = getattr(self.code, "calls", None)  # a problem host's link (problem_link.RemoteCode) has it
+        if calls is None:  # the file in this process: nothing crosses
+            exact = self._reference_values(inputs, sizes, dtype, xp, np.float64)
+            rough = self._reference_values(inputs, sizes, dtype, xp, np.float32)
+            scales = self._error_scale(inputs, sizes, dtype, xp) if self.declaration.has_error_scale else None
+            return exact, rough, scales
+        host = not self.declaration.reference_takes_xp and xp is not np
+        mod = np if host else xp
+        keywords = self._keywords("reference", sizes, mod if self.declaration.reference_takes_xp else None)
+        wanted = [HostCall("reference", "float64", keywords), HostCall("reference", "float32", keywords)]
+        scale_mod = None
+        if self.declaration.has_error_scale:
+            scale_keywords = self._error_scale_keywords(sizes, dtype, xp)
+            scale_mod = xp if "xp" in scale_keywords else np
+            wanted.append(HostCall("error_scale", "float64", scale_keywords))
+        results = calls(self._stored_args(inputs, sizes, dtype, xp), wanted)
+        exact, rough = (self._outputs("reference", r, sizes, mod) for r in results[:2])
+        if host:
+            exact, rough = ({k: xp.asarray(v) for k, v in d.items()} for d in (exact, rough))
+        scales = None
+        if scale_mod is not None:
+            scales = {k: xp.abs(xp.asarray(v)) for k, v in
+                      self._outputs("error_scale", results[2], sizes, scale_mod).items()}
+        return exact, rough, scales
 
     def references(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, xp: Any) -> dict[str, Reference]:
         """Every output's reference and bound. The bound of element i is
@@ -211,9 +266,7 @@ class FileCalls:
         It is folded into Reference.scale over the tolerance's factor * floor * u_f32. The relative L2 error, taken
         against ||m||, must stay under REL_L2_SHARE of the bounds' norm (or the file's TOLERANCE rel_l2)."""
         tol = self.tolerance(dtype)
-        exact = self._reference_values(inputs, sizes, dtype, xp, np.float64)
-        rough = self._reference_values(inputs, sizes, dtype, xp, np.float32)
-        scales = self._error_scale(inputs, sizes, dtype, xp) if self.declaration.has_error_scale else None
+        exact, rough, scales = self._computed(inputs, sizes, dtype, xp)
         refs = {}
         for buf in self.declaration.outputs:
             out_dtype = buf.dtype or dtype
@@ -228,12 +281,14 @@ class FileCalls:
         return refs
 
     def _chunked_bound(self, ref: Any, rough: Any, scale: Any | None, length: int, out_dtype: str, tol: Tolerance,
-                       xp: Any) -> Reference:
+                       xp: Any, whole: Any | None = None) -> Reference:
         """`bounded` over chunks of the output: lp, m, |lp - ref| and the folded scale of a chunk at a time, so the
         bound costs one float64 array beside the reference (a 1.6G-element KernelBench output held seven at once,
-        over 100 GB, and ran an H200 out of memory)."""
-        rms = math.sqrt(sum(float(xp.sum(ref[p] * ref[p])) for p in spans_of(ref.size)) / ref.size) \
-            if ref.size else 0.0
+        over 100 GB, and ran an H200 out of memory). `whole`: the output `ref` is some elements of (its rms and
+        its size are the whole output's); its norms are then those of the elements only."""
+        whole = ref if whole is None else whole
+        rms = math.sqrt(sum(float(xp.sum(whole[p] * whole[p])) for p in spans_of(whole.size)) / whole.size) \
+            if whole.size else 0.0
         folded = xp.empty(ref.shape, np.float64)
         magnitude_sq = folded_sq = 0.0
         for part in spans_of(ref.size):
@@ -241,7 +296,7 @@ class FileCalls:
             lp = to_float64(from_float(rough[part].astype(np.float32), out_dtype), out_dtype)
             magnitude = magnitude_of(r, xp, rms)
             deviation = xp.abs(lp - r)
-            if ref.size == 1:  # one value (a loss): see SINGLE_VALUE
+            if whole.size == 1:  # one value (a loss): see SINGLE_VALUE
                 magnitude = xp.maximum(magnitude, deviation / COMPUTE_ROUNDOFF)
             s = scale[part] if scale is not None else math.sqrt(length) * magnitude
             folded[part] = self._folded(s, magnitude, deviation, out_dtype, tol)
@@ -340,8 +395,7 @@ class FileCalls:
         axes = self.declaration.batch_axes
         if not axes:
             host = {name: to_host(value) for name, value in inputs.items()}
-            ref = next(iter(self.references(host, sizes, dtype, np).values()))
-            return ref.values[indices], ref.scale[indices]
+            return self._first_at(host, sizes, dtype, np.asarray(indices))
         first = self.declaration.outputs[0]
         per_row = math.prod(evaluate(e, sizes) for e in first.shape[len(axes):])
         rows, where_in = np.unique(np.asarray(indices) // per_row, return_inverse=True)
@@ -353,9 +407,23 @@ class FileCalls:
                 rest = math.prod(evaluate(e, sizes) for e in buf.shape[len(axes):])
                 value = value.reshape(self._rows(sizes), rest)[rows.tolist() if hasattr(value, "get") else rows]
             host[buf.name] = to_host(value).reshape(-1)
-        ref = next(iter(self.references(host, picked, dtype, np).values()))
-        at = where_in * per_row + np.asarray(indices) % per_row
-        return ref.values[at], ref.scale[at]
+        return self._first_at(host, picked, dtype, where_in * per_row + np.asarray(indices) % per_row)
+
+    def _first_at(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str,
+                  at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The first output's float64 values and folded scales at flat `at`, on the host: as `references` has
+        them, the bound's one whole-output term (the reference's rms) from all of it and the rest only at `at` (a
+        spot check of 32 elements built the bound of the whole output: 3 s of numpy at 67M elements)."""
+        exact, rough, scales = self._computed(inputs, sizes, dtype, np)
+        buf = self.declaration.outputs[0]
+        ref = exact[buf.name].reshape(-1)
+        if buf.exact:
+            whole = self._exact_reference(buf, ref, np)
+            return whole.values[at], whole.scale[at]
+        scale = scales[buf.name].reshape(-1)[at] if scales is not None else None
+        bound = self._chunked_bound(ref[at], rough[buf.name].reshape(-1)[at], scale, self.reduction_length(sizes),
+                                    buf.dtype or dtype, self.tolerance(dtype), np, whole=ref)
+        return bound.values, bound.scale
 
     def torch_reference(self) -> Callable[..., Any] | None:
         """The problem file's torch_reference (worker side), for the torch yardsticks; None when it has none or

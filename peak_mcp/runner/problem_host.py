@@ -33,6 +33,8 @@ from peak_mcp.runner import device_memory
 from peak_mcp.runner import problem_wire as wire
 
 MAX_REQUEST_BYTES = 64 << 30  # what the worker sends: the inputs of one call (it is the trusted side)
+MAX_CALLS = 8  # functions one `calls` request runs on its inputs
+PRECISIONS = ("float64", "float32")
 
 
 def _array_module(backend: str, device: int) -> Any:
@@ -85,6 +87,8 @@ class Host:
             reply = {"result": wire.encode(result, out)}
             self.note(f"{function}: done, answering {_mib(out)}")
             return reply, out
+        if op == "calls":
+            return self._calls(header, arrays)
         if op == "generate":
             shape = tuple(int(n) for n in header["shape"])
             name = str(header["name"])
@@ -108,6 +112,37 @@ class Host:
                                     float(header["budget_s"]), self.note, paths)
             return {"timings": timings}, out
         raise PeakError(f"unknown request {op!r}")
+
+    def _calls(self, header: dict[str, Any], arrays: list[np.ndarray]) -> tuple[dict[str, Any], list[np.ndarray]]:
+        """Several functions on one set of inputs, each given its own copy at its precision (the float64 and float32
+        references, the error scale): the inputs cross once, as stored, and widen here."""
+        shared = wire.decode(header["args"], arrays)
+        calls = header.get("calls")
+        if not isinstance(calls, list) or not 0 < len(calls) <= MAX_CALLS:
+            raise PeakError("a calls request without its list of calls")
+        said = ", ".join(f"{c.get('function')} at {c.get('precision')}" for c in calls if isinstance(c, dict))
+        self.note(f"{calls[0].get('function') if isinstance(calls[0], dict) else 'calls'}: received {_mib(arrays)} "
+                  f"for {len(calls)} calls ({said})")
+        arrays.clear()
+        out: list[np.ndarray] = []
+        results = []
+        for call in calls:
+            function, precision = str(call["function"]), str(call["precision"])
+            if precision not in PRECISIONS:
+                raise PeakError(f"unknown precision {precision!r}")
+            kwargs = dict(wire.decode(call["kwargs"], []))
+            mod = self.xp if call.get("xp") else np
+            if call.get("xp"):
+                kwargs["xp"] = self.xp
+            # a fresh array per call: a function that changes its inputs in place changes no other call's
+            args = tuple(mod.asarray(a).astype(precision) if isinstance(a, np.ndarray) else a for a in shared)
+            self.note(f"{function} at {precision}: running it")
+            result = self.code.call(function, *args, **kwargs)
+            del args
+            results.append(wire.encode(result, out))
+            del result  # encoded: its arrays are host copies in `out`
+        self.note(f"{len(calls)} calls: done, answering {_mib(out)}")
+        return {"results": results}, out
 
 
 def _error(exc: BaseException) -> dict[str, Any]:

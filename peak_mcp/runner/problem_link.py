@@ -23,6 +23,7 @@ from peak_mcp.evaluation import torch_paths
 from peak_mcp.problems.base import PROBLEM_CODE
 from peak_mcp.problems.code import fix_hint
 from peak_mcp.problems.declaration import ProblemDeclaration
+from peak_mcp.problems.host_call import HostCall
 from peak_mcp.problems.loading import ProblemCodeError
 from peak_mcp.runner import device_memory
 from peak_mcp.runner import problem_wire as wire
@@ -83,6 +84,31 @@ class RemoteCode:
         limit = max(CALL_FLOOR_BYTES, 16 * sum(a.nbytes for a in arrays))
         reply, received = self._request(header, arrays, limit)
         return self._to(xp, reply.get("result"), received)
+
+    def calls(self, args: list[Any], calls: list[HostCall]) -> list[Any]:
+        """Each call's result for the same `args`, sent once as they are (stored inputs: float32 where the values
+        are) and given to each function as a fresh array at its `precision` by the host: the float64 and float32
+        references and the error scale in one round trip, with a third of the bytes of float64 sent twice."""
+        arrays: list[np.ndarray] = []
+        encoded = wire.encode([_to_host(a) for a in args], arrays)
+        wanted = []
+        for call in calls:
+            keywords = dict(call.kwargs)
+            xp = keywords.pop("xp", None)
+            loose: list[np.ndarray] = []
+            wanted.append({"function": call.function, "precision": call.precision, "xp": xp is not None,
+                           "kwargs": wire.encode(keywords, loose)})
+            if loose:
+                raise ValueError("a call's keywords carry no arrays: its inputs are the shared args")
+        # each result bounded as `call`'s is, against the inputs at float64
+        limit = len(calls) * max(CALL_FLOOR_BYTES, 16 * sum(a.size * 8 for a in arrays))
+        reply, received = self._request({"op": "calls", "function": calls[0].function, "args": encoded,
+                                         "calls": wanted}, arrays, limit)
+        results = reply.get("results")
+        if not isinstance(results, list) or len(results) != len(calls):
+            raise ProblemCodeError(f"the problem host for {self.declaration.path} sent a malformed answer: "
+                                   f"{len(calls)} results expected")
+        return [self._to(call.kwargs.get("xp"), value, received) for call, value in zip(calls, results, strict=True)]
 
     def generate(self, name: str, shape: tuple[int, ...], seed: list[int]) -> Any:
         limit = 16 * math.prod(shape) + (1 << 20)
