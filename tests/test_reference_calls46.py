@@ -144,3 +144,67 @@ def test_a_generated_value_past_float32_is_the_files_inf(tmp_path: Path) -> None
     problem = DeclaredProblem(describe_in_subprocess(path, sandbox=False, timeout_s=120))
     with problem_code_allowed(), pytest.raises(ProblemCodeError, match="NaN or Inf in input x"):
         problem.make_inputs(SIZES, "f32", 5, np)
+
+
+WIDENING = SOURCE.replace("def reference(x):\n    total = np.cumsum(x, axis=1)",
+                          "def reference(x):\n    total = np.cumsum(np.asarray(x, dtype=np.float64), axis=1)")
+
+
+def _described(tmp_path: Path, name: str, source: str) -> Any:
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(source.format(name=name, batch='BATCH = "ROWS"')))
+    return describe_in_subprocess(path, sandbox=False, timeout_s=120)
+
+
+def test_a_reference_in_float64_is_run_once(tmp_path: Path) -> None:
+    """REFERENCE_IN_FLOAT64 (a KernelBench translation sets it): the float32 run, which would equal the float64
+    one, is not asked for, and the references and bounds are those the float32 run gives."""
+    plain = _described(tmp_path, "rc_widening", WIDENING)
+    flagged = _described(tmp_path, "rc_flagged", WIDENING + "\nREFERENCE_IN_FLOAT64 = True\n")
+    assert flagged.reference_in_float64 and not plain.reference_in_float64
+    asked: list[list[str]] = []
+
+    class Counted(RemoteCode):
+        def _request(self, header: dict[str, Any], arrays: list[np.ndarray], limit: int) -> Any:
+            asked.append([c["precision"] for c in header.get("calls", [])])
+            return super()._request(header, arrays, limit)
+
+    got = {}
+    for declaration in (plain, flagged):
+        host, worker_end = start_host(declaration, "cuda", -1, sandbox=False)
+        remote = DeclaredProblem(declaration)
+        remote.code = Counted(worker_end, declaration)
+        try:
+            inputs = _inputs(remote, "f16")
+            asked.clear()
+            got[declaration.name] = remote.references(inputs, SIZES, "f16", np)["y"]
+            # the reference's runs, then the error scale's
+            runs = [["float64", "float64"]] if declaration is flagged else [["float64", "float32", "float64"]]
+            assert asked == runs
+        finally:
+            remote.code.close()
+            host.kill()
+    a, b = got["rc_widening"], got["rc_flagged"]
+    assert np.array_equal(a.values, b.values) and np.array_equal(a.scale, b.scale) and a.rel_l2 == b.rel_l2
+
+
+def test_a_kernelbench_translation_declares_its_reference_in_float64() -> None:
+    pytest.importorskip("torch")
+    declaration = describe_in_subprocess(Path(__file__).parent / "data" / "kernelbench" / "softmax.py",
+                                         sandbox=False, timeout_s=300)
+    assert declaration.reference_in_float64
+
+
+def test_the_spot_check_takes_few_heavy_rows_without_flops(tmp_path: Path) -> None:
+    """A file with BATCH and no FLOPS (a KernelBench LayerNorm's 16 rows of 4M elements): the picks move into the
+    rows HOST_CHECK_ELEMENTS of input allows, not one row per pick."""
+    from peak_mcp.problems import file_calls
+
+    declaration = _described(tmp_path, "rc_noflops", SOURCE.replace('FLOPS = "ROWS * COLS"', ""))
+    problem = DeclaredProblem(declaration)
+    sizes = {"ROWS": 16, "COLS": file_calls.HOST_CHECK_ELEMENTS // 2}  # two rows fit
+    picks = np.arange(16) * sizes["COLS"] + 3
+    moved = problem.host_picks(picks, sizes)
+    assert len(set((moved // sizes["COLS"]).tolist())) == 2 and set((moved % sizes["COLS"]).tolist()) == {3}
+    small = {"ROWS": 16, "COLS": 40}
+    assert np.array_equal(problem.host_picks(picks // sizes["COLS"] * 40 + 3, small), picks // sizes["COLS"] * 40 + 3)

@@ -4,8 +4,8 @@
 launches by a budget, runs them in chunks of at most half a second, and summarizes. The budget is a ceiling on wall
 time, the caller's checks between launches included, and the timing stops before it once the median is pinned
 (PRECISION): a 3 ms GEMM needs a fraction of a second for that, a noisy 10 us kernel the whole budget. Progress
-follows every chunk, and a chunk is one launch when a launch takes longer than that, so the hang detector hears from a slow but
-finishing kernel once per launch; a caller can check outputs between chunks. A `timer(chunk)` launches
+follows every chunk, and a chunk is one launch when a launch takes longer than that, so the hang detector hears
+from a slow but finishing kernel once per launch; a caller can check outputs between chunks. A `timer(chunk)` launches
 `chunk.reps` times from a cold cache and returns per-launch milliseconds from device timers; `chunk.offset` is the
 number of timed launches before this chunk (callers that rotate input sets or audit launches need it: chunks are
 not whole rotations, only the total is).

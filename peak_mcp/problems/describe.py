@@ -33,7 +33,7 @@ from peak_mcp.problems.trait_probe import probe_traits
 NAIVE_SUFFIXES = (".cu", ".hip", ".hlsl", ".txt")
 KEYS = ("NAME", "TITLE", "SIZES", "DTYPES", "INPUTS", "OUTPUTS", "SCALARS", "FLOPS", "BYTES", "CONSTRAINTS",
         "RANGE", "STRESS_RANGE", "TOLERANCE", "NAIVE", "BATCH", "REDUCTION", "SAMPLES",
-        "TENSOR_CORES", "TRAITS")
+        "TENSOR_CORES", "TRAITS", "REFERENCE_IN_FLOAT64")
 MISSING_MODULE = "the server's Python has no module"
 FUNCTIONS = ("reference", "generate", "error_scale", "torch_reference")
 SMOKE_SIZES = (5, 8, 16, 64, 3, 2, 1, 128)
@@ -138,6 +138,7 @@ def describe_file(path: Path) -> dict[str, Any]:
         "has_torch_reference": callable(names.get("torch_reference")),
         "has_reference": callable(names.get("reference")),
         "reference_takes_xp": callable(names.get("reference")) and _takes_xp(names["reference"]),
+        "reference_in_float64": names.get("REFERENCE_IN_FLOAT64") is True,
         "path": str(path), "sha256": sha256,
         "lines": {k: v for k, v in lines.items() if k in KEYS or k in FUNCTIONS},
     }

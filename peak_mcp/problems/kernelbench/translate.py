@@ -314,6 +314,7 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
         "NAIVE": {},
         "BATCH": symbol_of[batch] if batch is not None else None,
         "DEFINITION": what,
+        "REFERENCE_IN_FLOAT64": True,  # Runner.reference widens every input and the model to float64
         "TRAITS": traits_of_ops(base.ops, [tuple(x.shape) for x in base.inputs if is_array(x)],
                                 [tuple(o.shape) for o in base.outputs]),
     }
