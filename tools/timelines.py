@@ -39,7 +39,8 @@ def main() -> int:
     print(f"| median | | | | {total:.2f} | " + " | ".join(medians) + " |")
     for session, v in rows if args.steps > 0 else []:
         steps = v.timeline.steps
-        ends = [at for at, _ in steps[1:]] + [v.timeline.total_s]  # a cut record's last step runs to the end
+        # a cut record's last step runs to the end; a version may have recorded none
+        ends = [at for at, _ in steps[1:]] + [v.timeline.total_s] * bool(steps)
         lasted = [(until - at, line) for (at, line), until in zip(steps, ends, strict=True)]
         print(f"\n{session.id} v{v.number}, its {args.steps} longest steps of {len(steps)} recorded:")
         for seconds, line in sorted(lasted, reverse=True)[:args.steps]:
