@@ -4,10 +4,12 @@
   once and the bound reads it as lp too (it was uploaded twice: a second float64 copy of the output on the device).
 - tools/timelines.py --steps on a version whose timeline recorded no steps (the field's default) reports it instead
   of failing.
+- The timing's early stop leaves the benchmark's final-rotation logic whole (checked over random runs: no defect).
 """
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 import textwrap
@@ -16,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
+from peak_mcp.core import timing
 from peak_mcp.problems.declared import DeclaredProblem
 from peak_mcp.problems.loading import problem_code_allowed
 from peak_mcp.problems.registry import describe_in_subprocess
@@ -98,3 +102,37 @@ def test_timelines_steps_reports_a_version_without_recorded_steps(tmp_path: Path
     assert done.returncode == 0, done.stderr
     assert "its 3 longest steps of 0 recorded" in done.stdout
     assert "1.50 s  compile" in done.stdout and "0.50 s  validate" in done.stdout
+
+
+@pytest.mark.parametrize("seed", range(400))
+def test_every_input_set_ends_on_a_final_launch_it_was_told_of(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """measure's early stop (a pinned median, the wall-time budget) over random launch costs, checks between
+    launches, budgets, rotations and min/max reps: the timed launches are whole rotations, every launch but each
+    set's last is followed by a perturbation (its chunk's total says it is not final), and each set's last is not."""
+    rnd = random.Random(seed)
+    now = [0.0]
+    monkeypatch.setattr(timing.time, "monotonic", lambda: now[0])
+    sets = rnd.choice([1, 2, 3, 5])
+    per = rnd.choice([1e-5, 1e-4, 1e-3, 0.05, 0.4, 2.0])
+    check = rnd.choice([0.0, per, 10 * per, 0.01])
+    noise = rnd.choice([0.0, 1e-4, 0.05, 0.5])
+    perturbed: dict[int, bool] = {}
+
+    def warm(chunk: timing.Chunk) -> list[float]:
+        now[0] += chunk.reps * per
+        return [per * 1e3] * chunk.reps
+
+    def timed(chunk: timing.Chunk) -> list[float]:
+        times = []
+        for rep in range(chunk.offset, chunk.offset + chunk.reps):
+            now[0] += per + check
+            perturbed[rep] = rep < chunk.total - sets  # as steps.benchmark's audit.last has it
+            times.append(per * 1e3 * (1 + noise * rnd.random()))
+        return times
+
+    stats = timing.measure(timed, warm_timer=warm, budget_s=rnd.choice([0.05, 0.3, 1.0, 3.0]),
+                           min_reps=rnd.choice([1, 3, 10, 50]), max_reps=rnd.choice([3, 10, 100, 10000]),
+                           flops=1.0, rotation=sets)
+    reps = stats["reps"]
+    assert reps % sets == 0 and sorted(perturbed) == list(range(reps))
+    assert [rep for rep in range(reps) if not perturbed[rep]] == list(range(reps - sets, reps))
