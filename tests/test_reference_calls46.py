@@ -162,6 +162,9 @@ def test_a_reference_in_float64_is_run_once(tmp_path: Path) -> None:
     plain = _described(tmp_path, "rc_widening", WIDENING)
     flagged = _described(tmp_path, "rc_flagged", WIDENING + "\nREFERENCE_IN_FLOAT64 = True\n")
     assert flagged.reference_in_float64 and not plain.reference_in_float64
+    # and a verdict says what lp is (agent46: "lp being the reference computed in float32" of a float64-only file)
+    assert "lp being the float64 reference rounded" in DeclaredProblem(flagged).tolerance("f16").describe()
+    assert "lp being the reference computed in float32" in DeclaredProblem(plain).tolerance("f16").describe()
     asked: list[list[str]] = []
 
     class Counted(RemoteCode):
@@ -195,16 +198,11 @@ def test_a_kernelbench_translation_declares_its_reference_in_float64() -> None:
     assert declaration.reference_in_float64
 
 
-def test_the_spot_check_takes_few_heavy_rows_without_flops(tmp_path: Path) -> None:
-    """A file with BATCH and no FLOPS (a KernelBench LayerNorm's 16 rows of 4M elements): the picks move into the
-    rows HOST_CHECK_ELEMENTS of input allows, not one row per pick."""
-    from peak_mcp.problems import file_calls
-
+def test_the_spot_check_keeps_every_row_of_a_file_without_flops(tmp_path: Path) -> None:
+    """Without FLOPS there is no cost to bound the rows by: each pick keeps its own row, however heavy (a limit by
+    input elements was tried and withdrawn: fewer rows let a kernel wrong in one row pass the host check more
+    often, and that check is the one a kernel that overwrites the device's references cannot defeat)."""
     declaration = _described(tmp_path, "rc_noflops", SOURCE.replace('FLOPS = "ROWS * COLS"', ""))
-    problem = DeclaredProblem(declaration)
-    sizes = {"ROWS": 16, "COLS": file_calls.HOST_CHECK_ELEMENTS // 2}  # two rows fit
+    sizes = {"ROWS": 16, "COLS": 1 << 22}
     picks = np.arange(16) * sizes["COLS"] + 3
-    moved = problem.host_picks(picks, sizes)
-    assert len(set((moved // sizes["COLS"]).tolist())) == 2 and set((moved % sizes["COLS"]).tolist()) == {3}
-    small = {"ROWS": 16, "COLS": 40}
-    assert np.array_equal(problem.host_picks(picks // sizes["COLS"] * 40 + 3, small), picks // sizes["COLS"] * 40 + 3)
+    assert np.array_equal(DeclaredProblem(declaration).host_picks(picks, sizes), picks)

@@ -25,6 +25,12 @@ def test_rounding_keeps_four_significant_digits(x: float) -> None:
     assert len(repr(abs(r)).replace(".", "").lstrip("0").split("e")[0].rstrip("0")) <= 4
 
 
+def test_instants_keep_their_seconds() -> None:
+    """A record's Unix time is an instant, not a measurement: 4 digits put a tune's `at` 15 hours off (agent46)."""
+    got = rounded({"at": 1795946404.37, "tuning": {"at": 1795946404.37, "median_ms": 1.23456}, "created_at": 17e8})
+    assert got == {"at": 1795946404, "tuning": {"at": 1795946404, "median_ms": 1.235}, "created_at": 1700000000}
+
+
 def test_rates_read_in_the_unit_that_fits() -> None:
     assert rate(43.4) == "43.4 TFLOP/s" and rate(0.5) == "500 GFLOP/s" and rate(6.33e-5) == "63.3 MFLOP/s"
     assert rate(None) == "n/a"

@@ -23,16 +23,19 @@ import mcp.types as types
 from pydantic import BaseModel
 
 SIGNIFICANT = 4
+# Instants (Unix seconds), not measurements: to 4 digits a tune's `at` read 1796000000, 15 hours off (agent46).
+INSTANTS = frozenset({"at", "created_at"})
 
 
 def rounded(value: Any) -> Any:
-    """`value` with every float rounded to SIGNIFICANT significant digits, recursively."""
+    """`value` with every float rounded to SIGNIFICANT significant digits, recursively (INSTANTS to the second)."""
     if isinstance(value, float):
         if value == 0 or not math.isfinite(value):
             return value
         return round(value, SIGNIFICANT - 1 - math.floor(math.log10(abs(value))))
     if isinstance(value, dict):
-        return {k: rounded(v) for k, v in value.items()}
+        return {k: round(v) if k in INSTANTS and isinstance(v, float) and math.isfinite(v) else rounded(v)
+                for k, v in value.items()}
     if isinstance(value, list):
         return [rounded(v) for v in value]
     return value

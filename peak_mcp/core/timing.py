@@ -45,7 +45,8 @@ def measure(timer: Timer, *, budget_s: float, min_reps: int, max_reps: int, flop
             progress: Callable[[str], None] | None = None, warmup_s: float = WARMUP_S) -> dict[str, Any]:
     """Warm up for `warmup_s`, then time about `budget_s` of launches in whole multiples of `rotation` (input sets
     rotated); `warm_timer` (default `timer`) runs the untimed warm-up; `after_chunk() -> bool` stops early when it
-    returns False (a check failed). Returns `summarize(...)` plus `wall_s`."""
+    returns False (a check failed). Returns `summarize(...)` plus `wall_s` and `stopped`: what ended the timed
+    launches ("steady": the median pinned; "budget": the wall time; "cap": max_reps; "check": after_chunk)."""
     warm_timer = warm_timer or timer
     warm: list[float] = []
     started = time.monotonic()
@@ -64,6 +65,7 @@ def measure(timer: Timer, *, budget_s: float, min_reps: int, max_reps: int, flop
     per_launch_s = max(float(np.median(warm[len(warm) // 2:])) / 1e3, 1e-6)
     budget_reps = timed_reps(max(per_launch_s, wall_per_launch), budget_s, min_reps, max_reps)
     reps = -(-max(rotation, budget_reps) // rotation) * rotation
+    stopped = "cap" if budget_reps >= max_reps else "budget"  # what ends it where nothing ends it sooner
     times: list[float] = []
     started = time.monotonic()
     chunk_s = min(CHUNK_S, max(budget_s / CHUNKS_PER_BUDGET, 0.01))
@@ -75,27 +77,31 @@ def measure(timer: Timer, *, budget_s: float, min_reps: int, max_reps: int, flop
         if progress:
             progress(f"benchmark: {len(times)}/{reps} timed launches")
         if after_chunk is not None and not after_chunk():
+            stopped = "check"
             break
-        reps = settled_total(times, reps, rotation, min_reps, budget_s - (time.monotonic() - started),
-                             wall_per_launch)
-    return {**summarize(times, flops, min_bytes), "wall_s": time.monotonic() - started}
+        settled, why = settled_total(times, reps, rotation, min_reps, budget_s - (time.monotonic() - started),
+                                     wall_per_launch)
+        reps, stopped = settled, why or stopped
+    return {**summarize(times, flops, min_bytes), "wall_s": time.monotonic() - started, "stopped": stopped}
 
 
 def settled_total(times: list[float], planned: int, rotation: int, min_reps: int, remaining_s: float,
-                  wall_per_launch_s: float) -> int:
+                  wall_per_launch_s: float) -> tuple[int, str | None]:
     """The timed launches in all, asked after each chunk: `planned`, or fewer where the median is pinned already or
     the budget's wall time (the caller's checks between launches included: an audit of a large output can cost many
     times the launch) runs out first. Fewer ends with one more whole rotation than done so far: the final rotation
-    is told it is final before it starts (callers leave its inputs as its launches saw them)."""
+    is told it is final before it starts (callers leave its inputs as its launches saw them). With the total, why it
+    is fewer: "steady" (the median is pinned) or "budget"; None where the plan holds."""
     done = len(times)
     if done >= planned:
-        return planned
+        return planned, None
     affordable = done + max(0, int(remaining_s / wall_per_launch_s))
     pinned = done >= min_reps and median_pinned(times)
     if not pinned and affordable >= planned:
-        return planned
+        return planned, None
     target = max(done if pinned else affordable, min(min_reps, planned), done + rotation)
-    return min(planned, -(-target // rotation) * rotation)  # planned is a whole number of rotations
+    total = min(planned, -(-target // rotation) * rotation)  # planned is a whole number of rotations
+    return total, ("steady" if pinned else "budget") if total < planned else None
 
 
 def median_pinned(times: list[float], precision: float = PRECISION) -> bool:

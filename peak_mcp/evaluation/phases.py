@@ -105,6 +105,7 @@ class Summary(Record):
     gbps: float | None = None
     cold_cache: bool | None = None
     wall_s: float | None = None  # the timed loop alone
+    stopped: str | None = None  # what ended the timed launches (timing.measure): steady, budget, cap or check
 
 
 class Timing(Summary):

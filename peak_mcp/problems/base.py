@@ -56,6 +56,7 @@ class Tolerance:
     floor: float = 1.0
     scale_words: str = "the error scale"
     with_lp: bool = False
+    lp_words: str = "the reference computed in float32 from the same inputs"  # what lp is, where with_lp
     against_kernel: bool = False  # the reference is a kernel's output (problems/kernel_reference.py)
     reduction: str | None = None  # against a kernel: L at the checked sizes and where it came from, in words
 
@@ -74,8 +75,7 @@ class Tolerance:
             m = "max(|ref|, rms(ref))"
             scaled = (f"(u_out + u_f32) × {m}" if self.scale_words == m  # no error scale of its own: s is m
                       else f"(u_out × {m} + u_f32 × {self.scale_words})")
-            return (f"{self.factor:g} × (|lp − ref| + {self.floor:g} × {scaled}), lp being the reference computed in "
-                    "float32 from the same inputs")
+            return f"{self.factor:g} × (|lp − ref| + {self.floor:g} × {scaled}), lp being {self.lp_words}"
         return f"{self.factor * self.floor:g} roundoffs ({self.roundoff:.2g}) times {self.scale_words}"
 
     def summary(self) -> str:

@@ -275,6 +275,9 @@ class DeclaredProblem(FileCalls, Problem):
         given = self.declaration.tolerance or ToleranceDecl()
         return Tolerance(rel_l2=given.rel_l2 or REL_L2_SHARE, roundoff=COMPUTE_ROUNDOFF,
                          factor=given.factor or FACTOR, floor=given.floor or FLOOR, with_lp=True,
+                         lp_words=("the float64 reference rounded to the output's dtype (the reference computes in "
+                                   "float64 whatever its inputs' precision)" if self.declaration.reference_in_float64
+                                   else Tolerance.lp_words),
                          scale_words="the problem's error scale" if self.declaration.has_error_scale else
                          "√L × max(|ref|, rms(ref)), L the reduction length")
 

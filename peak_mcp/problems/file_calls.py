@@ -35,13 +35,12 @@ COMPUTE_ROUNDOFF = 2.0**-24  # kernels compute in f32 whatever the storage type
 # cancelling terms weigh), and its L2 bound is its elementwise bound. Simulated (a dot product of 16K normal pairs,
 # 300 seeds, a sequential f32 sum): at most 0.11 of the bound, while one term left out is over it in 93%.
 # The most a host spot check's rows may cost (FLOPS per BATCH row times rows): past it the checked elements are drawn
-# from fewer rows, so that a problem whose rows are heavy (an attention head: 4 S^2 D) is checked in a fraction of a
-# second. (At 2e10 a ResNet-50 3x3 conv2d layer's 32 images were all recomputed, its error scale too: 1.3-1.4 s of
-# numpy after every benchmark on an H200's host, for 32 elements.)
-HOST_CHECK_FLOPS = 2e9
-# ... and where a file declares no FLOPS (a KernelBench LayerNorm), the input elements of its rows: 32 picks landed
-# in 15 of LayerNorm's 16 rows of 4M elements, about 1 GB of float64 crossing to the host for 32 values.
-HOST_CHECK_ELEMENTS = 1 << 23
+# from fewer rows, so that a problem whose rows are heavy (an attention head: 4 S^2 D) is checked in seconds. Not
+# lowered for speed: it is the one check a kernel that overwrites the device's references cannot defeat, and fewer
+# rows let a kernel wrong in one row pass it more often (at 2e9 a ResNet-50 3x3 layer's re-check took 8 of its 32
+# images, 0.1 s instead of 1.3-1.4 s on an H200's host; a review put the cost in caught faults first). A file without
+# FLOPS (a KernelBench LayerNorm) is recomputed at every row its picks fall in.
+HOST_CHECK_FLOPS = 2e10
 
 
 def magnitude_of(ref: Any, xp: Any, rms: float | None = None) -> Any:
@@ -382,19 +381,14 @@ class FileCalls:
 
     def host_picks(self, picks: np.ndarray, sizes: Sizes) -> np.ndarray:
         """`picks` (flat indices into the first output) moved into at most as many BATCH rows as the host may
-        recompute within HOST_CHECK_FLOPS (HOST_CHECK_ELEMENTS of input without FLOPS): the rows of the first
-        picks, in the order drawn, are kept and every other pick moves to one of them at the same place within its
-        row. Without BATCH, or when the rows are cheap, `picks` unchanged."""
+        recompute within HOST_CHECK_FLOPS: the rows of the first picks, in the order drawn, are kept and every
+        other pick moves to one of them at the same place within its row. Without BATCH or FLOPS, or when the rows
+        are cheap, `picks` unchanged."""
         axes = self.declaration.batch_axes
         rows_total = self._rows(sizes) if axes else 0
-        if not rows_total:
+        if not rows_total or self.flops(sizes) <= 0:
             return picks
-        flops = self.flops(sizes)
-        cost, limit = (flops, HOST_CHECK_FLOPS) if flops > 0 else (
-            sum(math.prod(evaluate(e, sizes) for e in b.shape) for b in self.declaration.inputs), HOST_CHECK_ELEMENTS)
-        if cost <= 0:
-            return picks
-        keep = max(1, int(limit // (cost / rows_total)))
+        keep = max(1, int(HOST_CHECK_FLOPS // (self.flops(sizes) / rows_total)))
         per_row = math.prod(evaluate(e, sizes) for e in self.declaration.outputs[0].shape[len(axes):])
         rows, within = np.asarray(picks) // per_row, np.asarray(picks) % per_row
         first = list(dict.fromkeys(rows.tolist()))

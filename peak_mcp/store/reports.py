@@ -17,13 +17,19 @@ _SHOWN_TIMING = ("median_ms", "min_ms", "max_ms", "cv", "reps", "tflops", "gbps"
                  "params_inherited")
 
 
+# Why a timing took as many launches as it did (timing.measure), said once beside the count.
+STOPPED = {"steady": " (stopped once the median held within 0.2%)", "budget": " (as many as the time budget allowed)",
+           "cap": " (the most a timing takes)"}
+
+
 def how_timed(timing: Summary, baseline: Baseline | None) -> str:
     """How each side of pct_of_vendor was timed, in one line, and whether that compares like with like."""
     def side(s: Summary, launches: str) -> str:
         cache = "warm-cache" if s.cold_cache is False else "cold-cache"
         rounds = getattr(s, "rounds_ms", None)
         quietest = f", the quietest of {len(rounds)} rounds" if rounds and len(rounds) > 1 else ""
-        return f"{cache} median of {s.reps} {launches}{quietest}" if s.reps else f"{cache} median"
+        ended = STOPPED.get(getattr(s, "stopped", None) or "", "")
+        return f"{cache} median of {s.reps} {launches}{ended}{quietest}" if s.reps else f"{cache} median"
 
     text = "kernel " + side(timing, "launches")
     if baseline is None or not baseline.available or not baseline.median_ms:
