@@ -31,7 +31,7 @@ python3 -m peak_mcp doctor > "$RESULTS/doctor.json" 2> "$RESULTS/doctor.log"; ec
 
 # PARTS picks what runs, so the suite can be split over calls that each fit the device's per-call limit.
 # Not in the default PARTS: hostile, hostile_tests (the hostile-kernel corpus, tests/hostile/), lavapipe, ladder,
-# hlsl_ladder, f32ladder, hlsl_reference, problems, attention, kbround, convround, conv2d, kernelbench, false_failures, false_failures_kernel.
+# hlsl_ladder, f32ladder, hlsl_reference, problems, attention, kbround, audit, convround, conv2d, kernelbench, false_failures, false_failures_kernel.
 bench() {  # bench NAME ARGS...: one MCP session over stdio, JSON and log under $RESULTS
     local name=$1; shift
     echo "== bench $name"
@@ -125,16 +125,27 @@ for part in ${PARTS:-tests cuda cuda16 hlsl}; do
             | tee "$RESULTS/attention.txt" ;;
     kbround)  # issue 35: submit_kernel's round trip on KernelBench files at the issue's sizes (carry build/kernelbench,
         # from PROBLEMS_LIST=tools/kernelbench_batch/agent33.txt tools/kernelbench_batch.sh prepare): the agent's kernel
-        # as v0, then submitted twice more (the session's input sets and references kept from the first)
-        for entry in kb_40_layernorm: kb_89_cumsum:BATCH_SIZE=4096 kb_4_matrix_vector_multiplication:M=2048,K=65536; do
+        # as v0, then two sources that differ from it by a comment (compiled anew; the session's input sets and
+        # references kept from the first). One data dir for all, after a small warm-up session, as a running server's.
+        kbdata=/tmp/peak-kbround
+        timeout 200 python3 tools/bench_problems.py --problem-dir build/kernelbench \
+            --problems kb_4_matrix_vector_multiplication --dtypes f32 --sizes M=256,K=4096 \
+            --v0 tools/kernelbench_batch/agent33/kb_4_matrix_vector_multiplication.cu --data-dir "$kbdata" \
+            > "$RESULTS/kbround_warmup.txt" 2>&1
+        for entry in kb_89_cumsum:BATCH_SIZE=4096 kb_4_matrix_vector_multiplication:M=2048,K=65536 kb_40_layernorm: \
+                kb_19_relu:; do
             name=${entry%%:*} sizes=${entry#*:}
             kernel=tools/kernelbench_batch/agent33/$name.cu
-            timeout "${KB_TIMEOUT:-300}" python3 tools/bench_problems.py --problem-dir build/kernelbench \
-                --problems "$name" --dtypes f32 ${sizes:+--sizes "$sizes"} --v0 "$kernel" --kernels "$kernel" "$kernel" \
-                --data-dir "/tmp/peak-kbround-$name" --out "$RESULTS/kbround_$name.json" \
-                2> "$RESULTS/kbround_$name.log" | tee "$RESULTS/kbround_$name.txt"
-            python3 tools/timelines.py --data-dir "/tmp/peak-kbround-$name" | tee -a "$RESULTS/kbround_$name.txt"
+            for i in 1 2; do { cat "$kernel"; echo "// variant $i"; } > "/tmp/${name}_v$i.cu"; done
+            timeout "${KB_TIMEOUT:-150}" python3 tools/bench_problems.py --problem-dir build/kernelbench \
+                --problems "$name" --dtypes f32 ${sizes:+--sizes "$sizes"} --v0 "$kernel" \
+                --kernels "/tmp/${name}_v1.cu" "/tmp/${name}_v2.cu" --data-dir "$kbdata" \
+                --out "$RESULTS/kbround_$name.json" 2> "$RESULTS/kbround_$name.log" | tee "$RESULTS/kbround_$name.txt"
+            python3 tools/timelines.py --data-dir "$kbdata" --last 3 --steps 14 | tee -a "$RESULTS/kbround_$name.txt"
         done ;;
+    audit)  # the benchmark's per-launch audit: its GPU test, and its time at 6.4M and 134M elements
+        python3 -m pytest -q -p no:cacheprovider tests/test_wrong_count_gpu.py 2>&1 | tee "$RESULTS/audit.txt"
+        python3 tools/bench_audit.py 2>&1 | tee -a "$RESULTS/audit.txt" ;;
     convround)  # issue 35: the Hopper conv2d step's round trip on the ResNet-50 3x3 layer (step 5 as v0), twice
         timeout 300 python3 tools/bench_problems.py --problems conv2d --dtypes f16 --v0 5_mma_swizzled \
             --kernels 6_hopper_tma_wgmma 6_hopper_tma_wgmma --sizes N=32,H=56,W=56,C=64,K=64,R=3,S=3,STRIDE=1,PAD=1,DIL=1 \
