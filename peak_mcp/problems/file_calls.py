@@ -177,11 +177,7 @@ class FileCalls:
     def _reference_values(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, xp: Any,
                           precision: Any) -> dict[str, Any]:
         """The reference function on the stored inputs converted to `precision` (float64: the reference; float32:
-        lp), computed with xp where the function takes it, else on the host."""
-        if not self.declaration.has_reference:
-            raise ProblemCodeError(f"{self.declaration.path} defines no reference function",
-                                   "its sessions are checked against the kernel given as start_session's "
-                                   "reference_kernel")
+        lp), computed with xp where the function takes it, else on the host (`_computed` has checked there is one)."""
         host = not self.declaration.reference_takes_xp and xp is not np
         mod = np if host else xp
         args = []

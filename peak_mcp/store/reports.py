@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from peak_mcp.core.devices import Device
+from peak_mcp.core.timing import PRECISION
 from peak_mcp.core.units import memory_bound, speed
 from peak_mcp.evaluation.noise import NOISE, SLOWER, change
 from peak_mcp.evaluation.phases import Baseline, Summary
@@ -18,8 +19,8 @@ _SHOWN_TIMING = ("median_ms", "min_ms", "max_ms", "cv", "reps", "tflops", "gbps"
 
 
 # Why a timing took as many launches as it did (timing.measure), said once beside the count.
-STOPPED = {"steady": " (stopped once the median held within 0.2%)", "budget": " (as many as the time budget allowed)",
-           "cap": " (the most a timing takes)"}
+STOPPED = {"steady": f" (stopped once the median held within {PRECISION:.1%})",
+           "budget": " (as many as the time budget allowed)", "cap": " (the most a timing takes)"}
 
 
 def how_timed(timing: Summary, baseline: Baseline | None) -> str:
