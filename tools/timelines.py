@@ -1,7 +1,9 @@
 """Where submissions' seconds went, from a data dir's records (issue 35's per-phase table): each version's total and
 phases (loop/timeline.py), and the median of each phase over the versions shown.
 
-    python tools/timelines.py --data-dir DIR [--session ID] [--last N]
+    python tools/timelines.py --data-dir DIR [--session ID] [--last N] [--steps K]
+
+--steps K lists each version's K longest steps, a heartbeat's repeated lines merged into one step ("x10": ten lines).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 from pathlib import Path
 
 from peak_mcp.store.database import Store
+from peak_mcp.store.records import Timeline
 
 
 def main() -> int:
@@ -38,14 +41,26 @@ def main() -> int:
     total = statistics.median(v.timeline.total_s for _, v in rows)
     print(f"| median | | | | {total:.2f} | " + " | ".join(medians) + " |")
     for session, v in rows if args.steps > 0 else []:
-        steps = v.timeline.steps
-        # a cut record's last step runs to the end; a version may have recorded none
-        ends = [at for at, _ in steps[1:]] + [v.timeline.total_s] * bool(steps)
-        lasted = [(until - at, line) for (at, line), until in zip(steps, ends, strict=True)]
-        print(f"\n{session.id} v{v.number}, its {args.steps} longest steps of {len(steps)} recorded:")
-        for seconds, line in sorted(lasted, reverse=True)[:args.steps]:
-            print(f"  {seconds:7.2f} s  {line[:160]}")
+        print(f"\n{session.id} v{v.number}, its {args.steps} longest steps of {len(v.timeline.steps)} recorded:")
+        for seconds, count, line in longest_steps(v.timeline, args.steps):
+            print(f"  {seconds:7.2f} s  {line[:160]}" + (f"  x{count}" if count > 1 else ""))
     return 0
+
+
+def longest_steps(timeline: Timeline, k: int) -> list[tuple[float, int, str]]:
+    """The timeline's `k` longest steps as (seconds, lines, label), longest first. A heartbeat repeats a long step's
+    line about once a second, so consecutive lines with the same label are one step: their seconds are summed."""
+    steps = timeline.steps
+    # a cut record's last step runs to the end; a version may have recorded none
+    ends = [at for at, _ in steps[1:]] + [timeline.total_s] * bool(steps)
+    merged: list[tuple[float, int, str]] = []
+    for (at, line), until in zip(steps, ends, strict=True):
+        if merged and merged[-1][2] == line:
+            seconds, count, _ = merged[-1]
+            merged[-1] = (seconds + until - at, count + 1, line)
+        else:
+            merged.append((until - at, 1, line))
+    return sorted(merged, reverse=True)[:k]
 
 
 if __name__ == "__main__":
