@@ -84,7 +84,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 # --rows/--cols are the row problems' sizes; any other problem runs at its own default sizes
                 sizes = args.sizes or ({"ROWS": args.rows, "COLS": args.cols} if problem in ROW_PROBLEMS else None)
                 first_kernel = ({"reference_kernel": kernel_source(problem, args.backend, dtype, args.v0)}
-                                if args.v0 else {})
+                                if args.v0 and not args.submit_v0 else {})
                 given = {"sizes": sizes} if sizes else {}
                 started, wall = await call(client, "start_session", {"problem": problem, "backend": args.backend,
                                                                     "dtype": dtype, **given, **first_kernel})
@@ -102,7 +102,13 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     print(f"torch_reference's CUDA kernels: {record['torch_kernels']}", flush=True)
                 name = f"{args.v0 or 'naive'} (v0)"
                 print(line(name, v0, wall) if v0 else "no naive kernel: the first submission is v0", flush=True)
-                for stem in DEFAULT_KERNELS.get(problem, []) if args.kernels is None else args.kernels:
+                stems = DEFAULT_KERNELS.get(problem, []) if args.kernels is None else list(args.kernels)
+                if args.submit_v0 and args.v0:
+                    print(f"start_session: {wall:.1f} s; the agent writes its first kernel for {args.think:g} s",
+                          flush=True)
+                    await anyio.sleep(args.think)
+                    stems.insert(0, args.v0)
+                for stem in stems:
                     source = kernel_source(problem, args.backend, dtype, stem)
                     if dtype == "f32" and SIXTEEN_BIT_ONLY in source:
                         print(f"{stem:<24} (f16 and bf16 only: not submitted)", flush=True)
@@ -171,6 +177,11 @@ def main() -> int:
     parser.add_argument("--v0", default=None,
                         help="start each session with this example stem or file as version 0 (start_session's "
                              "reference_kernel) instead of the naive kernel, whose benchmark can take minutes")
+    parser.add_argument("--submit-v0", action="store_true",
+                        help="start the session without a kernel (a problem without a naive kernel then has no "
+                             "version) and submit --v0 with submit_kernel, as an agent does, after --think seconds")
+    parser.add_argument("--think", type=float, default=0.0,
+                        help="seconds between start_session and the first submission (an agent writing its kernel)")
     parser.add_argument("--tune", type=int, default=0, help="tune the last kernel over up to N configurations")
     parser.add_argument("--torch-kernels", action="store_true",
                         help="name the CUDA kernels of each problem's torch yardstick (torch.profiler)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -55,6 +55,10 @@ class Settings(BaseSettings):
         False, description="on a GPU, start the sanitizer's runs before generality's sizes and wait for them after "
                            "(they overlap; nothing there is timed). Off until measured against the hostile corpora "
                            "on every kind of kernel (a cluster kernel came back not_general once with it on)")
+    prepare_ahead: Literal["gpu", "always", "never"] = Field(
+        "gpu", description="when a session starts without a first version, prepare its device's checks, input sets "
+                           "and references in the background (the first submission then finds them): on GPU devices "
+                           "only, on every device, or never")
     sanitizer_standby: bool = Field(
         True, description="on a GPU, when a sanitizer run ends, start the next run's targets (imported, their context "
                           "open) to wait for the next submission: each still takes one job and exits")

@@ -74,6 +74,9 @@ class ReferenceCache:
         while sum(entry[2] for entry in self._kept.values()) > budget:
             self._kept.popitem(last=False)
 
+    def __contains__(self, key: Key | None) -> bool:
+        return key is not None and key in self._kept
+
     def clear(self) -> None:
         self._kept.clear()
 

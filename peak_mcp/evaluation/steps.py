@@ -270,6 +270,44 @@ def sets_that_fit(problem: Problem, dtype: str, sizes: dict[str, int], sets: int
     return max(1, min(sets, int(total * SETS_SHARE) // max(1, set_bytes(problem, dtype, sizes))))
 
 
+def _drawn(problem: Problem, xp: Any, dtype: str, sizes: dict[str, int], seed: int, *, stressed: bool,
+           spot_check: bool, progress: Callable[[], None]) -> tuple[dict[str, Any], dict[str, Reference]]:
+    """One input set and its reference, drawn from `seed` (the stress ranges where `stressed`). `progress` is called
+    first where the problem's code is a file's: a hang from there on is the file's (pool.PROBLEM_CODE)."""
+    if problem.source != "built-in":
+        progress()
+    inputs = (problem.stress_inputs if stressed else problem.make_inputs)(sizes, dtype, seed, xp)
+    return inputs, _reference(xp, problem, inputs, sizes, dtype, seed, spot_check=spot_check)
+
+
+def prepare(executor: Executor, problem: Problem, dtype: str, sizes: dict[str, int], *, trials: int, seed: int,
+            progress: Progress) -> int:
+    """Before any kernel of a session has run: the input sets and references that `validate` at these sizes, trials
+    and seed will ask the reference cache for, drawn and kept, so that the session's first submission finds them
+    (a KernelBench file's references take 10-20 s). The same draws as validate's, so nothing a kernel meets
+    differs; the fresh trial is left to each validation. Returns the sets kept now."""
+    where = array_module(executor)
+    xp = where.xp
+    if not KEPT.keeps(problem, xp):
+        return 0
+    if where.device is not None:
+        xp.cuda.Device(where.device).use()
+        xp.cuda.Stream.null.use()
+    stress = trials >= 2 and problem.stress_ranges()
+    fresh = fresh_trial(problem, dtype, sizes, trials)
+    made = 0
+    for trial in range(trials):
+        stressed = bool(stress) and trial == trials - 1
+        key = KEPT.key(problem, xp, dtype, sizes, seed + trial, stressed)
+        if trial == fresh or key in KEPT:
+            continue
+        inputs, refs = _drawn(problem, xp, dtype, sizes, seed + trial, stressed=stressed, spot_check=trial == 0,
+                              progress=lambda: progress(f"inputs and reference {PROBLEM_CODE} {problem.source}"))
+        KEPT.put(key, xp, inputs, refs)
+        made += key in KEPT
+    return made
+
+
 def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int], *,
              trials: int, seed: int, progress: Progress, sets: int = 2, module: ArrayModule | None = None,
              keep: bool = True, spot_check: bool = True) -> Validated:
@@ -307,12 +345,11 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
             key = KEPT.key(problem, xp, dtype, sizes, trial_seed, bool(stressed)) if keep and trial != fresh else None
             kept = KEPT.get(key, xp)
             if kept is None:
-                if problem.source != "built-in":  # a hang from here on is the problem file's (pool.PROBLEM_CODE)
-                    progress(f"validate trial {trial + 1}/{trials}: inputs and reference {PROBLEM_CODE} "
-                             f"{problem.source}")
-                s.inputs = (problem.stress_inputs if stressed else problem.make_inputs)(sizes, dtype, trial_seed, xp)
-                s.refs = _reference(xp, problem, s.inputs, sizes, dtype, trial_seed,
-                                    spot_check=spot_check and trial == 0)
+                s.inputs, s.refs = _drawn(problem, xp, dtype, sizes, trial_seed, stressed=bool(stressed),
+                                          spot_check=spot_check and trial == 0,
+                                          progress=lambda n=trial + 1: progress(f"validate trial {n}/{trials}: inputs "
+                                                                         f"and reference {PROBLEM_CODE} "
+                                                                         f"{problem.source}"))
                 KEPT.put(key, xp, s.inputs, s.refs)
             else:
                 s.inputs, s.refs = kept

@@ -21,9 +21,16 @@ from peak_mcp.loop.devices import Devices
 from peak_mcp.loop.pipeline.verdicts import no_vendor_reason
 from peak_mcp.problems.base import Problem
 from peak_mcp.problems.registry import ProblemRegistry
-from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, Job, ProfileJob, TuneJob
+from peak_mcp.runner.messages import EvaluateJob, GeneralityJob, Job, PrepareJob, ProfileJob, TuneJob
 from peak_mcp.runner.pool import DevicePool, JobFailed
-from peak_mcp.runner.replies import EvaluateResult, GeneralityResult, JobResult, ProfileResult, TuneResult
+from peak_mcp.runner.replies import (
+    EvaluateResult,
+    GeneralityResult,
+    JobResult,
+    PrepareResult,
+    ProfileResult,
+    TuneResult,
+)
 from peak_mcp.store.database import Store
 from peak_mcp.store.records import SessionRow
 from peak_mcp.store.reports import roofline_ms
@@ -114,6 +121,9 @@ class LoopContext:
     @overload
     def run_job(self, session: SessionRow, job: TuneJob, progress: Progress, *,
                 device: int | None = None) -> TuneResult: ...
+
+    @overload
+    def run_job(self, session: SessionRow, job: PrepareJob, progress: Progress) -> PrepareResult: ...
 
     @overload
     def run_job(self, session: SessionRow, job: ProfileJob, progress: Progress, *, inactivity_s: float,

@@ -50,6 +50,18 @@ class EvaluateJob(_Job):
     vendor_ms: float | None = None  # faster than this: validated once more on fresh inputs
 
 
+class PrepareJob(_Job):
+    """Before a session's first submission (no kernel): prepare the worker's checks for the problem, draw and keep
+    the input sets and references its validations will ask for, at the session's sizes and at `sizes_list`, and
+    start the sanitizer's standby targets where asked."""
+
+    type: Literal["prepare"] = "prepare"
+    sizes: Sizes
+    trials: int = 3
+    sizes_list: list[Sizes] = Field(default_factory=list)  # generality's sampled sizes: one trial each
+    sanitizer_standby: bool = False
+
+
 class GeneralityJob(_KernelJob):
     """Validate at each sampled size; then (CUDA) compute-sanitizer at `sanitize_sizes`."""
 
@@ -94,5 +106,5 @@ class ProfileJob(_KernelJob):
     counters: bool = True
 
 
-Job = Annotated[EvaluateJob | GeneralityJob | TuneJob | ProfileJob, Field(discriminator="type")]
+Job = Annotated[EvaluateJob | GeneralityJob | TuneJob | ProfileJob | PrepareJob, Field(discriminator="type")]
 JOB: TypeAdapter[Job] = TypeAdapter(Job)

@@ -102,6 +102,12 @@ class _Worker:
         return self.process is not None and self.process.poll() is None
 
 
+# What a waiting job is told it waits behind (DeviceQueues.turn), by job type.
+JOB_KINDS = {"evaluate": "a submission's validation and timing", "generality": "a submission's checks at other sizes",
+             "tune": "a tune", "profile": "a profile",
+             "prepare": "preparing a session's checks and references before its first submission"}
+
+
 class DeviceQueues:
     """One queue per (backend, device index): its jobs run one at a time, and placement reads how many wait or run.
     Shared by the embedded pool and the Ray pool."""
@@ -110,24 +116,37 @@ class DeviceQueues:
         self._locks: dict[tuple[str, int], threading.Lock] = collections.defaultdict(threading.Lock)
         self._guard = threading.Lock()
         self._queued: collections.Counter[tuple[str, int]] = collections.Counter()  # waiting or running jobs
+        self._running: dict[tuple[str, int], str] = {}  # the type of the job holding each device
 
     def length(self, key: tuple[str, int]) -> int:
         with self._guard:
             return self._queued[key]
 
     @contextlib.contextmanager
-    def turn(self, key: tuple[str, int], cancel: threading.Event | None) -> Iterator[None]:
-        """Wait for the device's turn (the OS lock serves waiters); a cancelled waiter leaves the queue."""
+    def turn(self, key: tuple[str, int], cancel: threading.Event | None, job_type: str = "",
+             progress: Progress | None = None) -> Iterator[None]:
+        """Wait for the device's turn (the OS lock serves waiters); a cancelled waiter leaves the queue. A waiter is
+        told once what it waits behind (`progress`): the kind of job, never whose."""
         with self._guard:
             lock = self._locks[key]
             self._queued[key] += 1
         try:
+            told = False
             while not lock.acquire(timeout=POLL_S):
                 if cancel is not None and cancel.is_set():
                     raise JobFailed("cancelled", "the request was cancelled while the job waited for the device")
+                if progress is not None and not told:
+                    told = True
+                    with self._guard:
+                        running = self._running.get(key)
+                    progress(f"waiting for the device: it is busy with {JOB_KINDS.get(running or '', 'another job')}")
+            with self._guard:
+                self._running[key] = job_type
             try:
                 yield
             finally:
+                with self._guard:
+                    self._running.pop(key, None)
                 lock.release()
         finally:
             with self._guard:
@@ -169,7 +188,7 @@ class DevicePool:
         JobFailed('cancelled')."""
         key = (backend, index)
         cancel = cancel if cancel is not None else CANCEL.get()
-        with self.queues.turn(key, cancel):
+        with self.queues.turn(key, cancel, getattr(job, "type", ""), progress):
             worker = self._live_worker(backend, index)
             try:
                 self._host_for(worker, job)

@@ -134,7 +134,7 @@ class RayDevicePool:
             progress: Progress | None = None, cancel: threading.Event | None = None) -> JobResult:
         key = (backend, index)
         cancel = cancel if cancel is not None else CANCEL.get()
-        with self.queues.turn(key, cancel):
+        with self.queues.turn(key, cancel, getattr(job, "type", ""), progress):
             return self._run(key, job, inactivity_s, total_s, progress, cancel)
 
     def _run(self, key: tuple[str, int], job: Job, inactivity_s: float, total_s: float,

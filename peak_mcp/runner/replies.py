@@ -50,7 +50,15 @@ class ProfileResult(BaseModel):
     profile: ProfileReport | None = None
 
 
-JobResult = Annotated[EvaluateResult | GeneralityResult | TuneResult | ProfileResult, Field(discriminator="type")]
+class PrepareResult(BaseModel):
+    type: Literal["prepare"] = "prepare"
+    kept: int = 0  # input sets drawn and kept now (those kept already are not counted)
+    skipped: list[str] = Field(default_factory=list)  # sizes left unprepared, each with why
+    seconds: float = 0.0
+
+
+JobResult = Annotated[EvaluateResult | GeneralityResult | TuneResult | ProfileResult | PrepareResult,
+                      Field(discriminator="type")]
 
 
 class Ready(BaseModel):

@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from peak_mcp.runner import device_memory, problem_link
     from peak_mcp.runner.jobs import evaluate, generality
     from peak_mcp.runner.messages import JOB
+    from peak_mcp.runner.prepare_job import prepare_session
     from peak_mcp.runner.priming import Primer
     from peak_mcp.runner.profile_job import profile
     from peak_mcp.runner.replies import Done, Failed, Fatal, ProgressNote, Ready
@@ -92,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
                 job = JOB.validate_python(message)
             except ValidationError as exc:
                 raise PeakError(f"malformed job: {exc.errors(include_url=False)[:3]}") from None
-            run = {"evaluate": evaluate, "generality": generality, "profile": profile, "tune": tune}[job.type]
+            run = {"evaluate": evaluate, "generality": generality, "profile": profile, "tune": tune,
+                   "prepare": prepare_session}[job.type]
             links.accept()  # the server handed over any problem host this job needs before sending it
             links.progress = progress  # what a problem host says it is doing keeps the job alive
             primer.prime(job, progress)

@@ -1,0 +1,85 @@
+"""Issue 35: a session started without a first version has its checks prepared in the background (the worker's
+priming, the input sets and references of its validation and of generality's sizes, the sanitizer's targets), so
+the first submission finds them. What the submission checks must not change: a wrong kernel still fails, on the
+same kept sets, and a small output still gets one fresh trial."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from peak_mcp.core.config import Settings
+from peak_mcp.runner.messages import JOB, PrepareJob
+from peak_mcp.runner.pool import DeviceQueues
+from tests.test_define_problem import KERNEL, NEGATE, VULKAN, call
+
+
+def test_the_prepare_job_is_a_typed_job_and_refuses_unknown_fields() -> None:
+    job = JOB.validate_python({"type": "prepare", "problem": "matmul", "dtype": "f32",
+                               "sizes": {"M": 64, "N": 64, "K": 64}, "sizes_list": [{"M": 5, "N": 7, "K": 3}]})
+    assert isinstance(job, PrepareJob) and job.trials == 3 and not job.sanitizer_standby
+    with pytest.raises(ValueError):
+        JOB.validate_python({"type": "prepare", "problem": "matmul", "dtype": "f32", "sizes": {}, "source": "x"})
+
+
+def test_a_waiting_job_is_told_what_kind_of_job_it_waits_behind() -> None:
+    queues = DeviceQueues()
+    key = ("cuda", 0)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with queues.turn(key, None, "prepare"):
+            holding.set()
+            release.wait(5)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    holding.wait(5)
+    heard: list[str] = []
+    threading.Timer(0.5, release.set).start()
+    with queues.turn(key, None, "evaluate", heard.append):
+        pass
+    thread.join()
+    assert len(heard) == 1 and "preparing a session's checks" in heard[0], heard
+    with queues.turn(key, None, "evaluate", heard.append):  # an idle device: nothing said
+        pass
+    assert len(heard) == 1
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    settings.prepare_ahead = "always"  # lavapipe is a CPU device: "gpu" would leave it out
+    return settings
+
+
+@VULKAN
+@pytest.mark.anyio
+async def test_the_first_submission_finds_its_sets_prepared_and_still_judges_the_kernel(make_client) -> None:
+    async with make_client() as (client, service):
+        await call(client, "define_problem", {"source": NEGATE})
+        session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000}})
+        sid = session["session_id"]
+        service.sessions.preparing[sid].join(120)
+        first = await call(client, "submit_kernel", {"session_id": sid, "source": KERNEL.replace("BODY", "-x[id.x]")})
+        assert first["status"] == "benchmarked", first["message"]
+        steps = [line for _, line in service.store.version(sid, first["version"]).timeline.steps]
+        # trials 1 and 3 were drawn by the session's prepare job; trial 2 is fresh (a small output), never kept
+        assert len({line for line in steps if "kept from an earlier submission" in line}) == 2, steps
+        computed = {line for line in steps if line.startswith("validate") and "from the problem file" in line}
+        assert len(computed) == 1 and "trial 2/3" in next(iter(computed)), steps
+        wrong = await call(client, "submit_kernel", {"session_id": sid, "source": KERNEL.replace("BODY", "x[id.x]")})
+        assert wrong["failure"] == "wrong_result"
+
+
+@VULKAN
+@pytest.mark.anyio
+async def test_a_session_with_a_first_version_or_the_setting_off_is_not_prepared(make_client, settings) -> None:
+    async with make_client() as (client, service):
+        await call(client, "define_problem", {"source": NEGATE})
+        settings.prepare_ahead = "never"
+        session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 64}})
+        assert session["session_id"] not in service.sessions.preparing
+        settings.prepare_ahead = "gpu"  # lavapipe is no GPU
+        session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 64}})
+        assert session["session_id"] not in service.sessions.preparing
