@@ -101,7 +101,9 @@ def test_probe_rounds_keep_variables_apart() -> None:
 def test_names() -> None:
     assert kernelbench_name("19_ReLU") == "kb_19_relu"
     assert kernelbench_name("Matmul-with Transposed-B") == "matmul_with_transposed_b"
-    assert len(kernelbench_name("x" * 80)) == 40
+    assert kernelbench_name("x" * 80) == "x" * 80  # whole: an agent passes the name back to start_session
+    with pytest.raises(KernelBenchError, match="101 characters: over 100"):
+        kernelbench_name("x" * 101)
     assert looks_like_kernelbench(load("np_matmul").__dict__)
     assert not looks_like_kernelbench({"NAME": "x", "Model": type("Model", (), {}), "get_inputs": list})
     with pytest.raises(KernelBenchError, match="does not match"):

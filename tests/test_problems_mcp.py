@@ -9,6 +9,7 @@ need no device still run: list_problems, bad problem files, and which processes 
 from __future__ import annotations
 
 import os
+import shutil
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,29 @@ async def test_list_problems_shows_each_problem_with_its_abi_per_backend(make_cl
         problems["rmsnorm"]["abi"]["cuda"]
     assert "[[vk::binding(1)]] y (float, ROWS, read-write)" in problems["row_sum"]["abi"]["hlsl"]
     assert "[[vk::binding(2)]] y (float, ROWS×COLS, read-write)" in problems["rmsnorm"]["abi"]["hlsl"]
+
+
+async def test_list_problems_names_a_long_problem_whole(make_client, settings, tmp_path: Path) -> None:
+    """Agent46 #20: a name past 40 characters was cut without a word, and the agent passes the name back to
+    start_session. A problem file's NAME and a KernelBench file's stem-made name are listed whole, and found by it."""
+    folder = tmp_path / "problems"
+    folder.mkdir()
+    declared = "scale_by_two_over_a_vector_with_a_long_descriptive_name"
+    write(folder, "long_name", declared)
+    kernelbench = "kb_42_elementwise_relu_with_a_long_kernelbench_file_name"  # KernelBench names files by what they do
+    shutil.copy(Path(__file__).resolve().parent / "data" / "kernelbench" / "np_relu.py",
+                folder / "42_Elementwise_ReLU_with_a_long_KernelBench_file_name.py")
+    settings.problem_dirs = [folder]
+    async with make_client() as (client, _):
+        answer = await client.call_tool("list_problems", {})
+        listed = whole_answer("list_problems", answer)
+        assert not listed.get("errors"), listed["errors"]
+        names = {p["name"] for p in listed["problems"]}
+        assert {declared, kernelbench} <= names and min(len(declared), len(kernelbench)) > 40
+        text = answer.content[0].text
+        assert f"\n{declared}: " in text and f"\n{kernelbench}: " in text  # the text's lines name them whole too
+        for name in (declared, kernelbench):
+            assert (await call(client, "list_problems", {"problem": name}))["problems"][0]["name"] == name
 
 
 @VULKAN

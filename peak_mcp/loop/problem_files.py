@@ -82,7 +82,7 @@ def defined_problem_stem(source: str, name: str | None) -> str:
     if name is not None and declared is not None and name != declared:
         raise InvalidInput(f"name={name!r} differs from the source's NAME {declared!r}", "omit name.")
     if not NAME_PATTERN.fullmatch(chosen):
-        raise InvalidInput(f"problem name {chosen!r} must match [a-z][a-z0-9_]{{0,39}}", None)
+        raise InvalidInput(f"problem name {chosen!r} must match {NAME_PATTERN.pattern}", None)
     return chosen
 
 

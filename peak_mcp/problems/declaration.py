@@ -37,7 +37,10 @@ MAX_SAMPLES = 8  # values per sampled symbol
 MAX_KERNEL_CHARS = 256 * 1024
 MAX_DEFINITION_CHARS = 8000
 MAX_ELEMENTS = 1 << 31  # per buffer, as for every problem
-NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+# A problem's NAME is shown whole in every answer (an agent passes it back to start_session); KernelBench file stems
+# name problems, and many ran past the former 40 characters (they were cut, silently).
+MAX_NAME_CHARS = 100
+NAME = re.compile(rf"[a-z][a-z0-9_]{{0,{MAX_NAME_CHARS - 1}}}")
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
 # Names the ABI or grammar uses. SM_COUNT: the device's multiprocessor count in launch expressions, which a size
 # symbol of that name silently lost to (and a scalar of that name would hide).
@@ -139,7 +142,7 @@ class ProblemDeclaration(BaseModel):
     @classmethod
     def _name(cls, value: str) -> str:
         if not NAME.fullmatch(value):
-            raise ValueError(f"NAME {value!r} must match [a-z][a-z0-9_]{{0,39}}")
+            raise ValueError(f"NAME {value!r} must match {NAME.pattern}")
         return value
 
     @field_validator("title")

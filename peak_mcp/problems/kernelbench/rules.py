@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from peak_mcp.core.errors import InvalidInput
 
 PROBE_ROUNDS = 5  # rounds of spread values (distinct primes), which trace every dimension to its variable
@@ -44,8 +42,6 @@ MAX_DIVISOR = 16  # k in (a * S + b) // k
 
 MAX_FLOP_SYMBOLS = 4
 
-
-NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 DTYPES = ("f32", "f16", "bf16")

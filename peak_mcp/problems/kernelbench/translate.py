@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from peak_mcp.core.expressions import evaluate_condition
-from peak_mcp.problems.declaration import MAX_ELEMENTS
+from peak_mcp.problems.declaration import MAX_ELEMENTS, MAX_NAME_CHARS
+from peak_mcp.problems.declaration import NAME as NAME_PATTERN
 from peak_mcp.problems.kernelbench import modes
 from peak_mcp.problems.kernelbench.definition import definition
 from peak_mcp.problems.kernelbench.exact import exact_dtype, int_range
@@ -32,7 +33,7 @@ from peak_mcp.problems.kernelbench.probing import (
     probe_model,
 )
 from peak_mcp.problems.kernelbench.problem import KernelBenchProblem
-from peak_mcp.problems.kernelbench.rules import DTYPES, MAX_CANDIDATES, NAME_PATTERN, KernelBenchError
+from peak_mcp.problems.kernelbench.rules import DTYPES, MAX_CANDIDATES, KernelBenchError
 from peak_mcp.problems.kernelbench.stress import signed_stress, stress_line
 from peak_mcp.problems.kernelbench.tracing import (
     host64,
@@ -87,11 +88,16 @@ def _unique(name: str, taken: set[str], suffix: str) -> str:
 
 
 def kernelbench_name(stem: str) -> str:
-    """A problem name (`[a-z][a-z0-9_]{0,39}`) from a KernelBench file's stem: `19_ReLU` -> `kb_19_relu`."""
+    """A problem name (declaration.NAME) from a KernelBench file's stem: `19_ReLU` -> `kb_19_relu`. Never cut: an
+    agent passes the name back to start_session, and a cut one could name two files; a stem too long to fit is a
+    KernelBenchError that says so."""
     name = re.sub(r"_+", "_", re.sub(r"[^a-z0-9]", "_", stem.lower())).strip("_") or "problem"
     if not name[0].isalpha():
         name = f"kb_{name}"
-    return name[:40].rstrip("_")
+    if len(name) > MAX_NAME_CHARS:
+        raise KernelBenchError(f"the file name gives the problem name {name!r}, {len(name)} characters: over "
+                               f"{MAX_NAME_CHARS}", "rename the file (its stem names the problem)")
+    return name
 
 
 def looks_like_kernelbench(namespace: Mapping[str, Any]) -> bool:
@@ -107,7 +113,7 @@ def declare_kernelbench(module: types.ModuleType | dict[str, Any], name: str, *,
     Raises KernelBenchError, naming what and where, for a file that cannot be translated. See the module docstring
     for the rules."""
     if not NAME_PATTERN.fullmatch(name):
-        raise KernelBenchError(f"problem name {name!r} does not match [a-z][a-z0-9_]{{0,39}}",
+        raise KernelBenchError(f"problem name {name!r} does not match {NAME_PATTERN.pattern}",
                                "kernelbench_name(file stem) gives one")
     ns = module.__dict__ if isinstance(module, types.ModuleType) else module
     model_cls = ns.get("Model")
