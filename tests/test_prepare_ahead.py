@@ -1,17 +1,26 @@
 """Issue 35: a session started without a first version has its checks prepared in the background (the worker's
 priming, the input sets and references of its validation and of generality's sizes, the sanitizer's targets), so
-the first submission finds them. What the submission checks must not change: a wrong kernel still fails, on the
+the first submission finds them; between submissions, the fresh sets of the next validation on fresh inputs are
+drawn ahead too. What the submissions check must not change: a wrong kernel still fails, on the
 same kept sets, and a small output still gets one fresh trial."""
 
 from __future__ import annotations
 
 import threading
+import time
+from typing import Any
 
+import numpy as np
 import pytest
 
+from peak_mcp.backends.base import Compiled
+from peak_mcp.backends.registry import launch_spec
 from peak_mcp.core.config import Settings
+from peak_mcp.evaluation.reference_cache import SPARE
+from peak_mcp.evaluation.steps import prepare, validate
 from peak_mcp.runner.messages import JOB, PrepareJob
 from peak_mcp.runner.pool import DeviceQueues
+from tests.test_benchmark_audit import PROBLEM, SIZES, HostAsDevice, _honest
 from tests.test_define_problem import KERNEL, NEGATE, VULKAN, call
 
 
@@ -60,7 +69,7 @@ async def test_the_first_submission_finds_its_sets_prepared_and_still_judges_the
         await call(client, "define_problem", {"source": NEGATE})
         session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000}})
         sid = session["session_id"]
-        service.sessions.preparing[sid].join(120)
+        service.pipeline.preparing[sid].join(120)
         first = await call(client, "submit_kernel", {"session_id": sid, "source": KERNEL.replace("BODY", "-x[id.x]")})
         assert first["status"] == "benchmarked", first["message"]
         steps = [line for _, line in service.store.version(sid, first["version"]).timeline.steps]
@@ -79,7 +88,50 @@ async def test_a_session_with_a_first_version_or_the_setting_off_is_not_prepared
         await call(client, "define_problem", {"source": NEGATE})
         settings.prepare_ahead = "never"
         session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 64}})
-        assert session["session_id"] not in service.sessions.preparing
+        assert session["session_id"] not in service.pipeline.preparing
         settings.prepare_ahead = "gpu"  # lavapipe is no GPU
         session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 64}})
-        assert session["session_id"] not in service.sessions.preparing
+        assert session["session_id"] not in service.pipeline.preparing
+
+
+class _Host(HostAsDevice):
+    """The host executor of test_benchmark_audit with plain numpy buffers: its sets are kept (numpy's budget)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.xp = np
+
+
+def _validate_fresh(kernel: Any, lines: list[str]) -> dict[str, Any]:
+    source = PROBLEM.naive_kernel("cuda", "f32")
+    compiled = Compiled(handle=kernel, spec=launch_spec(source, "cuda", PROBLEM.symbols))
+    trials = 2 if PROBLEM.stress_ranges() else 1
+    validated = validate(_Host(), compiled, PROBLEM, "f32", SIZES, trials=trials, seed=time.time_ns() % 2**31,
+                         progress=lines.append, sets=1, keep=False, spot_check=False, spare=True)
+    validated.close()
+    return validated.verdict.model_dump()
+
+
+def test_fresh_sets_drawn_ahead_are_used_once_and_still_judge_the_kernel() -> None:
+    SPARE.clear()
+    made = prepare(_Host(), PROBLEM, "f32", SIZES, trials=0, seed=1, progress=lambda _: None, spare=True)
+    assert made == (2 if PROBLEM.stress_ranges() else 1) == len(SPARE)
+    lines: list[str] = []
+    assert _validate_fresh(_honest, lines)["passed"]
+    assert any("drawn ahead" in line for line in lines) and len(SPARE) == 0  # taken, and forgotten
+    lines.clear()
+    assert _validate_fresh(_honest, lines)["passed"]  # none left: drawn in the validation itself
+    assert not any("drawn ahead" in line for line in lines)
+    prepare(_Host(), PROBLEM, "f32", SIZES, trials=0, seed=1, progress=lambda _: None, spare=True)
+
+    def wrong(a: np.ndarray, b: np.ndarray, sizes: dict[str, int], launch: int) -> np.ndarray:
+        out = _honest(a, b, sizes, launch)
+        out[1, 2] += 1.0
+        return out
+
+    verdict = _validate_fresh(wrong, lines)
+    assert not verdict["passed"] and verdict["check"] == "wrong_result", verdict
+    # the kept sets of a session's validation are not spare ones: a prepare without spare draws none
+    SPARE.clear()
+    prepare(_Host(), PROBLEM, "f32", SIZES, trials=3, seed=1, progress=lambda _: None)
+    assert len(SPARE) == 0

@@ -39,7 +39,7 @@ from peak_mcp.evaluation.checks import (
     where,
 )
 from peak_mcp.evaluation.phases import Recheck, Timing, Verdict
-from peak_mcp.evaluation.reference_cache import KEPT, fresh_trial
+from peak_mcp.evaluation.reference_cache import KEPT, SPARE, fresh_trial
 from peak_mcp.evaluation.workspace import ALT_POISON, GUARD_PATTERN, POISON, Workspace
 from peak_mcp.evaluation.wrong_count import any_wrong
 from peak_mcp.problems.base import PROBLEM_CODE, BufferArg, Problem, Reference, Tolerance
@@ -281,11 +281,12 @@ def _drawn(problem: Problem, xp: Any, dtype: str, sizes: dict[str, int], seed: i
 
 
 def prepare(executor: Executor, problem: Problem, dtype: str, sizes: dict[str, int], *, trials: int, seed: int,
-            progress: Progress) -> int:
+            progress: Progress, spare: bool = False) -> int:
     """Before any kernel of a session has run: the input sets and references that `validate` at these sizes, trials
     and seed will ask the reference cache for, drawn and kept, so that the session's first submission finds them
     (a KernelBench file's references take 10-20 s). The same draws as validate's, so nothing a kernel meets
-    differs; the fresh trial is left to each validation. Returns the sets kept now."""
+    differs; the fresh trial is left to each validation. `spare`: also the fresh sets of the next validation on
+    fresh inputs (reference_cache.SpareSets), drawn from the OS's randomness. Returns the sets kept now."""
     where = array_module(executor)
     xp = where.xp
     if not KEPT.keeps(problem, xp):
@@ -296,6 +297,16 @@ def prepare(executor: Executor, problem: Problem, dtype: str, sizes: dict[str, i
     stress = trials >= 2 and problem.stress_ranges()
     fresh = fresh_trial(problem, dtype, sizes, trials)
     made = 0
+    if spare:  # the sets a validation on fresh inputs takes (runner/jobs.py): the usual ranges, then the stress ones
+        for stressed in (False, True) if problem.stress_ranges() else (False,):
+            key = SPARE.key(problem, xp, dtype, sizes, stressed)
+            if key in SPARE:
+                continue
+            seed_now = int.from_bytes(os.urandom(4), "little") % 2**31
+            inputs, refs = _drawn(problem, xp, dtype, sizes, seed_now, stressed=stressed, spot_check=False,
+                                  progress=lambda: progress(f"fresh inputs and reference {PROBLEM_CODE} "
+                                                            f"{problem.source}"))
+            made += SPARE.put(key, xp, inputs, refs)
     for trial in range(trials):
         stressed = bool(stress) and trial == trials - 1
         key = KEPT.key(problem, xp, dtype, sizes, seed + trial, stressed)
@@ -310,12 +321,14 @@ def prepare(executor: Executor, problem: Problem, dtype: str, sizes: dict[str, i
 
 def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int], *,
              trials: int, seed: int, progress: Progress, sets: int = 2, module: ArrayModule | None = None,
-             keep: bool = True, spot_check: bool = True) -> Validated:
+             keep: bool = True, spot_check: bool = True, spare: bool = False) -> Validated:
     """Run the checks on `trials` fresh input sets over `sets` workspaces; they stay loaded for the benchmark.
     `module`: where the validator computes, array_module(executor) unless given (tools compare host and GPU);
     `keep`: the input sets and references are kept for the next job with the same seed (reference_cache);
     `spot_check`: the first trial's device reference is checked against the host's at a few elements (a fact of the
-    problem at these sizes, not of the inputs: a second validation at the same sizes may leave it out)."""
+    problem at these sizes, not of the inputs: a second validation at the same sizes may leave it out); `spare`: a
+    validation on fresh inputs, which takes the sets drawn for it ahead (reference_cache.SpareSets) where there
+    are any."""
     geometry = launch_geometry(kernel.spec, problem, dtype, sizes)
     why = executor.check_geometry(kernel, geometry)
     if why:
@@ -344,7 +357,10 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
             trial_seed = seed + trial if trial != fresh else time.time_ns() % 2**31
             key = KEPT.key(problem, xp, dtype, sizes, trial_seed, bool(stressed)) if keep and trial != fresh else None
             kept = KEPT.get(key, xp)
-            if kept is None:
+            drawn_ahead = SPARE.take(SPARE.key(problem, xp, dtype, sizes, bool(stressed))) if spare else None
+            if drawn_ahead is not None:
+                s.inputs, s.refs = drawn_ahead
+            elif kept is None:
                 s.inputs, s.refs = _drawn(problem, xp, dtype, sizes, trial_seed, stressed=bool(stressed),
                                           spot_check=spot_check and trial == 0,
                                           progress=lambda n=trial + 1: progress(f"validate trial {n}/{trials}: inputs "
@@ -354,7 +370,8 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
             else:
                 s.inputs, s.refs = kept
             progress(f"validate trial {trial + 1}/{trials}" + (" (stress ranges)" if stressed else "")
-                     + (" (inputs and reference kept from an earlier submission)" if kept else ""))
+                     + (" (inputs and reference kept from an earlier submission)" if kept else "")
+                     + (" (fresh inputs drawn ahead, while the device was idle)" if drawn_ahead else ""))
             s.ws.load(s.inputs)
             finding, stats = _launch_and_check(executor, kernel, geometry, s, problem, dtype, passed_before=trial)
             if finding and finding.check == "unwritten_output":

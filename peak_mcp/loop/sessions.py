@@ -3,7 +3,6 @@ yardstick timed), described, and listed."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from peak_mcp.backends.registry import BACKENDS
@@ -13,7 +12,6 @@ from peak_mcp.core.text import checked_label, clipped
 from peak_mcp.core.units import speed
 from peak_mcp.evaluation.generality import check_constraints, satisfies
 from peak_mcp.evaluation.phases import Baseline, dumped
-from peak_mcp.loop import prepare_ahead
 from peak_mcp.loop.context import LoopContext, Progress, quiet
 from peak_mcp.loop.models import SessionInfo, SessionList, SessionSummary
 from peak_mcp.loop.pipeline.notes import file_sha256
@@ -33,7 +31,6 @@ CPU_DEVICE_FLOPS, CPU_DEVICE_BYTES = 2.0**31, 2.0**24
 class Sessions:
     def __init__(self, ctx: LoopContext, pipeline: Pipeline, versions: Versions) -> None:
         self.ctx, self.pipeline, self.versions = ctx, pipeline, versions
-        self.preparing: dict[str, threading.Thread] = {}  # sessions whose checks are being prepared ahead
 
     def start_session(self, problem: str, backend: str, dtype: str, sizes: dict[str, Any] | str | None,
                       label: str | None = None, progress: Progress = quiet,
@@ -93,10 +90,7 @@ class Sessions:
             note = (note + "; " if note else "") + f"sizes not given were taken from the problem's defaults: {filled}"
         info.note = note
         if report is None and index >= 0:  # after the yardsticks: their timings see an idle device
-            self.preparing = {sid: t for sid, t in self.preparing.items() if t.is_alive()}
-            thread = prepare_ahead.start(self.ctx, self.ctx.store.session(session_id))
-            if thread is not None:
-                self.preparing[session_id] = thread
+            self.pipeline.prepare_ahead(self.ctx.store.session(session_id))
         return info
 
     @staticmethod

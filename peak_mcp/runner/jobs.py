@@ -109,9 +109,11 @@ def evaluate(executor: Executor, job: EvaluateJob | dict[str, Any], progress: Pr
             # for is a kernel that learned the kept sets. Where the problem has stress ranges a second trial draws
             # fresh from them (the kept stress set is the only stress set the session's validation draws: a
             # kernel that recognised it passed with one trial). The reference's spot check is left out: a fact of
-            # the problem at these sizes, checked above (about 5 s of a KernelBench LayerNorm's file, H200).
+            # the problem at these sizes, checked above (about 5 s of a KernelBench LayerNorm's file, H200). Fresh sets
+            # drawn ahead while the device was idle (prepare_job.py) are taken where there are any: used once each.
             again = validate(executor, kernel, problem, dtype, sizes, trials=2 if problem.stress_ranges() else 1,
-                             seed=time.time_ns() % 2**31, progress=progress, sets=1, keep=False, spot_check=False)
+                             seed=time.time_ns() % 2**31, progress=progress, sets=1, keep=False, spot_check=False,
+                             spare=True)
             again.close()
             result.revalidation = again.verdict
     if "baseline" in steps:

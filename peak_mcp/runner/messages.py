@@ -53,13 +53,15 @@ class EvaluateJob(_Job):
 class PrepareJob(_Job):
     """Before a session's first submission (no kernel): prepare the worker's checks for the problem, draw and keep
     the input sets and references its validations will ask for, at the session's sizes and at `sizes_list`, and
-    start the sanitizer's standby targets where asked."""
+    start the sanitizer's standby targets where asked. Sent again between submissions with `trials=0` and
+    `spare` alone, for the next validation on fresh inputs."""
 
     type: Literal["prepare"] = "prepare"
     sizes: Sizes
-    trials: int = 3
+    trials: int = Field(3, ge=0, le=20)
     sizes_list: list[Sizes] = Field(default_factory=list)  # generality's sampled sizes: one trial each
     sanitizer_standby: bool = False
+    spare: bool = False  # also the fresh sets of the next validation on fresh inputs (reference_cache.SpareSets)
 
 
 class GeneralityJob(_KernelJob):

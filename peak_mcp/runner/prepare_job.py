@@ -27,19 +27,20 @@ Progress = Callable[[str], None]
 
 def prepare_session(executor: Executor, job: PrepareJob, progress: Progress) -> PrepareResult:
     """Keep the input sets of the session's validation and of one trial at each generality size (the worker has
-    primed the problem before this runs); start the sanitizer's targets on standby where asked. A size that cannot
+    primed the problem before this runs), and the spare fresh sets where asked; start the sanitizer's targets on
+    standby where asked. A size that cannot
     be prepared is skipped with why: the submission meets it again and reports it as its own."""
     started = time.perf_counter()
     problem = worker_problem(job.problem, job.declaration)
     problem_link.attach(problem)  # a problem file's code runs in its problem host
     seed = job.seed if job.seed is not None else 0
     result = PrepareResult()
-    plan = [(job.sizes, job.trials)] + [(sizes, 1) for sizes in job.sizes_list]
-    for sizes, trials in plan:
+    plan = [(job.sizes, job.trials, job.spare)] + [(sizes, 1, False) for sizes in job.sizes_list]
+    for sizes, trials, spare in plan:
         label = " ".join(f"{k}={v}" for k, v in sizes.items())
         progress(f"preparing the session's checks at {label}")
         try:
-            result.kept += prepare(executor, problem, job.dtype, sizes, trials=trials, seed=seed,
+            result.kept += prepare(executor, problem, job.dtype, sizes, trials=trials, seed=seed, spare=spare,
                                    progress=lambda line, label=label: progress(f"preparing at {label}: {line}"))
         except (PeakError, ReferenceMismatch) as exc:
             result.skipped.append(f"{label}: {str(exc)[:200]}")

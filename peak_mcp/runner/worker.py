@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             out.flush()
 
     from peak_mcp.backends.registry import open_executor
-    from peak_mcp.evaluation.reference_cache import KEPT
+    from peak_mcp.evaluation.reference_cache import KEPT, SPARE
     from peak_mcp.runner import device_memory, problem_link
     from peak_mcp.runner.jobs import evaluate, generality
     from peak_mcp.runner.messages import JOB
@@ -102,12 +102,14 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 result = run(executor, job, progress)
             except Exception as exc:
-                if not ((isinstance(exc, DeviceMemory) or device_memory.is_out_of_memory(exc)) and len(KEPT)):
+                if not ((isinstance(exc, DeviceMemory) or device_memory.is_out_of_memory(exc))
+                        and len(KEPT) + len(SPARE)):
                     raise
                 again = True  # out of the except clause first: its traceback holds the job's arrays
             if again:
                 # the input sets kept between submissions held memory this job needed: they go, and it runs again
                 KEPT.clear()
+                SPARE.clear()
                 device_memory.release()
                 progress("out of device memory with earlier submissions' input sets kept: running again without them")
                 result = run(executor, job, progress)
@@ -129,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         device_memory.release()
         if out_of_memory is not None:
             KEPT.clear()  # the input sets kept between submissions give way to the next job's
+            SPARE.clear()
             device_memory.release()
             error = device_memory.device_memory_error(out_of_memory, "the server's validator (the device worker)")
             failed = Failed(id=job_id, kind=error.kind, error=str(error))

@@ -7,6 +7,7 @@ beside.py) -> the message's notes (notes.py) -> record the verdict and move head
 
 from __future__ import annotations
 
+import threading
 import time
 
 import structlog
@@ -14,7 +15,7 @@ import structlog
 from peak_mcp.core.errors import InvalidInput
 from peak_mcp.loop.context import LoopContext, Progress, quiet
 from peak_mcp.loop.models import Submission
-from peak_mcp.loop.pipeline import notes, record
+from peak_mcp.loop.pipeline import notes, prepare, record
 from peak_mcp.loop.pipeline.admit import admit
 from peak_mcp.loop.pipeline.beside import Starter
 from peak_mcp.loop.pipeline.configuration import configuration
@@ -23,6 +24,7 @@ from peak_mcp.loop.pipeline.generality import with_generality
 from peak_mcp.loop.pipeline.parent_retime import retime_parent
 from peak_mcp.loop.timeline import Recorder
 from peak_mcp.loop.versions import Versions
+from peak_mcp.store.records import SessionRow
 
 log = structlog.get_logger("peak_mcp.loop.service")
 
@@ -30,6 +32,14 @@ log = structlog.get_logger("peak_mcp.loop.service")
 class Pipeline:
     def __init__(self, ctx: LoopContext, versions: Versions) -> None:
         self.ctx, self.versions = ctx, versions
+        self.preparing: dict[str, threading.Thread] = {}  # by session: its prepare job in the background
+
+    def prepare_ahead(self, session: SessionRow, *, spare_only: bool = False) -> None:
+        """Start the session's prepare job in the background (prepare.py), where it is wanted."""
+        self.preparing = {sid: t for sid, t in self.preparing.items() if t.is_alive()}
+        thread = prepare.start(self.ctx, session, spare_only=spare_only)
+        if thread is not None:
+            self.preparing[session.id] = thread
 
     def submit_kernel(self, session_id: str, source: str, parent: int | None = None,
                       transformation: str | None = None, progress: Progress = quiet, *,
@@ -80,4 +90,7 @@ class Pipeline:
         report.seconds = time.perf_counter() - started
         log.info("version recorded", session=session_id, version=number, status=report.status,
                  seconds=round(report.seconds, 3))
+        if outcome.timing is not None and session.vendor_ms and outcome.timing.median_ms < session.vendor_ms:
+            # validated again on fresh inputs (runner/jobs.py): the next such version's are drawn while the agent reads
+            self.prepare_ahead(session, spare_only=True)
         return report

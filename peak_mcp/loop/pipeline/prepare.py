@@ -21,7 +21,7 @@ from peak_mcp.loop.context import LoopContext
 from peak_mcp.runner.messages import PrepareJob
 from peak_mcp.store.records import SessionRow
 
-log = structlog.get_logger("peak_mcp.loop.prepare_ahead")
+log = structlog.get_logger("peak_mcp.loop.pipeline.prepare")
 
 
 def wanted(ctx: LoopContext, session: SessionRow) -> bool:
@@ -43,16 +43,23 @@ def prepare_job(ctx: LoopContext, session: SessionRow) -> PrepareJob:
     standby = (ctx.settings.sanitizer and ctx.settings.sanitizer_standby and session.backend != "hlsl"
                and backend_spec(session.backend).sanitizer and ctx.device_of(session).vendor != "amd")
     return PrepareJob(**ctx.wire(session), dtype=session.dtype, sizes=session.sizes,
-                      trials=ctx.settings.validation_trials, sizes_list=sizes_list, sanitizer_standby=standby)
+                      trials=ctx.settings.validation_trials, sizes_list=sizes_list, sanitizer_standby=standby,
+                      spare=session.vendor_ms is not None)
 
 
-def start(ctx: LoopContext, session: SessionRow) -> threading.Thread | None:
-    """Run the session's prepare job in a background thread (returned, for tests to join); None where not wanted.
-    Never raises, nor does the thread: a failure here is met again, and reported, by the first submission."""
+def spare_job(ctx: LoopContext, session: SessionRow) -> PrepareJob:
+    """Between submissions: the fresh sets alone, for the next version faster than the vendor library."""
+    return PrepareJob(**ctx.wire(session), dtype=session.dtype, sizes=session.sizes, trials=0, spare=True)
+
+
+def start(ctx: LoopContext, session: SessionRow, *, spare_only: bool = False) -> threading.Thread | None:
+    """Run the session's prepare job (`spare_only`: spare_job) in a background thread (returned, for tests to
+    join); None where not wanted. Never raises, nor does the thread: a failure here is met again, and reported,
+    by the next submission."""
     try:
         if not wanted(ctx, session):
             return None
-        job = prepare_job(ctx, session)
+        job = spare_job(ctx, session) if spare_only else prepare_job(ctx, session)
     except Exception as exc:  # a problem that cannot say its sizes now: the submission will say why
         log.info("session not prepared ahead", session=session.id, reason=str(exc)[:200])
         return None
