@@ -2,10 +2,11 @@
 priming, the input sets and references of its validation and of generality's sizes, the sanitizer's targets), so
 the first submission finds them; between submissions, the fresh sets of the next validation on fresh inputs are
 drawn ahead too. What the submissions check must not change: a wrong kernel still fails, on the
-same kept sets, and a small output still gets one fresh trial."""
+same kept sets, and a small output still gets one fresh trial, each fresh set used once."""
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from typing import Any
@@ -16,7 +17,8 @@ import pytest
 from peak_mcp.backends.base import Compiled
 from peak_mcp.backends.registry import launch_spec
 from peak_mcp.core.config import Settings
-from peak_mcp.evaluation.reference_cache import SPARE
+from peak_mcp.evaluation.generality import sample_sizes
+from peak_mcp.evaluation.reference_cache import KEPT, SPARE, fresh_trial
 from peak_mcp.evaluation.steps import prepare, validate
 from peak_mcp.runner.messages import JOB, PrepareJob
 from peak_mcp.runner.pool import DeviceQueues
@@ -73,10 +75,11 @@ async def test_the_first_submission_finds_its_sets_prepared_and_still_judges_the
         first = await call(client, "submit_kernel", {"session_id": sid, "source": KERNEL.replace("BODY", "-x[id.x]")})
         assert first["status"] == "benchmarked", first["message"]
         steps = [line for _, line in service.store.version(sid, first["version"]).timeline.steps]
-        # trials 1 and 3 were drawn by the session's prepare job; trial 2 is fresh (a small output), never kept
+        # trials 1 and 3 were drawn and kept by the session's prepare job; trial 2 is fresh (a small output): drawn
+        # ahead by the same job, never kept, and used once
         assert len({line for line in steps if "kept from an earlier submission" in line}) == 2, steps
-        computed = {line for line in steps if line.startswith("validate") and "from the problem file" in line}
-        assert len(computed) == 1 and "trial 2/3" in next(iter(computed)), steps
+        assert any(line.startswith("validate trial 2/3") and "drawn ahead" in line for line in steps), steps
+        assert not any(line.startswith("validate") and "from the problem file" in line for line in steps), steps
         wrong = await call(client, "submit_kernel", {"session_id": sid, "source": KERNEL.replace("BODY", "x[id.x]")})
         assert wrong["failure"] == "wrong_result"
 
@@ -114,7 +117,8 @@ def _validate_fresh(kernel: Any, lines: list[str]) -> dict[str, Any]:
 
 def test_fresh_sets_drawn_ahead_are_used_once_and_still_judge_the_kernel() -> None:
     SPARE.clear()
-    made = prepare(_Host(), PROBLEM, "f32", SIZES, trials=0, seed=1, progress=lambda _: None, spare=True)
+    made = prepare(_Host(), PROBLEM, "f32", SIZES, trials=3, seed=1, progress=lambda _: None, keep=False,
+                   spare_revalidation=True)
     assert made == (2 if PROBLEM.stress_ranges() else 1) == len(SPARE)
     lines: list[str] = []
     assert _validate_fresh(_honest, lines)["passed"]
@@ -122,7 +126,8 @@ def test_fresh_sets_drawn_ahead_are_used_once_and_still_judge_the_kernel() -> No
     lines.clear()
     assert _validate_fresh(_honest, lines)["passed"]  # none left: drawn in the validation itself
     assert not any("drawn ahead" in line for line in lines)
-    prepare(_Host(), PROBLEM, "f32", SIZES, trials=0, seed=1, progress=lambda _: None, spare=True)
+    prepare(_Host(), PROBLEM, "f32", SIZES, trials=3, seed=1, progress=lambda _: None, keep=False,
+            spare_revalidation=True)
 
     def wrong(a: np.ndarray, b: np.ndarray, sizes: dict[str, int], launch: int) -> np.ndarray:
         out = _honest(a, b, sizes, launch)
@@ -135,3 +140,50 @@ def test_fresh_sets_drawn_ahead_are_used_once_and_still_judge_the_kernel() -> No
     SPARE.clear()
     prepare(_Host(), PROBLEM, "f32", SIZES, trials=3, seed=1, progress=lambda _: None)
     assert len(SPARE) == 0
+
+
+def test_the_fresh_trial_of_a_small_output_takes_a_set_drawn_ahead_once() -> None:
+    SPARE.clear()
+    KEPT.clear()
+    seed = 11
+    assert fresh_trial(PROBLEM, "f32", SIZES, 3) == 1  # a small output: trial 2 of 3 is drawn fresh
+    made = prepare(_Host(), PROBLEM, "f32", SIZES, trials=3, seed=seed, progress=lambda _: None, spare_fresh=True)
+    assert made == 3 and len(SPARE) == 1 and len(KEPT) == 2  # trials 1 and 3 kept; one fresh set for trial 2
+    again = prepare(_Host(), PROBLEM, "f32", SIZES, trials=3, seed=seed, progress=lambda _: None, spare_fresh=True)
+    assert again == 0  # nothing is drawn twice
+
+    def run(kernel: Any) -> tuple[dict[str, Any], list[str]]:
+        lines: list[str] = []
+        source = PROBLEM.naive_kernel("cuda", "f32")
+        compiled = Compiled(handle=kernel, spec=launch_spec(source, "cuda", PROBLEM.symbols))
+        validated = validate(_Host(), compiled, PROBLEM, "f32", SIZES, trials=3, seed=seed, progress=lines.append)
+        validated.close()
+        return validated.verdict.model_dump(), lines
+
+    verdict, lines = run(_honest)
+    assert verdict["passed"] and len(SPARE) == 0
+    assert any(line.startswith("validate trial 2/3") and "drawn ahead" in line for line in lines), lines
+    assert sum("kept from an earlier submission" in line for line in lines) == 2
+    verdict, lines = run(_honest)  # none left: the fresh trial draws its own, from the clock
+    assert verdict["passed"] and not any("drawn ahead" in line for line in lines)
+    KEPT.clear()
+
+
+@VULKAN
+@pytest.mark.anyio
+async def test_the_size_drawn_for_the_next_check_is_the_one_prepared_and_then_forgotten(make_client) -> None:
+    async with make_client() as (client, service):
+        await call(client, "define_problem", {"source": NEGATE})
+        session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000}})
+        sid = session["session_id"]
+        ctx = service.ctx
+        seed = ctx.next_draw(sid)
+        assert ctx.next_draw(sid) == seed  # kept until a check takes it
+        expected = sample_sizes(ctx.problem("negate"), {"N": 1000}, [], draw=random.Random(seed))
+        service.pipeline.preparing[sid].join(120)
+        first = await call(client, "submit_kernel", {"session_id": sid, "source": KERNEL.replace("BODY", "-x[id.x]")})
+        assert first["status"] == "benchmarked", first["message"]
+        checked = service.store.version(sid, first["version"]).generality.sizes_checked
+        assert checked == expected, (checked, expected)
+        service.pipeline.preparing[sid].join(120)  # the next check's seed is drawn by the job after the submission
+        assert ctx.take_draw(sid) != seed

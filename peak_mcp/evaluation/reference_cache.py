@@ -131,14 +131,16 @@ def fresh_trial(problem: Problem, dtype: str, sizes: dict[str, int], trials: int
 
 
 class SpareSets:
-    """Fresh input sets drawn ahead, each for one validation on fresh inputs (a version faster than the vendor
-    library is validated again on inputs no kernel has seen: runner/jobs.py). Drawing them took 3-4 s of every such
-    submission of a KernelBench GEMV or LayerNorm on an H200; a set drawn between submissions, from the OS's
-    randomness, is as unseen when it is used, and it is used once: `take` hands it over and forgets it. One set per
-    key; memory as the reference cache's."""
+    """Fresh input sets drawn ahead, each for one use: the fresh trial of a validation whose output is small
+    (fresh_trial), and the validation on fresh inputs of a version faster than the vendor library (runner/jobs.py).
+    Drawing them took 3-4 s of every such submission of a KernelBench GEMV or LayerNorm on an H200; a set drawn
+    between submissions from the OS's randomness is as unseen when it is used, and it is used once: `take` hands
+    it over and forgets it. At most PER_KEY sets per key; memory as the reference cache's."""
+
+    PER_KEY = 2
 
     def __init__(self) -> None:
-        self._sets: dict[Key, tuple[dict[str, Any], dict[str, Reference]]] = {}
+        self._sets: dict[Key, list[tuple[dict[str, Any], dict[str, Reference]]]] = {}
 
     @staticmethod
     def key(problem: Problem, xp: Any, dtype: str, sizes: dict[str, int], stressed: bool) -> Key | None:
@@ -147,25 +149,31 @@ class SpareSets:
         return (identity(problem), xp.__name__, dtype, tuple(sorted(sizes.items())), bool(stressed))
 
     def put(self, key: Key | None, xp: Any, inputs: dict[str, Any], refs: dict[str, Reference]) -> bool:
-        if key is None:
+        if key is None or self.count(key) >= self.PER_KEY:
             return False
         size = _bytes(inputs, refs)
         if size > _budget(xp) // 2 or not _room_left(xp, size):
             return False
-        self._sets[key] = (inputs, refs)
+        self._sets.setdefault(key, []).append((inputs, refs))
         return True
 
     def take(self, key: Key | None) -> tuple[dict[str, Any], dict[str, Reference]] | None:
-        return None if key is None else self._sets.pop(key, None)
+        held = self._sets.get(key) if key is not None else None
+        if not held:
+            return None
+        taken = held.pop(0)
+        if not held:
+            del self._sets[key]
+        return taken
 
-    def __contains__(self, key: Key | None) -> bool:
-        return key is not None and key in self._sets
+    def count(self, key: Key | None) -> int:
+        return len(self._sets.get(key, ())) if key is not None else 0
 
     def clear(self) -> None:
         self._sets.clear()
 
     def __len__(self) -> int:
-        return len(self._sets)
+        return sum(len(held) for held in self._sets.values())
 
 
 KEPT = ReferenceCache()  # the worker process's own (one device per worker)

@@ -281,12 +281,14 @@ def _drawn(problem: Problem, xp: Any, dtype: str, sizes: dict[str, int], seed: i
 
 
 def prepare(executor: Executor, problem: Problem, dtype: str, sizes: dict[str, int], *, trials: int, seed: int,
-            progress: Progress, spare: bool = False) -> int:
-    """Before any kernel of a session has run: the input sets and references that `validate` at these sizes, trials
-    and seed will ask the reference cache for, drawn and kept, so that the session's first submission finds them
-    (a KernelBench file's references take 10-20 s). The same draws as validate's, so nothing a kernel meets
-    differs; the fresh trial is left to each validation. `spare`: also the fresh sets of the next validation on
-    fresh inputs (reference_cache.SpareSets), drawn from the OS's randomness. Returns the sets kept now."""
+            progress: Progress, keep: bool = True, spare_fresh: bool = False,
+            spare_revalidation: bool = False) -> int:
+    """Before a kernel runs: the input sets and references that `validate` at these sizes, trials and seed will ask
+    the reference cache for, drawn and kept (`keep`), so that the next submission finds them (a KernelBench file's
+    references take 10-20 s). The same draws as validate's, so nothing a kernel meets differs. Also, where asked,
+    fresh sets drawn from the OS's randomness, each for one use (reference_cache.SpareSets): `spare_fresh`, the
+    fresh trial of a validation whose output is small; `spare_revalidation`, the validation on fresh inputs of a
+    version faster than the vendor library (its usual ranges, then its stress ranges). Returns the sets made."""
     where = array_module(executor)
     xp = where.xp
     if not KEPT.keeps(problem, xp):
@@ -297,17 +299,7 @@ def prepare(executor: Executor, problem: Problem, dtype: str, sizes: dict[str, i
     stress = trials >= 2 and problem.stress_ranges()
     fresh = fresh_trial(problem, dtype, sizes, trials)
     made = 0
-    if spare:  # the sets a validation on fresh inputs takes (runner/jobs.py): the usual ranges, then the stress ones
-        for stressed in (False, True) if problem.stress_ranges() else (False,):
-            key = SPARE.key(problem, xp, dtype, sizes, stressed)
-            if key in SPARE:
-                continue
-            seed_now = int.from_bytes(os.urandom(4), "little") % 2**31
-            inputs, refs = _drawn(problem, xp, dtype, sizes, seed_now, stressed=stressed, spot_check=False,
-                                  progress=lambda: progress(f"fresh inputs and reference {PROBLEM_CODE} "
-                                                            f"{problem.source}"))
-            made += SPARE.put(key, xp, inputs, refs)
-    for trial in range(trials):
+    for trial in range(trials) if keep else ():
         stressed = bool(stress) and trial == trials - 1
         key = KEPT.key(problem, xp, dtype, sizes, seed + trial, stressed)
         if trial == fresh or key in KEPT:
@@ -316,6 +308,19 @@ def prepare(executor: Executor, problem: Problem, dtype: str, sizes: dict[str, i
                               progress=lambda: progress(f"inputs and reference {PROBLEM_CODE} {problem.source}"))
         KEPT.put(key, xp, inputs, refs)
         made += key in KEPT
+    wanted = [False] if spare_fresh and fresh is not None else []
+    wanted += [False, True] if spare_revalidation and problem.stress_ranges() else [False] if spare_revalidation \
+        else []
+    for stressed in sorted(set(wanted)):
+        key = SPARE.key(problem, xp, dtype, sizes, stressed)
+        while SPARE.count(key) < wanted.count(stressed):
+            seed_now = int.from_bytes(os.urandom(4), "little") % 2**31
+            inputs, refs = _drawn(problem, xp, dtype, sizes, seed_now, stressed=stressed, spot_check=False,
+                                  progress=lambda: progress(f"fresh inputs and reference {PROBLEM_CODE} "
+                                                            f"{problem.source}"))
+            if not SPARE.put(key, xp, inputs, refs):
+                break  # no room: the validation draws its own
+            made += 1
     return made
 
 
@@ -328,7 +333,7 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
     `spot_check`: the first trial's device reference is checked against the host's at a few elements (a fact of the
     problem at these sizes, not of the inputs: a second validation at the same sizes may leave it out); `spare`: a
     validation on fresh inputs, which takes the sets drawn for it ahead (reference_cache.SpareSets) where there
-    are any."""
+    are any; the fresh trial of a validation that keeps its sets takes one too."""
     geometry = launch_geometry(kernel.spec, problem, dtype, sizes)
     why = executor.check_geometry(kernel, geometry)
     if why:
@@ -357,7 +362,8 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
             trial_seed = seed + trial if trial != fresh else time.time_ns() % 2**31
             key = KEPT.key(problem, xp, dtype, sizes, trial_seed, bool(stressed)) if keep and trial != fresh else None
             kept = KEPT.get(key, xp)
-            drawn_ahead = SPARE.take(SPARE.key(problem, xp, dtype, sizes, bool(stressed))) if spare else None
+            drawn_ahead = SPARE.take(SPARE.key(problem, xp, dtype, sizes, bool(stressed))) \
+                if spare or trial == fresh else None
             if drawn_ahead is not None:
                 s.inputs, s.refs = drawn_ahead
             elif kept is None:

@@ -77,6 +77,18 @@ class LoopContext:
     def __init__(self, settings: Settings, store: Store, pool: DevicePool | RayDevicePool, problems: ProblemRegistry,
                  devices: Devices) -> None:
         self.settings, self.store, self.pool, self.problems, self.devices = settings, store, pool, problems, devices
+        self._draws: dict[str, int] = {}  # by session: the seed of its next check's drawn size (next_draw)
+
+    def next_draw(self, session_id: str) -> int:
+        """The seed of the size drawn at random for the session's next generality check (sample_sizes' `draw`):
+        from the OS, drawn now and kept until that check takes it, so that a prepare job can draw the size's input
+        set before it (pipeline/prepare.py). Never said to the agent before the check that uses it."""
+        return self._draws.setdefault(session_id, secrets.randbits(64))
+
+    def take_draw(self, session_id: str) -> int:
+        """The seed next_draw kept for this check (forgotten now), or a fresh one."""
+        seed = self._draws.pop(session_id, None)
+        return seed if seed is not None else secrets.randbits(64)
 
     def problem(self, name: str) -> Problem:
         """The problem a session names (NotFound, with the file's error where one failed to load)."""

@@ -53,15 +53,19 @@ class EvaluateJob(_Job):
 class PrepareJob(_Job):
     """Before a session's first submission (no kernel): prepare the worker's checks for the problem, draw and keep
     the input sets and references its validations will ask for, at the session's sizes and at `sizes_list`, and
-    start the sanitizer's standby targets where asked. Sent again between submissions with `trials=0` and
-    `spare` alone, for the next validation on fresh inputs."""
+    start the sanitizer's standby targets where asked. Sent again after each submission for the next one's fresh
+    sets and its drawn generality size."""
 
     type: Literal["prepare"] = "prepare"
     sizes: Sizes
-    trials: int = Field(3, ge=0, le=20)
+    trials: int = Field(3, ge=1, le=20)  # the session's validation trials
+    keep_sets: bool = True  # the sets its validations keep (False between submissions: kept by the first already)
     sizes_list: list[Sizes] = Field(default_factory=list)  # generality's sampled sizes: one trial each
     sanitizer_standby: bool = False
-    spare: bool = False  # also the fresh sets of the next validation on fresh inputs (reference_cache.SpareSets)
+    # Fresh sets drawn ahead, each used once (reference_cache.SpareSets): for the fresh trial of a validation whose
+    # output is small, and for the validation on fresh inputs of a version faster than the vendor library.
+    spare_fresh: bool = False
+    spare_revalidation: bool = False
 
 
 class GeneralityJob(_KernelJob):

@@ -35,12 +35,14 @@ def prepare_session(executor: Executor, job: PrepareJob, progress: Progress) -> 
     problem_link.attach(problem)  # a problem file's code runs in its problem host
     seed = job.seed if job.seed is not None else 0
     result = PrepareResult()
-    plan = [(job.sizes, job.trials, job.spare)] + [(sizes, 1, False) for sizes in job.sizes_list]
-    for sizes, trials, spare in plan:
+    plan = [(job.sizes, job.trials, job.keep_sets, True)] + [(sizes, 1, True, False) for sizes in job.sizes_list]
+    for sizes, trials, keep, own in plan:
         label = " ".join(f"{k}={v}" for k, v in sizes.items())
         progress(f"preparing the session's checks at {label}")
         try:
-            result.kept += prepare(executor, problem, job.dtype, sizes, trials=trials, seed=seed, spare=spare,
+            result.kept += prepare(executor, problem, job.dtype, sizes, trials=trials, seed=seed, keep=keep,
+                                   spare_fresh=own and job.spare_fresh,
+                                   spare_revalidation=own and job.spare_revalidation,
                                    progress=lambda line, label=label: progress(f"preparing at {label}: {line}"))
         except (PeakError, ReferenceMismatch) as exc:
             result.skipped.append(f"{label}: {str(exc)[:200]}")

@@ -6,7 +6,6 @@ result at another size makes it not_general."""
 from __future__ import annotations
 
 import random
-import secrets
 import time
 from typing import Any
 
@@ -84,7 +83,8 @@ def sizes_and_sanitizer(ctx: LoopContext, session: SessionRow, source: str, prog
     problem = ctx.problem(session.problem)
     constraints = session.constraints or []
     # One size drawn per check from the OS: a kernel cannot know it in advance (the sampled ones are named in briefs).
-    sizes_list = sample_sizes(problem, session.sizes, constraints, draw=random.Random(secrets.randbits(64)))
+    # Its seed may have been drawn ahead, for a prepare job to draw the size's inputs before this check.
+    sizes_list = sample_sizes(problem, session.sizes, constraints, draw=random.Random(ctx.take_draw(session.id)))
     sanitize_at = None
     # compute-sanitizer watches the CUDA driver: HIP sessions on NVIDIA qualify, HIP on AMD does not. HLSL's
     # is the Vulkan validation layer's GPU-assisted validation, on any Vulkan driver.

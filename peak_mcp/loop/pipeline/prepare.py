@@ -1,16 +1,17 @@
-"""A session that starts without a first version gets its device's checks prepared in the background (issue 35).
+"""A session's device prepares its checks in the background, before its first submission and between submissions
+(issue 35).
 
 The first submission of a session waited 30-40 s on an H200 for work no kernel caused (runner/prepare_job.py says
 what). The agent is writing that kernel meanwhile, so the server starts the work when the session starts; the
 submission then finds it done, or waits on the device behind it and is told so. Only where the session's device is a
 GPU by default (Settings.prepare_ahead): on a CPU device the same work would compete with the agent's other jobs for
-the same cores.
+the same cores. After each submission the same job, without the sets kept already, draws what the next one will
+draw afresh: the size generality draws at random and the fresh sets (reference_cache.SpareSets).
 """
 
 from __future__ import annotations
 
 import random
-import secrets
 import threading
 
 import structlog
@@ -33,33 +34,32 @@ def wanted(ctx: LoopContext, session: SessionRow) -> bool:
     return setting == "always" or not ctx.device_of(session).is_cpu
 
 
-def prepare_job(ctx: LoopContext, session: SessionRow) -> PrepareJob:
-    """The session's sizes with its validation's trials, generality's sampled sizes (the same draw as a
-    submission's but for its one size drawn from the OS per check), and the sanitizer's targets where a
-    submission's sanitizer run would take them (compute-sanitizer: CUDA, and HIP on NVIDIA)."""
+def prepare_job(ctx: LoopContext, session: SessionRow, *, first: bool = True,
+                revalidates: bool | None = None) -> PrepareJob:
+    """What the session's next submission will ask for: the kept sets at its sizes (`first`: later ones find them
+    kept already), one at each of generality's sampled sizes, the size drawn at random included (its seed drawn
+    now and kept for that check: LoopContext.next_draw), the fresh sets it draws (`revalidates`: a validation on
+    fresh inputs is expected; default, where the session has a vendor library), and the sanitizer's targets where
+    its sanitizer run would take them (compute-sanitizer: CUDA, and HIP on NVIDIA)."""
     problem = ctx.problem(session.problem)
     sizes_list = sample_sizes(problem, session.sizes, session.constraints or [],
-                              draw=random.Random(secrets.randbits(64)))
-    standby = (ctx.settings.sanitizer and ctx.settings.sanitizer_standby and session.backend != "hlsl"
+                              draw=random.Random(ctx.next_draw(session.id)))
+    standby = (first and ctx.settings.sanitizer and ctx.settings.sanitizer_standby and session.backend != "hlsl"
                and backend_spec(session.backend).sanitizer and ctx.device_of(session).vendor != "amd")
     return PrepareJob(**ctx.wire(session), dtype=session.dtype, sizes=session.sizes,
-                      trials=ctx.settings.validation_trials, sizes_list=sizes_list, sanitizer_standby=standby,
-                      spare=session.vendor_ms is not None)
+                      trials=ctx.settings.validation_trials, keep_sets=first, sizes_list=sizes_list,
+                      sanitizer_standby=standby, spare_fresh=True,
+                      spare_revalidation=session.vendor_ms is not None if revalidates is None else revalidates)
 
 
-def spare_job(ctx: LoopContext, session: SessionRow) -> PrepareJob:
-    """Between submissions: the fresh sets alone, for the next version faster than the vendor library."""
-    return PrepareJob(**ctx.wire(session), dtype=session.dtype, sizes=session.sizes, trials=0, spare=True)
-
-
-def start(ctx: LoopContext, session: SessionRow, *, spare_only: bool = False) -> threading.Thread | None:
-    """Run the session's prepare job (`spare_only`: spare_job) in a background thread (returned, for tests to
-    join); None where not wanted. Never raises, nor does the thread: a failure here is met again, and reported,
-    by the next submission."""
+def start(ctx: LoopContext, session: SessionRow, *, first: bool = True,
+          revalidates: bool | None = None) -> threading.Thread | None:
+    """Run the session's prepare job (prepare_job) in a background thread (returned, for tests to join); None where
+    not wanted. Never raises, nor does the thread: a failure here is met again, and reported, by the submission."""
     try:
         if not wanted(ctx, session):
             return None
-        job = spare_job(ctx, session) if spare_only else prepare_job(ctx, session)
+        job = prepare_job(ctx, session, first=first, revalidates=revalidates)
     except Exception as exc:  # a problem that cannot say its sizes now: the submission will say why
         log.info("session not prepared ahead", session=session.id, reason=str(exc)[:200])
         return None

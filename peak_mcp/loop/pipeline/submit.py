@@ -34,10 +34,10 @@ class Pipeline:
         self.ctx, self.versions = ctx, versions
         self.preparing: dict[str, threading.Thread] = {}  # by session: its prepare job in the background
 
-    def prepare_ahead(self, session: SessionRow, *, spare_only: bool = False) -> None:
+    def prepare_ahead(self, session: SessionRow, *, first: bool = True, revalidates: bool | None = None) -> None:
         """Start the session's prepare job in the background (prepare.py), where it is wanted."""
         self.preparing = {sid: t for sid, t in self.preparing.items() if t.is_alive()}
-        thread = prepare.start(self.ctx, session, spare_only=spare_only)
+        thread = prepare.start(self.ctx, session, first=first, revalidates=revalidates)
         if thread is not None:
             self.preparing[session.id] = thread
 
@@ -90,7 +90,9 @@ class Pipeline:
         report.seconds = time.perf_counter() - started
         log.info("version recorded", session=session_id, version=number, status=report.status,
                  seconds=round(report.seconds, 3))
-        if outcome.timing is not None and session.vendor_ms and outcome.timing.median_ms < session.vendor_ms:
-            # validated again on fresh inputs (runner/jobs.py): the next such version's are drawn while the agent reads
-            self.prepare_ahead(session, spare_only=True)
+        # what the next submission draws afresh, drawn while the agent reads this report: the fresh inputs of a
+        # version faster than the vendor library where this one was (runner/jobs.py), generality's drawn size
+        faster = outcome.timing is not None and bool(session.vendor_ms) and \
+            outcome.timing.median_ms < (session.vendor_ms or 0.0)
+        self.prepare_ahead(session, first=False, revalidates=faster)
         return report
