@@ -104,11 +104,11 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                 print(line(name, v0, wall) if v0 else "no naive kernel: the first submission is v0", flush=True)
                 stems = DEFAULT_KERNELS.get(problem, []) if args.kernels is None else list(args.kernels)
                 if args.submit_v0 and args.v0:
-                    print(f"start_session: {wall:.1f} s; the agent writes its first kernel for {args.think:g} s",
+                    print(f"start_session: {wall:.1f} s; the agent writes each kernel for {args.think:g} s",
                           flush=True)
-                    await anyio.sleep(args.think)
                     stems.insert(0, args.v0)
                 for stem in stems:
+                    await anyio.sleep(args.think)
                     source = kernel_source(problem, args.backend, dtype, stem)
                     if dtype == "f32" and SIXTEEN_BIT_ONLY in source:
                         print(f"{stem:<24} (f16 and bf16 only: not submitted)", flush=True)
@@ -181,7 +181,7 @@ def main() -> int:
                         help="start the session without a kernel (a problem without a naive kernel then has no "
                              "version) and submit --v0 with submit_kernel, as an agent does, after --think seconds")
     parser.add_argument("--think", type=float, default=0.0,
-                        help="seconds between start_session and the first submission (an agent writing its kernel)")
+                        help="seconds before each submission (an agent reading the last answer and writing its kernel)")
     parser.add_argument("--tune", type=int, default=0, help="tune the last kernel over up to N configurations")
     parser.add_argument("--torch-kernels", action="store_true",
                         help="name the CUDA kernels of each problem's torch yardstick (torch.profiler)")
