@@ -20,8 +20,10 @@ from peak_mcp.core.config import Settings
 from peak_mcp.evaluation.generality import sample_sizes
 from peak_mcp.evaluation.reference_cache import KEPT, SPARE, fresh_trial
 from peak_mcp.evaluation.steps import prepare, validate
+from peak_mcp.runner import problem_link
 from peak_mcp.runner.messages import JOB, PrepareJob
-from peak_mcp.runner.pool import DeviceQueues
+from peak_mcp.runner.pool import DevicePool, DeviceQueues, JobFailed
+from peak_mcp.runner.problem_link import Links, RemoteCode
 from tests.test_benchmark_audit import PROBLEM, SIZES, HostAsDevice, _honest
 from tests.test_define_problem import KERNEL, NEGATE, VULKAN, call
 
@@ -52,7 +54,7 @@ def test_a_waiting_job_is_told_what_kind_of_job_it_waits_behind() -> None:
     with queues.turn(key, None, "evaluate", heard.append):
         pass
     thread.join()
-    assert len(heard) == 1 and "preparing a session's checks" in heard[0], heard
+    assert len(heard) == 1 and "input sets and references ahead" in heard[0], heard
     with queues.turn(key, None, "evaluate", heard.append):  # an idle device: nothing said
         pass
     assert len(heard) == 1
@@ -71,7 +73,7 @@ async def test_the_first_submission_finds_its_sets_prepared_and_still_judges_the
         await call(client, "define_problem", {"source": NEGATE})
         session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000}})
         sid = session["session_id"]
-        service.pipeline.preparing[sid].join(120)
+        service.pipeline.preparer.threads[sid].join(120)
         first = await call(client, "submit_kernel", {"session_id": sid, "source": KERNEL.replace("BODY", "-x[id.x]")})
         assert first["status"] == "benchmarked", first["message"]
         steps = [line for _, line in service.store.version(sid, first["version"]).timeline.steps]
@@ -91,10 +93,10 @@ async def test_a_session_with_a_first_version_or_the_setting_off_is_not_prepared
         await call(client, "define_problem", {"source": NEGATE})
         settings.prepare_ahead = "never"
         session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 64}})
-        assert session["session_id"] not in service.pipeline.preparing
+        assert session["session_id"] not in service.pipeline.preparer.threads
         settings.prepare_ahead = "gpu"  # lavapipe is no GPU
         session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 64}})
-        assert session["session_id"] not in service.pipeline.preparing
+        assert session["session_id"] not in service.pipeline.preparer.threads
 
 
 class _Host(HostAsDevice):
@@ -110,7 +112,7 @@ def _validate_fresh(kernel: Any, lines: list[str]) -> dict[str, Any]:
     compiled = Compiled(handle=kernel, spec=launch_spec(source, "cuda", PROBLEM.symbols))
     trials = 2 if PROBLEM.stress_ranges() else 1
     validated = validate(_Host(), compiled, PROBLEM, "f32", SIZES, trials=trials, seed=time.time_ns() % 2**31,
-                         progress=lines.append, sets=1, keep=False, spot_check=False, spare=True)
+                         progress=lines.append, sets=1, keep=False, spot_check=False, spare=True, owner=1)
     validated.close()
     return validated.verdict.model_dump()
 
@@ -180,10 +182,47 @@ async def test_the_size_drawn_for_the_next_check_is_the_one_prepared_and_then_fo
         seed = ctx.next_draw(sid)
         assert ctx.next_draw(sid) == seed  # kept until a check takes it
         expected = sample_sizes(ctx.problem("negate"), {"N": 1000}, [], draw=random.Random(seed))
-        service.pipeline.preparing[sid].join(120)
+        service.pipeline.preparer.threads[sid].join(120)
         first = await call(client, "submit_kernel", {"session_id": sid, "source": KERNEL.replace("BODY", "-x[id.x]")})
         assert first["status"] == "benchmarked", first["message"]
         checked = service.store.version(sid, first["version"]).generality.sizes_checked
         assert checked == expected, (checked, expected)
-        service.pipeline.preparing[sid].join(120)  # the next check's seed is drawn by the job after the submission
+        service.pipeline.preparer.threads[sid].join(120)  # the job after the submission drew the next seed
         assert ctx.take_draw(sid) != seed
+
+
+def test_a_spare_set_belongs_to_its_session() -> None:
+    SPARE.clear()
+    prepare(_Host(), PROBLEM, "f32", SIZES, trials=3, seed=21, progress=lambda _: None, keep=False,
+            spare_revalidation=True)
+    mine = SPARE.key(PROBLEM, np, "f32", SIZES, False, owner=21)
+    assert SPARE.count(mine) == 1
+    assert SPARE.take(SPARE.key(PROBLEM, np, "f32", SIZES, False, owner=22), np) is None  # another session's
+    inputs, _ = SPARE.take(mine, np)
+    assert all(isinstance(a, np.ndarray) for a in inputs.values()) and SPARE.count(mine) == 0
+    SPARE.clear()
+
+
+def test_a_closed_pool_starts_no_worker_for_a_job_that_waited() -> None:
+    pool = DevicePool()
+    pool.close()
+    with pytest.raises(JobFailed) as failed:
+        pool.run("hlsl", 0, object(), inactivity_s=1, total_s=1)
+    assert failed.value.kind == "cancelled" and not pool._workers
+
+
+def test_the_beat_after_a_hosts_answer_stops_when_the_job_speaks_again() -> None:
+    """The worker's own work on a large answer is said every second (a 12 GiB reference outlasted the inactivity
+    limit), but only until the job's next line: a kernel launched after it that hangs is not kept alive."""
+    links = Links(None)
+    heard: list[str] = []
+    links.progress = heard.append
+    code = RemoteCode.__new__(RemoteCode)
+    code.progress, code.said, code._beat = (lambda: links.progress), (lambda: links.said), None
+    code._start_beat(links.progress, "answer arrived; the server takes it from here")
+    time.sleep(2.5 * problem_link.BEAT_S)
+    beats = len(heard)
+    assert beats >= 2 and set(heard) == {"answer arrived; the server takes it from here"}
+    links.progress("validate: launch 1")  # the job speaks: the beat ends
+    time.sleep(2.5 * problem_link.BEAT_S)
+    assert heard[beats:] == ["validate: launch 1"], heard

@@ -56,9 +56,9 @@ class Settings(BaseSettings):
                            "(they overlap; nothing there is timed). Off until measured against the hostile corpora "
                            "on every kind of kernel (a cluster kernel came back not_general once with it on)")
     prepare_ahead: Literal["gpu", "always", "never"] = Field(
-        "gpu", description="when a session starts without a first version, prepare its device's checks, input sets "
-                           "and references in the background (the first submission then finds them): on GPU devices "
-                           "only, on every device, or never")
+        "gpu", description="prepare a session's checks, input sets and references in the background when it starts "
+                           "without a first version, and after each submission what the next one draws afresh (the "
+                           "submissions then find them): on GPU devices only, on every device, or never")
     sanitizer_standby: bool = Field(
         True, description="on a GPU, when a sanitizer run ends, start the next run's targets (imported, their context "
                           "open) to wait for the next submission: each still takes one job and exits")

@@ -84,13 +84,20 @@ class ReferenceCache:
         return len(self._kept)
 
 
-def _copy_inputs(inputs: dict[str, Any], xp: Any) -> dict[str, Any]:
-    return {name: xp.array(value, copy=True) if hasattr(value, "shape") else value for name, value in inputs.items()}
+def _copy_inputs(inputs: dict[str, Any], xp: Any, source: Any = None) -> dict[str, Any]:
+    """Copies in `xp`'s memory; from `source`'s (cupy) to the host's where `xp` is numpy and `source` is not."""
+    return {name: _copy(value, xp, source) if hasattr(value, "shape") else value for name, value in inputs.items()}
 
 
-def _copy_reference(ref: Reference, xp: Any) -> Reference:
+def _copy(array: Any, xp: Any, source: Any) -> Any:
+    if xp is np and source is not None and source is not np:
+        return source.asnumpy(array)  # a new host array
+    return xp.array(array, copy=True)
+
+
+def _copy_reference(ref: Reference, xp: Any, source: Any = None) -> Reference:
     def copied(array: Any) -> Any:
-        return None if array is None else xp.array(array, copy=True)
+        return None if array is None else _copy(array, xp, source)
 
     return dataclasses.replace(ref, values=copied(ref.values), indices=copied(ref.indices), scale=copied(ref.scale))
 
@@ -133,41 +140,52 @@ def fresh_trial(problem: Problem, dtype: str, sizes: dict[str, int], trials: int
 class SpareSets:
     """Fresh input sets drawn ahead, each for one use: the fresh trial of a validation whose output is small
     (fresh_trial), and the validation on fresh inputs of a version faster than the vendor library (runner/jobs.py).
-    Drawing them took 3-4 s of every such submission of a KernelBench GEMV or LayerNorm on an H200; a set drawn
-    between submissions from the OS's randomness is as unseen when it is used, and it is used once: `take` hands
-    it over and forgets it. At most PER_KEY sets per key; memory as the reference cache's."""
+    Drawing them took 3-4 s of every such submission of a KernelBench GEMV on an H200; a set drawn between
+    submissions from the OS's randomness is as unseen when it is used, and it is used once: `take` hands it over
+    and forgets it. Held in host memory, out of reach of the kernels that run meanwhile (a stray write into the
+    device's memory pool is not every sanitizer's to see), and copied to the device when taken. Keyed by the
+    session (`owner`, its seed) too: no session takes, or learns of, another's. At most PER_KEY sets a key, and
+    HOST_BUDGET_BYTES in all (the oldest go first)."""
 
     PER_KEY = 2
 
     def __init__(self) -> None:
-        self._sets: dict[Key, list[tuple[dict[str, Any], dict[str, Reference]]]] = {}
+        self._sets: OrderedDict[Key, list[tuple[dict[str, Any], dict[str, Reference], int]]] = OrderedDict()
 
     @staticmethod
-    def key(problem: Problem, xp: Any, dtype: str, sizes: dict[str, int], stressed: bool) -> Key | None:
+    def key(problem: Problem, xp: Any, dtype: str, sizes: dict[str, int], stressed: bool, owner: int) -> Key | None:
         if not ReferenceCache.keeps(problem, xp):
             return None
-        return (identity(problem), xp.__name__, dtype, tuple(sorted(sizes.items())), bool(stressed))
+        return (identity(problem), xp.__name__, dtype, tuple(sorted(sizes.items())), bool(stressed), int(owner))
 
     def put(self, key: Key | None, xp: Any, inputs: dict[str, Any], refs: dict[str, Reference]) -> bool:
-        if key is None or self.count(key) >= self.PER_KEY:
-            return False
         size = _bytes(inputs, refs)
-        if size > _budget(xp) // 2 or not _room_left(xp, size):
+        if key is None or self.count(key) >= self.PER_KEY or size > HOST_BUDGET_BYTES // 2:
             return False
-        self._sets.setdefault(key, []).append((inputs, refs))
-        return True
+        held = (_copy_inputs(inputs, np, xp), {n: _copy_reference(r, np, xp) for n, r in refs.items()}, size)
+        self._sets.setdefault(key, []).append(held)
+        self._sets.move_to_end(key)
+        while self.nbytes() > HOST_BUDGET_BYTES:
+            oldest = next(iter(self._sets))
+            self._sets[oldest].pop(0)
+            if not self._sets[oldest]:
+                del self._sets[oldest]
+        return self.count(key) > 0
 
-    def take(self, key: Key | None) -> tuple[dict[str, Any], dict[str, Reference]] | None:
+    def take(self, key: Key | None, xp: Any) -> tuple[dict[str, Any], dict[str, Reference]] | None:
         held = self._sets.get(key) if key is not None else None
         if not held:
             return None
-        taken = held.pop(0)
+        inputs, refs, _ = held.pop(0)
         if not held:
             del self._sets[key]
-        return taken
+        return _copy_inputs(inputs, xp), {n: _copy_reference(r, xp) for n, r in refs.items()}
 
     def count(self, key: Key | None) -> int:
         return len(self._sets.get(key, ())) if key is not None else 0
+
+    def nbytes(self) -> int:
+        return sum(entry[2] for held in self._sets.values() for entry in held)
 
     def clear(self) -> None:
         self._sets.clear()

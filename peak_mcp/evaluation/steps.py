@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -270,6 +269,11 @@ def sets_that_fit(problem: Problem, dtype: str, sizes: dict[str, int], sets: int
     return max(1, min(sets, int(total * SETS_SHARE) // max(1, set_bytes(problem, dtype, sizes))))
 
 
+def fresh_seed() -> int:
+    """A seed for inputs no kernel may know in advance: from the OS, not the clock."""
+    return int.from_bytes(os.urandom(4), "little") % 2**31
+
+
 def _drawn(problem: Problem, xp: Any, dtype: str, sizes: dict[str, int], seed: int, *, stressed: bool,
            spot_check: bool, progress: Callable[[], None]) -> tuple[dict[str, Any], dict[str, Reference]]:
     """One input set and its reference, drawn from `seed` (the stress ranges where `stressed`). `progress` is called
@@ -288,7 +292,8 @@ def prepare(executor: Executor, problem: Problem, dtype: str, sizes: dict[str, i
     references take 10-20 s). The same draws as validate's, so nothing a kernel meets differs. Also, where asked,
     fresh sets drawn from the OS's randomness, each for one use (reference_cache.SpareSets): `spare_fresh`, the
     fresh trial of a validation whose output is small; `spare_revalidation`, the validation on fresh inputs of a
-    version faster than the vendor library (its usual ranges, then its stress ranges). Returns the sets made."""
+    version faster than the vendor library (its usual ranges, then its stress ranges). `seed` is the session's:
+    it names the session's kept sets and owns its spare ones. Returns the sets made."""
     where = array_module(executor)
     xp = where.xp
     if not KEPT.keeps(problem, xp):
@@ -308,14 +313,15 @@ def prepare(executor: Executor, problem: Problem, dtype: str, sizes: dict[str, i
                               progress=lambda: progress(f"inputs and reference {PROBLEM_CODE} {problem.source}"))
         KEPT.put(key, xp, inputs, refs)
         made += key in KEPT
-    wanted = [False] if spare_fresh and fresh is not None else []
-    wanted += [False, True] if spare_revalidation and problem.stress_ranges() else [False] if spare_revalidation \
-        else []
+    # one set a use: the fresh trial's (never the first trial: that one's reference is spot-checked, see validate),
+    # then the revalidation's, in the usual ranges and, where the problem has them, the stress ranges
+    wanted = [False] if spare_fresh and fresh not in (None, 0) else []
+    if spare_revalidation:
+        wanted += [False, True] if problem.stress_ranges() else [False]
     for stressed in sorted(set(wanted)):
-        key = SPARE.key(problem, xp, dtype, sizes, stressed)
+        key = SPARE.key(problem, xp, dtype, sizes, stressed, owner=seed)
         while SPARE.count(key) < wanted.count(stressed):
-            seed_now = int.from_bytes(os.urandom(4), "little") % 2**31
-            inputs, refs = _drawn(problem, xp, dtype, sizes, seed_now, stressed=stressed, spot_check=False,
+            inputs, refs = _drawn(problem, xp, dtype, sizes, fresh_seed(), stressed=stressed, spot_check=False,
                                   progress=lambda: progress(f"fresh inputs and reference {PROBLEM_CODE} "
                                                             f"{problem.source}"))
             if not SPARE.put(key, xp, inputs, refs):
@@ -326,14 +332,16 @@ def prepare(executor: Executor, problem: Problem, dtype: str, sizes: dict[str, i
 
 def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str, sizes: dict[str, int], *,
              trials: int, seed: int, progress: Progress, sets: int = 2, module: ArrayModule | None = None,
-             keep: bool = True, spot_check: bool = True, spare: bool = False) -> Validated:
+             keep: bool = True, spot_check: bool = True, spare: bool = False,
+             owner: int | None = None) -> Validated:
     """Run the checks on `trials` fresh input sets over `sets` workspaces; they stay loaded for the benchmark.
     `module`: where the validator computes, array_module(executor) unless given (tools compare host and GPU);
     `keep`: the input sets and references are kept for the next job with the same seed (reference_cache);
     `spot_check`: the first trial's device reference is checked against the host's at a few elements (a fact of the
     problem at these sizes, not of the inputs: a second validation at the same sizes may leave it out); `spare`: a
     validation on fresh inputs, which takes the sets drawn for it ahead (reference_cache.SpareSets) where there
-    are any; the fresh trial of a validation that keeps its sets takes one too."""
+    are any; the fresh trial of a validation that keeps its sets takes one too, unless it is the first trial
+    (whose reference is spot-checked). `owner`: the session's seed, which owns its spare sets (default `seed`)."""
     geometry = launch_geometry(kernel.spec, problem, dtype, sizes)
     why = executor.check_geometry(kernel, geometry)
     if why:
@@ -359,11 +367,12 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
             s = made[trial % len(made)]
             s.inputs, s.refs = {}, {}  # a reused set's last arrays go before the next are made (device memory)
             stressed = stress and trial == trials - 1
-            trial_seed = seed + trial if trial != fresh else time.time_ns() % 2**31
+            trial_seed = seed + trial if trial != fresh else fresh_seed()
             key = KEPT.key(problem, xp, dtype, sizes, trial_seed, bool(stressed)) if keep and trial != fresh else None
             kept = KEPT.get(key, xp)
-            drawn_ahead = SPARE.take(SPARE.key(problem, xp, dtype, sizes, bool(stressed))) \
-                if spare or trial == fresh else None
+            takes_spare = (spare or trial == fresh) and not (spot_check and trial == 0)
+            drawn_ahead = SPARE.take(SPARE.key(problem, xp, dtype, sizes, bool(stressed),
+                                               owner=seed if owner is None else owner), xp) if takes_spare else None
             if drawn_ahead is not None:
                 s.inputs, s.refs = drawn_ahead
             elif kept is None:
@@ -377,7 +386,7 @@ def validate(executor: Executor, kernel: Compiled, problem: Problem, dtype: str,
                 s.inputs, s.refs = kept
             progress(f"validate trial {trial + 1}/{trials}" + (" (stress ranges)" if stressed else "")
                      + (" (inputs and reference kept from an earlier submission)" if kept else "")
-                     + (" (fresh inputs drawn ahead, while the device was idle)" if drawn_ahead else ""))
+                     + (" (fresh inputs drawn ahead of this submission)" if drawn_ahead else ""))
             s.ws.load(s.inputs)
             finding, stats = _launch_and_check(executor, kernel, geometry, s, problem, dtype, passed_before=trial)
             if finding and finding.check == "unwritten_output":

@@ -105,6 +105,7 @@ class PeakService:
     def close(self) -> None:
         self._stopping.set()
         self._heartbeat.join()
+        self.pipeline.close()  # its background jobs first: none may start a worker once the pool is closed
         self.pool.close()
         self.store.leave()
         self.store.close()

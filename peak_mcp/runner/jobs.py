@@ -14,7 +14,7 @@ from peak_mcp.evaluation import torch_paths
 from peak_mcp.evaluation.generality import PASSED, UNJUDGED, size_note
 from peak_mcp.evaluation.kernel_reference import KernelReferenced, ReferenceKernelFailed
 from peak_mcp.evaluation.phases import Baseline, CompileInfo, Generality, SanitizerReport, SizeFailure
-from peak_mcp.evaluation.steps import benchmark, validate
+from peak_mcp.evaluation.steps import benchmark, fresh_seed, validate
 from peak_mcp.problems.base import PROBLEM_CODE, BufferArg, Problem
 from peak_mcp.problems.shipped import worker_problem
 from peak_mcp.runner import problem_link
@@ -112,8 +112,8 @@ def evaluate(executor: Executor, job: EvaluateJob | dict[str, Any], progress: Pr
             # the problem at these sizes, checked above (about 5 s of a KernelBench LayerNorm's file, H200). Fresh sets
             # drawn ahead while the device was idle (prepare_job.py) are taken where there are any: used once each.
             again = validate(executor, kernel, problem, dtype, sizes, trials=2 if problem.stress_ranges() else 1,
-                             seed=time.time_ns() % 2**31, progress=progress, sets=1, keep=False, spot_check=False,
-                             spare=True)
+                             seed=fresh_seed(), progress=progress, sets=1, keep=False, spot_check=False,
+                             spare=True, owner=seed)
             again.close()
             result.revalidation = again.verdict
     if "baseline" in steps:

@@ -105,7 +105,7 @@ class _Worker:
 # What a waiting job is told it waits behind (DeviceQueues.turn), by job type.
 JOB_KINDS = {"evaluate": "a submission's validation and timing", "generality": "a submission's checks at other sizes",
              "tune": "a tune", "profile": "a profile",
-             "prepare": "preparing a session's checks and references before its first submission"}
+             "prepare": "drawing a session's input sets and references ahead of its submissions"}
 
 
 class DeviceQueues:
@@ -177,6 +177,7 @@ class DevicePool:
         self._workers: dict[tuple[str, int], _Worker] = {}
         self.queues = DeviceQueues()
         self.restarts = 0
+        self.closed = False
 
     def queue_length(self, backend: str, index: int) -> int:
         """Jobs waiting for or running on one device: what placement balances."""
@@ -211,7 +212,10 @@ class DevicePool:
             log.info("worker not started ahead", backend=backend, device=index, reason=str(exc)[:200])
 
     def _live_worker(self, backend: str, index: int) -> _Worker:
-        """The device's worker, started where there is none or it died (held under the device's lock)."""
+        """The device's worker, started where there is none or it died (held under the device's lock); none once the
+        pool is closed (a job that waited for the device while it closed)."""
+        if self.closed:
+            raise JobFailed("cancelled", "the server is closing: no job starts now")
         key = (backend, index)
         worker = self._workers.get(key)
         if worker is None or not worker.alive():
@@ -221,6 +225,7 @@ class DevicePool:
         return worker
 
     def close(self) -> None:
+        self.closed = True
         for worker in list(self._workers.values()):
             self._kill(worker)
         self._workers.clear()

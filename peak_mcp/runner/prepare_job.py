@@ -1,11 +1,12 @@
-"""A session's first job, before any kernel of it runs: what its first submission would otherwise wait for.
+"""A session's prepare job (no kernel runs): what its next submission would otherwise wait for.
 
 The first submission of a session paid 30-40 s on an H200 that no kernel caused: preparing the worker's checks for
 the problem (priming.py, 9 s), the references at the session's sizes (a KernelBench file's: 17 s), the first calls
 at generality's sizes and the sanitizer's first targets (12 s for conv2d). An agent takes longer than that to write
-its first kernel, so the session starts this job in the background and the submission finds it done (or waits its
-turn on the device behind it: no longer than it would have taken itself). Nothing is judged here: the input sets
-are the ones `validate` would draw (steps.prepare), kept where later validations look them up.
+its first kernel, so the server sends this job when the session starts (loop/pipeline/prepare.py), and again after
+each submission for what the next one draws afresh (generality's drawn size, fresh sets used once). Nothing is
+judged here: the input sets are the ones `validate` would draw (steps.prepare), kept where later validations look
+them up.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ Progress = Callable[[str], None]
 
 def prepare_session(executor: Executor, job: PrepareJob, progress: Progress) -> PrepareResult:
     """Keep the input sets of the session's validation and of one trial at each generality size (the worker has
-    primed the problem before this runs), and the spare fresh sets where asked; start the sanitizer's targets on
-    standby where asked. A size that cannot
+    primed the problem before this runs) and the spare fresh sets asked for; start the sanitizer's standby targets
+    where asked. A size that cannot
     be prepared is skipped with why: the submission meets it again and reports it as its own."""
     started = time.perf_counter()
     problem = worker_problem(job.problem, job.declaration)

@@ -12,6 +12,7 @@ import json
 import math
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +32,11 @@ from peak_mcp.runner import problem_wire as wire
 MAX_MESSAGE = 1000
 CALL_FLOOR_BYTES = 1 << 30
 MAX_NOTES = 32  # progress notes relayed per call: a host's steps say a few; a flood is not progress
+# After an answer arrives, the worker's own work on it (moving it to the device, the error scale, keeping copies)
+# is said again every BEAT_S, for at most SERVER_WORK_S: a KernelBench ReLU's 12 GiB float64 reference took longer
+# than the pool's inactivity limit there (H200), and the job was stopped as hung. A stall in the problem file's code
+# is still seen at once: the beat stops when the next call to the host starts.
+BEAT_S, SERVER_WORK_S = 1.0, 180.0
 
 
 def _to_host(value: Any) -> Any:
@@ -52,12 +58,13 @@ class RemoteCode:
     measures a host that stopped, not one moving gigabytes."""
 
     def __init__(self, sock: socket.socket, declaration: ProblemDeclaration,
-                 progress: Callable[[], Progress | None] = lambda: None) -> None:
-        self.sock, self.declaration, self.progress = sock, declaration, progress
+                 progress: Callable[[], Progress | None] = lambda: None, said: Callable[[], int] = lambda: 0) -> None:
+        self.sock, self.declaration, self.progress, self.said = sock, declaration, progress, said
         self._lock = threading.Lock()  # one call at a time on the socket (tune validates on threads)
         self.broken: str | None = None
         self.failed: ProblemCodeError | None = None  # the file's import failed: every call says so
         self._parameters: dict[str, tuple[frozenset[str], bool] | None] = {}
+        self._beat: threading.Event | None = None  # set to stop the beat of the server's work on the last answer
         try:
             header, _ = wire.receive(self.sock, 1 << 20)
         except wire.WireError as exc:
@@ -148,6 +155,7 @@ class RemoteCode:
     def _request(self, header: dict[str, Any], arrays: list[np.ndarray],
                  limit: int) -> tuple[dict[str, Any], list[np.ndarray]]:
         with self._lock:
+            self._stop_beat()
             if self.failed is not None:
                 raise self.failed
             if self.broken:
@@ -174,8 +182,9 @@ class RemoteCode:
                 raise self._gone(self.broken) from None
             progress = self.progress()
             if progress is not None:  # what follows (uploading, checking the answer) is the server's own work
-                progress(f"{header['op']}: the problem's answer arrived "
-                         f"({sum(a.nbytes for a in received) / 2**20:,.0f} MiB); the server takes it from here")
+                self._start_beat(progress, f"{header['op']}: the problem's answer arrived "
+                                           f"({sum(a.nbytes for a in received) / 2**20:,.0f} MiB); the server "
+                                           "takes it from here")
         if "error" in reply and reply.get("memory"):  # the host's torch or cupy ran out: the device's memory
             raise device_memory.device_memory_error(
                 clean(str(reply["error"]), MAX_MESSAGE),
@@ -187,6 +196,29 @@ class RemoteCode:
                                    clean(str(reply.get("hint") or ""), 300) or None,
                                    line if isinstance(line, int) and not isinstance(line, bool) else None)
         return reply, received
+
+    def _start_beat(self, progress: Progress, message: str) -> None:
+        """Say `message` now and every BEAT_S while nothing else of the job speaks: the worker's own work on the
+        answer. It ends at the job's next line from anywhere else (the next step, a launch: a kernel that hangs is
+        timed from its launch as before), at the next call to the host, or after SERVER_WORK_S."""
+        stop = self._beat = threading.Event()
+        progress(message)
+        expected = self.said()
+        ends = time.monotonic() + SERVER_WORK_S
+
+        def beat() -> None:
+            nonlocal expected
+            while not stop.wait(BEAT_S) and time.monotonic() < ends and self.progress() is progress \
+                    and self.said() == expected:
+                progress(message)
+                expected += 1
+
+        threading.Thread(target=beat, name="server-work-beat", daemon=True).start()
+
+    def _stop_beat(self) -> None:
+        if self._beat is not None:
+            self._beat.set()
+            self._beat = None
 
     def _note(self, note: str) -> None:
         progress = self.progress()
@@ -230,11 +262,30 @@ class Links:
 
     def __init__(self, control: socket.socket | None) -> None:
         self.control = control
-        self.progress: Progress | None = None  # the job in flight's (worker.py sets it per job)
+        self._relay: Progress | None = None
+        self.said = 0  # progress lines of the job in flight so far: a beat stops once someone else speaks
         self.sockets: dict[tuple[str, str], socket.socket] = {}
         self.links: dict[tuple[str, str], RemoteCode] = {}
         if control is not None:
             control.setblocking(False)
+
+    @property
+    def progress(self) -> Progress | None:
+        """The job in flight's progress (worker.py sets it per job), counting its lines in `said`."""
+        return self._relay
+
+    @progress.setter
+    def progress(self, job_progress: Progress | None) -> None:
+        self.said = 0
+        if job_progress is None:
+            self._relay = None
+            return
+
+        def relay(message: str) -> None:
+            self.said += 1
+            job_progress(message)
+
+        self._relay = relay
 
     def accept(self) -> None:
         """Take every socket the server has handed over since the last job."""
@@ -266,7 +317,7 @@ class Links:
             if sock is None:
                 raise PeakError(f"no problem host was handed over for {declaration.path}",
                                 "this is a bug in peak-mcp; please report it.")
-            self.links[key] = RemoteCode(sock, declaration, lambda: self.progress)
+            self.links[key] = RemoteCode(sock, declaration, lambda: self.progress, lambda: self.said)
         problem.code = self.links[key]
 
 

@@ -97,10 +97,11 @@ def main(argv: list[str] | None = None) -> int:
                    "prepare": prepare_session}[job.type]
             links.accept()  # the server handed over any problem host this job needs before sending it
             links.progress = progress  # what a problem host says it is doing keeps the job alive
-            primer.prime(job, progress)
+            said = links.progress or progress  # the job's lines, counted (a beat after a host's answer stops at one)
+            primer.prime(job, said)
             again = False
             try:
-                result = run(executor, job, progress)
+                result = run(executor, job, said)
             except Exception as exc:
                 if not ((isinstance(exc, DeviceMemory) or device_memory.is_out_of_memory(exc))
                         and len(KEPT) + len(SPARE)):
@@ -111,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
                 KEPT.clear()
                 SPARE.clear()
                 device_memory.release()
-                progress("out of device memory with earlier submissions' input sets kept: running again without them")
-                result = run(executor, job, progress)
+                said("out of device memory with earlier submissions' input sets kept: running again without them")
+                result = run(executor, job, said)
         except KernelFault as fault:
             send(Failed(id=job_id, fatal=True, kind=fault.kind, error=str(fault)))
             return 3  # the device context is unusable now

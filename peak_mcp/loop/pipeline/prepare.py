@@ -20,6 +20,7 @@ from peak_mcp.backends.registry import backend_spec
 from peak_mcp.evaluation.generality import sample_sizes
 from peak_mcp.loop.context import LoopContext
 from peak_mcp.runner.messages import PrepareJob
+from peak_mcp.runner.pool import CANCEL, JobFailed
 from peak_mcp.store.records import SessionRow
 
 log = structlog.get_logger("peak_mcp.loop.pipeline.prepare")
@@ -52,26 +53,73 @@ def prepare_job(ctx: LoopContext, session: SessionRow, *, first: bool = True,
                       spare_revalidation=session.vendor_ms is not None if revalidates is None else revalidates)
 
 
-def start(ctx: LoopContext, session: SessionRow, *, first: bool = True,
-          revalidates: bool | None = None) -> threading.Thread | None:
-    """Run the session's prepare job (prepare_job) in a background thread (returned, for tests to join); None where
-    not wanted. Never raises, nor does the thread: a failure here is met again, and reported, by the submission."""
-    try:
-        if not wanted(ctx, session):
-            return None
-        job = prepare_job(ctx, session, first=first, revalidates=revalidates)
-    except Exception as exc:  # a problem that cannot say its sizes now: the submission will say why
-        log.info("session not prepared ahead", session=session.id, reason=str(exc)[:200])
-        return None
+IDLE_S = 1.0  # after a submission, how long the device must stay idle before the next one's sets are drawn
+GIVE_UP = ("problem_error", "timeout", "worker_died", "kernel_fault")  # a prepare job that ended so: none again
 
-    def run() -> None:
+
+class Preparer:
+    """The session prepare jobs of one server: each in a background thread, stopped when the server closes. A job
+    after a submission waits until the device has been idle IDLE_S (an agent resubmitting at once, a script, another
+    session's job: they go first; the submission draws what it needs itself). A problem whose prepare job hung or
+    crashed is not prepared again by this server: its submissions would meet the same code twice."""
+
+    def __init__(self, ctx: LoopContext) -> None:
+        self.ctx = ctx
+        self.threads: dict[str, threading.Thread] = {}  # by session: its latest job's thread
+        self.given_up: set[str] = set()  # problems whose prepare job failed
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+
+    def start(self, session: SessionRow, *, first: bool = True,
+              revalidates: bool | None = None) -> threading.Thread | None:
+        """Run the session's prepare job (prepare_job) in a background thread (returned, for tests to join); None
+        where not wanted. Never raises, nor does the thread: a failure here is met, and reported, by a submission."""
+        ctx = self.ctx
         try:
-            result = ctx.run_job(session, job, lambda _line: None)
-            log.info("session prepared ahead", session=session.id, kept=result.kept, seconds=result.seconds,
-                     skipped=result.skipped[:3])
-        except Exception as exc:  # the server closing, a worker that died: the submission meets it on its own
-            log.info("preparing the session ahead stopped", session=session.id, reason=str(exc)[:200])
+            if self._stop.is_set() or session.problem in self.given_up or not wanted(ctx, session):
+                return None
+            job = prepare_job(ctx, session, first=first, revalidates=revalidates)
+        except Exception as exc:  # a problem that cannot say its sizes now: the submission will say why
+            log.info("session not prepared ahead", session=session.id, reason=str(exc)[:200])
+            return None
 
-    thread = threading.Thread(target=run, name=f"prepare-{session.id}", daemon=True)
-    thread.start()
-    return thread
+        def idle() -> bool:
+            if first:
+                return True
+            while not self._stop.wait(IDLE_S):
+                if ctx.pool.queue_length(session.backend, session.device_index) == 0:
+                    return True
+                if self.threads.get(session.id) is not threading.current_thread():
+                    return False  # a later submission of the session has its own job
+            return False
+
+        def run() -> None:
+            CANCEL.set(self._stop)  # the server closing stops the job, or its wait for the device
+            try:
+                if not idle():
+                    return
+                result = ctx.run_job(session, job, lambda _line: None)
+                log.info("session prepared ahead", session=session.id, made=result.kept, seconds=result.seconds,
+                         skipped=result.skipped[:3])
+            except JobFailed as exc:  # the server closing, a hang or crash: the submission meets it on its own
+                if exc.kind in GIVE_UP:
+                    self.given_up.add(session.problem)
+                log.info("preparing the session ahead stopped", session=session.id, kind=exc.kind,
+                         reason=str(exc)[:200])
+            except Exception as exc:
+                log.info("preparing the session ahead stopped", session=session.id, reason=str(exc)[:200])
+
+        thread = threading.Thread(target=run, name=f"prepare-{session.id}", daemon=True)
+        with self._lock:
+            self.threads = {sid: t for sid, t in self.threads.items() if t.is_alive()}
+            self.threads[session.id] = thread
+        thread.start()
+        return thread
+
+    def close(self) -> None:
+        """Stop every job and wait for the threads (each ends within its job's cancel poll)."""
+        self._stop.set()
+        with self._lock:
+            threads = list(self.threads.values())
+        for thread in threads:
+            thread.join(timeout=10)

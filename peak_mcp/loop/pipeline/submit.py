@@ -7,7 +7,6 @@ beside.py) -> the message's notes (notes.py) -> record the verdict and move head
 
 from __future__ import annotations
 
-import threading
 import time
 
 import structlog
@@ -32,14 +31,14 @@ log = structlog.get_logger("peak_mcp.loop.service")
 class Pipeline:
     def __init__(self, ctx: LoopContext, versions: Versions) -> None:
         self.ctx, self.versions = ctx, versions
-        self.preparing: dict[str, threading.Thread] = {}  # by session: its prepare job in the background
+        self.preparer = prepare.Preparer(ctx)  # sessions' checks prepared in the background
 
     def prepare_ahead(self, session: SessionRow, *, first: bool = True, revalidates: bool | None = None) -> None:
         """Start the session's prepare job in the background (prepare.py), where it is wanted."""
-        self.preparing = {sid: t for sid, t in self.preparing.items() if t.is_alive()}
-        thread = prepare.start(self.ctx, session, first=first, revalidates=revalidates)
-        if thread is not None:
-            self.preparing[session.id] = thread
+        self.preparer.start(session, first=first, revalidates=revalidates)
+
+    def close(self) -> None:
+        self.preparer.close()
 
     def submit_kernel(self, session_id: str, source: str, parent: int | None = None,
                       transformation: str | None = None, progress: Progress = quiet, *,
