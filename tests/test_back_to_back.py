@@ -161,8 +161,9 @@ async def test_a_submission_slower_than_a_stale_parent_record_re_times_the_paren
         assert service.store.version(sid, v2["version"]).retimed is None and "v2 re-timed" not in v3["text"]
         # history keeps v1's record; v2's ×parent is the pair's
         table = (await _call(client, "history", {"session_id": sid})).content[0].text
-        assert "re-timed" not in table and "| 3.6 |" in table, table
-        assert "| 1.00 (noise) |" in table or "| 1 (noise) |" in table, table
+        assert "| 3.6 |" in table and "†: against the base re-timed back to back" in table, table
+        assert next(line for line in table.splitlines() if line.startswith(f"| {v2['version']} ")).count("†") >= 1
+        assert "| 1.00† (noise) |" in table, table
         # #42: the stats read the pair: v2's text made no difference; v1's own gain stays its submission's (records:
         # v0's 10 ms over v1's 3.6 ms), since v1 was re-timed beside v2, not beside v0
         stats = (await _call(client, "get_transformation_stats", {"session_id": sid})).structured_content
@@ -245,3 +246,26 @@ async def test_the_child_s_measurement_is_stored_before_its_parent_is_re_timed(t
         assert died.is_error
         child = service.store.versions(sid)[-1]
         assert child.number == v1 + 1 and child.timing is not None and child.timing.median_ms == 7, child
+
+
+def test_history_marks_a_ratio_whose_base_was_re_timed_back_to_back() -> None:
+    """Agent 47: the history's ×v0 read 1.05 (noise) beside ms 6.382 against v0's 5.476 (0.86 by the rows): its
+    base was v0 re-timed back to back with that version. Such a ratio is marked, and a line says what it means."""
+    from peak_mcp.evaluation.noise import NOISE
+    from peak_mcp.store.reports import RETIMED_MARK, markdown_table
+
+    rows = [{"version": 0, "parent": None, "origin": "naive", "transformation": None, "attempt": None,
+             "status": "benchmarked", "failure": None, "median_ms": 5.476, "tflops": None, "gbps": 1.4},
+            {"version": 1, "parent": 0, "origin": "submit", "transformation": None, "attempt": None,
+             "status": "benchmarked", "failure": None, "median_ms": 6.382, "tflops": None, "gbps": 1.3,
+             "speedup_vs_parent": 1.05, "change_vs_parent": NOISE, "parent_retimed": True,
+             "speedup_vs_v0": 1.05, "change_vs_v0": NOISE, "v0_retimed": True},
+            {"version": 2, "parent": 0, "origin": "submit", "transformation": None, "attempt": None,
+             "status": "benchmarked", "failure": None, "median_ms": 5.0, "tflops": None, "gbps": 1.5,
+             "speedup_vs_parent": 1.1, "change_vs_parent": None, "speedup_vs_v0": 1.1, "change_vs_v0": None}]
+    table = markdown_table(rows)
+    one = next(line for line in table.splitlines() if line.startswith("| 1 "))
+    two = next(line for line in table.splitlines() if line.startswith("| 2 "))
+    assert one.count(f"1.05{RETIMED_MARK} (noise)") == 2 and RETIMED_MARK not in two
+    assert f"{RETIMED_MARK}: against the base re-timed back to back" in table
+    assert RETIMED_MARK not in markdown_table([rows[0], rows[2]])  # no mark, no line

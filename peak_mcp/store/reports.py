@@ -175,6 +175,8 @@ def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: 
     if first is not None and first.timing and first.timing.median_ms:
         base = first.beside(first.timing, version.number)
         out["speedup_vs_v0"] = base.median_ms / mine
+        if base is not first.timing:
+            out["v0_retimed"] = True
         if first.number != version.number:
             out["change_vs_v0"] = change(timing, base)
     if baseline and baseline.available and baseline.median_ms:
@@ -215,6 +217,8 @@ def history_rows(session: SessionRow, versions: list[VersionRow], device: Device
             "gbps": perf.get("gbps"),
             "speedup_vs_parent": perf.get("speedup_vs_parent"), "change_vs_parent": perf.get("change_vs_parent"),
             "speedup_vs_v0": perf.get("speedup_vs_v0"), "change_vs_v0": perf.get("change_vs_v0"),
+            # the ratio's base is a back-to-back re-timing, not the record in the base's own row
+            "parent_retimed": True if perf.get("parent_retimed") else None, "v0_retimed": perf.get("v0_retimed"),
             "pct_of_vendor": perf.get("pct_of_vendor"),
             "above_vendor": True if perf.get("vendor_flag", "").startswith("faster") else None,
             "pct_of_peak": perf.get("pct_of_peak"), "pct_of_roofline": perf.get("pct_of_roofline"),
@@ -226,11 +230,16 @@ def history_rows(session: SessionRow, versions: list[VersionRow], device: Device
     return rows
 
 
-def _ratio(row: dict[str, Any], ratio: str, judged: str) -> str:
-    """A speedup, then what the spreads say of it: "1.02 (noise)", "0.60 (slower)"."""
+RETIMED_MARK = "†"
+
+
+def _ratio(row: dict[str, Any], ratio: str, judged: str, retimed: str) -> str:
+    """A speedup, then what the spreads say of it: "1.02 (noise)", "0.60 (slower)"; marked † where its base was
+    re-timed back to back with this version (then it is not the ratio of the two rows' ms)."""
     if row.get(ratio) is None:
         return ""
-    return format(row[ratio], ".2f") + {NOISE: " (noise)", SLOWER: " (slower)"}.get(row.get(judged) or "", "")
+    return (format(row[ratio], ".2f") + (RETIMED_MARK if row.get(retimed) else "")
+            + {NOISE: " (noise)", SLOWER: " (slower)"}.get(row.get(judged) or "", ""))
 
 
 def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
@@ -264,9 +273,10 @@ def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
         failure = (r["failure"] or "").removeprefix("generality_") if r["status"] == "not_general" else r["failure"]
         status = r["status"] + (f": {failure}" if failure and r["status"] not in ("benchmarked",) else "")
         cells = [f"{r['version']}{mark}", fmt(r["parent"], "d"), name, status, fmt(r["median_ms"], ".4g"),
-                 speed(r["tflops"], r.get("gbps")), _ratio(r, "speedup_vs_parent", "change_vs_parent")]
+                 speed(r["tflops"], r.get("gbps")),
+                 _ratio(r, "speedup_vs_parent", "change_vs_parent", "parent_retimed")]
         if by_v0:
-            cells.append(_ratio(r, "speedup_vs_v0", "change_vs_v0"))
+            cells.append(_ratio(r, "speedup_vs_v0", "change_vs_v0", "v0_retimed"))
         if optional["pct_of_vendor"]:
             cells.append(fmt(r["pct_of_vendor"], ".1f") + (" (!)" if r.get("above_vendor") else ""))
         if optional["pct_of_peak"]:
@@ -286,6 +296,9 @@ def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
                      "rows; get_version shows one)")
     if any(r.get("above_vendor") for r in rows):
         lines.append("(!) faster than the vendor yardstick: rare, suspect the yardstick first; benchmark re-times both")
+    if any(r.get("parent_retimed") or r.get("v0_retimed") for r in rows):
+        lines.append(f"{RETIMED_MARK}: against the base re-timed back to back with this version (one moment, so the "
+                     "ratio to trust), not against the base's own row, whose ms is its submit-time record.")
     if any(r.get("speedup_vs_parent") or r.get("speedup_vs_v0") for r in rows):
         lines.append("(noise): the middle halves of the two timings overlap; no gain or loss is shown. (slower): "
                      "slower beyond noise. A ratio with no mark is faster beyond noise.")
