@@ -157,6 +157,7 @@ async def test_speedups_within_noise_are_no_gain_and_a_slowdown_is_no_success(tm
         # read slower than v0's record, v0 was timed again right after it (10 ms again): still a slowdown
         assert note.startswith("head → v3 (0.60× its parent v0: a slowdown beyond noise, v0 re-timed back to "
                                "back); best: v2 (6 ms), head is 0.36× as fast (slower beyond noise)"), note
+        assert note.endswith("to build on the best, submit with parent=2 (or revert to it)"), note
 
         stats = (await _call(client, "get_transformation_stats", {})).structured_content["transformations"]
         [tiling] = [s for s in stats if s["transformation"] == TILING]

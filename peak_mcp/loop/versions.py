@@ -166,7 +166,10 @@ class Versions:
         top = best.beside(best.timing, head)
         slower = ""
         if mine is not None and top is not None and mine.median_ms:
-            slower = f", head is {top.median_ms / mine.median_ms:.2f}× as fast ({change(mine, top)})"
+            verdict = change(mine, top)
+            slower = f", head is {top.median_ms / mine.median_ms:.2f}× as fast ({verdict})"
+            if verdict == SLOWER:  # a submission without parent builds on head: say how to build on the best
+                slower += f"; to build on the best, submit with parent={best.number} (or revert to it)"
         again = (f", re-timed back to back with v{head} at {top.median_ms:.4g} ms"
                  if top is not None and top is not best.timing else "")
         return text + f"; best: v{best.number} ({best.median_ms:.4g} ms{again}){slower}"
