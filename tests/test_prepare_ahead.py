@@ -73,6 +73,7 @@ async def test_the_first_submission_finds_its_sets_prepared_and_still_judges_the
         await call(client, "define_problem", {"source": NEGATE})
         session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000}})
         sid = session["session_id"]
+        assert "the server prepares this session's checks" in session["brief"], session["brief"]
         service.pipeline.preparer.threads[sid].join(120)
         first = await call(client, "submit_kernel", {"session_id": sid, "source": KERNEL.replace("BODY", "-x[id.x]")})
         assert first["status"] == "benchmarked", first["message"]
@@ -94,6 +95,7 @@ async def test_a_session_with_a_first_version_or_the_setting_off_is_not_prepared
         settings.prepare_ahead = "never"
         session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 64}})
         assert session["session_id"] not in service.pipeline.preparer.threads
+        assert "prepares this session's checks" not in session["brief"]
         settings.prepare_ahead = "gpu"  # lavapipe is no GPU
         session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 64}})
         assert session["session_id"] not in service.pipeline.preparer.threads

@@ -89,8 +89,11 @@ class Sessions:
             filled = ", ".join(f"{s}={checked[s]}" for s in left_out)
             note = (note + "; " if note else "") + f"sizes not given were taken from the problem's defaults: {filled}"
         info.note = note
-        if report is None and index >= 0:  # after the yardsticks: their timings see an idle device
-            self.pipeline.prepare_ahead(self.ctx.store.session(session_id))
+        # after the yardsticks: their timings see an idle device
+        if report is None and index >= 0 and self.pipeline.prepare_ahead(self.ctx.store.session(session_id)) \
+                and info.brief:
+            info.brief += (" Meanwhile the server prepares this session's checks on the device (input sets, "
+                           "references, the sanitizer), so the first submission need not wait for them.")
         return info
 
     @staticmethod

@@ -33,9 +33,9 @@ class Pipeline:
         self.ctx, self.versions = ctx, versions
         self.preparer = prepare.Preparer(ctx)  # sessions' checks prepared in the background
 
-    def prepare_ahead(self, session: SessionRow, *, first: bool = True, revalidates: bool | None = None) -> None:
-        """Start the session's prepare job in the background (prepare.py), where it is wanted."""
-        self.preparer.start(session, first=first, revalidates=revalidates)
+    def prepare_ahead(self, session: SessionRow, *, first: bool = True, revalidates: bool | None = None) -> bool:
+        """Start the session's prepare job in the background (prepare.py), where it is wanted; whether it started."""
+        return self.preparer.start(session, first=first, revalidates=revalidates) is not None
 
     def close(self) -> None:
         self.preparer.close()
