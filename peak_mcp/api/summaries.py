@@ -344,11 +344,14 @@ def tune(d: dict[str, Any]) -> list[str]:
             lines.append(f"best: {label} at {estimate}: the search's own estimate ({how}), not a full timing")
     if d.get("chosen_by"):
         lines.append(f"chosen by: {d['chosen_by']}")
-    timed = [r for r in d.get("results") or [] if r.get("status") == "ok"][:5]
-    if timed:
-        lines.append("fastest in the search (their first short timings): " + "; ".join(
+    passed = [r for r in d.get("results") or [] if r.get("status") == "ok"]
+    if passed:
+        shown = passed[:5]
+        # each configuration's first short timing, not a full one: a chosen configuration need not lead this list
+        which = f"the {len(shown)} fastest of {len(passed)}" if len(passed) > len(shown) else f"all {len(passed)}"
+        lines.append(f"short timings during the search ({which} that passed, before any full timing): " + "; ".join(
             " ".join(f"{k}={v}" for k, v in r["params"].items()) + f" {_g(r.get('median_ms'))} ms"
-            + (f" (cv {_g(r['cv'])})" if r.get("cv") is not None else "") for r in timed))
+            + (f" (cv {r['cv']:.2g})" if r.get("cv") is not None else "") for r in shown))
     failed = d.get("failed_count", 0)  # counted before the answer kept its few
     pruned = d.get("pruned_count", 0)
     if failed or pruned:
