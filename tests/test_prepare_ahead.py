@@ -66,12 +66,17 @@ def settings(settings: Settings) -> Settings:
     return settings
 
 
+async def _negate_session(client: Any) -> dict[str, Any]:
+    """A session of the test problem negate at N=1000 on lavapipe (no naive kernel: it starts without a version)."""
+    await call(client, "define_problem", {"source": NEGATE})
+    return await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000}})
+
+
 @VULKAN
 @pytest.mark.anyio
 async def test_the_first_submission_finds_its_sets_prepared_and_still_judges_the_kernel(make_client) -> None:
     async with make_client() as (client, service):
-        await call(client, "define_problem", {"source": NEGATE})
-        session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000}})
+        session = await _negate_session(client)
         sid = session["session_id"]
         assert "the server prepares this session's checks" in session["brief"], session["brief"]
         service.pipeline.preparer.threads[sid].join(120)
@@ -168,7 +173,7 @@ def test_the_fresh_trial_of_a_small_output_takes_a_set_drawn_ahead_once() -> Non
     assert verdict["passed"] and len(SPARE) == 0
     assert any(line.startswith("validate trial 2/3") and "drawn ahead" in line for line in lines), lines
     assert sum("kept from an earlier submission" in line for line in lines) == 2
-    verdict, lines = run(_honest)  # none left: the fresh trial draws its own, from the clock
+    verdict, lines = run(_honest)  # none left: the fresh trial draws its own
     assert verdict["passed"] and not any("drawn ahead" in line for line in lines)
     KEPT.clear()
 
@@ -177,8 +182,7 @@ def test_the_fresh_trial_of_a_small_output_takes_a_set_drawn_ahead_once() -> Non
 @pytest.mark.anyio
 async def test_the_size_drawn_for_the_next_check_is_the_one_prepared_and_then_forgotten(make_client) -> None:
     async with make_client() as (client, service):
-        await call(client, "define_problem", {"source": NEGATE})
-        session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 1000}})
+        session = await _negate_session(client)
         sid = session["session_id"]
         ctx = service.ctx
         seed = ctx.next_draw(sid)
