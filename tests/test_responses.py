@@ -233,3 +233,15 @@ def test_the_lp_bound_without_an_error_scale_names_its_scale_once() -> None:
     scaled = Tolerance(rel_l2=1e-6, roundoff=2.0**-24, factor=2, floor=4, with_lp=True,
                        scale_words="the problem's error scale").describe()
     assert "u_out × max(|ref|, rms(ref)) + u_f32 × the problem's error scale" in scaled
+
+
+def test_counts_in_answers_agree_with_their_noun() -> None:
+    """Agent 47: list_sessions said "1 versions"."""
+    from peak_mcp.api.summaries import session_list
+
+    one = session_list({"total": 1, "offset": 0, "sessions": [
+        {"session_id": "abc", "problem": "rmsnorm", "backend": "hlsl", "dtype": "f32", "sizes": {"ROWS": 8},
+         "device": "lavapipe", "versions": 1, "head": 0, "best": 0}]})
+    assert one[0].startswith("1 session;") and "; 1 version, head v0" in one[1], one
+    many = session_list({"total": 2, "offset": 0, "sessions": []})
+    assert many[0].startswith("2 sessions;")

@@ -205,9 +205,13 @@ def check(d: dict[str, Any]) -> list[str]:
     return lines + performance(d.get("performance")) + yardstick(d.get("baseline")) + scope
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
 def history(d: dict[str, Any]) -> list[str]:
     return [f"{d['problem']} {d['dtype']} {_sizes(d.get('sizes'))} on {d.get('device')} ({d['backend']}): "
-            f"{len(d.get('rows') or [])} versions; " + standing(d)]
+            f"{_count(len(d.get('rows') or []), 'version')}; " + standing(d)]
 
 
 def detail(d: dict[str, Any]) -> list[str]:
@@ -225,11 +229,11 @@ def diff(d: dict[str, Any]) -> list[str]:
 
 def session_list(d: dict[str, Any]) -> list[str]:
     rows = d.get("sessions") or []
-    lines = [f"{d.get('total', len(rows))} sessions; {len(rows)} from offset {d.get('offset', 0)}:"]
+    lines = [f"{_count(d.get('total', len(rows)), 'session')}; {len(rows)} from offset {d.get('offset', 0)}:"]
     for s in rows:
         label = f" ({s['label']})" if s.get("label") else ""
         lines.append(f"{s['session_id']}{label}: {s['problem']} {s['backend']} {s['dtype']} {_sizes(s.get('sizes'))} "
-                     f"on {s.get('device')}; {s.get('versions')} versions, "
+                     f"on {s.get('device')}; {_count(s.get('versions') or 0, 'version')}, "
                      + (f"head v{s['head']}" if s.get("head") is not None else "no head")
                      + f", best {s.get('best') or '-'}")
     return lines
