@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from peak_mcp.core.devices import Device
+from peak_mcp.core.text import clipped
 from peak_mcp.core.units import speed
 from peak_mcp.evaluation.generality import LAUNCH_LIMIT
 from peak_mcp.evaluation.phases import Generality, Recheck, SizeFailure, Verdict
@@ -105,7 +106,12 @@ def also_wrong(generality: Generality, besides: SizeFailure | None = None) -> st
     if not wrong:
         return ""
     where = f"{len(wrong)} of {len(generality.sizes_checked) or len(generality.failures)}"
-    return f"; also wrong at {where} sampled sizes: {wrong[0].check} first at {_sizes(wrong[0].sizes)}"
+    why = clipped((wrong[0].message or "").strip().rstrip("."), ALSO_WRONG_CHARS)
+    return (f"; also wrong at {where} sampled sizes: {wrong[0].check} first at {_sizes(wrong[0].sizes)}"
+            + (f" ({why})" if why else ""))
+
+
+ALSO_WRONG_CHARS = 300  # the first other size's own message, cut: the main finding leads the answer
 
 
 def impossible_speed(problem: Problem, dtype: str, sizes: dict[str, int], device: Device,
