@@ -245,3 +245,15 @@ def test_counts_in_answers_agree_with_their_noun() -> None:
     assert one[0].startswith("1 session;") and "; 1 version, head v0" in one[1], one
     many = session_list({"total": 2, "offset": 0, "sessions": []})
     assert many[0].startswith("2 sessions;")
+
+
+def test_the_traits_origin_says_which_reason_holds() -> None:
+    """Agent 47: "guessed ... (no Python reference to probe, or the probe showed nothing)" for a file with one."""
+    from peak_mcp.api.summaries import problems
+
+    base = {"name": "row_l2", "title": "t", "sizes": ["ROWS"], "dtypes": ["f32"], "backends": ["hlsl"],
+            "traits": ["row_reduction"], "traits_guessed": True}
+    with_reference = problems({"problems": [base]})[0]
+    assert "the probe of its Python reference" in with_reference and " or " not in with_reference.split("(")[1]
+    without = problems({"problems": [{**base, "reference": "the session's reference kernel"}]})[0]
+    assert "has no Python reference to probe" in without

@@ -31,7 +31,10 @@ def _g(value: Any) -> str:
 def _traits_origin(p: dict[str, Any]) -> str:
     if p.get("traits_probed"):
         return "read from a probe of the reference: which outputs move when one input element does"
-    return "guessed from the buffer shapes alone (no Python reference to probe, or the probe showed nothing)"
+    if p.get("reference"):  # said only where the problem has no Python reference
+        return "guessed from the buffer shapes alone: the problem has no Python reference to probe"
+    return ("guessed from the buffer shapes alone: the probe of its Python reference (one input element changed, "
+            "which outputs move) told nothing apart")
 
 
 def standing(d: dict[str, Any], best: str = "best") -> str:
