@@ -233,6 +233,8 @@ def test_the_lp_bound_without_an_error_scale_names_its_scale_once() -> None:
     scaled = Tolerance(rel_l2=1e-6, roundoff=2.0**-24, factor=2, floor=4, with_lp=True,
                        scale_words="the problem's error scale").describe()
     assert "u_out × max(|ref|, rms(ref)) + u_f32 × the problem's error scale" in scaled
+    # each term said (agent 47: u_out and u_f32 were never defined)
+    assert scaled.endswith("u_out and u_f32 the unit roundoffs of the output's type and of float32"), scaled
 
 
 def test_counts_in_answers_agree_with_their_noun() -> None:

@@ -75,7 +75,8 @@ class Tolerance:
             m = "max(|ref|, rms(ref))"
             scaled = (f"(u_out + u_f32) × {m}" if self.scale_words == m  # no error scale of its own: s is m
                       else f"(u_out × {m} + u_f32 × {self.scale_words})")
-            return f"{self.factor:g} × (|lp − ref| + {self.floor:g} × {scaled}), lp being {self.lp_words}"
+            return (f"{self.factor:g} × (|lp − ref| + {self.floor:g} × {scaled}), lp being {self.lp_words}, u_out "
+                    "and u_f32 the unit roundoffs of the output's type and of float32")
         return f"{self.factor * self.floor:g} roundoffs ({self.roundoff:.2g}) times {self.scale_words}"
 
     def summary(self) -> str:
