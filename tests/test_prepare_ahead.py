@@ -23,7 +23,7 @@ from peak_mcp.evaluation.steps import prepare, validate
 from peak_mcp.runner import problem_link
 from peak_mcp.runner.messages import JOB, PrepareJob
 from peak_mcp.runner.pool import DevicePool, DeviceQueues, JobFailed
-from peak_mcp.runner.problem_link import Links, RemoteCode
+from peak_mcp.runner.problem_link import RemoteCode
 from tests.test_benchmark_audit import PROBLEM, SIZES, HostAsDevice, _honest
 from tests.test_define_problem import KERNEL, NEGATE, VULKAN, call
 
@@ -79,7 +79,7 @@ async def test_the_first_submission_finds_its_sets_prepared_and_still_judges_the
         session = await _negate_session(client)
         sid = session["session_id"]
         assert "the server prepares this session's checks" in session["brief"], session["brief"]
-        service.pipeline.preparer.threads[sid].join(120)
+        service.pipeline.preparer.latest[sid].join(120)
         first = await call(client, "submit_kernel", {"session_id": sid, "source": KERNEL.replace("BODY", "-x[id.x]")})
         assert first["status"] == "benchmarked", first["message"]
         steps = [line for _, line in service.store.version(sid, first["version"]).timeline.steps]
@@ -99,11 +99,11 @@ async def test_a_session_with_a_first_version_or_the_setting_off_is_not_prepared
         await call(client, "define_problem", {"source": NEGATE})
         settings.prepare_ahead = "never"
         session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 64}})
-        assert session["session_id"] not in service.pipeline.preparer.threads
+        assert session["session_id"] not in service.pipeline.preparer.latest
         assert "prepares this session's checks" not in session["brief"]
         settings.prepare_ahead = "gpu"  # lavapipe is no GPU
         session = await call(client, "start_session", {"problem": "negate", "backend": "hlsl", "sizes": {"N": 64}})
-        assert session["session_id"] not in service.pipeline.preparer.threads
+        assert session["session_id"] not in service.pipeline.preparer.latest
 
 
 class _Host(HostAsDevice):
@@ -188,12 +188,12 @@ async def test_the_size_drawn_for_the_next_check_is_the_one_prepared_and_then_fo
         seed = ctx.next_draw(sid)
         assert ctx.next_draw(sid) == seed  # kept until a check takes it
         expected = sample_sizes(ctx.problem("negate"), {"N": 1000}, [], draw=random.Random(seed))
-        service.pipeline.preparer.threads[sid].join(120)
+        service.pipeline.preparer.latest[sid].join(120)
         first = await call(client, "submit_kernel", {"session_id": sid, "source": KERNEL.replace("BODY", "-x[id.x]")})
         assert first["status"] == "benchmarked", first["message"]
         checked = service.store.version(sid, first["version"]).generality.sizes_checked
         assert checked == expected, (checked, expected)
-        service.pipeline.preparer.threads[sid].join(120)  # the job after the submission drew the next seed
+        service.pipeline.preparer.latest[sid].join(120)  # the job after the submission drew the next seed
         assert ctx.take_draw(sid) != seed
 
 
@@ -217,18 +217,20 @@ def test_a_closed_pool_starts_no_worker_for_a_job_that_waited() -> None:
     assert failed.value.kind == "cancelled" and not pool._workers
 
 
-def test_the_beat_after_a_hosts_answer_stops_when_the_job_speaks_again() -> None:
+def test_the_workers_own_work_on_an_answer_is_said_while_it_lasts_and_only_then() -> None:
     """The worker's own work on a large answer is said every second (a 12 GiB reference outlasted the inactivity
-    limit), but only until the job's next line: a kernel launched after it that hangs is not kept alive."""
-    links = Links(None)
+    limit), only inside that work: no line is said for it after, when a kernel may run and hang."""
     heard: list[str] = []
-    links.progress = heard.append
+    job_progress = heard.append
     code = RemoteCode.__new__(RemoteCode)
-    code.progress, code.said, code._beat = (lambda: links.progress), (lambda: links.said), None
-    code._start_beat(links.progress, "answer arrived; the server takes it from here")
+    code.progress = lambda: job_progress
+    with code.server_work("the server folds the reference's bound"):
+        time.sleep(2.5 * problem_link.BEAT_S)
+    said = len(heard)
+    assert said >= 3 and set(heard) == {"the server folds the reference's bound"}
     time.sleep(2.5 * problem_link.BEAT_S)
-    beats = len(heard)
-    assert beats >= 2 and set(heard) == {"answer arrived; the server takes it from here"}
-    links.progress("validate: launch 1")  # the job speaks: the beat ends
-    time.sleep(2.5 * problem_link.BEAT_S)
-    assert heard[beats:] == ["validate: launch 1"], heard
+    assert len(heard) == said  # nothing after the work
+    job_progress = None  # no job in flight: nothing said, the body still runs
+    with code.server_work("x"):
+        pass
+    assert len(heard) == said

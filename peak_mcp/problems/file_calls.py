@@ -4,6 +4,7 @@ against the declaration before it is used. Runs only where problem code may run 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -249,18 +250,25 @@ class FileCalls:
             scale_mod = xp if "xp" in scale_keywords else np
             wanted.append(HostCall("error_scale", "float64", scale_keywords))
         results = calls(self._stored_args(inputs, sizes, dtype, xp), wanted)
-        exact = self._outputs("reference", results[0], sizes, mod)
-        rough = None if widens else self._outputs("reference", results[1], sizes, mod)
-        if host:
-            exact = {k: xp.asarray(v) for k, v in exact.items()}
-            rough = None if rough is None else {k: xp.asarray(v) for k, v in rough.items()}
-        # references() pops it output by output; widened, it is the float64 reference (one device copy, not two)
-        rough = dict(exact if rough is None else rough)
-        scales = None
-        if scale_mod is not None:
-            scales = {k: xp.abs(xp.asarray(v)) for k, v in
-                      self._outputs("error_scale", results[-1], sizes, scale_mod).items()}
+        with self._server_work("the server checks the reference's answer and moves it to the device"):
+            exact = self._outputs("reference", results[0], sizes, mod)
+            rough = None if widens else self._outputs("reference", results[1], sizes, mod)
+            if host:
+                exact = {k: xp.asarray(v) for k, v in exact.items()}
+                rough = None if rough is None else {k: xp.asarray(v) for k, v in rough.items()}
+            # references() pops it output by output; widened, it is the float64 reference (one device copy, not two)
+            rough = dict(exact if rough is None else rough)
+            scales = None
+            if scale_mod is not None:
+                scales = {k: xp.abs(xp.asarray(v)) for k, v in
+                          self._outputs("error_scale", results[-1], sizes, scale_mod).items()}
         return exact, rough, scales
+
+    def _server_work(self, message: str) -> contextlib.AbstractContextManager[None]:
+        """Where the problem's code runs in a problem host, the worker's own work on its answer is said while it
+        lasts (problem_link.RemoteCode.server_work: a 12 GiB reference outlasted the inactivity limit)."""
+        working = getattr(self.code, "server_work", None)
+        return working(message) if working is not None else contextlib.nullcontext()
 
     def references(self, inputs: Mapping[str, Any], sizes: Sizes, dtype: str, xp: Any) -> dict[str, Reference]:
         """Every output's reference and bound. The bound of element i is
@@ -275,16 +283,17 @@ class FileCalls:
         tol = self.tolerance(dtype)
         exact, rough, scales = self._computed(inputs, sizes, dtype, xp)
         refs = {}
-        for buf in self.declaration.outputs:
-            out_dtype = buf.dtype or dtype
-            ref = exact[buf.name].reshape(-1)
-            if buf.exact:
-                refs[buf.name] = self._exact_reference(buf, ref, xp)
-                continue
-            rough_values = rough.pop(buf.name).reshape(-1)  # popped: gone with this output's bound
-            scale = scales[buf.name].reshape(-1) if scales is not None else None
-            refs[buf.name] = self._chunked_bound(ref, rough_values, scale, self.reduction_length(sizes), out_dtype,
-                                                 tol, xp)
+        with self._server_work("the server folds the reference's bound"):
+            for buf in self.declaration.outputs:
+                out_dtype = buf.dtype or dtype
+                ref = exact[buf.name].reshape(-1)
+                if buf.exact:
+                    refs[buf.name] = self._exact_reference(buf, ref, xp)
+                    continue
+                rough_values = rough.pop(buf.name).reshape(-1)  # popped: gone with this output's bound
+                scale = scales[buf.name].reshape(-1) if scales is not None else None
+                refs[buf.name] = self._chunked_bound(ref, rough_values, scale, self.reduction_length(sizes),
+                                                     out_dtype, tol, xp)
         return refs
 
     def _chunked_bound(self, ref: Any, rough: Any, scale: Any | None, length: int, out_dtype: str, tol: Tolerance,

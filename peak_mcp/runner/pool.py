@@ -221,7 +221,11 @@ class DevicePool:
         if worker is None or not worker.alive():
             if worker is not None:  # died between jobs: its problem hosts, pipes and group go with it
                 self._kill(worker)
-            worker = self._workers[key] = self._start(backend, index)
+            worker = self._start(backend, index)
+            if self.closed:  # closed while it started: close() did not see it
+                self._kill(worker)
+                raise JobFailed("cancelled", "the server is closing: no job starts now")
+            self._workers[key] = worker
         return worker
 
     def close(self) -> None:

@@ -8,12 +8,13 @@ problem error naming the file, never a crash of the worker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -32,10 +33,9 @@ from peak_mcp.runner import problem_wire as wire
 MAX_MESSAGE = 1000
 CALL_FLOOR_BYTES = 1 << 30
 MAX_NOTES = 32  # progress notes relayed per call: a host's steps say a few; a flood is not progress
-# After an answer arrives, the worker's own work on it (moving it to the device, the error scale, keeping copies)
-# is said again every BEAT_S, for at most SERVER_WORK_S: a KernelBench ReLU's 12 GiB float64 reference took longer
-# than the pool's inactivity limit there (H200), and the job was stopped as hung. A stall in the problem file's code
-# is still seen at once: the beat stops when the next call to the host starts.
+# The worker's own work on an answer (server_work) is said again every BEAT_S, for at most SERVER_WORK_S: a KernelBench
+# ReLU's 12 GiB float64 reference took longer than the pool's inactivity limit there (H200), and the job was stopped
+# as hung.
 BEAT_S, SERVER_WORK_S = 1.0, 180.0
 
 
@@ -58,13 +58,12 @@ class RemoteCode:
     measures a host that stopped, not one moving gigabytes."""
 
     def __init__(self, sock: socket.socket, declaration: ProblemDeclaration,
-                 progress: Callable[[], Progress | None] = lambda: None, said: Callable[[], int] = lambda: 0) -> None:
-        self.sock, self.declaration, self.progress, self.said = sock, declaration, progress, said
+                 progress: Callable[[], Progress | None] = lambda: None) -> None:
+        self.sock, self.declaration, self.progress = sock, declaration, progress
         self._lock = threading.Lock()  # one call at a time on the socket (tune validates on threads)
         self.broken: str | None = None
         self.failed: ProblemCodeError | None = None  # the file's import failed: every call says so
         self._parameters: dict[str, tuple[frozenset[str], bool] | None] = {}
-        self._beat: threading.Event | None = None  # set to stop the beat of the server's work on the last answer
         try:
             header, _ = wire.receive(self.sock, 1 << 20)
         except wire.WireError as exc:
@@ -90,7 +89,8 @@ class RemoteCode:
         # that lies, refused before the worker allocates it.
         limit = max(CALL_FLOOR_BYTES, 16 * sum(a.nbytes for a in arrays))
         reply, received = self._request(header, arrays, limit)
-        return self._to(xp, reply.get("result"), received)
+        with self.server_work(f"the server takes the answer of {function} from here"):
+            return self._to(xp, reply.get("result"), received)
 
     def calls(self, args: list[Any], calls: list[HostCall]) -> list[Any]:
         """Each call's result for the same `args`, sent once as they are (stored inputs: float32 where the values
@@ -115,7 +115,9 @@ class RemoteCode:
         if not isinstance(results, list) or len(results) != len(calls):
             raise ProblemCodeError(f"the problem host for {self.declaration.path} sent a malformed answer: "
                                    f"{len(calls)} results expected")
-        return [self._to(call.kwargs.get("xp"), value, received) for call, value in zip(calls, results, strict=True)]
+        with self.server_work("the server takes the answers from here"):
+            return [self._to(call.kwargs.get("xp"), value, received)
+                    for call, value in zip(calls, results, strict=True)]
 
     def generate(self, name: str, shape: tuple[int, ...], seed: list[int]) -> Any:
         limit = 16 * math.prod(shape) + (1 << 20)
@@ -155,7 +157,6 @@ class RemoteCode:
     def _request(self, header: dict[str, Any], arrays: list[np.ndarray],
                  limit: int) -> tuple[dict[str, Any], list[np.ndarray]]:
         with self._lock:
-            self._stop_beat()
             if self.failed is not None:
                 raise self.failed
             if self.broken:
@@ -182,9 +183,8 @@ class RemoteCode:
                 raise self._gone(self.broken) from None
             progress = self.progress()
             if progress is not None:  # what follows (uploading, checking the answer) is the server's own work
-                self._start_beat(progress, f"{header['op']}: the problem's answer arrived "
-                                           f"({sum(a.nbytes for a in received) / 2**20:,.0f} MiB); the server "
-                                           "takes it from here")
+                progress(f"{header['op']}: the problem's answer arrived "
+                         f"({sum(a.nbytes for a in received) / 2**20:,.0f} MiB); the server takes it from here")
         if "error" in reply and reply.get("memory"):  # the host's torch or cupy ran out: the device's memory
             raise device_memory.device_memory_error(
                 clean(str(reply["error"]), MAX_MESSAGE),
@@ -197,28 +197,30 @@ class RemoteCode:
                                    line if isinstance(line, int) and not isinstance(line, bool) else None)
         return reply, received
 
-    def _start_beat(self, progress: Progress, message: str) -> None:
-        """Say `message` now and every BEAT_S while nothing else of the job speaks: the worker's own work on the
-        answer. It ends at the job's next line from anywhere else (the next step, a launch: a kernel that hangs is
-        timed from its launch as before), at the next call to the host, or after SERVER_WORK_S."""
-        stop = self._beat = threading.Event()
-        progress(message)
-        expected = self.said()
+    @contextlib.contextmanager
+    def server_work(self, message: str) -> Iterator[None]:
+        """The worker's own work on an answer (moving it to the device, folding the bound), said now and every
+        BEAT_S while the body runs, for at most SERVER_WORK_S: it calls neither the host nor a kernel, so a stall in
+        the problem file's code or a hung kernel is still timed by the pool as before."""
+        progress = self.progress()
+        if progress is None:
+            yield
+            return
+        stop = threading.Event()
         ends = time.monotonic() + SERVER_WORK_S
+        progress(message)
 
         def beat() -> None:
-            nonlocal expected
-            while not stop.wait(BEAT_S) and time.monotonic() < ends and self.progress() is progress \
-                    and self.said() == expected:
+            while not stop.wait(BEAT_S) and time.monotonic() < ends:
                 progress(message)
-                expected += 1
 
-        threading.Thread(target=beat, name="server-work-beat", daemon=True).start()
-
-    def _stop_beat(self) -> None:
-        if self._beat is not None:
-            self._beat.set()
-            self._beat = None
+        thread = threading.Thread(target=beat, name="server-work", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
 
     def _note(self, note: str) -> None:
         progress = self.progress()
@@ -262,30 +264,11 @@ class Links:
 
     def __init__(self, control: socket.socket | None) -> None:
         self.control = control
-        self._relay: Progress | None = None
-        self.said = 0  # progress lines of the job in flight so far: a beat stops once someone else speaks
+        self.progress: Progress | None = None  # the job in flight's (worker.py sets it per job)
         self.sockets: dict[tuple[str, str], socket.socket] = {}
         self.links: dict[tuple[str, str], RemoteCode] = {}
         if control is not None:
             control.setblocking(False)
-
-    @property
-    def progress(self) -> Progress | None:
-        """The job in flight's progress (worker.py sets it per job), counting its lines in `said`."""
-        return self._relay
-
-    @progress.setter
-    def progress(self, job_progress: Progress | None) -> None:
-        self.said = 0
-        if job_progress is None:
-            self._relay = None
-            return
-
-        def relay(message: str) -> None:
-            self.said += 1
-            job_progress(message)
-
-        self._relay = relay
 
     def accept(self) -> None:
         """Take every socket the server has handed over since the last job."""
@@ -317,7 +300,7 @@ class Links:
             if sock is None:
                 raise PeakError(f"no problem host was handed over for {declaration.path}",
                                 "this is a bug in peak-mcp; please report it.")
-            self.links[key] = RemoteCode(sock, declaration, lambda: self.progress, lambda: self.said)
+            self.links[key] = RemoteCode(sock, declaration, lambda: self.progress)
         problem.code = self.links[key]
 
 

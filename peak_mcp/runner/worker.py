@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
             out.flush()
 
     from peak_mcp.backends.registry import open_executor
-    from peak_mcp.evaluation.reference_cache import KEPT, SPARE
+    from peak_mcp.evaluation.reference_cache import KEPT
     from peak_mcp.runner import device_memory, problem_link
     from peak_mcp.runner.jobs import evaluate, generality
     from peak_mcp.runner.messages import JOB
@@ -97,23 +97,20 @@ def main(argv: list[str] | None = None) -> int:
                    "prepare": prepare_session}[job.type]
             links.accept()  # the server handed over any problem host this job needs before sending it
             links.progress = progress  # what a problem host says it is doing keeps the job alive
-            said = links.progress or progress  # the job's lines, counted (a beat after a host's answer stops at one)
-            primer.prime(job, said)
+            primer.prime(job, progress)
             again = False
             try:
-                result = run(executor, job, said)
+                result = run(executor, job, progress)
             except Exception as exc:
-                if not ((isinstance(exc, DeviceMemory) or device_memory.is_out_of_memory(exc))
-                        and len(KEPT) + len(SPARE)):
+                if not ((isinstance(exc, DeviceMemory) or device_memory.is_out_of_memory(exc)) and len(KEPT)):
                     raise
                 again = True  # out of the except clause first: its traceback holds the job's arrays
             if again:
                 # the input sets kept between submissions held memory this job needed: they go, and it runs again
                 KEPT.clear()
-                SPARE.clear()
                 device_memory.release()
-                said("out of device memory with earlier submissions' input sets kept: running again without them")
-                result = run(executor, job, said)
+                progress("out of device memory with earlier submissions' input sets kept: running again without them")
+                result = run(executor, job, progress)
         except KernelFault as fault:
             send(Failed(id=job_id, fatal=True, kind=fault.kind, error=str(fault)))
             return 3  # the device context is unusable now
@@ -131,8 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         # allocated goes back to the device before the reply, so the next job, or the problem host, finds it free.
         device_memory.release()
         if out_of_memory is not None:
-            KEPT.clear()  # the input sets kept between submissions give way to the next job's
-            SPARE.clear()
+            KEPT.clear()  # the sets kept between submissions give way to the next job's (spare sets live on the host)
             device_memory.release()
             error = device_memory.device_memory_error(out_of_memory, "the server's validator (the device worker)")
             failed = Failed(id=job_id, kind=error.kind, error=str(error))

@@ -167,7 +167,7 @@ def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: 
         out["change_vs_parent"] = change(timing, theirs)  # the spreads of both timings decide, not the ratio
         if theirs is not parent.timing and parent.retimed is not None:
             out["parent_retimed"] = (f"v{parent.number} re-timed back to back with this version at "
-                                     f"{theirs.median_ms:.4g} ms; its submit-time record "
+                                     f"{theirs.median_ms:.4g} ms; its own record "
                                      f"{parent.timing.median_ms:.4g} ms")
         if parent.timing.params:
             out["vs_parent"] = compared(version, parent)
@@ -176,7 +176,8 @@ def performance(version: VersionRow, versions: dict[int, VersionRow], baseline: 
         base = first.beside(first.timing, version.number)
         out["speedup_vs_v0"] = base.median_ms / mine
         if base is not first.timing:
-            out["v0_retimed"] = True
+            out["v0_retimed"] = (f"v0 re-timed back to back with this version at {base.median_ms:.4g} ms; its own "
+                                 f"record {first.timing.median_ms:.4g} ms")
         if first.number != version.number:
             out["change_vs_v0"] = change(timing, base)
     if baseline and baseline.available and baseline.median_ms:
@@ -218,7 +219,8 @@ def history_rows(session: SessionRow, versions: list[VersionRow], device: Device
             "speedup_vs_parent": perf.get("speedup_vs_parent"), "change_vs_parent": perf.get("change_vs_parent"),
             "speedup_vs_v0": perf.get("speedup_vs_v0"), "change_vs_v0": perf.get("change_vs_v0"),
             # the ratio's base is a back-to-back re-timing, not the record in the base's own row
-            "parent_retimed": True if perf.get("parent_retimed") else None, "v0_retimed": perf.get("v0_retimed"),
+            "parent_retimed": True if perf.get("parent_retimed") else None,
+            "v0_retimed": True if perf.get("v0_retimed") else None,
             "pct_of_vendor": perf.get("pct_of_vendor"),
             "above_vendor": True if perf.get("vendor_flag", "").startswith("faster") else None,
             "pct_of_peak": perf.get("pct_of_peak"), "pct_of_roofline": perf.get("pct_of_roofline"),
@@ -298,7 +300,7 @@ def markdown_table(rows: list[dict[str, Any]], keep: int | None = None) -> str:
         lines.append("(!) faster than the vendor yardstick: rare, suspect the yardstick first; benchmark re-times both")
     if any(r.get("parent_retimed") or r.get("v0_retimed") for r in rows):
         lines.append(f"{RETIMED_MARK}: against the base re-timed back to back with this version (one moment, so the "
-                     "ratio to trust), not against the base's own row, whose ms is its submit-time record.")
+                     "ratio to trust), not against the base's own row, whose ms is its own recorded time.")
     if any(r.get("speedup_vs_parent") or r.get("speedup_vs_v0") for r in rows):
         lines.append("(noise): the middle halves of the two timings overlap; no gain or loss is shown. (slower): "
                      "slower beyond noise. A ratio with no mark is faster beyond noise.")

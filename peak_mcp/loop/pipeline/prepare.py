@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 
 import structlog
 
@@ -54,19 +55,21 @@ def prepare_job(ctx: LoopContext, session: SessionRow, *, first: bool = True,
 
 
 IDLE_S = 1.0  # after a submission, how long the device must stay idle before the next one's sets are drawn
-GIVE_UP = ("problem_error", "timeout", "worker_died", "kernel_fault")  # a prepare job that ended so: none again
+GIVE_UP = ("problem_error", "timeout")  # a prepare job that ended so: the same file's code is not prepared again
 
 
 class Preparer:
     """The session prepare jobs of one server: each in a background thread, stopped when the server closes. A job
-    after a submission waits until the device has been idle IDLE_S (an agent resubmitting at once, a script, another
-    session's job: they go first; the submission draws what it needs itself). A problem whose prepare job hung or
-    crashed is not prepared again by this server: its submissions would meet the same code twice."""
+    after a submission polls the device every IDLE_S and starts when nothing waits or runs there (an agent
+    resubmitting at once, a script, another session's job: they go first, and a later submission's job replaces
+    it); once started it runs to its end. A problem file whose prepare job failed in its own code or hung is not
+    prepared again by this server (its submissions would meet the same code twice)."""
 
     def __init__(self, ctx: LoopContext) -> None:
         self.ctx = ctx
-        self.threads: dict[str, threading.Thread] = {}  # by session: its latest job's thread
-        self.given_up: set[str] = set()  # problems whose prepare job failed
+        self.threads: list[threading.Thread] = []  # every job's, alive or ended since the last start
+        self.latest: dict[str, threading.Thread] = {}  # by session: its latest job's thread
+        self.given_up: set[tuple[str, str | None]] = set()  # (problem, file sha256) whose prepare job failed
         self._stop = threading.Event()
         self._lock = threading.Lock()
 
@@ -76,7 +79,8 @@ class Preparer:
         where not wanted. Never raises, nor does the thread: a failure here is met, and reported, by a submission."""
         ctx = self.ctx
         try:
-            if self._stop.is_set() or session.problem in self.given_up or not wanted(ctx, session):
+            given_up_key = (session.problem, session.problem_sha256)
+            if self._stop.is_set() or given_up_key in self.given_up or not wanted(ctx, session):
                 return None
             job = prepare_job(ctx, session, first=first, revalidates=revalidates)
         except Exception as exc:  # a problem that cannot say its sizes now: the submission will say why
@@ -87,10 +91,10 @@ class Preparer:
             if first:
                 return True
             while not self._stop.wait(IDLE_S):
+                if self.latest.get(session.id) is not threading.current_thread():
+                    return False  # a later submission of the session has its own job
                 if ctx.pool.queue_length(session.backend, session.device_index) == 0:
                     return True
-                if self.threads.get(session.id) is not threading.current_thread():
-                    return False  # a later submission of the session has its own job
             return False
 
         def run() -> None:
@@ -103,7 +107,7 @@ class Preparer:
                          skipped=result.skipped[:3])
             except JobFailed as exc:  # the server closing, a hang or crash: the submission meets it on its own
                 if exc.kind in GIVE_UP:
-                    self.given_up.add(session.problem)
+                    self.given_up.add(given_up_key)
                 log.info("preparing the session ahead stopped", session=session.id, kind=exc.kind,
                          reason=str(exc)[:200])
             except Exception as exc:
@@ -111,15 +115,18 @@ class Preparer:
 
         thread = threading.Thread(target=run, name=f"prepare-{session.id}", daemon=True)
         with self._lock:
-            self.threads = {sid: t for sid, t in self.threads.items() if t.is_alive()}
-            self.threads[session.id] = thread
+            if self._stop.is_set():
+                return None
+            self.threads = [t for t in self.threads if t.is_alive()] + [thread]
+            self.latest[session.id] = thread
         thread.start()
         return thread
 
-    def close(self) -> None:
-        """Stop every job and wait for the threads (each ends within its job's cancel poll)."""
-        self._stop.set()
+    def close(self, within_s: float = 15.0) -> None:
+        """Stop every job and wait for the threads, `within_s` in all (each ends within its job's cancel poll)."""
         with self._lock:
-            threads = list(self.threads.values())
+            self._stop.set()
+            threads = list(self.threads)
+        ends = time.monotonic() + within_s
         for thread in threads:
-            thread.join(timeout=10)
+            thread.join(timeout=max(0.0, ends - time.monotonic()))
