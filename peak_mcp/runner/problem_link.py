@@ -13,7 +13,6 @@ import json
 import math
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,6 +28,7 @@ from peak_mcp.problems.host_call import HostCall
 from peak_mcp.problems.loading import ProblemCodeError
 from peak_mcp.runner import device_memory
 from peak_mcp.runner import problem_wire as wire
+from peak_mcp.runner.heartbeat import heartbeat
 
 MAX_MESSAGE = 1000
 CALL_FLOOR_BYTES = 1 << 30
@@ -206,21 +206,8 @@ class RemoteCode:
         if progress is None:
             yield
             return
-        stop = threading.Event()
-        ends = time.monotonic() + SERVER_WORK_S
-        progress(message)
-
-        def beat() -> None:
-            while not stop.wait(BEAT_S) and time.monotonic() < ends:
-                progress(message)
-
-        thread = threading.Thread(target=beat, name="server-work", daemon=True)
-        thread.start()
-        try:
+        with heartbeat(progress, message, every_s=BEAT_S, limit_s=SERVER_WORK_S):
             yield
-        finally:
-            stop.set()
-            thread.join()
 
     def _note(self, note: str) -> None:
         progress = self.progress()
