@@ -29,8 +29,8 @@ Progress = Callable[[str], None]
 def prepare_session(executor: Executor, job: PrepareJob, progress: Progress) -> PrepareResult:
     """Keep the input sets of the session's validation and of one trial at each generality size (the worker has
     primed the problem before this runs) and the spare fresh sets asked for; start the sanitizer's standby targets
-    where asked. A size that cannot
-    be prepared is skipped with why: the submission meets it again and reports it as its own."""
+    where asked. A size that cannot be prepared is skipped with why: the submission meets it again and reports it
+    as its own."""
     started = time.perf_counter()
     problem = worker_problem(job.problem, job.declaration)
     problem_link.attach(problem)  # a problem file's code runs in its problem host
@@ -41,7 +41,7 @@ def prepare_session(executor: Executor, job: PrepareJob, progress: Progress) -> 
         label = " ".join(f"{k}={v}" for k, v in sizes.items())
         progress(f"preparing the session's checks at {label}")
         try:
-            result.kept += prepare(executor, problem, job.dtype, sizes, trials=trials, seed=seed, keep=keep,
+            result.made += prepare(executor, problem, job.dtype, sizes, trials=trials, seed=seed, keep=keep,
                                    spare_fresh=own and job.spare_fresh,
                                    spare_revalidation=own and job.spare_revalidation,
                                    progress=lambda line, label=label: progress(f"preparing at {label}: {line}"))

@@ -52,7 +52,7 @@ class ProfileResult(BaseModel):
 
 class PrepareResult(BaseModel):
     type: Literal["prepare"] = "prepare"
-    kept: int = 0  # input sets drawn and kept now (those kept already are not counted)
+    made: int = 0  # input sets drawn now, kept or spare (those held already are not counted)
     skipped: list[str] = Field(default_factory=list)  # sizes left unprepared, each with why
     seconds: float = 0.0
 

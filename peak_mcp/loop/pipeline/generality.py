@@ -73,6 +73,14 @@ def with_generality(ctx: LoopContext, session: SessionRow, source: str, outcome:
     return outcome
 
 
+def sanitizer_runs(ctx: LoopContext, session: SessionRow) -> bool:
+    """Whether a submission of this session runs a sanitizer: compute-sanitizer watches the CUDA driver (HIP
+    sessions on NVIDIA qualify, HIP on AMD does not); HLSL's is the Vulkan validation layer's GPU-assisted
+    validation, on any Vulkan driver."""
+    return bool(ctx.settings.sanitizer and backend_spec(session.backend).sanitizer
+                and (session.backend == "hlsl" or ctx.device_of(session).vendor != "amd"))
+
+
 def sizes_and_sanitizer(ctx: LoopContext, session: SessionRow, source: str, progress: Progress,
                         params: dict[str, int] | None = None, device: int | None = None) -> Checked:
     """Validate at the problem's awkward sizes within the session's constraints, then (CUDA, where installed)
@@ -86,10 +94,7 @@ def sizes_and_sanitizer(ctx: LoopContext, session: SessionRow, source: str, prog
     # Its seed may have been drawn ahead, for a prepare job to draw the size's inputs before this check.
     sizes_list = sample_sizes(problem, session.sizes, constraints, draw=random.Random(ctx.take_draw(session.id)))
     sanitize_at = None
-    # compute-sanitizer watches the CUDA driver: HIP sessions on NVIDIA qualify, HIP on AMD does not. HLSL's
-    # is the Vulkan validation layer's GPU-assisted validation, on any Vulkan driver.
-    if ctx.settings.sanitizer and backend_spec(session.backend).sanitizer and \
-            (session.backend == "hlsl" or ctx.device_of(session).vendor != "amd"):
+    if sanitizer_runs(ctx, session):
         # One of the sampled sizes; with none, the session's own when small (the sanitizer slows a launch a lot).
         fallback = sizes_list[-1] if sizes_list else (
             session.sizes if problem.work(session.sizes, session.dtype) <= (

@@ -17,9 +17,9 @@ import time
 
 import structlog
 
-from peak_mcp.backends.registry import backend_spec
 from peak_mcp.evaluation.generality import sample_sizes
 from peak_mcp.loop.context import LoopContext
+from peak_mcp.loop.pipeline.generality import sanitizer_runs
 from peak_mcp.runner.messages import PrepareJob
 from peak_mcp.runner.pool import CANCEL, JobFailed
 from peak_mcp.store.records import SessionRow
@@ -46,15 +46,15 @@ def prepare_job(ctx: LoopContext, session: SessionRow, *, first: bool = True,
     problem = ctx.problem(session.problem)
     sizes_list = sample_sizes(problem, session.sizes, session.constraints or [],
                               draw=random.Random(ctx.next_draw(session.id)))
-    standby = (first and ctx.settings.sanitizer and ctx.settings.sanitizer_standby and session.backend != "hlsl"
-               and backend_spec(session.backend).sanitizer and ctx.device_of(session).vendor != "amd")
+    # standby targets are compute-sanitizer's (runner/sanitizer.py): HLSL's validation layer has none
+    standby = first and ctx.settings.sanitizer_standby and session.backend != "hlsl" and sanitizer_runs(ctx, session)
     return PrepareJob(**ctx.wire(session), dtype=session.dtype, sizes=session.sizes,
                       trials=ctx.settings.validation_trials, keep_sets=first, sizes_list=sizes_list,
                       sanitizer_standby=standby, spare_fresh=True,
                       spare_revalidation=session.vendor_ms is not None if revalidates is None else revalidates)
 
 
-IDLE_S = 1.0  # after a submission, how long the device must stay idle before the next one's sets are drawn
+IDLE_S = 1.0  # after a submission, how often the job looks for an idle device before drawing the next one's sets
 GIVE_UP = ("problem_error", "timeout")  # a prepare job that ended so: the same file's code is not prepared again
 
 
@@ -103,7 +103,7 @@ class Preparer:
                 if not idle():
                     return
                 result = ctx.run_job(session, job, lambda _line: None)
-                log.info("session prepared ahead", session=session.id, made=result.kept, seconds=result.seconds,
+                log.info("session prepared ahead", session=session.id, made=result.made, seconds=result.seconds,
                          skipped=result.skipped[:3])
             except JobFailed as exc:  # the server closing, a hang or crash: the submission meets it on its own
                 if exc.kind in GIVE_UP:
