@@ -57,7 +57,7 @@ def test_the_reference_is_spot_checked_whether_or_not_the_fresh_set_was_drawn_ah
 def test_spare_sets_keep_within_a_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     SPARE.clear()
     budget = 1 << 16
-    monkeypatch.setattr(reference_cache, "HOST_BUDGET_BYTES", budget)
+    monkeypatch.setattr(reference_cache, "spare_host_budget", lambda: budget)
     inputs = {"A": np.zeros(budget // 4 // 8, np.float64)}  # a quarter of the budget a set
     held = 0
     for n in range(1, 9):  # eight sessions' sizes
@@ -68,3 +68,16 @@ def test_spare_sets_keep_within_a_budget(monkeypatch: pytest.MonkeyPatch) -> Non
     assert SPARE.count(SPARE.key(PROBLEM, np, "f32", {"M": 8, "N": 8, "K": 8}, False, owner=8)) == 1
     assert SPARE.count(SPARE.key(PROBLEM, np, "f32", {"M": 1, "N": 1, "K": 1}, False, owner=1)) == 0
     SPARE.clear()
+
+
+def test_the_spare_budget_follows_the_hosts_free_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KernelBench GEMV's set is a 512 MiB matrix: a fixed 1 GiB budget (half of it a set) refused it on a
+    128 GiB GPU host, and every submission drew its fresh trial again (run A, session 48)."""
+    monkeypatch.setattr(reference_cache, "_available_host_bytes", lambda: 100 << 30)
+    assert reference_cache.spare_host_budget() // 2 > (512 << 20) + (1 << 20)
+    monkeypatch.setattr(reference_cache, "_available_host_bytes", lambda: 1 << 40)
+    assert reference_cache.spare_host_budget() == reference_cache.SPARE_HOST_MAX_BYTES
+    monkeypatch.setattr(reference_cache, "_available_host_bytes", lambda: 1 << 30)  # a small host: the floor
+    assert reference_cache.spare_host_budget() == reference_cache.HOST_BUDGET_BYTES
+    monkeypatch.setattr(reference_cache, "_available_host_bytes", lambda: None)
+    assert reference_cache.spare_host_budget() == reference_cache.HOST_BUDGET_BYTES

@@ -23,6 +23,8 @@ HOST_BUDGET_BYTES = 1 << 30  # numpy (a CPU Vulkan device, a compile-only worker
 DEVICE_BUDGET_BYTES = 16 << 30
 DEVICE_BUDGET_SHARE = 0.15  # of the device's memory, whichever is less
 DEVICE_FREE_SHARE = 0.25  # an entry is kept only while this share of the device stays free after it
+SPARE_HOST_SHARE = 0.125  # spare sets: of the host memory available when one is put, up to SPARE_HOST_MAX_BYTES
+SPARE_HOST_MAX_BYTES = 16 << 30
 
 
 def identity(problem: Problem) -> Any | None:
@@ -115,6 +117,27 @@ def _budget(xp: Any) -> int:
     return int(min(DEVICE_BUDGET_BYTES, DEVICE_BUDGET_SHARE * total))
 
 
+def _available_host_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def spare_host_budget() -> int:
+    """Host memory the spare sets may hold: a share of what the host has free, at least HOST_BUDGET_BYTES. A fixed
+    1 GiB refused every set of a KernelBench GEMV (a 512 MiB matrix), so each of its submissions drew its fresh
+    trial's inputs and float64 reference again (3-4 s on an H200)."""
+    available = _available_host_bytes()
+    if available is None:
+        return HOST_BUDGET_BYTES
+    return max(HOST_BUDGET_BYTES, min(SPARE_HOST_MAX_BYTES, int(SPARE_HOST_SHARE * available)))
+
+
 def _room_left(xp: Any, size: int) -> bool:
     if xp is np:
         return True
@@ -145,7 +168,7 @@ class SpareSets:
     and forgets it. Held in host memory, out of reach of the kernels that run meanwhile (a stray write into the
     device's memory pool is not every sanitizer's to see), and copied to the device when taken. Keyed by the
     session (`owner`, its seed) too: no session takes, or learns of, another's. At most PER_KEY sets a key, and
-    HOST_BUDGET_BYTES in all (the oldest go first)."""
+    spare_host_budget() in all (the oldest go first; a set over half of it is not held)."""
 
     PER_KEY = 2
 
@@ -159,13 +182,13 @@ class SpareSets:
         return (identity(problem), xp.__name__, dtype, tuple(sorted(sizes.items())), bool(stressed), int(owner))
 
     def put(self, key: Key | None, xp: Any, inputs: dict[str, Any], refs: dict[str, Reference]) -> bool:
-        size = _bytes(inputs, refs)
-        if key is None or self.count(key) >= self.PER_KEY or size > HOST_BUDGET_BYTES // 2:
+        size, budget = _bytes(inputs, refs), spare_host_budget()
+        if key is None or self.count(key) >= self.PER_KEY or size > budget // 2:
             return False
         held = (_copy_inputs(inputs, np, xp), {n: _copy_reference(r, np, xp) for n, r in refs.items()}, size)
         self._sets.setdefault(key, []).append(held)
         self._sets.move_to_end(key)
-        while self.nbytes() > HOST_BUDGET_BYTES:
+        while self.nbytes() > budget:
             oldest = next(iter(self._sets))
             self._sets[oldest].pop(0)
             if not self._sets[oldest]:
