@@ -31,7 +31,8 @@ from peak_mcp.problems.declared import C_TYPE
 
 ROOT = Path(__file__).resolve().parent.parent
 TYPES = {b: C_TYPE[b] for b in ("cuda", "hip")}  # each dtype's storage type, as the problems' preludes name it
-LADDER = ["1_online_tiling", "2_tensor_cores", "3_cp_async_pipeline", "4_causal_skip", "5_hopper_wgmma"]
+LADDER = ["1_online_tiling", "2_tensor_cores", "3_cp_async_pipeline", "4_causal_skip", "5_hopper_wgmma",
+          "6_warp_specialized"]
 LADDER_OF = {"attention_causal": "attention"}  # problems that share one example ladder (the same ABI)
 DEFAULT_KERNELS = {"attention": LADDER, "attention_causal": LADDER,
                    "softmax": ["2_warp_shuffle", "4_online_registers", "7_cache_hints", "8_fast_exp2"],
