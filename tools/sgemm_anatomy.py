@@ -1,6 +1,10 @@
 """What cuBLAS's f32 GEMM does that the catalog's warp-tiled kernel does not: time both, then profile both with ncu.
 
     python3 tools/sgemm_anatomy.py --sizes 4096 8192 --configs 24 --ncu --out $OUT/sgemm.json
+    python3 tools/sgemm_anatomy.py --kernel examples/matmul/cuda/tuned/warptile_pipelined.cu ...
+
+--kernel picks the f32 matmul kernel (default: the catalog's warptile_async.cu); its `// peak:` lines are read
+before the GPU is touched.
 
 1. A sample of the kernel's `// peak: params` space (the default first, then `--configs - 1` drawn with a fixed seed
    from the configurations every `where` admits, or the ones given with --config) is compiled with NVRTC through
@@ -99,11 +103,11 @@ def sample_configs(spec: dict[str, Any], sizes: dict[str, int], count: int, seed
 class Gemm:
     """The kernel compiled per configuration, and cuBLAS, on square f32 problems."""
 
-    def __init__(self) -> None:
+    def __init__(self, kernel: Path) -> None:
         import cupy as cp
 
         self.cp = cp
-        self.source = KERNEL.read_text()
+        self.source = kernel.read_text()
         self.spec = bench_rows.parse_annotation(self.source)
         self.includes = tuple(f"-I{d}" for d in bench_rows.include_dirs())
         self.data: dict[int, tuple[Any, Any, Any]] = {}
@@ -162,18 +166,18 @@ def tflops(n: int, ms: float) -> float:
     return 2 * n**3 / (ms * 1e-3) / 1e12
 
 
-def run_one(which: str, n: int) -> None:
+def run_one(which: str, n: int, kernel: Path) -> None:
     """Under ncu: one launch of the kernel at a configuration (JSON) or of cuBLAS."""
-    gemm = Gemm()
+    gemm = Gemm(kernel)
     launch = gemm.cublas(n) if which == "cublas" else gemm.launcher(json.loads(which), n)
     launch()
     gemm.cp.cuda.Device().synchronize()
 
 
-def profile(which: str, n: int, ncu: str) -> dict[str, float]:
+def profile(which: str, n: int, ncu: str, kernel: Path) -> dict[str, float]:
     """The metrics of the last kernel ncu saw in a --one run (cuBLAS may launch a helper first)."""
     command = [ncu, "--csv", "--page", "raw", "--metrics", ",".join(METRICS.values()),
-               sys.executable, __file__, "--one", which, "--sizes", str(n)]
+               sys.executable, __file__, "--one", which, "--sizes", str(n), "--kernel", str(kernel)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     rows = [r for r in csv.reader(io.StringIO(done.stdout)) if r]
     header = next((r for r in rows if "Kernel Name" in r), None)
@@ -223,17 +227,23 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget", type=float, default=240.0, help="seconds for the configuration sample")
     parser.add_argument("--ncu", action="store_true")
+    parser.add_argument("--kernel", type=Path, default=KERNEL, help="the f32 matmul kernel (.cu with `// peak:` lines)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "sgemm.json"))
     args = parser.parse_args()
     if min(args.sizes) < 1 or args.configs < 1 or args.reps < 1 or args.budget <= 0:
         parser.error("--sizes, --configs and --reps take positive integers, --budget positive seconds")
+    kernel = args.kernel.resolve()
+    try:
+        bench_rows.parse_annotation(kernel.read_text())
+    except (OSError, UnicodeDecodeError, ValueError, SyntaxError) as exc:
+        parser.error(f"--kernel {args.kernel}: {exc}")
     if args.one:
-        run_one(args.one, args.sizes[0])
+        run_one(args.one, args.sizes[0], kernel)
         return 0
     given = _given_configs(parser, args)  # before the GPU is touched: a typo costs no device time
 
-    gemm = Gemm()
+    gemm = Gemm(kernel)
     n0 = args.sizes[0]
     sizes = {"M": n0, "N": n0, "K": n0}
     candidates = given + sample_configs(gemm.spec, sizes, args.configs, args.seed)
@@ -255,9 +265,10 @@ def main() -> int:
         return 1
     best = min(results, key=lambda r: r["ms"])
     report: dict[str, Any] = {"device": gemm.cp.cuda.runtime.getDeviceProperties(0)["name"].decode(),
-                              "kernel": str(KERNEL.relative_to(ROOT)), "best_config": best["config"],
+                              "kernel": str(kernel.relative_to(ROOT) if kernel.is_relative_to(ROOT) else kernel),
+                              "best_config": best["config"],
                               "relative_error": gemm.error(best["config"], n0), "sample": results, "sizes": {}}
-    print(f"# f32 GEMM on {report['device']}: {KERNEL.name} (best of {len(results)} configurations at {n0}) "
+    print(f"# f32 GEMM on {report['device']}: {kernel.name} (best of {len(results)} configurations at {n0}) "
           f"against cuBLAS\n\nconfiguration: {best['config']}; max error / max |C| {report['relative_error']:.1e}\n")
     print("| size | kernel ms | kernel TFLOP/s | cuBLAS ms | cuBLAS TFLOP/s | kernel / cuBLAS |")
     print("|---|---|---|---|---|---|")
@@ -270,9 +281,9 @@ def main() -> int:
     ncu = shutil.which("ncu") or ("/usr/local/cuda/bin/ncu" if os.path.exists("/usr/local/cuda/bin/ncu") else None)
     if args.ncu and ncu:
         try:
-            mine, theirs = profile(json.dumps(best["config"]), n0, ncu), profile("cublas", n0, ncu)
+            mine, theirs = profile(json.dumps(best["config"]), n0, ncu, kernel), profile("cublas", n0, ncu, kernel)
             report["ncu"] = {"kernel": mine, "cublas": theirs}
-            print(f"\n## Nsight Compute at {n0}³, one launch each\n\n| metric | {KERNEL.stem} | cuBLAS |")
+            print(f"\n## Nsight Compute at {n0}³, one launch each\n\n| metric | {kernel.stem} | cuBLAS |")
             print("|---|---|---|")
             for name in ["kernel", *METRICS]:
                 a, b = mine.get(name), theirs.get(name)
