@@ -211,6 +211,7 @@ class Runner:
         self.includes = tuple(f"-I{d}" for d in include_dirs())
         self.flush = Flush(cp, dirty)
         self.data: dict[tuple[int, int], dict[str, Any]] = {}
+        self.optin: dict[int, tuple[Any, int]] = {}  # id -> (kernel, dynamic shared bytes it was opted in to)
 
     # data and reference -------------------------------------------------------------------------------------
     def _store(self, values: Any) -> Any:
@@ -273,6 +274,9 @@ class Runner:
     def launch(self, kernel: Any, geo: dict[str, Any], case: dict[str, Any], rows: int, cols: int) -> None:
         import numpy  # RawKernel takes numpy scalars for int arguments
 
+        if geo["shared"] > self.optin.get(id(kernel), (None, 48 * 1024))[1]:  # beyond 48 KB a launch needs the
+            kernel.max_dynamic_shared_size_bytes = geo["shared"]  # opt-in, as the server's does (once per kernel,
+            self.optin[id(kernel)] = (kernel, geo["shared"])  # kept alive so its id is never another's)
         kernel(geo["grid"], geo["block"], (*case["inputs"], case["y"], numpy.int32(rows), numpy.int32(cols)),
                shared_mem=geo["shared"])
 
