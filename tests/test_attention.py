@@ -53,6 +53,8 @@ def test_sampled_sizes_keep_awkward_sequence_and_head_sizes() -> None:
     assert any(s["D"] > 128 for s in sampled) or any(s["S"] > 64 for s in sampled)
     # the session's head dimension (a fast path's own, 16-byte rows) with an odd sequence, and another multiple of 8
     assert any(s["D"] == 128 and s["S"] % 2 for s in sampled) and any(s["D"] == 72 for s in sampled)
+    # and at that head dimension a sequence of several 128-key tiles with a partial last one (step 6's loop)
+    assert any(s["D"] == 128 and s["S"] > 2 * 128 and s["S"] % 128 for s in sampled)
 
 
 REFERENCE_CHECK = """

@@ -193,9 +193,11 @@ def test_generality_reaches_the_16_byte_fast_path_with_ragged_pixels(conv: Decla
     sampled = conv.generality_sizes(conv.default_sizes)
     pitched = [s for s in sampled if s["C"] % 8 == 0 and s["K"] % 8 == 0]
     session = {k: conv.default_sizes[k] for k in ("R", "S", "STRIDE", "PAD", "DIL")}
-    assert [(s["C"], s["K"]) for s in pitched] == [(64, 64), (72, 40)]
-    for s in pitched:
+    assert [(s["C"], s["K"]) for s in pitched] == [(64, 64), (72, 40), (64, 64)]
+    for s in pitched[:2]:
         assert {k: s[k] for k in session} == session and s["H"] % 8 and s["W"] % 8 and s["N"] > 1
+    long_row = pitched[2]  # the session's channels, one long odd row of pixels
+    assert {k: long_row[k] for k in session} == session and long_row["W"] % 2 and long_row["W"] > 56
 
 
 def test_samples_is_general_and_checked(tmp_path: Path) -> None:

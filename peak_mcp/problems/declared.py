@@ -327,16 +327,25 @@ class DeclaredProblem(FileCalls, Problem):
         return tuple(s for s in self.symbols if s in inner and s not in self.sampled)
 
     def _pitched(self, sizes: Sizes) -> list[dict[str, int]]:
-        """Two candidates whose other extents are small and odd, so that partial tiles meet a fast path: the pitch
-        symbols at the session's values where those are multiples of 8 up to 256 (a head dimension, a channel
-        count: the session's own fast path), then at multiples of 8 that no 16 divides (tails of a 64-wide slice).
-        The sampled symbols keep the session's values."""
+        """Candidates whose rows are whole 16-byte chunks, so that partial tiles meet a fast path: the pitch symbols
+        at the session's values where those are multiples of 8 up to 256 (a head dimension, a channel count: the
+        session's own fast path), then at multiples of 8 that no 16 divides (tails of a 64-wide slice), the other
+        extents small and odd; then the session's pitch again with the innermost other extent (a sequence, the
+        rows) near the session's, odd, and the rest 1: several tiles and a partial last one on the fast path (an
+        attention kernel's D = 128 path met only S = 11, one tile, and a loop wrong past its first tile or at a
+        tile remainder there would pass). The sampled symbols keep the session's values."""
         pitch = self._pitch_symbols()
         others = [s for s in self.symbols if s not in pitch and s not in self.sampled]
         ragged = {s: _RAGGED[i % len(_RAGGED)] for i, s in enumerate(others)}
         other = {s: _PITCHED[i % len(_PITCHED)] for i, s in enumerate(pitch)}
         own = {s: sizes[s] if sizes[s] % 8 == 0 and sizes[s] <= 256 else other[s] for s in pitch}
-        return [{**own, **ragged}, {**other, **ragged}] if pitch else []
+        if not pitch:
+            return []
+        candidates = [{**own, **ragged}, {**other, **ragged}]
+        if others:
+            long_row = {**dict.fromkeys(others, 1), others[-1]: min(sizes[others[-1]], 512) + 3 | 1}
+            candidates.append({**own, **long_row})
+        return candidates
 
     def _with_parameters(self, extents: dict[str, int], k: int, sizes: Sizes,
                          session_first: bool = False) -> dict[str, int]:
