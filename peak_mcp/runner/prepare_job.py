@@ -27,15 +27,26 @@ Progress = Callable[[str], None]
 
 
 def prepare_session(executor: Executor, job: PrepareJob, progress: Progress) -> PrepareResult:
-    """Keep the input sets of the session's validation and of one trial at each generality size (the worker has
-    primed the problem before this runs) and the spare fresh sets asked for; start the sanitizer's standby targets
-    where asked. A size that cannot be prepared is skipped with why: the submission meets it again and reports it
+    """Start the sanitizer's standby targets where asked; keep the input sets of the session's validation and of
+    one trial at each generality size (the worker has primed the problem before this runs) and the spare fresh
+    sets asked for. A size that cannot be prepared is skipped with why: the submission meets it again and reports it
     as its own."""
     started = time.perf_counter()
     problem = worker_problem(job.problem, job.declaration)
     problem_link.attach(problem)  # a problem file's code runs in its problem host
     seed = job.seed if job.seed is not None else 0
     result = PrepareResult()
+    # the targets first: they start in the background (4 processes, each opening a CUDA context under the tool)
+    # while the sets are drawn. Started last, they were likely still starting when an agent's first submission
+    # came: a KernelBench GEMV's first trial took 7 s (against 0.04 s) where it came 12 s after the session's
+    # start, not where it came after 15 s (H200)
+    if job.sanitizer_standby and executor.sanitizer and executor.backend != "hlsl" and executor.facts.index >= 0:
+        from peak_mcp.runner import sanitizer
+
+        path = find_tool("compute-sanitizer")
+        if path is not None:
+            progress("starting the sanitizer's targets")
+            sanitizer.Standby.prepare(path, sanitizer.TOOLS, executor.facts.index, executor.backend)
     plan = [(job.sizes, job.trials, job.keep_sets, True)] + [(sizes, 1, True, False) for sizes in job.sizes_list]
     for sizes, trials, keep, own in plan:
         label = " ".join(f"{k}={v}" for k, v in sizes.items())
@@ -47,12 +58,5 @@ def prepare_session(executor: Executor, job: PrepareJob, progress: Progress) -> 
                                    progress=lambda line, label=label: progress(f"preparing at {label}: {line}"))
         except (PeakError, ReferenceMismatch) as exc:
             result.skipped.append(f"{label}: {str(exc)[:200]}")
-    if job.sanitizer_standby and executor.sanitizer and executor.backend != "hlsl" and executor.facts.index >= 0:
-        from peak_mcp.runner import sanitizer
-
-        path = find_tool("compute-sanitizer")
-        if path is not None:
-            progress("starting the sanitizer's targets")
-            sanitizer.Standby.prepare(path, sanitizer.TOOLS, executor.facts.index, executor.backend)
     result.seconds = round(time.perf_counter() - started, 3)
     return result
