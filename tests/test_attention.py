@@ -220,13 +220,14 @@ def test_the_ladder_compiles_for_both_16_bit_types_without_spills(path: Path) ->
 
 
 
-def test_the_hopper_step_keeps_its_wgmmas_pipelined_and_its_maps_general() -> None:
+@pytest.mark.parametrize("step", ["5_", "6_"])
+def test_the_hopper_step_keeps_its_wgmmas_pipelined_and_its_maps_general(step: str) -> None:
     # ptxas serializes every wgmma (warning C7515) when other instructions write an accumulator while a group is in
     # flight; the maps are 4-D over the problem buffers, so a box past S reads zeros within the head.
     from peak_mcp.backends import cuda as cuda_backend
     from peak_mcp.backends.tensor_maps import requests
 
-    path = next(p for p in LADDER if p.name.startswith("5_"))
+    path = next(p for p in LADDER if p.name.startswith(step))
     executor = cuda_backend.CudaExecutor(None, arch="sm_90a")
     problem = get_problem("attention")
     source = path.read_text().replace("typedef float T;", "typedef __nv_bfloat16 T;", 1)

@@ -316,6 +316,9 @@ PSEUDO_CODE: dict[tuple[str, int], str] = {
                                 "compiles the kernel it describes)",
     ("hopper-warp-specialization", 0): "annotation lines and a signature with `...` for the parameters",
     ("hopper-warp-specialization", 1): "producer and consumer loops as an outline over peak/hopper.cuh calls",
+    ("attention-warp-specialized", 0): "the consumer loop as an outline over peak/hopper.cuh calls (the kernel it "
+                                       "describes, examples/attention/cuda/6_warp_specialized.cu, compiles in "
+                                       "tests/test_attention.py)",
     ("hopper-persistent-gemm", 0): "annotation lines only",
     ("hopper-persistent-gemm", 1): "index arithmetic written as formulas",
     ("hopper-tma-multicast", 0): "annotation lines only",
