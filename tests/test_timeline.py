@@ -29,6 +29,22 @@ def test_progress_lines_fall_into_their_phases() -> None:
     assert [line for _, line in timeline.steps] == ["admit", *heard]
 
 
+def test_a_long_submission_keeps_its_end_and_merges_a_heartbeats_repeats() -> None:
+    from peak_mcp.loop.timeline import MAX_STEPS, TAIL_STEPS, kept_steps
+
+    lines = [(0.5 * i, f"generality at N={i}") for i in range(100)]
+    beats = [(50.0 + 0.1 * i, "sanitizer: running") for i in range(30)]  # one step said 30 times
+    kept = kept_steps([(0.0, "admit"), *lines, *beats, (60.0, "verdict")])
+    assert len(kept) == MAX_STEPS
+    assert kept[0] == (0.0, "admit") and kept[-1] == (60.0, "verdict")
+    assert [line for _, line in kept].count("sanitizer: running") == 1 and kept[-2] == (50.0, "sanitizer: running")
+    marker = next(i for i, (_, line) in enumerate(kept) if line.endswith("steps not kept)"))
+    assert marker == MAX_STEPS - TAIL_STEPS - 1 and kept[marker][1] == "(40 steps not kept)"
+    # the left-out steps are not charged to the line before them: the marker starts where they did
+    assert kept[marker][0] == kept[marker - 1][0] + 0.5
+    assert kept_steps([(0.0, "admit"), (1.0, "compile")]) == [(0.0, "admit"), (1.0, "compile")]
+
+
 @pytest.mark.anyio
 @pytest.mark.vulkan
 @pytest.mark.skipif(not has_device("hlsl"), reason=f"no Vulkan device: {skip_reason('hlsl')}")

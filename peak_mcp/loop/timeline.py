@@ -14,6 +14,7 @@ from peak_mcp.loop.context import Progress
 from peak_mcp.store.records import Timeline
 
 MAX_STEPS = 64  # steps kept verbatim in the record (the phases' sums cover all of them)
+TAIL_STEPS = 16  # of those, the last ones: a long submission keeps its end, not only its first MAX_STEPS lines
 # A step's phase, from the first pattern its line matches.
 PHASES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((name, re.compile(pattern)) for name, pattern in (
     ("sanitizer", r"sanitiz"),
@@ -68,4 +69,20 @@ class Recorder:
             phases.update(self._phases(theirs, ended, f" ({label})"))
             steps += [(at, f"[{label}] {line}") for at, line in theirs]
         return Timeline(total_s=round(total, 3), phases={k: round(v, 3) for k, v in phases.items()},
-                        steps=[(round(at, 3), line[:120]) for at, line in sorted(steps)[:MAX_STEPS]])
+                        steps=kept_steps(sorted(steps)))
+
+
+def kept_steps(steps: list[tuple[float, str]]) -> list[tuple[float, str]]:
+    """The steps the record keeps: a heartbeat's repeats of one line merged into its first (a step lasts until the
+    next line, so nothing is lost), then, past MAX_STEPS, the first ones and the last TAIL_STEPS with a line that
+    says how many between them were left out, at the first one's time. Keeping only the first 64 made the last kept
+    line look as if it lasted until the end (a GEMV's 'generate B: done' read as 11 s)."""
+    merged: list[tuple[float, str]] = []
+    for at, line in steps:
+        if not merged or merged[-1][1] != line[:120]:
+            merged.append((round(at, 3), line[:120]))
+    if len(merged) <= MAX_STEPS:
+        return merged
+    head = MAX_STEPS - TAIL_STEPS - 1
+    left_out = len(merged) - head - TAIL_STEPS
+    return [*merged[:head], (merged[head][0], f"({left_out} steps not kept)"), *merged[-TAIL_STEPS:]]
