@@ -247,41 +247,6 @@ for (int k = 0; k < VPT; ++k)
     raw[k] = load_once(xv + min(tid + k * BLOCK, max(nvec - 1, 0)));"""),
     ("hlsl-wave-reduction", 0): Harness(place="file", file="#define NT 256", after="""
 y[tid] = group_reduce(float(x[tid]), tid, false) + group_reduce(float(x[tid]), tid, true);"""),
-    ("row-bulk-pipeline", 0): Harness(place="file", after="""
-__shared__ __align__(128) unsigned char buf[256];
-__shared__ __align__(8) unsigned long long bar;
-if (threadIdx.x == 0) {
-    mbar_init(smem_addr(&bar));
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-__syncthreads();
-if (threadIdx.x == 0)
-    bulk_load(smem_addr(buf), x, 256, smem_addr(&bar));
-mbar_wait(smem_addr(&bar), 0);
-if (threadIdx.x == 0) {
-    bulk_store(y, smem_addr(buf), 256);
-    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-}
-y[threadIdx.x] = T(static_cast<float>(dynamic_smem_bytes()));"""),
-    ("row-bulk-pipeline", 1): Harness(file="#define BLOCK 256\n#define STAGES 4\n#define HEADER 1024\n"
-                                           f"#define EPS 1e-6f\n{ROW_WARP_SUM}\n{ROW_BLOCK_SUM}\n"
-                                           f"{ROW_UNPACK}\n{ROW_PACK}\n" """
-__device__ __forceinline__ float squares(const uint4& raw) {
-    float f[VEC], s = 0.0f;
-    unpack(raw, f);
-    for (int j = 0; j < VEC; ++j) s += f[j] * f[j];
-    return s;
-}
-__device__ __forceinline__ uint4 scale(const uint4& raw, const float (&g)[VEC], float r) {
-    float f[VEC];
-    unpack(raw, f);
-    for (int j = 0; j < VEC; ++j) f[j] = f[j] * r * g[j];
-    return pack(f);
-}
-{fence0}""", before="""
-extern __shared__ __align__(128) unsigned char smem[];
-float (*red)[32] = reinterpret_cast<float (*)[32]>(smem);
-const int tid = threadIdx.x;""", after="y[tid] = T(0.0f);"),
 })
 
 # The texts for the other traits (elementwise, scan, pooling, fused_epilogue): device-function templates at file

@@ -1,7 +1,7 @@
 """What cuBLAS's f32 GEMM does that the catalog's warp-tiled kernel does not: time both, then profile both with ncu.
 
     python3 tools/sgemm_anatomy.py --sizes 4096 8192 --configs 24 --ncu --out $OUT/sgemm.json
-    python3 tools/sgemm_anatomy.py --kernel examples/matmul/cuda/tuned/warptile_pipelined.cu ...
+    python3 tools/sgemm_anatomy.py --kernel examples/matmul/cuda/tuned/cp_async.cu --configs 12 ...
 
 --kernel picks the f32 matmul kernel (default: the catalog's warptile_async.cu); its `// peak:` lines are read
 before the GPU is touched.

@@ -37,9 +37,7 @@ def prepare_session(executor: Executor, job: PrepareJob, progress: Progress) -> 
     seed = job.seed if job.seed is not None else 0
     result = PrepareResult()
     # the targets first: they start in the background (4 processes, each opening a CUDA context under the tool)
-    # while the sets are drawn. Started last, they were likely still starting when an agent's first submission
-    # came: a KernelBench GEMV's first trial took 7 s (against 0.04 s) where it came 12 s after the session's
-    # start, not where it came after 15 s (H200)
+    # while the sets are drawn, so they are ready the sooner for a first submission that comes early
     if job.sanitizer_standby and executor.sanitizer and executor.backend != "hlsl" and executor.facts.index >= 0:
         from peak_mcp.runner import sanitizer
 
