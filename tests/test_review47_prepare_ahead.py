@@ -73,7 +73,7 @@ def test_spare_sets_keep_within_a_budget(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_the_spare_budget_follows_the_hosts_free_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     """A KernelBench GEMV's set is a 512 MiB matrix: a fixed 1 GiB budget (half of it a set) refused it on a
     128 GiB GPU host, and every submission drew its fresh trial again (run A, session 48)."""
-    monkeypatch.setattr(reference_cache, "_available_host_bytes", lambda: 100 << 30)
+    monkeypatch.setattr(reference_cache, "_available_host_bytes", lambda: 100 << 30)  # 1/16: 6.25 GiB
     assert reference_cache.spare_host_budget() // 2 > (512 << 20) + (1 << 20)
     monkeypatch.setattr(reference_cache, "_available_host_bytes", lambda: 1 << 40)
     assert reference_cache.spare_host_budget() == reference_cache.SPARE_HOST_MAX_BYTES

@@ -23,8 +23,8 @@ HOST_BUDGET_BYTES = 1 << 30  # numpy (a CPU Vulkan device, a compile-only worker
 DEVICE_BUDGET_BYTES = 16 << 30
 DEVICE_BUDGET_SHARE = 0.15  # of the device's memory, whichever is less
 DEVICE_FREE_SHARE = 0.25  # an entry is kept only while this share of the device stays free after it
-SPARE_HOST_SHARE = 0.125  # spare sets: of the host memory available when one is put, up to SPARE_HOST_MAX_BYTES
-SPARE_HOST_MAX_BYTES = 16 << 30
+SPARE_HOST_SHARE = 0.0625  # spare sets: of the host memory available when one is put (each GPU worker holds its own)
+SPARE_HOST_MAX_BYTES = 8 << 30
 
 
 def identity(problem: Problem) -> Any | None:
