@@ -117,15 +117,46 @@ def _budget(xp: Any) -> int:
     return int(min(DEVICE_BUDGET_BYTES, DEVICE_BUDGET_SHARE * total))
 
 
-def _available_host_bytes() -> int | None:
+MEMINFO = "/proc/meminfo"
+# In a container /proc/meminfo reports the whole host: its own memory cgroup (v2, then v1) says what it may use
+# (limit, usage, stat file, and the stat's reclaimable page cache, which usage counts).
+CGROUP_MEMORY = (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat",
+                  "inactive_file"),
+                 ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+                  "/sys/fs/cgroup/memory/memory.stat", "total_inactive_file"))
+_NO_LIMIT = 1 << 60  # cgroup v1 writes an unlimited group's limit as a page-rounded 2**63 - 1, v2 as "max"
+
+
+def _field(path: str, name: str) -> int | None:
+    """The number after `name` in a "name value" file (meminfo's "MemAvailable: N kB", a cgroup's memory.stat)."""
     try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) << 10
+        with open(path) as lines:
+            for line in lines:
+                words = line.replace(":", " ").split()
+                if words and words[0] == name:
+                    return int(words[1]) << (10 if words[2:3] == ["kB"] else 0)
     except (OSError, ValueError, IndexError):
         pass
     return None
+
+
+def _cgroup_available() -> int | None:
+    for limit_path, usage_path, stat_path, cache in CGROUP_MEMORY:
+        try:
+            with open(limit_path) as limit_file, open(usage_path) as usage_file:
+                limit, usage = limit_file.read().strip(), int(usage_file.read())
+        except (OSError, ValueError):
+            continue
+        if limit == "max" or not limit.isdigit() or int(limit) >= _NO_LIMIT:
+            return None
+        return max(0, int(limit) - usage + (_field(stat_path, cache) or 0))
+    return None
+
+
+def _available_host_bytes() -> int | None:
+    """What this process may still take: MemAvailable, or less where its container's memory cgroup allows less."""
+    known = [n for n in (_field(MEMINFO, "MemAvailable"), _cgroup_available()) if n is not None]
+    return min(known) if known else None
 
 
 def spare_host_budget() -> int:
