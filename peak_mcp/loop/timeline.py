@@ -61,15 +61,24 @@ class Recorder:
 
     def timeline(self) -> Timeline:
         total = time.perf_counter() - self.started
-        steps = list(self.steps)
-        phases = self._phases(steps, total)
+        own = list(self.steps)
+        phases = self._phases(own, total)
+        steps = _repeats_merged(own)  # each timeline's own: a twin's lines between a heartbeat's repeats part them
         for other, label in self._beside:
             theirs = list(other.steps)  # a copy: a twin's job the verdict did not wait for may still add steps
             ended = theirs[-1][0] if theirs else 0.0  # its last line so far: the job's end once it ended
             phases.update(self._phases(theirs, ended, f" ({label})"))
-            steps += [(at, f"[{label}] {line}") for at, line in theirs]
+            steps += [(at, f"[{label}] {line}") for at, line in _repeats_merged(theirs)]
         return Timeline(total_s=round(total, 3), phases={k: round(v, 3) for k, v in phases.items()},
                         steps=kept_steps(sorted(steps)))
+
+
+def _repeats_merged(steps: list[tuple[float, str]]) -> list[tuple[float, str]]:
+    merged: list[tuple[float, str]] = []
+    for at, line in steps:
+        if not merged or merged[-1][1][:120] != line[:120]:
+            merged.append((at, line))
+    return merged
 
 
 def kept_steps(steps: list[tuple[float, str]]) -> list[tuple[float, str]]:
@@ -77,10 +86,7 @@ def kept_steps(steps: list[tuple[float, str]]) -> list[tuple[float, str]]:
     next line, so nothing is lost), then, past MAX_STEPS, the first ones and the last TAIL_STEPS with a line that
     says how many between them were left out, at the first one's time. Keeping only the first 64 made the last kept
     line look as if it lasted until the end (a GEMV's 'generate B: done' read as 11 s)."""
-    merged: list[tuple[float, str]] = []
-    for at, line in steps:
-        if not merged or merged[-1][1] != line[:120]:
-            merged.append((round(at, 3), line[:120]))
+    merged = [(round(at, 3), line[:120]) for at, line in _repeats_merged(steps)]
     if len(merged) <= MAX_STEPS:
         return merged
     head = MAX_STEPS - TAIL_STEPS - 1
