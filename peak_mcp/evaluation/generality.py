@@ -42,13 +42,13 @@ def satisfies(sizes: Sizes, constraints: list[str]) -> bool:
 
 def sample_sizes(problem: Problem, sizes: Sizes, constraints: list[str],
                  count: int = DEFAULT_COUNT, draw: random.Random | None = None) -> list[dict[str, int]]:
-    """The problem's awkward sizes that meet the constraints, then for each symbol one size above the session's in
-    it (Problem.sizes_above: the first choice that meets them). One that does not is rounded up, first only in the
-    symbols the constraints name (so the others stay odd), then in every symbol, to the smallest multiple that
-    works; a sampled symbol (a parameter) is never rounded, and takes the session's value where its own breaks the
-    constraints. With `draw`, one more size last: every extent drawn at random up to the session's (at most
-    DRAWN_MAX), so that the sizes a version is checked at are never all known in advance (the others are fixed
-    and named in every brief: a kernel could special-case them)."""
+    """The problem's awkward sizes that meet the constraints (`count` of them, and every fast-path size), then for
+    each symbol one size above the session's in it (Problem.sizes_above: the first choice that meets them). One
+    that does not is rounded up, first only in the symbols the constraints name (so the others stay odd), then in
+    every symbol, to the smallest multiple that works; a sampled symbol (a parameter) is never rounded, and takes
+    the session's value where its own breaks the constraints. With `draw`, one more size last: every extent drawn
+    at random up to the session's (at most DRAWN_MAX), so that the sizes a version is checked at are never all
+    known in advance (the others are fixed and named in every brief: a kernel could special-case them)."""
     named = _symbols_in(constraints) & set(problem.symbols)
     chosen: list[dict[str, int]] = []
 
@@ -56,13 +56,21 @@ def sample_sizes(problem: Problem, sizes: Sizes, constraints: list[str],
         if variant is not None and variant not in chosen and variant != dict(sizes):
             chosen.append(variant)
 
-    for candidate in problem.generality_sizes(sizes):
+    def keep_fitted(candidate: dict[str, int]) -> None:
         # A session that fixes a parameter (a stride, a filter size) gets the awkward extents at its own value.
         keep(_fit(problem, candidate, constraints, named) or
              _fit(problem, {k: sizes[k] if k in problem.sampled else v for k, v in candidate.items()}, constraints,
                   named))
+
+    # `count` of the awkward sizes, then every fast-path size: capped with the others, they were the ones left out
+    # (attention's S = 257 at D = 128, conv2d's 72 and 40 channels)
+    fast = problem.fast_path_sizes(sizes)
+    for candidate in (c for c in problem.generality_sizes(sizes) if c not in fast):
+        keep_fitted(candidate)
         if len(chosen) >= count:
             break
+    for candidate in fast:
+        keep_fitted(candidate)
     for choices in problem.sizes_above(sizes):
         keep(next((v for v in (_fit(problem, c, constraints, named) for c in choices) if v is not None), None))
     if draw is not None and chosen:

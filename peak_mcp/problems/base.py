@@ -248,6 +248,11 @@ class Problem(ABC):
         """Size sets that shake out kernels which only work at some sizes (odd, prime, below one tile, ...),
         smallest first; the validator filters them by the session's constraints."""
 
+    def fast_path_sizes(self, sizes: Sizes) -> list[dict[str, int]]:
+        """Those of generality_sizes whose rows keep a fast path's shape (whole 16-byte rows, the session's head
+        dimension or channels): checked whatever the cap on the others (evaluation.generality.sample_sizes)."""
+        return []
+
     def sizes_above(self, sizes: Sizes) -> list[list[dict[str, int]]]:
         """For each symbol, size sets larger than the session's in that symbol (a kernel that only breaks past a
         few thousand rows is wrong too), first choice first: the validator keeps the first of each list that meets

@@ -314,6 +314,12 @@ class DeclaredProblem(FileCalls, Problem):
         # the sizes above have odd rows, where a 16-byte fast path never runs: then the pitched ones, at the session's
         # parameters
         plan = [(c, k, False) for k, c in enumerate(candidates)] + [(c, 0, True) for c in self._pitched(sizes)]
+        return self._fitted(plan, sizes)
+
+    def fast_path_sizes(self, sizes: Sizes) -> list[dict[str, int]]:
+        return self._fitted([(c, 0, True) for c in self._pitched(sizes)], sizes)
+
+    def _fitted(self, plan: list[tuple[dict[str, int], int, bool]], sizes: Sizes) -> list[dict[str, int]]:
         kept: list[dict[str, int]] = []
         for candidate, k, session_first in plan:
             full = self._within_work(self._with_parameters(candidate, k, sizes, session_first))
