@@ -305,3 +305,31 @@ def test_the_bf16_bound_takes_flash_attentions_rounded_p_and_not_a_bf16_sum() ->
         acc = stored(acc + rounded[:, :, :, j, None] * v[:, :, j, None, :]).reshape(acc.shape).astype(np.float32)
     summed = stored(acc / w.sum(axis=3, keepdims=True))
     assert float(np.max(np.abs(summed - ref.values) / bound)) > 2
+
+
+def test_a_size_rounded_to_a_problems_own_multiple_stays_small(tmp_path: Path) -> None:
+    """A problem file whose own constraints want S % 128 == 0 had every extent of a sampled size rounded up to 128
+    (only the session's constraints said which to round): {1, 1, 257, 128} became 128 x 128 x 384 x 128, 1.2e12
+    flops (review 48). Now S alone is rounded, and no rounding costs more than ROUNDED_WORK_GROWTH times its size."""
+    import random
+
+    from peak_mcp.evaluation.generality import ROUNDED_WORK_FLOOR, ROUNDED_WORK_GROWTH, sample_sizes
+    from tests.test_conv2d import declared
+
+    builtin = Path(__file__).resolve().parent.parent / "peak_mcp" / "problems" / "builtin"
+    for naive in builtin.glob("attention.*"):  # the naive kernels it names sit beside it
+        if naive.suffix != ".py":
+            (tmp_path / naive.name).write_text(naive.read_text())
+    text = (builtin / "attention.py").read_text()
+    assert "\nNAME = " in text and "CONSTRAINTS" not in text
+    path = tmp_path / "attention_tiles.py"
+    path.write_text(text.replace("\nNAME = ", '\nCONSTRAINTS = ("S % 128 == 0",)\nNAME = ', 1)
+                    .replace('"attention"', '"attention_tiles"', 1)
+                    .replace('{"B": 4, "H": 32, "S": 4096, "D": 128}', '{"B": 1, "H": 1, "S": 128, "D": 8}', 1))
+    problem = declared(path)
+    session = {"B": 4, "H": 32, "S": 4096, "D": 128}
+    checked = sample_sizes(problem, session, [], draw=random.Random(5))
+    assert len(checked) >= 8 and all(s["S"] % 128 == 0 for s in checked)
+    assert any(s["B"] % 2 and s["B"] > 1 for s in checked)  # B, H and D keep their awkward values
+    biggest = max(problem.work(c) for c in problem.generality_sizes(session))
+    assert max(problem.work(s) for s in checked[:-1]) <= max(ROUNDED_WORK_GROWTH * biggest, ROUNDED_WORK_FLOOR)

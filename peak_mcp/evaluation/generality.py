@@ -49,7 +49,9 @@ def sample_sizes(problem: Problem, sizes: Sizes, constraints: list[str],
     the session's value where its own breaks the constraints. With `draw`, one more size last: every extent drawn
     at random up to the session's (at most DRAWN_MAX), so that the sizes a version is checked at are never all
     known in advance (the others are fixed and named in every brief: a kernel could special-case them)."""
-    named = _symbols_in(constraints) & set(problem.symbols)
+    # a problem file's own constraints too: with the session's alone, a file's 'S % 128 == 0' rounded every extent
+    own = tuple(getattr(getattr(problem, "declaration", None), "constraints", ()) or ())
+    named = _symbols_in([*constraints, *own]) & set(problem.symbols)
     chosen: list[dict[str, int]] = []
 
     def keep(variant: dict[str, int] | None) -> None:
@@ -101,13 +103,23 @@ def _fit(problem: Problem, candidate: dict[str, int], constraints: list[str],
     extents = set(problem.symbols) - set(problem.sampled)  # a parameter (stride, filter size) is never rounded
     for only in (named & extents, extents):
         variants += [{k: -(-v // r) * r if k in only else v for k, v in candidate.items()} for r in _ROUNDINGS]
+    most = max(ROUNDED_WORK_GROWTH * problem.work(candidate), ROUNDED_WORK_FLOOR)
     for variant in variants:
         try:
+            if variant is not candidate and problem.work(variant) > most:
+                continue  # every extent rounded up to a problem's own multiple: a size past any awkward one's cost
             if satisfies(variant, constraints) and problem.check_sizes(variant) == variant:
                 return variant
         except PeakError:
             continue
     return None
+
+
+# A rounded candidate may cost this many times the candidate (two constrained extents rounded from 33 and 19 to 128
+# cost 26x), or ROUNDED_WORK_FLOOR, not more: a file's own 'S % 128 == 0' rounded B = H = 1 to 128 too, and
+# attention's small long-row size became 1.2e12 flops, past the session's own.
+ROUNDED_WORK_GROWTH = 64
+ROUNDED_WORK_FLOOR = 2.0**27
 
 
 # The largest value a size symbol takes: every size reaches the kernel as a 32-bit int.
