@@ -284,6 +284,7 @@ PSEUDO_CODE: dict[tuple[str, int], str] = {
     ("attention-warp-specialized", 0): "the consumer loop as an outline over peak/hopper.cuh calls (the kernel it "
                                        "describes, examples/attention/cuda/6_warp_specialized.cu, compiles in "
                                        "tests/test_attention.py)",
+    ("attention-warp-specialized", 1): "two helpers and the annotation lines of that kernel, which compiles there",
     ("hopper-persistent-gemm", 0): "annotation lines only",
     ("hopper-persistent-gemm", 1): "index arithmetic written as formulas",
     ("hopper-tma-multicast", 0): "annotation lines only",
