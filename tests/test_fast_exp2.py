@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOFTMAX = ROOT / "examples" / "softmax" / "cuda"
 
 
-def _opcodes(source: str) -> collections.Counter[str]:
+def _sass(source: str) -> str:
     spec = importlib.util.find_spec("nvidia")
     wheels = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
     nvdisasm = shutil.which("nvdisasm") or next((str(p) for w in wheels for p in w.glob("cu*/bin/nvdisasm")), None)
@@ -34,9 +34,23 @@ def _opcodes(source: str) -> collections.Counter[str]:
     binary = cuda_backend.CudaExecutor(None, arch="sm_90a").compile(with_params(source, spec.config()), spec).binary
     path = Path(tempfile.mkdtemp()) / "k.cubin"
     path.write_bytes(binary)
-    sass = subprocess.run([nvdisasm, "-c", str(path)], capture_output=True, text=True, check=True).stdout
+    return subprocess.run([nvdisasm, "-c", str(path)], capture_output=True, text=True, check=True).stdout
+
+
+def _opcodes(source: str) -> collections.Counter[str]:
     return collections.Counter(op.split(".")[0] for op in
-                               re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", sass))
+                               re.findall(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", _sass(source)))
+
+
+def test_profiles_instruction_mix_counts_what_the_text_says_to_count() -> None:
+    """fast-exp2 tells an agent to count FSETP and MUFU.EX2 in profile's instruction mix (agent 48: they were not
+    in its ops, only the FMUL/FADD/FFMA family)."""
+    from peak_mcp.evaluation.profiling.sass import sass_mix
+
+    before = sass_mix(_sass((SOFTMAX / "7_cache_hints.cu").read_text())).ops
+    after = sass_mix(_sass((SOFTMAX / "8_fast_exp2.cu").read_text())).ops
+    assert before["MUFU.EX2"] == after["MUFU.EX2"] > 100
+    assert before["FSETP"] > 100 and after.get("FSETP", 0) <= 2
 
 
 def test_the_flush_takes_the_compare_and_multiplies_out_of_every_exponential() -> None:

@@ -3,7 +3,8 @@ phases (loop/timeline.py), and the median of each phase over the versions shown.
 
     python tools/timelines.py --data-dir DIR [--session ID] [--last N] [--steps K]
 
---steps K lists each version's K longest steps, a heartbeat's repeated lines merged into one step ("x10": ten lines).
+--steps K lists each version's K longest steps, a heartbeat's repeated lines merged into one step ("x10": ten lines;
+records made since session 48 hold them merged already, and a "(N steps not kept)" line past 64 steps).
 """
 
 from __future__ import annotations

@@ -462,7 +462,8 @@ def _split_fields(body: str, line_no: int, *, repeats: bool = False) -> Any:
         key_match = _KEY.match(body, pos)
         if not key_match:
             raise AnnotationError(f"line {line_no}: cannot read the annotation near {body[pos:pos + 30]!r}",
-                                  "write key=value pairs separated by spaces.")
+                                  "write key=value pairs separated by spaces; a value with spaces in it goes in "
+                                  "parentheses, e.g. shared=((1 + 2 * STAGES) * 32768 + 1024).")
         key, pos, depth = key_match.group(1), key_match.end(), 0
         while pos < len(body) and body[pos].isspace():
             pos += 1

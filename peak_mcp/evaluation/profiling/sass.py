@@ -115,6 +115,8 @@ def sass_mix(text: str, entry: str | None = None, source: str = "SASS") -> Instr
             ops[opcode] += count  # the shape and types matter: HMMA.16816.F32.BF16, HGMMA.64x128x16.F32
         elif base in ("FFMA", "FADD", "FMUL", "FFMA2", "HFMA2", "DFMA", "DADD", "DMUL"):
             ops[base] += count
+        elif base in ("MUFU", "FSETP"):  # transcendentals and compares: what fast-exp2 tells an agent to count
+            ops[opcode if base == "MUFU" else base] += count
         elif group == "memory":
             memory[f"{base}.{_width(base, modifiers)}"] += count
     if not opcodes:
