@@ -42,6 +42,17 @@ def skip_reason(backend: str) -> str:
     return "; ".join(f"{m['what']}: {m['why']}" for m in missing) or f"no {backend} device"
 
 
+def hopper_marks() -> list[pytest.MarkDecorator]:
+    """pytestmark of an async GPU test module that needs a Hopper GPU (wgmma, TMA and setmaxnreg need sm_90a)."""
+    marks = [pytest.mark.gpu, pytest.mark.anyio]
+    if not has_device("cuda"):
+        return [*marks, pytest.mark.skip(reason=f"no CUDA GPU: {skip_reason('cuda')}")]
+    cc = (probe()["cuda"]["devices"][0].get("properties") or {}).get("compute_capability", "")
+    if not str(cc).startswith("9."):
+        marks.append(pytest.mark.skip(reason=f"needs a Hopper GPU (compute capability 9.x); this one is {cc}"))
+    return marks
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

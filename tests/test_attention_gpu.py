@@ -8,15 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import ROOT, has_device, probe, skip_reason
+from tests.conftest import ROOT, hopper_marks
 
-pytestmark = [pytest.mark.gpu, pytest.mark.anyio]
-if not has_device("cuda"):
-    pytestmark.append(pytest.mark.skip(reason=f"no CUDA GPU: {skip_reason('cuda')}"))
-else:
-    CC = (probe()["cuda"]["devices"][0].get("properties") or {}).get("compute_capability", "")
-    if not str(CC).startswith("9."):
-        pytestmark.append(pytest.mark.skip(reason=f"needs a Hopper GPU (compute capability 9.x); this one is {CC}"))
+pytestmark = hopper_marks()
 
 STEP6 = ROOT / "examples" / "attention" / "cuda" / "6_warp_specialized.cu"
 WHOLE_TILES = "const int tiles = (last_key + BN - 1) / BN;"

@@ -7,15 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import EXAMPLES, has_device, probe, skip_reason
+from tests.conftest import EXAMPLES, hopper_marks
 
-pytestmark = [pytest.mark.gpu, pytest.mark.anyio]
-if not has_device("cuda"):
-    pytestmark.append(pytest.mark.skip(reason=f"no CUDA GPU: {skip_reason('cuda')}"))
-else:
-    CC = (probe()["cuda"]["devices"][0].get("properties") or {}).get("compute_capability", "")
-    if not str(CC).startswith("9."):
-        pytestmark.append(pytest.mark.skip(reason=f"needs a Hopper GPU (compute capability 9.x); this one is {CC}"))
+pytestmark = hopper_marks()
 
 STEPS = ("wgmma_tma.cu", "wgmma_ws.cu", "wgmma_persistent.cu", "wgmma_cluster.cu")
 SIZES = {"mapped": {"M": 1000, "N": 1032, "K": 520},  # K, N multiples of 8: TMA, with partial tiles on every edge
