@@ -313,7 +313,8 @@ def test_a_size_rounded_to_a_problems_own_multiple_stays_small(tmp_path: Path) -
     flops (review 48). Now S alone is rounded, and no rounding costs more than ROUNDED_WORK_GROWTH times its size."""
     import random
 
-    from peak_mcp.evaluation.generality import ROUNDED_WORK_FLOOR, ROUNDED_WORK_GROWTH, sample_sizes
+    from peak_mcp.evaluation.generality import ROUNDED_WORK_GROWTH, sample_sizes
+    from peak_mcp.problems.base import SAMPLED_WORK
     from tests.test_conv2d import declared
 
     builtin = Path(__file__).resolve().parent.parent / "peak_mcp" / "problems" / "builtin"
@@ -332,4 +333,4 @@ def test_a_size_rounded_to_a_problems_own_multiple_stays_small(tmp_path: Path) -
     assert len(checked) >= 8 and all(s["S"] % 128 == 0 for s in checked)
     assert any(s["B"] % 2 and s["B"] > 1 for s in checked)  # B, H and D keep their awkward values
     biggest = max(problem.work(c) for c in problem.generality_sizes(session))
-    assert max(problem.work(s) for s in checked[:-1]) <= max(ROUNDED_WORK_GROWTH * biggest, ROUNDED_WORK_FLOOR)
+    assert max(problem.work(s) for s in checked[:-1]) <= max(ROUNDED_WORK_GROWTH * biggest, SAMPLED_WORK)

@@ -13,7 +13,7 @@ from peak_mcp.core.errors import InvalidInput, PeakError
 from peak_mcp.core.expressions import evaluate_condition
 from peak_mcp.core.launch import LaunchSpec, beyond_portable_limits
 from peak_mcp.evaluation.phases import SizeFailure
-from peak_mcp.problems.base import Problem, Sizes
+from peak_mcp.problems.base import SAMPLED_WORK, Problem, Sizes
 
 DEFAULT_COUNT = 9
 DRAWN_MAX = 300  # a drawn extent's bound: about the work of the awkward sizes (1031 x 7 x 67), on a CPU device too
@@ -50,8 +50,7 @@ def sample_sizes(problem: Problem, sizes: Sizes, constraints: list[str],
     at random up to the session's (at most DRAWN_MAX), so that the sizes a version is checked at are never all
     known in advance (the others are fixed and named in every brief: a kernel could special-case them)."""
     # a problem file's own constraints too: with the session's alone, a file's 'S % 128 == 0' rounded every extent
-    own = tuple(getattr(getattr(problem, "declaration", None), "constraints", ()) or ())
-    named = _symbols_in([*constraints, *own]) & set(problem.symbols)
+    named = _symbols_in([*constraints, *problem.own_constraints]) & set(problem.symbols)
     chosen: list[dict[str, int]] = []
 
     def keep(variant: dict[str, int] | None) -> None:
@@ -103,7 +102,7 @@ def _fit(problem: Problem, candidate: dict[str, int], constraints: list[str],
     extents = set(problem.symbols) - set(problem.sampled)  # a parameter (stride, filter size) is never rounded
     for only in (named & extents, extents):
         variants += [{k: -(-v // r) * r if k in only else v for k, v in candidate.items()} for r in _ROUNDINGS]
-    most = max(ROUNDED_WORK_GROWTH * problem.work(candidate), ROUNDED_WORK_FLOOR)
+    most = max(ROUNDED_WORK_GROWTH * problem.work(candidate), SAMPLED_WORK)
     for variant in variants:
         try:
             if variant is not candidate and problem.work(variant) > most:
@@ -116,10 +115,9 @@ def _fit(problem: Problem, candidate: dict[str, int], constraints: list[str],
 
 
 # A rounded candidate may cost this many times the candidate (two constrained extents rounded from 33 and 19 to 128
-# cost 26x), or ROUNDED_WORK_FLOOR, not more: a file's own 'S % 128 == 0' rounded B = H = 1 to 128 too, and
-# attention's small long-row size became 1.2e12 flops, past the session's own.
+# cost 26x), or SAMPLED_WORK, not more: a file's own 'S % 128 == 0' rounded B = H = 1 to 128 too, and attention's
+# small long-row size became 1.2e12 flops, past the session's own.
 ROUNDED_WORK_GROWTH = 64
-ROUNDED_WORK_FLOOR = 2.0**27
 
 
 # The largest value a size symbol takes: every size reaches the kernel as a 32-bit int.

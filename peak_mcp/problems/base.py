@@ -16,6 +16,7 @@ import numpy as np
 from peak_mcp.core.errors import InvalidInput
 
 Sizes = Mapping[str, int]
+SAMPLED_WORK = 2.0**27  # the most one awkward size may cost (flops or bytes): generality's, describe's smoke test
 ABOVE_WORK = 2.0**26  # the most one size above the session's may cost (flops or bytes): ~0.1 s on lavapipe
 # In a worker's progress note: what runs now is a problem file's code, not the kernel (a hang is then the file's).
 PROBLEM_CODE = "from the problem file"
@@ -247,6 +248,11 @@ class Problem(ABC):
     def generality_sizes(self, sizes: Sizes) -> list[dict[str, int]]:
         """Size sets that shake out kernels which only work at some sizes (odd, prime, below one tile, ...),
         smallest first; the validator filters them by the session's constraints."""
+
+    @property
+    def own_constraints(self) -> tuple[str, ...]:
+        """The problem's own conditions on its sizes (a problem file's CONSTRAINTS), which check_sizes enforces."""
+        return ()
 
     def fast_path_sizes(self, sizes: Sizes) -> list[dict[str, int]]:
         """Those of generality_sizes whose rows keep a fast path's shape (whole 16-byte rows, the session's head

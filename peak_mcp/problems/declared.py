@@ -17,7 +17,7 @@ from typing import Any
 from peak_mcp.core.dtypes import EXACT_C_TYPES, itemsize
 from peak_mcp.core.errors import AnnotationError, InvalidInput, PeakError
 from peak_mcp.core.expressions import evaluate, evaluate_condition
-from peak_mcp.problems.base import BufferArg, Problem, ScalarArg, Sizes, Tolerance
+from peak_mcp.problems.base import SAMPLED_WORK, BufferArg, Problem, ScalarArg, Sizes, Tolerance
 from peak_mcp.problems.code import LocalCode, ProblemCode
 from peak_mcp.problems.declaration import BACKEND_NAMES, BufferDecl, ProblemDeclaration, ToleranceDecl, int_range_at
 from peak_mcp.problems.file_calls import COMPUTE_ROUNDOFF, FACTOR, FLOOR, REL_L2_SHARE, ROW_TRAITS, FileCalls
@@ -34,7 +34,6 @@ _SMALL = (7, 67, 5, 35)
 # buffer's shape take multiples of 8 that no tile of 16 divides, the others small odd values.
 _PITCHED = (72, 40, 24, 136)
 _RAGGED = (3, 13, 11, 7)
-SAMPLED_WORK = 2.0**27  # the most one awkward size may cost
 
 
 # --- kernel texts: the dtype prelude every naive kernel starts with --------------------------------------------
@@ -315,6 +314,10 @@ class DeclaredProblem(FileCalls, Problem):
         # parameters
         plan = [(c, k, False) for k, c in enumerate(candidates)] + [(c, 0, True) for c in self._pitched(sizes)]
         return self._fitted(plan, sizes)
+
+    @property
+    def own_constraints(self) -> tuple[str, ...]:
+        return tuple(self.declaration.constraints)
 
     def fast_path_sizes(self, sizes: Sizes) -> list[dict[str, int]]:
         return self._fitted([(c, 0, True) for c in self._pitched(sizes)], sizes)

@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from peak_mcp.core.dtypes import EXACT_DTYPES
 from peak_mcp.core.errors import PeakError
+from peak_mcp.problems.base import SAMPLED_WORK
 from peak_mcp.problems.declaration import MAX_DEFINITION_CHARS
 from peak_mcp.problems.trait_probe import probe_traits
 
@@ -38,7 +39,6 @@ MISSING_MODULE = "the server's Python has no module"
 FUNCTIONS = ("reference", "generate", "error_scale", "torch_reference")
 SMOKE_SIZES = (5, 8, 16, 64, 3, 2, 1, 128)
 DISTINCT_SIZES = (5, 7, 3, 11, 2, 13, 17, 19, 23, 29, 31, 37)  # one per symbol (at most 12)
-SMOKE_WORK = 2.0**27  # the most a smoke size may cost (generality's sampled sizes keep to the same)
 
 
 class DescribeError(Exception):
@@ -171,7 +171,7 @@ def _smoke_test(problem: Any) -> tuple[dict[str, int], dict[str, Any], dict[str,
     for sizes in candidates:
         try:
             problem.check_sizes(sizes)
-            if problem.symbols and sizes != distinct and problem.work(sizes) > SMOKE_WORK:
+            if problem.symbols and sizes != distinct and problem.work(sizes) > SAMPLED_WORK:
                 continue  # 128 in every symbol of a 4-D attention is 1e11 flops: 100 s in numpy
         except PeakError:
             continue
